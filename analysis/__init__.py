@@ -1,0 +1,1 @@
+"""MLflow runs -> pandas -> ablation tables (Markdown/LaTeX/CSV) and plots."""

@@ -1,0 +1,115 @@
+"""Config dataclasses and the flat trial config.
+
+A trial is described by one flat dict: ``model`` and ``task`` names, plus the
+fields of :class:`TrainConfig`, of the model's config dataclass and of the
+task's config dataclass. Keys are unique across the three, so a sweep spec or
+``--set chunk_size=20`` never needs to say which dataclass a key belongs to.
+Every config is a pydantic dataclass: types and ranges are validated at
+construction, unknown keys are an error naming the closest valid key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from typing import Any, Literal, Optional
+
+from pydantic import ConfigDict, Field, ValidationError
+from pydantic.dataclasses import dataclass
+
+from rirlab.errors import UserError
+
+STRICT = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+@dataclass(config=STRICT)
+class TrainConfig:
+    """Optimisation settings shared by every model (defaults: the papers' ListOps settings)."""
+
+    seed: int = Field(0, ge=0)
+    lr: float = Field(1e-3, gt=0, le=1.0)
+    weight_decay: float = Field(1e-2, ge=0)
+    batch_size: int = Field(128, ge=1)
+    eval_batch_size: int = Field(128, ge=1)
+    steps: int = Field(20000, ge=1)
+    epochs: Optional[int] = Field(None, ge=1)  # when set, overrides steps (epochs x batches per epoch)
+    log_every: int = Field(50, ge=1)
+    eval_every: int = Field(1000, ge=1)
+    grad_clip: float = Field(5.0, ge=0)
+    device: Literal["cpu", "cuda", "auto"] = "auto"
+    max_eval_examples: Optional[int] = Field(None, ge=1)
+    num_threads: int = Field(0, ge=0)
+
+
+def field_names(cls) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def closest(key: str, candidates) -> str:
+    match = difflib.get_close_matches(key, list(candidates), n=1, cutoff=0.5)
+    return f" (did you mean {match[0]}?)" if match else ""
+
+
+def build(cls, values: dict[str, Any], what: str):
+    """Construct ``cls`` from ``values``; a bad value raises UserError naming the field and the rule."""
+    try:
+        return cls(**values)
+    except ValidationError as err:
+        e = err.errors()[0]
+        loc = ".".join(str(p) for p in e["loc"]) or "?"
+        got = values.get(loc, e.get("input"))
+        raise UserError(f"{what}: {loc}={got!r} is invalid: {e['msg']}") from None
+    except TypeError as err:  # unexpected keyword argument
+        raise UserError(f"{what}: {err}") from None
+
+
+@dataclasses.dataclass
+class TrialConfig:
+    """The resolved, validated pieces of one flat trial config."""
+
+    model: str
+    task: str
+    train: Any
+    model_cfg: Any
+    task_cfg: Any
+
+    def flat(self) -> dict[str, Any]:
+        out = {"model": self.model, "task": self.task}
+        for part in (self.train, self.model_cfg, self.task_cfg):
+            out.update(dataclasses.asdict(part))
+        return out
+
+
+def resolve(flat: dict[str, Any], where: str = "config") -> TrialConfig:
+    """Split a flat dict into train / model / task configs, validating every key and value."""
+    from rirlab.models import registry as models
+    from rirlab.tasks import registry as tasks
+
+    flat = dict(flat)
+    model = flat.pop("model", None)
+    task = flat.pop("task", None)
+    if model is None or task is None:
+        raise UserError(f"{where}: both 'model' and 'task' must be set")
+    mentry = models.get(model)
+    tentry = tasks.get(task)
+    groups = {"train": TrainConfig, "model": mentry.config, "task": tentry.config}
+    names = {g: set(field_names(c)) for g, c in groups.items()}
+    split: dict[str, dict] = {g: {} for g in groups}
+    valid = set().union(*names.values())
+    for key, value in flat.items():
+        owner = next((g for g in groups if key in names[g]), None)
+        if owner is None:
+            raise UserError(
+                f"{where}: unknown parameter '{key}' for model '{model}' and task '{task}'"
+                f"{closest(key, valid)}"
+            )
+        split[owner][key] = value
+    if model not in tentry.models_ok(mentry):
+        raise UserError(f"{where}: model '{model}' cannot run task '{task}' ({tentry.kind} task); pick another model")
+    return TrialConfig(
+        model=model,
+        task=task,
+        train=build(TrainConfig, split["train"], where),
+        model_cfg=build(mentry.config, split["model"], where),
+        task_cfg=build(tentry.config, split["task"], where),
+    )

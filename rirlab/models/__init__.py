@@ -1,0 +1,1 @@
+"""Models: recursive cells, encoders, heads; ``registry`` maps names to builders."""

@@ -1,0 +1,35 @@
+"""Gated Recursive Cell (RIR paper, Appendix J, eq. 10-11) and the leaf transform (eq. 17)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class GRC(nn.Module):
+    """GELU Gated Recursive Cell R(child_l, child_r) -> parent, eq. 10-11; d_cell = cell_mult * d."""
+
+    def __init__(self, d: int, cell_mult: int = 4, dropout: float = 0.1):
+        super().__init__()
+        self.w1 = nn.Linear(2 * d, cell_mult * d)
+        self.w2 = nn.Linear(cell_mult * d, 4 * d)
+        self.drop = nn.Dropout(dropout)
+        self.ln = nn.LayerNorm(d)
+
+    def forward(self, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+        hidden = self.drop(F.gelu(self.w1(torch.cat([left, right], dim=-1))))  # (..., d_cell)
+        l, r, g, h = self.w2(hidden).chunk(4, dim=-1)  # 4 x (..., D), eq. 10
+        return self.ln(torch.sigmoid(l) * left + torch.sigmoid(r) * right + torch.sigmoid(g) * h)  # eq. 11
+
+
+class LeafTransform(nn.Module):
+    """Initial leaf transformation inp = LN(x W_init), eq. 17."""
+
+    def __init__(self, d: int):
+        super().__init__()
+        self.w = nn.Linear(d, d)
+        self.ln = nn.LayerNorm(d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.ln(self.w(x))

@@ -1,0 +1,58 @@
+"""Embedding + encoder + task head: sentence classifier, siamese pair classifier, token-level LM head."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from rirlab.models.base import EncoderOutput, ModelOutput
+from rirlab.tasks.base import TaskInfo
+
+
+class MLP(nn.Module):
+    def __init__(self, d_in: int, d_hidden: int, d_out: int, dropout: float):
+        super().__init__()
+        self.l1 = nn.Linear(d_in, d_hidden)
+        self.l2 = nn.Linear(d_hidden, d_out)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.l2(self.drop(F.gelu(self.l1(self.drop(x)))))
+
+
+class TaskModel(nn.Module):
+    """Embeds tokens, runs ``encoder(x, mask) -> EncoderOutput`` and applies the task's head.
+
+    classify: MLP on the sentence vector; pair: siamese, MLP on [u; v; |u-v|; u*v];
+    lm: a linear layer on every token state (the encoder must return (N, S, D)).
+    """
+
+    def __init__(self, encoder: nn.Module, info: TaskInfo, d: int, dropout: float):
+        super().__init__()
+        self.kind = info.kind
+        self.embed = nn.Embedding(info.vocab_size, d, padding_idx=info.pad_id)
+        self.drop = nn.Dropout(dropout)
+        self.encoder = encoder
+        if info.kind == "classify":
+            self.head = MLP(d, d, info.num_classes, dropout)
+        elif info.kind == "pair":
+            self.head = MLP(4 * d, d, info.num_classes, dropout)
+        elif info.kind == "lm":
+            self.head = nn.Linear(d, info.num_classes)
+        else:
+            raise ValueError(f"unknown task kind {info.kind!r}")
+
+    def encode(self, tokens: torch.Tensor, mask: torch.Tensor) -> EncoderOutput:
+        return self.encoder(self.drop(self.embed(tokens)), mask)  # (N, S, D) in
+
+    def forward(self, batch: dict) -> ModelOutput:
+        a = self.encode(batch["tokens"], batch["mask"])
+        if self.kind != "pair":
+            return ModelOutput(self.head(a.vec), a.aux_loss, a.stats)
+        b = self.encode(batch["tokens2"], batch["mask2"])
+        u, v = a.vec, b.vec  # (N, D) each
+        logits = self.head(torch.cat([u, v, (u - v).abs(), u * v], dim=-1))  # (N, C)
+        aux = None if a.aux_loss is None else a.aux_loss + b.aux_loss
+        stats = {k: (a.stats[k] + b.stats.get(k, a.stats[k])) / 2 for k in a.stats}
+        return ModelOutput(logits, aux, stats)

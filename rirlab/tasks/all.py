@@ -1,0 +1,3 @@
+"""Importing this module registers every task."""
+
+from rirlab.tasks import listops  # noqa: F401

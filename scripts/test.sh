@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The test command: set up (if needed), then run the suite. Extra arguments go to pytest
+# (e.g. `bash scripts/test.sh -m browser`). "No tests collected" (pytest exit 5) is a failure.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh || exit 1
+.venv/bin/python -m pytest "$@"
+rc=$?
+if [ "$rc" -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi
+exit "$rc"

@@ -1,0 +1,1 @@
+"""Ray Tune + Optuna + MLflow wiring: spec schema, Tuner construction, MLflow nesting, resume."""

@@ -1,0 +1,206 @@
+"""Build and run the Ray Tune experiment of a validated spec, recording it in MLflow from the driver."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+from rirlab.config import resolve
+from rirlab.errors import UserError
+from sweeps.spec import LoadedSpec, expand, swept_keys, trial_name
+from sweeps.tracking import Tracker
+
+OUTPUT_ROOT = "rirlab_runs"
+
+
+def _search_space(loaded: LoadedSpec) -> dict:
+    """Tune param_space: an explicit trial list for grid; constants + distributions otherwise."""
+    from ray import tune
+
+    from sweeps.spec import base_config
+    from sweeps.trainable import META
+
+    spec = loaded.spec
+    steps = spec.budget.steps
+    ckpt_every = spec.checkpoint_every or 0
+    if spec.algorithm == "grid":
+        trials = expand(spec)
+        return {"trial": tune.grid_search(trials), META: {"checkpoint_every": ckpt_every, "steps": steps}}
+    space = dict(base_config(spec))
+    for key, axis in spec.search.items():
+        space[key] = _domain(axis)
+    meta = {"checkpoint_every": ckpt_every, "seeds": spec.seed_list, "swept": list(spec.search),
+            "when": {k: a.when for k, a in spec.search.items() if a.when}}
+    space[META] = meta
+    if spec.algorithm == "random":
+        space["seed"] = tune.grid_search(spec.seed_list)
+    return space
+
+
+def _domain(axis):
+    from ray import tune
+
+    v = axis.values
+    if axis.kind in ("grid", "choice"):
+        return tune.choice(v)
+    if axis.kind == "uniform":
+        return tune.uniform(*v)
+    if axis.kind == "loguniform":
+        return tune.loguniform(*v)
+    return tune.randint(v[0], v[1] + 1)  # randint bounds are inclusive in specs
+
+
+def _searcher(loaded: LoadedSpec):
+    spec = loaded.spec
+    if spec.algorithm != "optuna":
+        return None
+    from ray.tune.search import Repeater
+    from ray.tune.search.optuna import OptunaSearch
+
+    metric = spec.metrics if len(spec.metrics) > 1 else spec.metrics[0]
+    mode = spec.modes if len(spec.modes) > 1 else spec.modes[0]
+    search = OptunaSearch(metric=metric, mode=mode, seed=spec.seed_list[0])
+    if len(spec.seed_list) > 1:
+        return Repeater(search, repeat=len(spec.seed_list), set_index=True)
+    return search
+
+
+def _scheduler(loaded: LoadedSpec):
+    spec = loaded.spec
+    if spec.scheduler.type != "asha":
+        return None
+    from ray.tune.schedulers import ASHAScheduler
+
+    steps = spec.budget.steps or int(spec.fixed.get("steps", 20000))
+    return ASHAScheduler(time_attr="step", max_t=steps, grace_period=spec.scheduler.grace_period,
+                         reduction_factor=spec.scheduler.reduction_factor)
+
+
+def dry_run(loaded: LoadedSpec, out=sys.stdout) -> None:
+    spec = loaded.spec
+    trials = expand(spec, sample_random=True)
+    if spec.algorithm == "grid":
+        print(f"{spec.name}: {len(trials)} trials (spec hash {loaded.hash})", file=out)
+    else:
+        print(f"{spec.name}: {spec.num_samples} samples x {len(spec.seed_list)} seeds = {len(trials)} trials by "
+              f"{spec.algorithm} search (spec hash {loaded.hash}); the values below are a local preview, "
+              f"Ray Tune draws its own", file=out)
+    for i, t in enumerate(trials):
+        cfg = resolve(t["config"]).flat()
+        print(f"[{i + 1}] {t['name']}", file=out)
+        print("    " + json.dumps(cfg, sort_keys=True, default=str), file=out)
+
+
+def _ray_init(address: Optional[str], log_dir: Path) -> None:
+    import ray
+
+    log_dir.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(log_dir / "ray_driver.log")
+    for name in ("ray", "ray.tune", "ray.train", "ray.data"):
+        lg = logging.getLogger(name)
+        lg.handlers = [handler]
+        lg.propagate = False
+        lg.setLevel(logging.INFO)
+    if ray.is_initialized():
+        return
+    kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
+    if address:
+        ray.init(address=address, **kwargs)
+    else:
+        ray.init(**kwargs)
+
+
+def run_sweep(loaded: LoadedSpec, tracking_uri: str, address: Optional[str] = None, resume: bool = False,
+              checkpoint_artifacts: bool = True, output_root: str = OUTPUT_ROOT) -> dict:
+    """Run (or --resume) the sweep; returns counts of finished / failed trials."""
+    os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", "1")
+    from ray import tune
+
+    from sweeps.callback import MLflowTrialCallback, ProgressCallback
+    from sweeps.trainable import trainable
+
+    spec = loaded.spec
+    tracker = Tracker(tracking_uri)
+    out_root = Path(output_root).resolve()
+    exp_id = tracker.experiment_id(spec.name)
+    parent = tracker.find_parent(exp_id, loaded.hash) if resume else None
+    if resume and parent is None:
+        raise UserError(f"--resume: no earlier sweep of {loaded.path} (spec hash {loaded.hash}) in {tracking_uri}; "
+                        f"run it without --resume first (same --quick/--set flags)")
+    if parent is not None:
+        tune_path = parent.data.tags.get("rirlab.tune_path", "")
+        parent_id = parent.info.run_id
+        if not tune_path or not tune.Tuner.can_restore(tune_path):
+            raise UserError(f"--resume: the Ray Tune state of run {parent_id} ({tune_path or 'unknown'}) is gone; "
+                            f"start the sweep again without --resume")
+        tracker.reopen(parent_id)
+    else:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        tune_path = str(out_root / f"{spec.name}-{loaded.hash}-{stamp}")
+        parent_id = tracker.start_parent(exp_id, f"{spec.name} {stamp}", {
+            "rirlab.spec_hash": loaded.hash, "rirlab.spec_path": str(loaded.path), "rirlab.quick": str(loaded.quick),
+            "rirlab.tune_path": tune_path, "rirlab.swept": ",".join(swept_keys(spec)),
+            "rirlab.algorithm": spec.algorithm, "rirlab.metric": ",".join(spec.metrics),
+            "rirlab.seeds": str(len(spec.seed_list)), "rirlab.overrides": json.dumps(loaded.overrides, default=str)})
+        tracker.client.log_text(parent_id, loaded.text, f"spec/{loaded.path.name}")
+        tracker.client.log_text(parent_id, json.dumps(spec.model_dump(mode="json"), indent=2), "spec/effective_spec.json")
+    log_dir = Path(tune_path)
+    _ray_init(address, log_dir)
+    import ray
+
+    tracker.set_tags(parent_id, {"rirlab.cluster_resources": json.dumps(ray.cluster_resources(), sort_keys=True)})
+    resources = {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu}
+    train_fn = tune.with_resources(trainable, resources)
+    mlflow_cb = MLflowTrialCallback(tracker, exp_id, parent_id, checkpoint_artifacts=checkpoint_artifacts)
+    n_trials = len(expand(spec, sample_random=True))
+    progress = ProgressCallback(spec.name, n_trials, spec.metrics[0], spec.modes[0])
+    single = len(spec.metrics) == 1
+    run_config = tune.RunConfig(
+        name=Path(tune_path).name, storage_path=str(Path(tune_path).parent),
+        failure_config=tune.FailureConfig(max_failures=spec.max_failures),
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+        stop={"time_total_s": spec.budget.time_limit_s} if spec.budget.time_limit_s else None,
+        callbacks=[mlflow_cb, progress], verbose=0)
+    status = "FINISHED"
+    try:
+        if parent is not None:
+            tuner = tune.Tuner.restore(tune_path, trainable=train_fn, resume_unfinished=True, resume_errored=True)
+        else:
+            tuner = tune.Tuner(
+                train_fn, param_space=_search_space(loaded),
+                tune_config=tune.TuneConfig(
+                    metric=spec.metrics[0] if single and spec.algorithm != "optuna" else None,
+                    mode=spec.modes[0] if single and spec.algorithm != "optuna" else None,
+                    search_alg=_searcher(loaded), scheduler=_scheduler(loaded),
+                    num_samples=spec.num_samples if spec.algorithm != "grid" else 1,
+                    max_concurrent_trials=spec.max_concurrent,
+                    trial_dirname_creator=lambda t: f"trial_{t.trial_id}"),
+                run_config=run_config)
+        grid = tuner.fit()
+    except KeyboardInterrupt:
+        status = "KILLED"
+        mlflow_cb.mark_interrupted()
+        progress.close()
+        tracker.set_tags(parent_id, {"rirlab.interrupted": "true"})
+        tracker.finish(parent_id, "KILLED")
+        print(f"\ninterrupted: running trials were checkpointed; continue with: "
+              f"rirlab sweep {loaded.path} --resume{' --quick' if loaded.quick else ''}", file=sys.stderr)
+        raise
+    progress.close()
+    counts = mlflow_cb.counts()
+    tracker.set_tags(parent_id, {"rirlab.trials_finished": str(counts["finished"]),
+                                 "rirlab.trials_failed": str(counts["failed"])})
+    tracker.finish(parent_id, status)
+    counts["parent_run_id"] = parent_id
+    counts["errors"] = len(grid.errors)
+    return counts
+
+
+__all__ = ["run_sweep", "dry_run", "trial_name"]

@@ -1,0 +1,133 @@
+"""MLflow bookkeeping, always from the driver: one parent run per sweep, one child run per trial.
+
+Only the driver writes (safe with a sqlite store and concurrent trials; the
+same code talks to a tracking server across machines). Child runs carry the
+tag ``rirlab.trial_key`` so a resumed sweep finds and continues its own runs.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from mlflow.entities import Metric, Param, RunStatus, RunTag
+from mlflow.tracking import MlflowClient
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
+
+import rirlab
+
+DEFAULT_URI_FILE = "mlruns.db"
+PARENT_TAG = "rirlab.sweep"  # "parent" on the parent run
+KEY_TAG = "rirlab.trial_key"
+RAY_KEYS = {"time_this_iter_s", "timestamp", "training_iteration", "time_total_s", "time_since_restore",
+            "iterations_since_restore", "pid", "done", "step", "checkpoint_dir_name", "should_checkpoint"}
+SECRET_MARKERS = ("PASSWORD", "SECRET", "TOKEN", "KEY", "CREDENTIAL")
+
+
+def resolve_tracking_uri(cli_value: Optional[str] = None) -> str:
+    """--tracking-uri, else $MLFLOW_TRACKING_URI, else sqlite:///<cwd>/mlruns.db."""
+    uri = cli_value or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / DEFAULT_URI_FILE}"
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        rel = uri[len("sqlite:///"):]
+        uri = f"sqlite:///{Path(rel).resolve()}"
+    return uri
+
+
+def artifact_root(uri: str) -> Optional[str]:
+    """For a sqlite store, keep artifacts next to the database file (mlartifacts/)."""
+    if uri.startswith("sqlite:///"):
+        return str(Path(uri[len("sqlite:///"):]).parent / "mlartifacts")
+    return None
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(rirlab.__file__).parent, capture_output=True,
+                             text=True, timeout=5)
+        return out.stdout.strip() if out.returncode == 0 else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def split_result(result: dict) -> tuple[dict[str, float], dict[str, str]]:
+    """Numeric, finite values -> metrics; strings -> tags; Ray's bookkeeping keys dropped."""
+    metrics, tags = {}, {}
+    for k, v in result.items():
+        if k in RAY_KEYS or k.startswith("config") or k in ("trial_id", "experiment_tag", "date", "hostname", "node_ip"):
+            continue
+        if isinstance(v, bool):
+            continue
+        if isinstance(v, (int, float)) and math.isfinite(v):
+            metrics[k] = float(v)
+        elif isinstance(v, str):
+            tags[f"rirlab.{k}"] = v[:5000]
+    return metrics, tags
+
+
+class Tracker:
+    def __init__(self, uri: str):
+        self.uri = uri
+        self.client = MlflowClient(tracking_uri=uri)
+
+    def experiment_id(self, name: str, create: bool = True) -> Optional[str]:
+        exp = self.client.get_experiment_by_name(name)
+        if exp is not None:
+            if exp.lifecycle_stage == "deleted":
+                self.client.restore_experiment(exp.experiment_id)
+            return exp.experiment_id
+        if not create:
+            return None
+        root = artifact_root(self.uri)
+        return self.client.create_experiment(name, artifact_location=f"{root}/{name}" if root else None)
+
+    def start_parent(self, exp_id: str, name: str, tags: dict[str, str]) -> str:
+        run = self.client.create_run(exp_id, run_name=name, tags={PARENT_TAG: "parent", **tags,
+                                                                  "rirlab.version": rirlab.__version__,
+                                                                  "rirlab.git_commit": git_commit()})
+        return run.info.run_id
+
+    def find_parent(self, exp_id: str, spec_hash: str):
+        runs = self.client.search_runs([exp_id], filter_string=f"tags.`{PARENT_TAG}` = 'parent' and "
+                                       f"tags.`rirlab.spec_hash` = '{spec_hash}'", order_by=["attributes.start_time DESC"],
+                                       max_results=1)
+        return runs[0] if runs else None
+
+    def children(self, exp_id: str, parent_id: str) -> list:
+        return self.client.search_runs([exp_id], filter_string=f"tags.`{MLFLOW_PARENT_RUN_ID}` = '{parent_id}'",
+                                       max_results=50000)
+
+    def start_child(self, exp_id: str, parent_id: str, name: str, params: dict[str, Any], tags: dict[str, str]) -> str:
+        run = self.client.create_run(exp_id, run_name=name, tags={MLFLOW_PARENT_RUN_ID: parent_id, **tags})
+        self.log_params(run.info.run_id, params)
+        return run.info.run_id
+
+    def log_params(self, run_id: str, params: dict[str, Any]) -> None:
+        items = [Param(k, str(v)[:6000]) for k, v in sorted(params.items())]
+        for i in range(0, len(items), 100):
+            self.client.log_batch(run_id, params=items[i : i + 100], synchronous=True)
+
+    def log_result(self, run_id: str, result: dict, step: int) -> None:
+        metrics, tags = split_result(result)
+        now = int(time.time() * 1000)
+        self.client.log_batch(run_id, metrics=[Metric(k, v, now, step) for k, v in metrics.items()],
+                              tags=[RunTag(k, v) for k, v in tags.items()], synchronous=True)
+
+    def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
+        self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()], synchronous=True)
+
+    def finish(self, run_id: str, status: str = "FINISHED", reason: Optional[str] = None) -> None:
+        if reason:
+            self.set_tags(run_id, {"rirlab.failure_reason": reason[:5000]})
+        self.client.set_terminated(run_id, status=status)
+
+    def reopen(self, run_id: str) -> None:
+        self.client.update_run(run_id, status=RunStatus.to_string(RunStatus.RUNNING))
+
+
+def redact_env() -> dict[str, str]:
+    """Environment variables safe to record (nothing that looks like a secret)."""
+    return {k: v for k, v in os.environ.items() if not any(m in k.upper() for m in SECRET_MARKERS)}
