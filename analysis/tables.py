@@ -69,6 +69,8 @@ def build_table(df: pd.DataFrame, stat: str = "mean", metric: str = "accuracy", 
                 g["values"][c].append(v)
     rows = [{"label": g["label"], "cells": {c: aggregate(v, stat) if v else None for c, v in g["values"].items()}}
             for g in groups.values()]
+    rows.sort(key=lambda r: tuple((0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v))
+                                  for v in r["label"].values()))
     return Table(row_keys, columns, rows, stat, n_expected, failed)
 
 

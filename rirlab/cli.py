@@ -84,46 +84,6 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
 
 
 @main.command()
-@click.argument("spec", type=click.Path(dir_okay=False), required=False)
-@click.option("--experiment", default=None, help="Experiment name (default: the spec's name).")
-@tracking_option
-@click.option("--format", "fmt", type=click.Choice(["markdown", "csv", "latex"]), default="markdown", show_default=True)
-@click.option("--stat", type=click.Choice(["mean", "median"]), default="mean", show_default=True,
-              help="Centre of each cell over seeds.")
-@click.option("--parent", default=None, metavar="RUN_ID", help="Sweep parent run to read (default: the latest).")
-@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the table to FILE instead of stdout.")
-def tables(spec, experiment, tracking_uri, fmt, stat, parent, out):
-    """Print the table of a sweep: one row per configuration, one column per evaluation split."""
-    from mlflow.tracking import MlflowClient
-
-    from analysis.runs import child_runs, latest_parent
-    from analysis.tables import build_table, render
-    from sweeps.tracking import resolve_tracking_uri
-
-    if spec is None and experiment is None:
-        raise UserError("give a SPEC file or --experiment NAME")
-    n_expected = 0
-    if spec is not None:
-        from sweeps.spec import load_spec
-
-        loaded = load_spec(spec)
-        experiment = experiment or loaded.spec.name
-    client = MlflowClient(resolve_tracking_uri(tracking_uri))
-    exp, parent_run = latest_parent(client, experiment, parent)
-    n_expected = int(parent_run.data.tags.get("rirlab.seeds", "0") or 0)
-    df = child_runs(client, exp.experiment_id, parent_run.info.run_id)
-    if df.empty:
-        raise UserError(f"sweep run {parent_run.info.run_id} of '{experiment}' has no trial runs yet")
-    text = render(build_table(df, stat=stat, n_expected=n_expected), fmt)
-    if out:
-        with open(out, "w") as f:
-            f.write(text)
-        click.echo(f"wrote {out}")
-    else:
-        click.echo(text, nl=False)
-
-
-@main.command()
 @click.option("--model", required=True, help="Registered model name (see `rirlab models`).")
 @click.option("--task", required=True, help="Registered task name, e.g. listops.")
 @click.option("--quick", is_flag=True, help="Small data, tiny model, 200 steps.")
@@ -206,6 +166,9 @@ def list_tasks():
         e = registry.get(name)
         click.echo(f"{name:14s} [{e.kind}] {e.doc.splitlines()[0] if e.doc else ''}")
 
+
+# Further command groups register themselves on `main` when imported (one module per area).
+from rirlab import cli_analysis  # noqa: E402,F401  tables (export and plots come with the analysis issue)
 
 if __name__ == "__main__":
     main()

@@ -185,6 +185,8 @@ def run_trial(config: dict, report: Optional[Report] = None, *, state: Optional[
         final, final_ckpt = {"step": trainer.step}, None
     for name, examples in trainer.data.eval_splits.items():
         final.update({f"{name}/{k}": v for k, v in trainer.evaluate(examples).items()})
+    for name, obj in getattr(trainer.model, "artifacts", dict)().items():
+        final[f"artifact:{name}"] = obj  # JSON-able; the tracker stores it as an MLflow artifact
     final.update(peak_mem_mb=trainer.peak_mem_mb(), num_params=sum(p.numel() for p in trainer.model.parameters()),
                  device=device_name() if trainer.device.type == "cuda" else "cpu", final=True)
     report(final, checkpoint=final_ckpt)

@@ -43,6 +43,10 @@ class TaskModel(nn.Module):
         else:
             raise ValueError(f"unknown task kind {info.kind!r}")
 
+    def artifacts(self) -> dict:
+        """JSON-able objects the encoder wants stored with the run (e.g. a halting-depth histogram)."""
+        return getattr(self.encoder, "artifacts", dict)()
+
     def encode(self, tokens: torch.Tensor, mask: torch.Tensor) -> EncoderOutput:
         return self.encoder(self.drop(self.embed(tokens)), mask)  # (N, S, D) in
 

@@ -69,3 +69,6 @@ def rir_grc(cfg: RIRGRCConfig, info):
 def rnn_grc(cfg: GRCConfig, info):
     """Plain recurrent GRC baseline (RNN-GRC, RIR paper eq. 2)."""
     return TaskModel(RNNEncoder(cfg.hidden_size, cfg.cell_mult, cfg.dropout), info, cfg.hidden_size, cfg.dropout)
+
+
+# Model families in their own modules register themselves on import:
