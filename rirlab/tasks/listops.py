@@ -152,7 +152,7 @@ def encode(examples: list[tuple[str, int]]) -> list[tuple[list[int], int]]:
 
 
 @register("listops", ListOpsConfig, kind="classify", doc="ListOps-O: 10-way classification of nested list operations",
-          quick={"n_train": 2000, "n_dev": 200, "n_test": 200})
+          quick={"n_train": 2000, "n_dev": 200, "n_test": 200}, splits=(("test", "near-IID"),))
 def load(cfg: ListOpsConfig) -> TaskData:
     train = generate(cfg.n_train, cfg.data_seed, cfg.max_args, cfg.max_depth, max_len=cfg.max_train_len)
     seen = {t for t, _ in train}

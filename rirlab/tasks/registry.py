@@ -17,6 +17,7 @@ class TaskEntry:
     kind: str  # "classify" | "pair" | "lm"
     doc: str = ""
     quick: tuple = ()  # (key, value) pairs of a small, fast setting used by `rirlab train --quick`
+    splits: tuple = ()  # (split name, paper column label) of the test splits, in the papers' column order
 
     def models_ok(self, model_entry) -> set[str]:
         return {model_entry.name} if self.kind in model_entry.kinds else set()
@@ -25,12 +26,13 @@ class TaskEntry:
 _REGISTRY: dict[str, TaskEntry] = {}
 
 
-def register(name: str, config: type, kind: str, doc: str = "", quick: dict | None = None):
+def register(name: str, config: type, kind: str, doc: str = "", quick: dict | None = None,
+             splits: tuple = ()):
     def deco(fn):
         if name in _REGISTRY:
             raise ValueError(f"task {name!r} registered twice")
         _REGISTRY[name] = TaskEntry(name, config, fn, kind, doc or (fn.__doc__ or "").strip(),
-                                    tuple((quick or {}).items()))
+                                    tuple((quick or {}).items()), tuple(splits))
         return fn
 
     return deco
