@@ -109,10 +109,8 @@ def _ray_init(address: Optional[str], log_dir: Path) -> None:
     if ray.is_initialized():
         return
     kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
-    if address:
-        ray.init(address=address, **kwargs)
-    else:
-        ray.init(**kwargs)
+    # no --address: always a fresh local Ray sized to this machine, never an unrelated `ray start` cluster
+    ray.init(address=address or "local", **kwargs)
 
 
 def run_sweep(loaded: LoadedSpec, tracking_uri: str, address: Optional[str] = None, resume: bool = False,
