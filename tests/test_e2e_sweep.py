@@ -1,0 +1,70 @@
+"""End to end: the user's own commands, a real local Ray, a real MLflow sqlite store in a temp dir."""
+
+from __future__ import annotations
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from sweeps.spec import expand, load_spec
+from tests.conftest import REPO, run_cli
+
+SPEC = REPO / "search_spaces" / "chunk_beam.yaml"
+
+
+@pytest.mark.e2e
+def test_quick_sweep_then_tables(workdir):
+    proc = run_cli(["sweep", SPEC, "--quick"], cwd=workdir, check=True)
+    assert "finished" in proc.stdout
+
+    loaded = load_spec(SPEC, quick=True)
+    trials = expand(loaded.spec)
+    assert len(trials) >= 4
+    client = MlflowClient(f"sqlite:///{workdir / 'mlruns.db'}")  # the default store, in the current directory
+    exp = client.get_experiment_by_name(loaded.spec.name)
+    runs = client.search_runs([exp.experiment_id], max_results=1000)
+    parents = [r for r in runs if r.data.tags.get("rirlab.sweep") == "parent"]
+    assert len(parents) == 1
+    parent = parents[0]
+    assert parent.info.status == "FINISHED"
+    assert parent.data.tags["rirlab.spec_hash"] == loaded.hash
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert sorted(r.info.run_name for r in children) == sorted(t["name"] for t in trials)
+    for run in children:
+        assert run.info.status == "FINISHED"
+        assert 0.0 <= run.data.metrics["test/accuracy"] <= 100.0
+        assert "dev/accuracy" in run.data.metrics and "train/loss" in run.data.metrics
+        assert run.data.params["model"] == loaded.spec.model
+        trial = next(t for t in trials if t["name"] == run.info.run_name)
+        for key, value in trial["swept"].items():
+            if key != "variant":
+                assert run.data.params[key] == str(value)
+        assert len(run.data.params) > 15  # the full flattened config, not only the swept values
+        history = client.get_metric_history(run.info.run_id, "train/loss")
+        assert len(history) >= 2  # logged per logging step, not only at the end
+
+    table = run_cli(["tables", SPEC], cwd=workdir, check=True).stdout
+    configs = {tuple((k, v) for k, v in t["swept"].items() if k != "seed") for t in trials}
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| config")]
+    assert len(rows) == len(configs)
+    for cfg in configs:
+        assert any(",".join(f"{k}={v}" for k, v in cfg) in row for row in rows)
+    assert "±" in table
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["sweep", "no_such_spec.yaml"], "spec file not found"),
+    (["sweep", "bad.yaml"], "invalid YAML"),
+    (["sweep", "unknown_model.yaml"], "unknown model 'rir_ebt_gcr'"),
+    (["sweep", "unknown_task.yaml"], "unknown task 'listopz'"),
+    (["train", "--model", "nope", "--task", "listops"], "unknown model 'nope'"),
+])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(workdir, args, needle):
+    (workdir / "bad.yaml").write_text("name: x\nsearch:\n  chunk_size: {grid: [1, 2]\n")
+    (workdir / "unknown_model.yaml").write_text("name: x\ntask: listops\nmodel: rir_ebt_gcr\n")
+    (workdir / "unknown_task.yaml").write_text("name: x\ntask: listopz\nmodel: bbt_grc\n")
+    proc = run_cli(args, cwd=workdir)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], proc.stderr
+    assert not (workdir / "mlruns.db").exists()
+    assert not (workdir / "rirlab_runs").exists()
