@@ -26,18 +26,19 @@ class GRCConfig:
 @dataclass(config=STRICT)
 class RIRGRCConfig(GRCConfig):
     chunk_size: int = Field(30, ge=2)
+    s4d: bool = True  # S4D pre-chunk layer (RIR §3.2, eq. 13-17); RIR-GRC uses it (§4.1)
 
 
 class TreeEncoder(nn.Module):
     """Leaf transform (eq. 17) then a balanced k-ary tree of GRC compositions."""
 
-    def __init__(self, d: int, cell_mult: int, dropout: float, k: int):
+    def __init__(self, d: int, cell_mult: int, dropout: float, k: int, leaf: nn.Module | None = None):
         super().__init__()
-        self.leaf = LeafTransform(d)
+        self.leaf = leaf or LeafTransform(d)
         self.tree = BalancedTree(GRC(d, cell_mult, dropout), k)
 
     def forward(self, x, mask) -> EncoderOutput:
-        return EncoderOutput(self.tree(self.leaf(x), mask))
+        return EncoderOutput(self.tree(self.leaf(x, mask), mask))
 
 
 class RNNEncoder(nn.Module):
@@ -61,7 +62,10 @@ def bbt_grc(cfg: GRCConfig, info):
 @register("rir_grc", RIRGRCConfig)
 def rir_grc(cfg: RIRGRCConfig, info):
     """RIR with a GRC RNN as inner RvNN: balanced k-ary outer recursion over chunks (RIR §2 eq. 6-7, §4.1)."""
-    enc = TreeEncoder(cfg.hidden_size, cfg.cell_mult, cfg.dropout, k=cfg.chunk_size)
+    from rirlab.models.s4d import PreChunkS4D
+
+    leaf = PreChunkS4D(cfg.hidden_size) if cfg.s4d else None
+    enc = TreeEncoder(cfg.hidden_size, cfg.cell_mult, cfg.dropout, k=cfg.chunk_size, leaf=leaf)
     return TaskModel(enc, info, cfg.hidden_size, cfg.dropout)
 
 
@@ -72,3 +76,5 @@ def rnn_grc(cfg: GRCConfig, info):
 
 
 # Model families in their own modules register themselves on import:
+from rirlab.models import zoo_rir  # noqa: E402,F401  ebt_grc, gt_grc, rir_ebt_grc, s4d
+from rirlab.models import zoo_halting  # noqa: E402,F401  transformer, ut, gut, tlb, gutlb

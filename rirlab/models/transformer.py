@@ -1,0 +1,208 @@
+"""Pre-LayerNorm Transformer pieces (Recurrent Transformers paper §3, eq. 1-4; gated FFN eq. 9-11).
+
+Relative positions: rotary embeddings (RoPE) on queries and keys of self-attention.
+The paper uses xPos (§6.1), which is RoPE times a per-position exponential scale
+zeta^(n/gamma) on q and zeta^(-m/gamma) on k. That scale was designed for causal
+attention: in a bidirectional encoder (ListOps, logic) keys to the right of the
+query get a factor > 1 that grows with distance and overflows on long inputs
+unless blocked attention is added. RoPE keeps the same relative-rotation
+mechanism, is parameter-free, is well defined for causal and bidirectional
+attention and for any length, so the encoders here use it.
+
+Attention runs through ``torch.nn.functional.scaled_dot_product_attention``.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from rirlab.models.base import EncoderOutput
+
+
+def rotate(x: torch.Tensor) -> torch.Tensor:
+    """Apply RoPE to (N, H, S, Dh) with positions 0..S-1 (Dh even)."""
+    s, dh = x.size(-2), x.size(-1)
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, dh, 2, device=x.device, dtype=torch.float32) / dh))  # (Dh/2,)
+    ang = torch.arange(s, device=x.device, dtype=torch.float32)[:, None] * inv_freq  # (S, Dh/2)
+    cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+    x1, x2 = x[..., 0::2], x[..., 1::2]  # (N, H, S, Dh/2) each
+    out = torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)  # (N, H, S, Dh/2, 2)
+    return out.flatten(-2)  # (N, H, S, Dh)
+
+
+def attention_mask(key_mask: Optional[torch.Tensor], sq: int, causal: bool, device) -> Optional[torch.Tensor]:
+    """Boolean SDPA mask (N, 1, Sq, Sk) or (1, 1, Sq, Sk); True = may attend. No query row is left empty."""
+    mask = None
+    if key_mask is not None:
+        empty = ~key_mask.any(dim=1, keepdim=True)  # (N, 1): sequence (or chunk) with no valid key
+        mask = (key_mask | empty)[:, None, None, :]  # (N, 1, 1, Sk)
+    if causal:
+        sk = key_mask.size(1) if key_mask is not None else sq
+        tri = torch.ones(sq, sk, dtype=torch.bool, device=device).tril()[None, None]  # (1, 1, Sq, Sk)
+        if mask is None:
+            return tri
+        mask = mask & tri  # (N, 1, Sq, Sk)
+        mask = mask | (tri & ~mask.any(-1, keepdim=True))  # a row with no valid key falls back to causal
+    return mask
+
+
+class MultiHeadAttention(nn.Module):
+    """Standard multi-head attention MHA(Q, K, V) with optional RoPE (self-attention only)."""
+
+    def __init__(self, d: int, heads: int, dropout: float, rotary: bool = True):
+        super().__init__()
+        self.h, self.rotary, self.p = heads, rotary, dropout
+        self.q = nn.Linear(d, d)
+        self.kv = nn.Linear(d, 2 * d)
+        self.o = nn.Linear(d, d)
+
+    def forward(self, q_in, kv_in, key_mask=None, causal: bool = False) -> torch.Tensor:
+        n, sq, d = q_in.shape
+        sk, dh = kv_in.size(1), d // self.h
+        q = self.q(q_in).view(n, sq, self.h, dh).transpose(1, 2)  # (N, H, Sq, Dh)
+        k, v = self.kv(kv_in).view(n, sk, 2, self.h, dh).permute(2, 0, 3, 1, 4)  # 2 x (N, H, Sk, Dh)
+        if self.rotary:
+            q, k = rotate(q), rotate(k)
+        mask = attention_mask(key_mask, sq, causal, q_in.device)
+        p = self.p if self.training else 0.0
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (N, H, Sq, Dh)
+        return self.o(out.transpose(1, 2).reshape(n, sq, d))  # (N, Sq, D)
+
+
+class Attention(nn.Module):
+    """Attention(Q, K, V) = MHA(LN(Q), LN(K), LN(V)) + Q, eq. 3 (pre-LN with residual)."""
+
+    def __init__(self, d: int, heads: int, dropout: float, rotary: bool = True):
+        super().__init__()
+        self.ln = nn.LayerNorm(d)
+        self.mha = MultiHeadAttention(d, heads, dropout, rotary)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, q, kv=None, key_mask=None, causal: bool = False) -> torch.Tensor:
+        lq = self.ln(q)
+        lkv = lq if kv is None else self.ln(kv)
+        return self.drop(self.mha(lq, lkv, key_mask, causal)) + q  # (N, Sq, D)
+
+
+class FeedForward(nn.Module):
+    """H = GeLU(LN(A) W1 + b1) W2 + b2 + A, eq. 4."""
+
+    def __init__(self, d: int, d_ff: int, dropout: float):
+        super().__init__()
+        self.ln = nn.LayerNorm(d)
+        self.w1 = nn.Linear(d, d_ff)
+        self.w2 = nn.Linear(d_ff, d)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, a: torch.Tensor) -> torch.Tensor:
+        return self.drop(self.w2(self.drop(F.gelu(self.w1(self.ln(a)))))) + a  # (N, S, D)
+
+
+class GatedFeedForward(nn.Module):
+    """H_l = G * FeedForward(A_l) + (1 - G) * H_{l-1}, G = sigmoid(GeLU(LN(A_l) Wg1 + bg1) Wg2 + bg2), eq. 9-11."""
+
+    def __init__(self, d: int, d_ff: int, dropout: float):
+        super().__init__()
+        self.ff = FeedForward(d, d_ff, dropout)
+        self.ln = nn.LayerNorm(d)
+        self.g1 = nn.Linear(d, d_ff)  # d_gff = d_ff (Appendix A)
+        self.g2 = nn.Linear(d_ff, d)
+
+    def gate(self, a: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(self.g2(F.gelu(self.g1(self.ln(a)))))  # (N, S, D), eq. 10
+
+    def forward(self, h_prev: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+        g = self.gate(a)
+        return g * self.ff(a) + (1 - g) * h_prev  # eq. 9, 11
+
+
+class Block(nn.Module):
+    """One Transformer layer: A = Attention(H, KV, KV) (eq. 1, 3), then FeedForward (eq. 2, 4) or GatedFeedForward."""
+
+    def __init__(self, d: int, heads: int, d_ff: int, dropout: float, gate: bool = False):
+        super().__init__()
+        self.attn = Attention(d, heads, dropout)
+        self.ff = GatedFeedForward(d, d_ff, dropout) if gate else FeedForward(d, d_ff, dropout)
+        self.gated = gate
+
+    def forward(self, h, mask=None, causal: bool = False, kv=None) -> torch.Tensor:
+        a = self.attn(h, kv, mask, causal)  # (N, S, D)
+        return self.ff(h, a) if self.gated else self.ff(a)  # (N, S, D)
+
+
+def add_start_end(x: torch.Tensor, mask: torch.Tensor, start: torch.Tensor, end: torch.Tensor):
+    """Wrap each sequence as [START] x [END] (Appendix A); END goes right after the last real token.
+
+    x: (N, S, D), mask: (N, S) prefix-valid. Returns (N, S+2, D), mask (N, S+2), END index (N,).
+    """
+    n, s, d = x.shape
+    lengths = mask.sum(1)  # (N,)
+    out = torch.cat([start.expand(n, 1, d), x * mask[..., None], x.new_zeros(n, 1, d)], dim=1)  # (N, S+2, D)
+    end_at = lengths + 1  # (N,)
+    hit = torch.arange(s + 2, device=x.device)[None, :] == end_at[:, None]  # (N, S+2)
+    out = torch.where(hit[..., None], end.expand(n, s + 2, d), out)  # (N, S+2, D)
+    new_mask = torch.arange(s + 2, device=x.device)[None, :] <= end_at[:, None]  # (N, S+2)
+    return out, new_mask, end_at
+
+
+def masked_mean(h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean over valid positions: (N, S, D), (N, S) -> (N, D)."""
+    m = mask[..., None].to(h.dtype)  # (N, S, 1)
+    return (h * m).sum(1) / m.sum(1).clamp_min(1.0)  # (N, D)
+
+
+def cumulative_mean(h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Causal mean: position t gets the mean of valid h_0..h_t (Appendix A). (N, S, D) -> (N, S, D)."""
+    m = mask[..., None].to(h.dtype)  # (N, S, 1)
+    return (h * m).cumsum(1) / m.cumsum(1).clamp_min(1.0)  # (N, S, D)
+
+
+class Readout(nn.Module):
+    """START/END wrapping of the input and pooling of the output (Appendix A).
+
+    Sentence tasks: [START] x [END], then mean pooling over valid positions (``pool="mean"``) or the state at
+    the END position (``pool="end"``, GUT/GUTLB). Language modelling (``lm``): no wrapping, token states out.
+    """
+
+    def __init__(self, d: int, lm: bool, pool: str):
+        super().__init__()
+        self.lm, self.how = lm, pool
+        if not lm:
+            self.start = nn.Parameter(torch.randn(1, 1, d) * 0.02)
+            self.end = nn.Parameter(torch.randn(1, 1, d) * 0.02)
+
+    def wrap(self, x: torch.Tensor, mask: torch.Tensor):
+        if self.lm:
+            return x, mask, None
+        return add_start_end(x, mask, self.start, self.end)  # (N, S+2, D), (N, S+2), (N,)
+
+    def pool(self, h: torch.Tensor, mask: torch.Tensor, end_at) -> torch.Tensor:
+        if self.lm:
+            return h  # (N, S, D)
+        if self.how == "end":
+            return h[torch.arange(h.size(0), device=h.device), end_at]  # (N, D)
+        return masked_mean(h, mask)  # (N, D)
+
+
+class TransformerEncoder(nn.Module):
+    """Vanilla pre-LN Transformer: ``num_layers`` blocks with their own parameters (eq. 1-4), mean pooling.
+
+    A final LayerNorm (usual for pre-LN stacks; not in the paper's equations) normalises the pooled states.
+    """
+
+    def __init__(self, d: int, heads: int, d_ff: int, dropout: float, num_layers: int, causal: bool, lm: bool):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block(d, heads, d_ff, dropout) for _ in range(num_layers))
+        self.readout = Readout(d, lm, "mean")
+        self.norm = nn.LayerNorm(d)
+        self.causal = causal
+
+    def forward(self, x, mask) -> EncoderOutput:
+        h, mask, end_at = self.readout.wrap(x, mask)
+        for block in self.blocks:
+            h = block(h, mask, self.causal)  # (N, S, D)
+        return EncoderOutput(self.readout.pool(self.norm(h), mask, end_at))
