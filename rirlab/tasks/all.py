@@ -1,3 +1,3 @@
 """Importing this module registers every task."""
 
-from rirlab.tasks import listops  # noqa: F401
+from rirlab.tasks import flipflop, listops, logic  # noqa: F401

@@ -1,0 +1,190 @@
+"""Flip-flop language modelling (Liu et al., 2023; dynamic-halt paper §6.6).
+
+A sequence of T tokens is T/2 (instruction, bit) pairs: ``w b`` writes bit b,
+``r b`` reads (b must equal the last written bit), ``i b`` is a distractor.
+Instructions are i with probability p_i and w or r with (1 - p_i)/2 each; the
+first instruction is always w and the last always r (so every sequence has a
+read and every read has a write before it), bits are uniform in {0, 1}.
+Text format: one sequence per line, tokens separated by spaces, ``w 0 i 1 w 1 r 1``.
+
+Language modelling with the loss only on the digit after each read: the label
+at a read token's position is the next token (the read bit), every other
+position is -100 ("no loss"). Accuracy is the share of read bits predicted.
+
+Splits: train p_i = 0.8, length 512 (160,000 sequences); test p_i in
+{0.1, 0.8, 0.98} x length {512, 1024} (10,000 each); dev mixes 1,000 of each
+test setting.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+import numpy as np
+import pyarrow as pa
+import torch
+from pydantic import Field, field_validator
+from pydantic.dataclasses import dataclass
+
+from rirlab.config import STRICT
+from rirlab.errors import UserError
+from rirlab.tasks import cache
+from rirlab.tasks.base import PAD, TaskData, pad
+from rirlab.tasks.registry import register
+
+VOCAB = [PAD, "w", "r", "i", "0", "1"]
+TOKEN_ID = {t: i for i, t in enumerate(VOCAB)}
+W, R, I, ZERO = TOKEN_ID["w"], TOKEN_ID["r"], TOKEN_ID["i"], TOKEN_ID["0"]
+NO_LOSS = -100
+SETTINGS = [(p, n) for n in (512, 1024) for p in (0.1, 0.8, 0.98)]
+SPLITS = {f"p{p}_len{n}": f"p_i={p} len {n}" for p, n in SETTINGS}
+ALL_SPLITS = ("train", "dev", *SPLITS)
+
+
+def generate(n: int, length: int, p_ignore: float, seed: int) -> np.ndarray:
+    """``n`` sequences of ``length`` tokens as token ids, int8 array (n, length)."""
+    if length < 4 or length % 2:
+        raise UserError(f"flipflop: length {length} must be even and >= 4")
+    rng = np.random.default_rng(seed)
+    steps = length // 2
+    instr = rng.choice(np.array([W, R, I], np.int8), size=(n, steps), p=[(1 - p_ignore) / 2, (1 - p_ignore) / 2, p_ignore])
+    instr[:, 0], instr[:, -1] = W, R
+    bits = rng.integers(0, 2, size=(n, steps), dtype=np.int8)  # (n, T/2)
+    pos = np.where(instr == W, np.arange(steps), -1)
+    last_write = np.maximum.accumulate(pos, axis=1)  # (n, T/2) index of the latest write
+    read_bits = np.take_along_axis(bits, last_write, axis=1)
+    bits = np.where(instr == R, read_bits, bits)
+    out = np.empty((n, length), np.int8)
+    out[:, 0::2], out[:, 1::2] = instr, bits + ZERO  # (n, T)
+    return out
+
+
+def targets(ids: np.ndarray) -> np.ndarray:
+    """Per-position labels of one or more sequences: the read bit at each read token, -100 elsewhere."""
+    labels = np.full(ids.shape, NO_LOSS, np.int8)
+    labels[..., :-1] = np.where(ids[..., :-1] == R, ids[..., 1:], NO_LOSS)
+    return labels
+
+
+def check(tokens: list[str]) -> list[tuple[int, int, int]]:
+    """Structure errors raise ValueError; returns (token index, expected, found) for every wrong read bit."""
+    if len(tokens) % 2:
+        raise ValueError(f"odd number of tokens ({len(tokens)}): expected instruction/bit pairs")
+    wrong, last = [], None
+    for j in range(0, len(tokens), 2):
+        ins, bit = tokens[j], tokens[j + 1]
+        if ins not in ("w", "r", "i"):
+            raise ValueError(f"token {j + 1}: {ins!r} is not an instruction w/r/i")
+        if bit not in ("0", "1"):
+            raise ValueError(f"token {j + 2}: {bit!r} is not a bit 0/1")
+        if ins == "w":
+            last = bit
+        elif ins == "r":
+            if last is None:
+                raise ValueError(f"token {j + 1}: read before any write")
+            if bit != last:
+                wrong.append((j + 1, int(last), int(bit)))
+    return wrong
+
+
+def parse_line(line: str) -> list[str]:
+    tokens = line.split()
+    if not tokens:
+        raise ValueError("empty line")
+    check(tokens)
+    return tokens
+
+
+def is_header(line: str) -> bool:
+    return False
+
+
+def to_table(ids: np.ndarray | list) -> pa.Table:
+    if isinstance(ids, np.ndarray):
+        offsets = np.arange(0, ids.size + 1, ids.shape[1], dtype=np.int32)
+        col = pa.ListArray.from_arrays(pa.array(offsets), pa.array(ids.reshape(-1)))
+    else:
+        col = pa.array(ids, pa.list_(pa.int8()))
+    return pa.table({"ids": col})
+
+
+def to_lines(table: pa.Table) -> Iterator[str]:
+    for row in cache.id_lists(table.column("ids")):
+        yield " ".join(VOCAB[t] for t in row)
+
+
+def collate_lm(batch) -> dict:
+    """Examples are (token_ids, labels); labels are padded with -100."""
+    tokens, mask = pad([x for x, _ in batch])
+    labels = torch.full(tokens.shape, NO_LOSS, dtype=torch.long)  # (N, S)
+    for i, (_, y) in enumerate(batch):
+        labels[i, : len(y)] = torch.as_tensor(y, dtype=torch.long)
+    return {"tokens": tokens, "mask": mask, "labels": labels}
+
+
+@dataclass(config=STRICT)
+class FlipFlopConfig:
+    """Flip-flop settings (dynamic-halt paper §6.6): train p_i = 0.8 at length 512."""
+
+    n_train: int = Field(160000, ge=1)
+    n_dev: int = Field(1000, ge=1)  # per test setting
+    n_eval: int = Field(10000, ge=1)  # per test split
+    train_len: int = Field(512, ge=4)
+    train_p_ignore: float = Field(0.8, ge=0, lt=1)
+    data_seed: int = Field(1234, ge=0)
+    eval_splits: list[str] = Field(default_factory=lambda: list(SPLITS))
+    imported: list[str] = Field(default_factory=list)
+    cache_dir: Optional[str] = None
+
+    @field_validator("eval_splits", "imported")
+    @classmethod
+    def _known(cls, v, info):
+        allowed = SPLITS if info.field_name == "eval_splits" else ALL_SPLITS
+        bad = [s for s in v if s not in allowed]
+        if bad:
+            raise ValueError(f"unknown flipflop split {bad[0]!r}; choose from {', '.join(allowed)}")
+        return v
+
+
+def split_params(cfg: FlipFlopConfig, split: str) -> dict:
+    if split == "train":
+        return {"n": cfg.n_train, "len": cfg.train_len, "p": cfg.train_p_ignore, "seed": cfg.data_seed, "v": 1}
+    if split == "dev":
+        return {"n": cfg.n_dev, "seed": cfg.data_seed, "v": 1}
+    return {"n": cfg.n_eval, "seed": cfg.data_seed, "v": 1}
+
+
+def split_table(cfg: FlipFlopConfig, split: str) -> pa.Table:
+    if split not in ALL_SPLITS:
+        raise UserError(f"flipflop: unknown split '{split}'; choose from {', '.join(ALL_SPLITS)}")
+
+    def build() -> pa.Table:
+        if split == "train":
+            return to_table(generate(cfg.n_train, cfg.train_len, cfg.train_p_ignore, cfg.data_seed))
+        if split == "dev":
+            parts = [generate(cfg.n_dev, n, p, cfg.data_seed + 100 + k) for k, (p, n) in enumerate(SETTINGS)]
+            return to_table([row for part in parts for row in part.tolist()])
+        k = list(SPLITS).index(split)
+        p, n = SETTINGS[k]
+        return to_table(generate(cfg.n_eval, n, p, cfg.data_seed + 200 + k))
+
+    return cache.load_split("flipflop", split, split_params(cfg, split), build, cfg.imported, cfg.cache_dir)
+
+
+def examples(table: pa.Table) -> list:
+    return [(ids, targets(ids)) for ids in cache.id_lists(table.column("ids"))]
+
+
+@register("flipflop", FlipFlopConfig, kind="lm", doc="Flip-flop language modelling: predict the bit after each read",
+          quick={"n_train": 1000, "n_dev": 20, "n_eval": 50, "train_len": 64, "eval_splits": ["p0.8_len512"]},
+          splits=tuple(SPLITS.items()))
+def load(cfg: FlipFlopConfig) -> TaskData:
+    return TaskData(
+        vocab=VOCAB,
+        num_classes=len(VOCAB),
+        kind="lm",
+        train=examples(split_table(cfg, "train")),
+        eval_splits={"dev": examples(split_table(cfg, "dev")),
+                     **{s: examples(split_table(cfg, s)) for s in cfg.eval_splits}},
+        collate=collate_lm,
+    )

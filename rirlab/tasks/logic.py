@@ -1,0 +1,296 @@
+"""Logical inference (Bowman, Manning & Potts, 2015): loader, labeler, generator and splits.
+
+Format, one pair per line: ``RELATION<TAB>premise<TAB>hypothesis``. Formulas are
+fully parenthesised over the variables a-f: ``x``, ``( not F )``,
+``( F ( and G ) )``, ``( F ( or G ) )``. Seven relations between the sets of
+worlds (assignments of the six variables) where P and H hold:
+``=`` P = H, ``<`` P strictly inside H, ``>`` H strictly inside P,
+``^`` disjoint and exhaustive, ``|`` disjoint, ``v`` exhaustive, ``#`` none of these
+(tested in this order; the labeler reproduces all 249,069 labels of the
+distributed files).
+
+The number of operators N of a pair is the larger of its two formulas' operator
+counts (that is how the distributed ``trainN``/``testN`` files are split; the
+other formula has 0..N operators). Splits (RIR Table 3, dynamic-halt Table 2):
+``train``/``dev`` mix N = 0..6 in the proportions of the real train files;
+``ops_7`` .. ``ops_12`` hold exactly N operators.
+
+Generator: for a pair with N operators, one side (premise or hypothesis, even
+odds) gets N operators and the other m operators with m drawn from
+:data:`OTHER_OPS` (the real files' profile; m = N at half weight). A formula with
+k operators is ``not`` with probability :data:`P_NOT`, else ``and``/``or`` with the
+k-1 remaining operators split uniformly between the two sides; variables are
+uniform. Relations are then thinned by :data:`KEEP` (acceptance probability per
+relation, fitted so the relation shares match the real files); pairs are
+de-duplicated across all splits.
+
+Model tokens drop the parentheses (``( not ( d ( or f ) ) )`` -> ``not d or f``),
+as the RvNN papers' loaders do; ``keep_parens=True`` keeps them.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Iterator, Optional
+
+import pyarrow as pa
+from pydantic import Field, field_validator
+from pydantic.dataclasses import dataclass
+
+from rirlab.config import STRICT
+from rirlab.errors import UserError
+from rirlab.tasks import cache
+from rirlab.tasks.base import PAD, TaskData, collate_pair
+from rirlab.tasks.registry import register
+
+VARS = "abcdef"
+RELATIONS = ("=", "<", ">", "^", "|", "v", "#")
+VOCAB = [PAD, *VARS, "not", "and", "or", "(", ")"]
+TOKEN_ID = {t: i for i, t in enumerate(VOCAB)}
+_ALL = (1 << 64) - 1  # every one of the 2^6 worlds
+_VAR_WORLDS = {v: sum(1 << w for w in range(64) if (w >> i) & 1) for i, v in enumerate(VARS)}
+
+# P(other formula has m operators), m = 0..12: the real train12 file's profile
+OTHER_OPS = (0.405, 0.242, 0.064, 0.054, 0.049, 0.052, 0.048, 0.033, 0.022, 0.014, 0.010, 0.003, 0.003)
+P_NOT = 0.45
+# acceptance per relation: (real train share) / (share before thinning at N = 2..6), scaled to max 1
+KEEP = {"=": 0.739, "<": 0.411, ">": 0.417, "^": 1.0, "|": 0.757, "v": 0.767, "#": 0.393}
+# real train0..train6 sizes; test7..test12 sizes
+TRAIN_SIZES = (30, 2319, 12451, 23252, 30373, 34152, 32952)
+TEST_SIZES = {7: 4707, 8: 3347, 9: 2230, 10: 1444, 11: 864, 12: 853}
+SPLITS = {f"ops_{n}": str(n) for n in TEST_SIZES}
+ALL_SPLITS = ("train", "dev", *SPLITS)
+
+
+# --- parsing and labelling ---
+
+def parse(text: str):
+    """Formula text -> tree: a variable name, ("not", F) or (op, F, G). ValueError when malformed."""
+    toks = text.split()
+
+    def formula(i: int):
+        if i >= len(toks):
+            raise ValueError("formula ends early")
+        t = toks[i]
+        if t in _VAR_WORLDS:
+            return t, i + 1
+        if t != "(":
+            raise ValueError(f"unexpected token {t!r}" if t in ("not", "and", "or", ")") else f"unknown token {t!r}")
+        if i + 1 < len(toks) and toks[i + 1] == "not":
+            f, i = formula(i + 2)
+            return ("not", f), _close(i)
+        left, i = formula(i + 1)
+        if i + 1 >= len(toks) or toks[i] != "(" or toks[i + 1] not in ("and", "or"):
+            raise ValueError("expected '( and' or '( or' after a left operand")
+        right, j = formula(i + 2)
+        return (toks[i + 1], left, right), _close(_close(j))
+
+    def _close(i: int) -> int:
+        if i >= len(toks) or toks[i] != ")":
+            raise ValueError("missing ')'")
+        return i + 1
+
+    tree, end = formula(0)
+    if end != len(toks):
+        raise ValueError(f"extra tokens after the formula: {' '.join(toks[end:end + 3])!r}")
+    return tree
+
+
+def worlds(tree) -> int:
+    """Truth table of a formula as a 64-bit mask: bit w set iff the formula holds in world w."""
+    if isinstance(tree, str):
+        return _VAR_WORLDS[tree]
+    if tree[0] == "not":
+        return _ALL & ~worlds(tree[1])
+    a, b = worlds(tree[1]), worlds(tree[2])
+    return a & b if tree[0] == "and" else a | b
+
+
+def relation_of(p: int, h: int) -> str:
+    """The relation between two truth tables (module docstring)."""
+    if p == h:
+        return "="
+    if p & ~h & _ALL == 0:
+        return "<"
+    if h & ~p & _ALL == 0:
+        return ">"
+    if p & h == 0:
+        return "^" if p | h == _ALL else "|"
+    if p | h == _ALL:
+        return "v"
+    return "#"
+
+
+def label(premise: str, hypothesis: str) -> str:
+    return relation_of(worlds(parse(premise)), worlds(parse(hypothesis)))
+
+
+def n_ops(text: str) -> int:
+    return sum(t in ("not", "and", "or") for t in text.split())
+
+
+def text_of(tree) -> str:
+    if isinstance(tree, str):
+        return tree
+    if tree[0] == "not":
+        return f"( not {text_of(tree[1])} )"
+    return f"( {text_of(tree[1])} ( {tree[0]} {text_of(tree[2])} ) )"
+
+
+# --- generation ---
+
+def random_formula(rng: random.Random, k: int):
+    """A random formula with exactly ``k`` operators."""
+    if k == 0:
+        return rng.choice(VARS)
+    if rng.random() < P_NOT:
+        return ("not", random_formula(rng, k - 1))
+    left = rng.randint(0, k - 1)
+    return (rng.choice(("and", "or")), random_formula(rng, left), random_formula(rng, k - 1 - left))
+
+
+def random_pair(rng: random.Random, n: int) -> tuple[str, str]:
+    """A (premise, hypothesis) pair whose larger formula has ``n`` operators."""
+    weights = [OTHER_OPS[m] if m < n else OTHER_OPS[m] / 2 for m in range(n + 1)]
+    m = rng.choices(range(n + 1), weights)[0]
+    a, b = text_of(random_formula(rng, n)), text_of(random_formula(rng, m))
+    return (a, b) if rng.random() < 0.5 else (b, a)
+
+
+def generate(n_pairs: int, ops: int, seed: int, exclude: Optional[set] = None) -> list[tuple[str, str, str]]:
+    """``n_pairs`` distinct (relation, premise, hypothesis) triples with ``ops`` operators."""
+    rng = random.Random(seed)
+    seen = set(exclude or ())
+    out = []
+    for _ in range(200 * n_pairs + 20000):
+        p, h = random_pair(rng, ops)
+        if (p, h) in seen:
+            continue
+        rel = label(p, h)
+        if rng.random() >= KEEP[rel]:
+            continue
+        seen.add((p, h))
+        out.append((rel, p, h))
+        if len(out) == n_pairs:
+            return out
+    return out  # small N: fewer distinct pairs exist than asked for (N = 0 has 36)
+
+
+# --- files ---
+
+def parse_line(line: str) -> tuple[str, str, str]:
+    cols = line.rstrip("\n").split("\t")
+    if len(cols) != 3:
+        raise ValueError(f"expected 3 tab-separated columns (RELATION, premise, hypothesis), got {len(cols)}")
+    rel, p, h = cols
+    if rel not in RELATIONS:
+        raise ValueError(f"relation {rel!r} is not one of {' '.join(RELATIONS)}")
+    for side, text in (("premise", p), ("hypothesis", h)):
+        try:
+            parse(text)
+        except ValueError as err:
+            raise ValueError(f"{side}: {err}") from None
+    return rel, p, h
+
+
+def is_header(line: str) -> bool:
+    return False
+
+
+def to_table(rows: list[tuple[str, str, str]]) -> pa.Table:
+    return pa.table({"relation": pa.array([r for r, _, _ in rows], pa.string()),
+                     "premise": pa.array([p for _, p, _ in rows], pa.string()),
+                     "hypothesis": pa.array([h for _, _, h in rows], pa.string())})
+
+
+def to_lines(table: pa.Table) -> Iterator[str]:
+    for r, p, h in zip(*(table.column(c).to_pylist() for c in ("relation", "premise", "hypothesis"))):
+        yield f"{r}\t{p}\t{h}"
+
+
+# --- config, splits and loader ---
+
+@dataclass(config=STRICT)
+class LogicConfig:
+    """Logical inference settings (train on N <= 6 operators, test on N = 7..12; RIR Table 3)."""
+
+    n_train: int = Field(sum(TRAIN_SIZES), ge=1)  # spread over N = 0..6 like the real train files
+    n_dev: int = Field(5000, ge=1)
+    n_eval: Optional[int] = Field(None, ge=1)  # per test split; default the real test files' sizes
+    train_max_ops: int = Field(6, ge=0, le=6)
+    data_seed: int = Field(1234, ge=0)
+    keep_parens: bool = False
+    eval_splits: list[str] = Field(default_factory=lambda: list(SPLITS))
+    imported: list[str] = Field(default_factory=list)
+    cache_dir: Optional[str] = None
+
+    @field_validator("eval_splits", "imported")
+    @classmethod
+    def _known(cls, v, info):
+        allowed = SPLITS if info.field_name == "eval_splits" else ALL_SPLITS
+        bad = [s for s in v if s not in allowed]
+        if bad:
+            raise ValueError(f"unknown logic split {bad[0]!r}; choose from {', '.join(allowed)}")
+        return v
+
+
+def split_params(cfg: LogicConfig, split: str) -> dict:
+    core = {"n_train": cfg.n_train, "n_dev": cfg.n_dev, "train_max_ops": cfg.train_max_ops,
+            "data_seed": cfg.data_seed, "version": 1}
+    return core if split in ("train", "dev") else {**core, "n": cfg.n_eval or TEST_SIZES[int(split[4:])]}
+
+
+def _train_dev(cfg: LogicConfig) -> tuple[list, list]:
+    """Train and dev share one generation per N (dev = a held-out share of it)."""
+    sizes = TRAIN_SIZES[: cfg.train_max_ops + 1]
+    total = sum(sizes)
+    train, dev, seen = [], [], set()
+    for n, size in enumerate(sizes):
+        want_train = max(1, round(cfg.n_train * size / total))
+        want_dev = max(1, round(cfg.n_dev * size / total))
+        rows = generate(want_train + want_dev, n, cfg.data_seed * 100 + n, exclude=seen)
+        seen |= {(p, h) for _, p, h in rows}
+        cut = len(rows) * want_train // (want_train + want_dev)
+        train += rows[:cut]
+        dev += rows[cut:]
+    rng = random.Random(cfg.data_seed)
+    rng.shuffle(train)
+    rng.shuffle(dev)
+    return train, dev
+
+
+def split_table(cfg: LogicConfig, split: str) -> pa.Table:
+    if split not in ALL_SPLITS:
+        raise UserError(f"logic: unknown split '{split}'; choose from {', '.join(ALL_SPLITS)}")
+
+    def build() -> pa.Table:
+        if split in ("train", "dev"):
+            return to_table(_train_dev(cfg)[split == "dev"])
+        n = int(split[4:])
+        return to_table(generate(cfg.n_eval or TEST_SIZES[n], n, cfg.data_seed * 100 + n))
+
+    return cache.load_split("logic", split, split_params(cfg, split), build, cfg.imported, cfg.cache_dir)
+
+
+def encode(text: str, keep_parens: bool) -> list[int]:
+    return [TOKEN_ID[t] for t in text.split() if keep_parens or t not in ("(", ")")]
+
+
+def examples(table: pa.Table, keep_parens: bool) -> list:
+    rows = zip(*(table.column(c).to_pylist() for c in ("relation", "premise", "hypothesis")))
+    return [(encode(p, keep_parens), encode(h, keep_parens), RELATIONS.index(r)) for r, p, h in rows]
+
+
+@register("logic", LogicConfig, kind="pair", doc="Logical inference: 7-way relation between two propositional formulas",
+          quick={"n_train": 2000, "n_dev": 200, "n_eval": 100, "eval_splits": ["ops_7", "ops_10", "ops_12"]},
+          splits=tuple(SPLITS.items()))
+def load(cfg: LogicConfig) -> TaskData:
+    return TaskData(
+        vocab=VOCAB,
+        num_classes=len(RELATIONS),
+        kind="pair",
+        train=examples(split_table(cfg, "train"), cfg.keep_parens),
+        eval_splits={"dev": examples(split_table(cfg, "dev"), cfg.keep_parens),
+                     **{s: examples(split_table(cfg, s), cfg.keep_parens) for s in cfg.eval_splits}},
+        collate=collate_pair,
+    )
