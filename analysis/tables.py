@@ -1,33 +1,84 @@
-"""Tables from a sweep's runs: one row per swept configuration, one column per evaluation split.
+"""Tables from a sweep's runs, in the papers' style: ``99.72 ± 0.1`` per cell, one column per split.
 
-Cells aggregate the final accuracy over seeds: ``mean ± std`` (or median with
-``stat="median"``) and the number of seeds n.
+* ablation layout (RIR Table 5): one row per swept configuration (``analysis.layouts``), one
+  column per evaluation split in the papers' order (task registry), optional "paper" rows with the
+  published numbers and our difference (``analysis.references``);
+* pivot layout: two swept axes (rows x columns) for one split's metric.
+
+Each cell aggregates the final ``<split>/<metric>`` of FINISHED, not early-stopped trial runs over
+seeds: centre = median or mean, std = population std (numpy's ``np.std``, ddof=0), n = seeds.
+A cell with fewer seeds than the sweep asked for shows ``(n=2)``; failed runs are counted in the footer.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import io
-import json
 import math
 from typing import Optional
 
 import pandas as pd
 
+from analysis import references as refs
+from analysis.layouts import RowKey, ablation_rows, describe, signature
+
 SKIP_SPLITS = ("train", "dev")
+MINUS = "\u2212"
 
 
 @dataclasses.dataclass
-class Table:
-    row_keys: list[str]  # swept parameters that name a row
-    columns: list[str]  # evaluation splits
-    rows: list[dict]  # {"label": {..}, "cells": {split: (center, std, n)}}
-    stat: str
-    n_expected: int
-    failed: int
+class Cell:
+    centre: float
+    std: float
+    n: int
 
-    def label(self, row: dict) -> str:
-        return ",".join(f"{k}={row['label'][k]}" for k in self.row_keys) or "all"
+
+@dataclasses.dataclass
+class Grid:
+    """A rendered-ready table: header, body rows of strings, footer lines."""
+
+    header: list[str]
+    body: list[list[str]]
+    footer: list[str]
+    kinds: list[str] = dataclasses.field(default_factory=list)  # per body row: "ours" | "paper"
+
+
+def aggregate(values: list[float], stat: str) -> Optional[Cell]:
+    vals = [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    if not vals:
+        return None
+    s = pd.Series(vals, dtype=float)
+    centre = s.median() if stat == "median" else s.mean()
+    return Cell(float(centre), float(s.std(ddof=0)) if len(s) > 1 else 0.0, len(s))
+
+
+def fmt_num(x: float) -> str:
+    return f"{x:.2f}"
+
+
+def fmt_std(x: float) -> str:
+    """Two significant digits, at most two decimals: 0.1, 0.04, 2.6, 14."""
+    if x >= 100:
+        return f"{x:.0f}"
+    r = round(x, 2)
+    return "0" if r == 0 else f"{r:.2g}"
+
+
+def fmt_cell(cell: Optional[Cell], n_expected: int) -> str:
+    if cell is None:
+        return "—"
+    text = f"{fmt_num(cell.centre)} ± {fmt_std(cell.std)}"
+    return f"{text} (n={cell.n})" if n_expected and cell.n < n_expected else text
+
+
+def fmt_diff(d: float) -> str:
+    return ("+" if d >= 0 else MINUS) + f"{abs(d):.2f}"
+
+
+def usable(df: pd.DataFrame) -> pd.DataFrame:
+    if df.empty:
+        return df
+    return df[(df["status"] == "FINISHED") & ~df["early_stopped"].astype(bool)]
 
 
 def split_columns(df: pd.DataFrame, metric: str = "accuracy") -> list[str]:
@@ -41,66 +92,162 @@ def split_columns(df: pd.DataFrame, metric: str = "accuracy") -> list[str]:
     return cols
 
 
-def aggregate(values: list[float], stat: str) -> tuple[float, float, int]:
-    s = pd.Series(values, dtype=float)
-    center = s.median() if stat == "median" else s.mean()
-    std = s.std(ddof=0) if len(s) > 1 else 0.0
-    return float(center), float(std), len(s)
+def task_splits(task: Optional[str]) -> list[tuple[str, str]]:
+    """(split, paper label) in the papers' order from the task registry; [] when unknown."""
+    if not task:
+        return []
+    from rirlab.errors import UserError
+    from rirlab.tasks import registry
+
+    try:
+        return list(registry.get(task).splits)
+    except UserError:
+        return []
 
 
-def build_table(df: pd.DataFrame, stat: str = "mean", metric: str = "accuracy", n_expected: int = 0,
-                split_order: Optional[list[str]] = None) -> Table:
-    done = df[(df["status"] == "FINISHED") & ~df["early_stopped"]] if len(df) else df
-    failed = int((df["status"] == "FAILED").sum()) if len(df) else 0
-    columns = split_order or split_columns(done, metric)
-    row_keys: list[str] = []
-    for sw in done["swept"] if len(done) else []:
-        for k in sw:
-            if k != "seed" and k not in row_keys:
-                row_keys.append(k)
-    groups: dict[str, dict] = {}
+def run_footer(df: pd.DataFrame, stat: str, n_expected: int) -> list[str]:
+    lines = [f"{stat} ± std over seeds" + (f" ({n_expected} per configuration)" if n_expected else "")]
+    if df.empty:
+        return lines + ["no runs recorded yet: cells stay empty until the sweep runs"]
+    failed = df[df["status"] == "FAILED"]
+    early = df[df["early_stopped"].astype(bool) & (df["status"] == "FINISHED")]
+    other = df[~df["status"].isin(["FINISHED", "FAILED"])]
+    lines.append(f"{len(usable(df))} finished runs; {len(failed)} failed; {len(early)} stopped early (not counted)"
+                 + (f"; {len(other)} running/killed" if len(other) else ""))
+    for _, r in failed.head(5).iterrows():
+        reason = (r.get("failure_reason") or "no reason recorded").strip().splitlines()[-1][:120]
+        lines.append(f"failed: {r['name']}: {reason}")
+    return lines
+
+
+def ablation(df: pd.DataFrame, spec=None, task: Optional[str] = None, stat: str = "median",
+             metric: str = "accuracy", n_expected: int = 0, reference: Optional[str] = None) -> Grid:
+    """RIR-Table-5 layout: rows = configurations (spec order), columns = splits (papers' order)."""
+    task = task or getattr(spec, "task", None)
+    done = usable(df)
+    labelled = task_splits(task)
+    columns = [s for s, _ in labelled] or split_columns(done, metric)
+    labels = dict(labelled)
+    observed = list(df["swept"]) if len(df) else []
+    rows = ablation_rows(spec, observed)
+    ref_tables = refs.for_task(refs.load(reference), task, columns, labels) if reference else []
+    for t in ref_tables:  # the paper's columns we do not evaluate (yet) still show
+        for s, lbl in t.columns.items():
+            if s not in columns and refs.norm(lbl) not in {refs.norm(v) for v in labels.values()}:
+                columns.append(s)
+                labels[s] = lbl
+    values: dict[str, dict[str, list]] = {r.sig: {c: [] for c in columns} for r in rows}
     for _, r in done.iterrows():
-        label = {k: r["swept"].get(k) for k in row_keys}
-        key = json.dumps(label, sort_keys=True, default=str)
-        g = groups.setdefault(key, {"label": label, "values": {c: [] for c in columns}})
+        bucket = values.get(signature(r["swept"]))
         for c in columns:
-            v = r.get(f"metric.{c}/{metric}")
-            if v is not None and not (isinstance(v, float) and math.isnan(v)):
-                g["values"][c].append(v)
-    rows = [{"label": g["label"], "cells": {c: aggregate(v, stat) if v else None for c, v in g["values"].items()}}
-            for g in groups.values()]
-    rows.sort(key=lambda r: tuple((0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v))
-                                  for v in r["label"].values()))
-    return Table(row_keys, columns, rows, stat, n_expected, failed)
+            bucket[c].append(r.get(f"metric.{c}/{metric}"))
+    grid = Grid(["model" if reference else "configuration", *(labels.get(c, c) for c in columns)], [], [])
+    unmatched = []
+    for row in rows:
+        cells = {c: aggregate(values[row.sig][c], stat) for c in columns}
+        grid.body.append([row.label, *(fmt_cell(cells[c], n_expected) for c in columns)])
+        grid.kinds.append("ours")
+        if not reference:
+            continue
+        paper = refs.find_row(ref_tables, row.label, getattr(spec, "model", None), row.is_base)
+        if paper is None:
+            unmatched.append(row.label)
+            continue
+        name = "paper" if refs.norm(paper.name) == refs.norm(row.label) else f"paper: {paper.name}"
+        line = [name]
+        for c in columns:
+            p = refs.cell_for(paper, c, labels.get(c), ref_tables)
+            if p is None:
+                line.append("—")
+                continue
+            text = fmt_num(p[0]) + (f" ± {fmt_std(p[1])}" if p[1] is not None else "")
+            if cells[c] is not None:
+                text += f" (Δ {fmt_diff(cells[c].centre - p[0])})"
+            line.append(text)
+        grid.body.append(line)
+        grid.kinds.append("paper")
+    grid.footer = run_footer(df, stat, n_expected)
+    if reference:
+        grid.footer.append("paper: " + "; ".join(t.title for t in ref_tables) + "; Δ = ours − paper")
+        if unmatched:
+            grid.footer.append("no paper row for: " + ", ".join(unmatched))
+    return grid
 
 
-def fmt_cell(cell, n_expected: int) -> str:
-    if cell is None:
-        return "—"
-    center, std, n = cell
-    text = f"{center:.2f} ± {std:.2f}"
-    return f"{text} (n={n})" if n_expected and n != n_expected else f"{text}"
+def pivot(df: pd.DataFrame, rows_key: str, cols_key: str, split: str, stat: str = "median",
+          metric: str = "accuracy", n_expected: int = 0, where: Optional[dict] = None) -> Grid:
+    """Two swept axes for one split's metric, e.g. chunk size x beam width of ``test/accuracy``."""
+    from rirlab.errors import UserError
+
+    done = usable(df)
+    where = where or {}
+    groups: dict[tuple, dict[str, list]] = {}
+    for _, r in done.iterrows():
+        sw = r["swept"]
+        if any(str(sw.get(k)) != str(v) for k, v in where.items()):
+            continue
+        if rows_key not in sw or cols_key not in sw:
+            raise UserError(f"pivot axes must be swept parameters; this sweep swept {', '.join(k for k in sw if k != 'seed')}")
+        key = (sw[rows_key], sw[cols_key])
+        others = signature({k: v for k, v in sw.items() if k not in (rows_key, cols_key)})
+        g = groups.setdefault(key, {})
+        g.setdefault(others, []).append(r.get(f"metric.{split}/{metric}"))
+    for key, g in groups.items():
+        if len(g) > 1:
+            raise UserError(f"the pivot cell {rows_key}={key[0]}, {cols_key}={key[1]} mixes configurations that differ "
+                            f"in other swept parameters; fix them with --where KEY=VALUE")
+    order = lambda vals: sorted(set(vals), key=lambda v: (0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v)))  # noqa: E731
+    row_vals, col_vals = order(k[0] for k in groups), order(k[1] for k in groups)
+    grid = Grid([f"{rows_key} \\ {cols_key}", *(describe(cols_key, c) for c in col_vals)], [], [])
+    for rv in row_vals:
+        cells = [aggregate(next(iter(groups[(rv, cv)].values())), stat) if (rv, cv) in groups else None for cv in col_vals]
+        grid.body.append([describe(rows_key, rv), *(fmt_cell(c, n_expected) for c in cells)])
+        grid.kinds.append("ours")
+    grid.footer = [f"{split}/{metric}"] + run_footer(df, stat, n_expected)
+    return grid
 
 
-def render(table: Table, fmt: str = "markdown") -> str:
-    header = ["config", *table.columns, "n"]
-    body = []
-    for row in table.rows:
-        ns = [c[2] for c in row["cells"].values() if c]
-        body.append([table.label(row), *(fmt_cell(row["cells"][c], table.n_expected) for c in table.columns),
-                     str(max(ns) if ns else 0)])
-    foot = f"{table.stat} ± std over seeds; {len(table.rows)} configurations; {table.failed} failed runs"
+def render(grid: Grid, fmt: str = "markdown") -> str:
     if fmt == "csv":
         buf = io.StringIO()
-        pd.DataFrame(body, columns=header).to_csv(buf, index=False)
+        pd.DataFrame(grid.body, columns=grid.header).to_csv(buf, index=False)
         return buf.getvalue()
     if fmt == "latex":
-        esc = lambda s: s.replace("_", r"\_").replace("±", r"$\pm$").replace("—", "--")  # noqa: E731
-        lines = [r"\begin{tabular}{l" + "r" * (len(header) - 1) + "}", r"\toprule",
-                 " & ".join(esc(h) for h in header) + r" \\", r"\midrule"]
-        lines += [" & ".join(esc(c) for c in r) + r" \\" for r in body]
-        lines += [r"\bottomrule", r"\end{tabular}", f"% {foot}"]
-        return "\n".join(lines) + "\n"
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in body]
-    return "\n".join(lines) + f"\n\n{foot}\n"
+        return render_latex(grid)
+    esc = lambda s: s.replace("|", "\\|")  # noqa: E731
+    lines = ["| " + " | ".join(esc(h) for h in grid.header) + " |",
+             "|" + "|".join([":---", *("---:" for _ in grid.header[1:])]) + "|"]
+    lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in grid.body]
+    return "\n".join(lines) + "\n\n" + "\n".join(grid.footer) + "\n"
+
+
+LATEX_SUBS = [("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#"),
+              ("±", r"$\pm$"), ("Δ", r"$\Delta$"), (MINUS, "$-$"), ("–", "--"), ("—", "---")]
+
+
+def latex_escape(s: str) -> str:
+    for a, b in LATEX_SUBS:
+        s = s.replace(a, b)
+    return s
+
+
+def render_latex(grid: Grid) -> str:
+    """booktabs tabular; paper rows in grey italics after ours."""
+    lines = [r"\begin{tabular}{l" + "r" * (len(grid.header) - 1) + "}", r"\toprule",
+             " & ".join(latex_escape(h) for h in grid.header) + r" \\", r"\midrule"]
+    for row, kind in zip(grid.body, grid.kinds or ["ours"] * len(grid.body)):
+        cells = [latex_escape(c) for c in row]
+        if kind == "paper":
+            cells = [r"\textit{" + c + "}" for c in cells]
+        lines.append(" & ".join(cells) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}"] + [f"% {latex_escape(f)}" for f in grid.footer]
+    return "\n".join(lines) + "\n"
+
+
+# Kept for callers of the walking skeleton's API.
+def build_table(df: pd.DataFrame, stat: str = "mean", metric: str = "accuracy", n_expected: int = 0,
+                split_order: Optional[list[str]] = None, spec=None) -> Grid:
+    return ablation(df, spec=spec, stat=stat, metric=metric, n_expected=n_expected)
+
+
+__all__ = ["Cell", "Grid", "RowKey", "aggregate", "ablation", "pivot", "render", "build_table"]

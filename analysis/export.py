@@ -1,0 +1,123 @@
+"""MLflow runs -> Parquet (pyarrow): one row per trial run, and a long table of metric histories.
+
+Runs table: ``run_id, parent_id, experiment, run_name, status, start_time, end_time, variant,
+swept (JSON), early_stopped, failure_reason``, then ``param.<name>`` (typed: int64, float64, bool or
+string, whichever every value of the column parses as) and ``metric.<name>`` (float64, the last
+logged value). History table (``<out stem>.history.parquet``): ``run_id, key, step, timestamp, value``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from mlflow.tracking import MlflowClient
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+from rirlab.errors import UserError
+
+PARENT_TAG = "rirlab.sweep"
+BASE_FIELDS = [("run_id", pa.string()), ("parent_id", pa.string()), ("experiment", pa.string()),
+               ("run_name", pa.string()), ("status", pa.string()), ("start_time", pa.timestamp("ms")),
+               ("end_time", pa.timestamp("ms")), ("variant", pa.string()), ("swept", pa.string()),
+               ("early_stopped", pa.bool_()), ("failure_reason", pa.string())]
+HISTORY_SCHEMA = pa.schema([("run_id", pa.string()), ("key", pa.string()), ("step", pa.int64()),
+                            ("timestamp", pa.timestamp("ms")), ("value", pa.float64())])
+
+
+def _parse(text: str):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return {"True": True, "False": False, "true": True, "false": False}.get(text, text)
+
+
+def typed_column(values: list) -> pa.Array:
+    """Param strings -> the narrowest arrow type every (non-missing) value parses as."""
+    values = [None if v in (None, "None") else v for v in values]  # a default of None is logged as "None"
+    parsed = [None if v is None else _parse(v) for v in values]
+    present = [p for p in parsed if p is not None]
+    num = lambda p: isinstance(p, (int, float)) and not isinstance(p, bool)  # noqa: E731
+    if present and all(isinstance(p, bool) for p in present):
+        return pa.array(parsed, pa.bool_())
+    if present and all(num(p) and isinstance(p, int) for p in present):
+        return pa.array(parsed, pa.int64())
+    if present and all(num(p) for p in present):
+        return pa.array([None if p is None else float(p) for p in parsed], pa.float64())
+    return pa.array(values, pa.string())
+
+
+def trial_runs(client: MlflowClient, experiment: str, parent_id: Optional[str] = None) -> list:
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        raise UserError(f"no experiment '{experiment}' in the tracking store; check the name (`rirlab ui` lists them) "
+                        f"or pass the store with --tracking-uri")
+    flt = f"tags.`{MLFLOW_PARENT_RUN_ID}` = '{parent_id}'" if parent_id else ""
+    runs = client.search_runs([exp.experiment_id], filter_string=flt, max_results=50000,
+                              order_by=["attributes.start_time ASC"])
+    return [r for r in runs if r.data.tags.get(PARENT_TAG) != "parent"]
+
+
+def runs_table(runs: list, experiment: str) -> pa.Table:
+    params = sorted({k for r in runs for k in r.data.params})
+    metrics = sorted({k for r in runs for k in r.data.metrics})
+    cols: dict[str, pa.Array] = {
+        "run_id": pa.array([r.info.run_id for r in runs], pa.string()),
+        "parent_id": pa.array([r.data.tags.get(MLFLOW_PARENT_RUN_ID) for r in runs], pa.string()),
+        "experiment": pa.array([experiment] * len(runs), pa.string()),
+        "run_name": pa.array([r.info.run_name for r in runs], pa.string()),
+        "status": pa.array([r.info.status for r in runs], pa.string()),
+        "start_time": pa.array([r.info.start_time for r in runs], pa.timestamp("ms")),
+        "end_time": pa.array([r.info.end_time for r in runs], pa.timestamp("ms")),
+        "variant": pa.array([r.data.tags.get("rirlab.variant") for r in runs], pa.string()),
+        "swept": pa.array([r.data.tags.get("rirlab.swept") for r in runs], pa.string()),
+        "early_stopped": pa.array([r.data.tags.get("rirlab.early_stopped") == "true" for r in runs], pa.bool_()),
+        "failure_reason": pa.array([r.data.tags.get("rirlab.failure_reason") for r in runs], pa.string()),
+    }
+    for p in params:
+        cols[f"param.{p}"] = typed_column([r.data.params.get(p) for r in runs])
+    for m in metrics:
+        cols[f"metric.{m}"] = pa.array([r.data.metrics.get(m) for r in runs], pa.float64())
+    return pa.table(cols)
+
+
+def history_table(client: MlflowClient, runs: list) -> pa.Table:
+    rows = {"run_id": [], "key": [], "step": [], "timestamp": [], "value": []}
+    for r in runs:
+        for key in sorted(r.data.metrics):
+            for m in client.get_metric_history(r.info.run_id, key):
+                rows["run_id"].append(r.info.run_id)
+                rows["key"].append(key)
+                rows["step"].append(m.step)
+                rows["timestamp"].append(m.timestamp)
+                rows["value"].append(m.value)
+    return pa.table(rows, schema=HISTORY_SCHEMA)
+
+
+def history_path(out) -> Path:
+    out = Path(out)
+    return out.with_name(out.stem + ".history.parquet")
+
+
+def export_runs(client: MlflowClient, experiment: str, out, parent_id: Optional[str] = None,
+                history: bool = True) -> dict:
+    """Write OUT (runs) and, with ``history``, OUT's stem + .history.parquet; returns {kind: (path, rows)}."""
+    runs = trial_runs(client, experiment, parent_id)
+    if not runs:
+        raise UserError(f"experiment '{experiment}' has no trial runs" + (f" under parent {parent_id}" if parent_id else ""))
+    table = runs_table(runs, experiment)
+    meta = {b"rirlab.experiment": experiment.encode(), b"rirlab.parent": (parent_id or "").encode(),
+            b"rirlab.tracking_uri": str(client.tracking_uri).encode()}
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, out)
+    written = {"run": (str(out), table.num_rows)}
+    if history:
+        h = history_table(client, runs)
+        pq.write_table(h, history_path(out))
+        written["history"] = (str(history_path(out)), h.num_rows)
+    return written
