@@ -31,5 +31,5 @@ class LeafTransform(nn.Module):
         self.w = nn.Linear(d, d)
         self.ln = nn.LayerNorm(d)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.ln(self.w(x))
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self.ln(self.w(x))  # mask unused; accepted so leaf layers are interchangeable with PreChunkS4D

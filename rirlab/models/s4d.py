@@ -1,0 +1,121 @@
+"""S4D: diagonal state space layer (Gu et al. 2022), the RIR pre-chunk layer (RIR Appendix J eq. 13-17), an S4D stack.
+
+Kernel: A_n = -1/2 + i * imag_n (S4D-Inv: imag_n = N/pi (N/(2n+1) - 1); S4D-Lin: imag_n = pi n),
+bilinear discretisation (RIR Appendix K): dA = (1 + dt A/2) / (1 - dt A/2), dB = dt / (1 - dt A/2),
+Vandermonde kernel K_l = 2 Re(sum_n C_n dB_n dA_n^l), causal FFT convolution y = K * u + D u.
+Padding: sequences are right-padded; pads are zeroed before the causal convolution, and the
+backward direction reverses each sequence within its own length, so pads never leak in.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from rirlab.models.base import EncoderOutput
+from rirlab.models.grc import LeafTransform
+
+
+def flip_valid(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Reverse each (N, S, D) sequence within its length; padding stays in place."""
+    s = x.size(1)
+    pos = torch.arange(s, device=x.device)  # (S,)
+    idx = torch.where(pos < lengths[:, None], lengths[:, None] - 1 - pos, pos)  # (N, S)
+    return x.gather(1, idx[..., None].expand_as(x))  # (N, S, D)
+
+
+class S4DKernel(nn.Module):
+    """Diagonal SSM convolution kernel, one per channel: (H,) params -> K (H, L)."""
+
+    def __init__(self, h: int, n_state: int = 64, init: str = "inv", dt_min: float = 1e-3, dt_max: float = 1e-1):
+        super().__init__()
+        n2 = n_state // 2
+        self.log_dt = nn.Parameter(torch.rand(h) * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min))  # (H,)
+        self.c = nn.Parameter(torch.randn(h, n2, 2) * math.sqrt(0.5))  # (H, N/2) complex as pairs
+        self.log_a_real = nn.Parameter(torch.full((h, n2), math.log(0.5)))  # (H, N/2)
+        n = torch.arange(n2, dtype=torch.float)
+        imag = n_state / math.pi * (n_state / (2 * n + 1) - 1) if init == "inv" else math.pi * n  # (N/2,)
+        self.a_imag = nn.Parameter(imag.repeat(h, 1))  # (H, N/2)
+
+    def forward(self, length: int) -> torch.Tensor:
+        dt = self.log_dt.exp()[:, None]  # (H, 1)
+        a = torch.complex(-self.log_a_real.exp(), self.a_imag)  # (H, N/2)
+        dta = a * dt  # (H, N/2)
+        da = (1 + dta / 2) / (1 - dta / 2)  # bilinear
+        db = dt / (1 - dta / 2)  # (H, N/2), B = 1
+        coef = torch.view_as_complex(self.c) * db  # (H, N/2)
+        steps = torch.arange(length, device=dt.device, dtype=dt.dtype)  # (L,)
+        vander = torch.exp(torch.log(da)[..., None] * steps)  # (H, N/2, L) dA^l
+        return 2 * torch.einsum("hn,hnl->hl", coef, vander).real  # (H, L)
+
+
+class S4D(nn.Module):
+    """One direction of an S4D layer without non-linearity: y = K * u + D u over (N, S, H)."""
+
+    def __init__(self, h: int, n_state: int = 64, init: str = "inv"):
+        super().__init__()
+        self.kernel = S4DKernel(h, n_state, init)
+        self.d = nn.Parameter(torch.randn(h))
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        s = u.size(1)
+        k = self.kernel(s)  # (H, S)
+        uf = torch.fft.rfft(u.transpose(1, 2), n=2 * s)  # (N, H, S+1)
+        y = torch.fft.irfft(uf * torch.fft.rfft(k, n=2 * s), n=2 * s)[..., :s]  # (N, H, S) causal conv
+        return y.transpose(1, 2) + u * self.d  # (N, S, H)
+
+
+class BiS4D(nn.Module):
+    """Forward and backward (per-sequence flipped) S4D, each followed by GELU: eq. 13-14 -> [x_f; x_b] (eq. 15)."""
+
+    def __init__(self, h: int, n_state: int = 64, init: str = "inv"):
+        super().__init__()
+        self.fwd = S4D(h, n_state, init)
+        self.bwd = S4D(h, n_state, init)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        lengths = mask.sum(1)
+        x = x * mask[..., None]  # pads must not enter the causal convolution
+        xf = F.gelu(self.fwd(x))  # (N, S, H) eq. 13
+        xb = flip_valid(F.gelu(self.bwd(flip_valid(x, lengths))), lengths)  # (N, S, H) eq. 14
+        return torch.cat([xf, xb], dim=-1)  # (N, S, 2H) eq. 15
+
+
+class PreChunkS4D(nn.Module):
+    """RIR pre-chunk layer: bidirectional S4D, GLU mixing + residual (eq. 16), leaf transform (eq. 17)."""
+
+    def __init__(self, d: int, n_state: int = 64, init: str = "inv"):
+        super().__init__()
+        self.s4d = BiS4D(d, n_state, init)
+        self.w_u = nn.Linear(2 * d, d, bias=False)
+        self.w_v = nn.Linear(2 * d, d, bias=False)
+        self.leaf = LeafTransform(d)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        if mask is None:
+            mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
+        cat = self.s4d(x, mask)  # (N, S, 2D)
+        out = torch.sigmoid(self.w_u(cat)) * self.w_v(cat) + x  # (N, S, D) eq. 16
+        return self.leaf(out)  # (N, S, D) eq. 17
+
+
+class S4DStack(nn.Module):
+    """Stacked bidirectional S4D layers (pre-LN, GLU output, residual), masked mean pooling -> (N, D)."""
+
+    def __init__(self, d: int, n_layers: int, n_state: int = 64, init: str = "inv", dropout: float = 0.1):
+        super().__init__()
+        self.norms = nn.ModuleList(nn.LayerNorm(d) for _ in range(n_layers))
+        self.ssms = nn.ModuleList(BiS4D(d, n_state, init) for _ in range(n_layers))
+        self.outs = nn.ModuleList(nn.Linear(2 * d, 2 * d) for _ in range(n_layers))
+        self.drop = nn.Dropout(dropout)
+        self.ln = nn.LayerNorm(d)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor):
+        for norm, ssm, out in zip(self.norms, self.ssms, self.outs):
+            y = self.drop(ssm(norm(x), mask))  # (N, S, 2D)
+            x = x + self.drop(F.glu(out(y), dim=-1))  # (N, S, D)
+        m = mask[..., None].float()  # (N, S, 1)
+        return EncoderOutput((self.ln(x) * m).sum(1) / m.sum(1).clamp(min=1))  # (N, D)

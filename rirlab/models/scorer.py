@@ -1,0 +1,25 @@
+"""Child-pair scorer of EBT-RvNN: a light MLP on the first d_s features of two adjacent nodes.
+
+RIR paper eq. 12 / EBT paper eq. 6-7 (Fix 1: score child pairs, not composed parents;
+Fix 2: slice each child to its first min(d_s, d) features).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Scorer(nn.Module):
+    """e = W2 GELU(W1 [x[:d_s]; y[:d_s]] + b1) + b2, eq. 12 (W1: 2 d_s -> d_s, W2: d_s -> 1)."""
+
+    def __init__(self, d: int, d_s: int = 64):
+        super().__init__()
+        self.ds = min(d_s, d)
+        self.w1 = nn.Linear(2 * self.ds, d_s)
+        self.w2 = nn.Linear(d_s, 1)
+
+    def forward(self, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+        pair = torch.cat([left[..., : self.ds], right[..., : self.ds]], dim=-1)  # (..., 2 d_s)
+        return self.w2(F.gelu(self.w1(pair))).squeeze(-1)  # (...,)
