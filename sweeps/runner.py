@@ -96,7 +96,7 @@ def dry_run(loaded: LoadedSpec, out=sys.stdout) -> None:
         print("    " + json.dumps(cfg, sort_keys=True, default=str), file=out)
 
 
-def _ray_init(address: Optional[str], log_dir: Path) -> None:
+def _ray_init(address: Optional[str], log_dir: Path, tracking_uri: Optional[str] = None) -> None:
     import ray
 
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -109,8 +109,20 @@ def _ray_init(address: Optional[str], log_dir: Path) -> None:
     if ray.is_initialized():
         return
     kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
-    # no --address: always a fresh local Ray sized to this machine, never an unrelated `ray start` cluster
-    ray.init(address=address or "local", **kwargs)
+    if address in (None, "local"):
+        # no --address: always a fresh local Ray sized to this machine, never an unrelated `ray start` cluster
+        ray.init(address="local", **kwargs)
+        return
+    # a running cluster (ray start, `ray up`, KubeRay, Slurm): workers need only the Python environment; the
+    # trial code travels as py_modules (this checkout's rirlab and sweeps, so every node runs the driver's
+    # version), MLflow's URI and credentials as env_vars (the trial configs themselves travel with the trials)
+    import rirlab
+    import sweeps
+    from sweeps.tracking import worker_env
+
+    runtime_env = {"py_modules": [rirlab, sweeps], "excludes": ["__pycache__", "*.pyc"],
+                   "env_vars": worker_env(tracking_uri)}
+    ray.init(address=address, runtime_env=runtime_env, **kwargs)
 
 
 def run_sweep(loaded: LoadedSpec, tracking_uri: str, address: Optional[str] = None, resume: bool = False,
@@ -150,7 +162,7 @@ def run_sweep(loaded: LoadedSpec, tracking_uri: str, address: Optional[str] = No
         tracker.client.log_text(parent_id, loaded.text, f"spec/{loaded.path.name}")
         tracker.client.log_text(parent_id, json.dumps(spec.model_dump(mode="json"), indent=2), "spec/effective_spec.json")
     log_dir = Path(tune_path)
-    _ray_init(address, log_dir)
+    _ray_init(address, log_dir, tracking_uri)
     import ray
 
     tracker.set_tags(parent_id, {"rirlab.cluster_resources": json.dumps(ray.cluster_resources(), sort_keys=True)})

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -26,6 +27,11 @@ KEY_TAG = "rirlab.trial_key"
 RAY_KEYS = {"time_this_iter_s", "timestamp", "training_iteration", "time_total_s", "time_since_restore",
             "iterations_since_restore", "pid", "done", "step", "checkpoint_dir_name", "should_checkpoint"}
 SECRET_MARKERS = ("PASSWORD", "SECRET", "TOKEN", "KEY", "CREDENTIAL")
+# forwarded to Ray workers on a remote cluster (when set): MLflow server auth/TLS, S3/MinIO artifact store
+WORKER_ENV = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN",
+              "MLFLOW_TRACKING_INSECURE_TLS", "MLFLOW_TRACKING_SERVER_CERT_PATH", "MLFLOW_S3_ENDPOINT_URL",
+              "MLFLOW_S3_IGNORE_TLS", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+              "AWS_DEFAULT_REGION", "AWS_REGION")
 
 
 def resolve_tracking_uri(cli_value: Optional[str] = None) -> str:
@@ -131,6 +137,22 @@ class Tracker:
         self.client.update_run(run_id, status=RunStatus.to_string(RunStatus.RUNNING))
 
 
-def redact_env() -> dict[str, str]:
-    """Environment variables safe to record (nothing that looks like a secret)."""
-    return {k: v for k, v in os.environ.items() if not any(m in k.upper() for m in SECRET_MARKERS)}
+def redact_uri(uri: str) -> str:
+    """``scheme://user:password@host/...`` -> ``scheme://user:***@host/...`` (URIs without a password unchanged)."""
+    return re.sub(r"^([a-zA-Z][a-zA-Z0-9+.-]*://[^/:@]*):[^/@]*@", r"\1:***@", uri)
+
+
+def redact_env(env: Optional[dict[str, str]] = None) -> dict[str, str]:
+    """Environment variables safe to record: none whose name looks like a secret, no password inside a URI."""
+    env = os.environ if env is None else env
+    return {k: redact_uri(v) for k, v in env.items() if not any(m in k.upper() for m in SECRET_MARKERS)}
+
+
+def worker_env(tracking_uri: Optional[str] = None) -> dict[str, str]:
+    """What Ray workers on other machines need to reach MLflow and its artifact store: the tracking URI and
+    the credentials set in this (driver's) environment. Sent through Ray's runtime_env, never logged."""
+    env = {k: os.environ[k] for k in WORKER_ENV if os.environ.get(k)}
+    uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+    if uri:
+        env["MLFLOW_TRACKING_URI"] = uri
+    return env
