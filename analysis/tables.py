@@ -167,6 +167,9 @@ def ablation(df: pd.DataFrame, spec=None, task: Optional[str] = None, stat: str 
         grid.body.append(line)
         grid.kinds.append("paper")
     grid.footer = run_footer(df, stat, n_expected)
+    base = rows[0] if rows else None
+    if base is not None and "variant" not in base.values and len(base.values):
+        grid.footer.append(f"base row {base.label}: " + ", ".join(f"{k}={v}" for k, v in base.values.items()))
     if reference:
         grid.footer.append("paper: " + "; ".join(t.title for t in ref_tables) + "; Δ = ours − paper")
         if unmatched:
