@@ -1,0 +1,217 @@
+"""Dynamic halting (Recurrent Transformers paper Algorithm 1, 3, eq. 5-17) and the halting models."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from rirlab.models import registry
+from rirlab.models.halting import DepthHalting
+from rirlab.models.transformer import Block
+from rirlab.tasks.base import TaskInfo
+
+D = 16
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models: one intra-op thread is many times faster than two on a shared 2-core machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def build(name: str, kind: str = "classify", **kw):
+    entry = registry.get(name)
+    cfg = entry.config(**{"hidden_size": D, "num_heads": 2, "dropout": 0.0, **kw})
+    return entry.build(cfg, TaskInfo(12, 5, kind))
+
+
+def batch(lengths, seed=0, s=None):
+    g = torch.Generator().manual_seed(seed)
+    s = s or max(lengths)
+    mask = torch.arange(s)[None, :] < torch.tensor(lengths)[:, None]  # (N, S)
+    tokens = torch.randint(1, 12, (len(lengths), s), generator=g) * mask
+    return {"tokens": tokens, "mask": mask}
+
+
+class PositionWise(nn.Module):
+    """A step that treats every position on its own, so each position's halting can be replayed alone."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(D, D)
+
+    def forward(self, h, _s):
+        return torch.tanh(self.lin(h))
+
+
+def literal_algorithm_1(step, halt, h0, max_layers, thresh, transition):
+    """Algorithm 1 for ONE position, written as the paper's loop (scalars, break on threshold)."""
+    h, s, cum, remain, acc, depth = h0, h0, 0.0, 1.0, torch.zeros_like(h0), 0
+    for _ in range(max_layers):
+        if not cum < thresh:
+            break
+        h_new = step(h[None, None], None)[0, 0]
+        x = torch.cat([h, h_new]) if transition else h
+        a_hat = halt(x).item()
+        alpha = a_hat * remain
+        remain *= 1 - a_hat
+        acc = acc + alpha * h
+        cum += alpha
+        h, depth = h_new, depth + 1
+        s = (1 - cum) * h + acc
+    return s, depth
+
+
+@pytest.mark.parametrize("transition", [False, True])
+def test_token_halting_matches_the_literal_algorithm_and_weights_sum_to_one(transition):
+    torch.manual_seed(0)
+    step = PositionWise()
+    halting = DepthHalting(D, max_layers=8, alpha_thresh=0.9, transition=transition)
+    nn.init.normal_(halting.halt.w2.weight, std=3.0)  # halting probabilities that differ by position
+    h0 = torch.randn(3, 7, D)
+    mask = torch.arange(7)[None, :] < torch.tensor([7, 4, 2])[:, None]
+    res = halting(step, h0, mask, keep_weights=True)
+    w = res.weights  # (calls + 1, N, S)
+    assert w.shape[1:] == (3, 7) and (w >= 0).all()
+    torch.testing.assert_close(w.sum(0)[mask], torch.ones(int(mask.sum())))
+    # alpha_thresh: a position stops right after its cumulative alpha reaches it, and not before
+    cum = w[:-1].cumsum(0)  # (calls, N, S)
+    for n, t in mask.nonzero().tolist():
+        d = int(res.depth[n, t])
+        assert d == 8 or cum[d - 1, n, t] >= 0.9
+        assert d == 1 or cum[d - 2, n, t] < 0.9
+    assert len({int(x) for x in res.depth[mask]}) > 1, "positions should halt at different depths"
+    with torch.no_grad():
+        for n, t in mask.nonzero().tolist():
+            s, d = literal_algorithm_1(step, halting.halt, h0[n, t], 8, 0.9, transition)
+            torch.testing.assert_close(res.states[n, t], s)
+            assert int(res.depth[n, t]) == d
+
+
+def test_global_halting_is_one_distribution_per_sequence():
+    torch.manual_seed(0)
+    block = Block(D, 2, 2 * D, 0.0, gate=True)
+    halting = DepthHalting(D, max_layers=10, alpha_thresh=0.999, global_halt=True, transition=True)
+    h0 = torch.randn(4, 9, D)
+    mask = torch.arange(9)[None, :] < torch.tensor([9, 3, 6, 1])[:, None]
+    res = halting(lambda h, s: block(h, mask), h0, mask, keep_weights=True)
+    assert res.weights.shape[1:] == (4, 1)  # one halting probability per sequence and layer
+    torch.testing.assert_close(res.weights.sum(0), torch.ones(4, 1))
+    assert res.act_loss.item() == pytest.approx(
+        ((torch.arange(res.calls + 1)[:, None, None] * res.weights)[:-1].sum(0)
+         + res.weights[-1] * res.depth).mean().item(), rel=1e-5)
+
+
+@pytest.mark.parametrize("name", ["ut", "gut"])
+def test_early_exit_skips_block_calls_when_halting_at_once(name):
+    model = build(name, max_layers=12).eval()
+    nn.init.constant_(model.encoder.halting.halt.w2.bias, 30.0)  # alpha_hat = 1 at the first layer
+    calls = []
+    model.encoder.block.register_forward_hook(lambda *a: calls.append(1))
+    b = batch([9, 4, 6])
+    with torch.no_grad():
+        out = model(b)
+    assert len(calls) == 1 < 12
+    assert out.stats["max_layers_used"] == 1.0 and out.stats["mean_layers"] == 1.0
+    # "upper bound" (§7): same model without the break runs every layer and gives the same output
+    model.encoder.halting.mode = "upper_bound"
+    calls.clear()
+    with torch.no_grad():
+        out_ub = model(b)
+    assert len(calls) == 12
+    torch.testing.assert_close(out_ub.logits, out.logits)
+
+
+def test_gut_gate_forced_to_zero_leaves_states_unchanged():
+    torch.manual_seed(0)
+    block = Block(D, 2, 2 * D, 0.0, gate=True)
+    nn.init.zeros_(block.ff.g2.weight)
+    nn.init.constant_(block.ff.g2.bias, -200.0)  # G = sigmoid(-200) = 0, eq. 10
+    h = torch.randn(2, 5, D)
+    mask = torch.ones(2, 5, dtype=torch.bool)
+    out = block(h, mask)
+    torch.testing.assert_close(out, h, rtol=0, atol=1e-6)
+    nn.init.constant_(block.ff.g2.bias, 0.0)
+    assert not torch.allclose(block(h, mask), h, atol=1e-3)  # the gate is what kept it
+
+
+@pytest.mark.parametrize("name", ["transformer", "ut", "gut", "tlb", "gutlb"])
+def test_causal_variant_does_not_leak(name):
+    torch.manual_seed(0)
+    kw = {"chunk_size": 4, "memory_slots": 3} if "tlb" in name else {}
+    model = build(name, kind="lm", **kw).eval()
+    b = batch([13, 13])
+    b2 = {k: v.clone() for k, v in b.items()}
+    b2["tokens"][:, 9] = (b2["tokens"][:, 9] % 11) + 1  # change token 9 only
+    with torch.no_grad():
+        y1, y2 = model(b).logits, model(b2).logits  # (N, S, C)
+    torch.testing.assert_close(y1[:, :9], y2[:, :9])
+    assert not torch.allclose(y1[:, 9:], y2[:, 9:])
+
+
+@pytest.mark.parametrize("name", ["transformer", "ut", "gut", "tlb", "gutlb"])
+def test_padding_does_not_change_a_sequence(name):
+    """START/END are placed after each sequence's last real token; padded batch == sequence alone."""
+    torch.manual_seed(0)
+    kw = {"chunk_size": 4, "memory_slots": 3} if "tlb" in name else {}
+    model = build(name, **kw).eval()
+    b = batch([11, 5])
+    alone = {"tokens": b["tokens"][1:, :5], "mask": b["mask"][1:, :5]}
+    with torch.no_grad():
+        both, one = model(b), model(alone)
+    torch.testing.assert_close(both.logits[1:], one.logits, rtol=1e-4, atol=1e-5)
+    assert "mean_layers" in both.stats or name in ("transformer", "tlb")
+
+
+def test_halting_depth_histogram_accumulates_over_evaluation_passes():
+    model = build("gut", max_layers=6)
+    model.train()
+    with torch.no_grad():
+        model(batch([5, 3]))
+    assert model.artifacts() == {}  # training passes are not counted
+    model.eval()
+    with torch.no_grad():
+        model(batch([5, 3]))
+        model(batch([4, 4, 2]))
+    hist = model.artifacts()["halting_depth.json"]
+    assert sum(hist["counts"]) == 5 and hist["unit"] == "sequence"
+    assert len(hist["edges"]) == len(hist["counts"]) + 1
+
+
+def test_raising_beta_lowers_mean_depth():
+    """Short fixed-seed toy run: the ACT loss weight beta pulls the expected halting depth down."""
+
+    def train(beta: float) -> float:
+        torch.manual_seed(0)
+        model = build("gut", max_layers=8)
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+        for i in range(40):
+            b = batch([8] * 16, seed=i)
+            b["labels"] = b["tokens"][:, 0] % 5  # toy: classify the first token
+            out = model(b)
+            loss = F.cross_entropy(out.logits, b["labels"]) + beta * out.aux_loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        model.eval()
+        with torch.no_grad():
+            out = model(batch([8] * 64, seed=999))
+        return out.stats["act_loss"], out.stats["mean_layers"]
+
+    (e0, m0), (e1, m1) = train(0.0), train(1.0)
+    print(f"beta=0: E[depth]={e0:.2f} layers={m0:.2f}; beta=1: E[depth]={e1:.2f} layers={m1:.2f}")
+    assert e1 < e0 - 0.5, (e0, e1)
+    assert m1 <= m0, (m0, m1)
+
+
+def test_config_rejects_heads_that_do_not_divide_hidden_size():
+    from rirlab.config import build as build_cfg
+    from rirlab.errors import UserError
+
+    with pytest.raises(UserError, match="num_heads"):
+        build_cfg(registry.get("gut").config, {"hidden_size": 30, "num_heads": 8}, "spec")
