@@ -82,14 +82,15 @@ def usable(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def split_columns(df: pd.DataFrame, metric: str = "accuracy") -> list[str]:
-    """Evaluation splits in the order their metrics appear (train/dev excluded)."""
+    """Evaluation splits that have metrics, sorted by name (train/dev excluded); used when the task
+    registry does not list the task's splits."""
     cols = []
     for c in df.columns:
         if c.startswith("metric.") and c.endswith(f"/{metric}"):
             split = c[len("metric."):-len(metric) - 1]
             if split not in SKIP_SPLITS and split not in cols:
                 cols.append(split)
-    return cols
+    return sorted(cols)
 
 
 def task_splits(task: Optional[str]) -> list[tuple[str, str]]:
@@ -120,6 +121,16 @@ def run_footer(df: pd.DataFrame, stat: str, n_expected: int) -> list[str]:
     return lines
 
 
+def row_cells(done: pd.DataFrame, rows: list[RowKey], columns: list[str], stat: str, metric: str):
+    """[(row, {split: Cell or None})]: each row's runs aggregated over seeds, split by split."""
+    values: dict[str, dict[str, list]] = {r.sig: {c: [] for c in columns} for r in rows}
+    for _, r in done.iterrows():
+        bucket = values.get(signature(r["swept"]))
+        for c in columns if bucket is not None else ():
+            bucket[c].append(r.get(f"metric.{c}/{metric}"))
+    return [(row, {c: aggregate(values[row.sig][c], stat) for c in columns}) for row in rows]
+
+
 def ablation(df: pd.DataFrame, spec=None, task: Optional[str] = None, stat: str = "median",
              metric: str = "accuracy", n_expected: int = 0, reference: Optional[str] = None) -> Grid:
     """RIR-Table-5 layout: rows = configurations (spec order), columns = splits (papers' order)."""
@@ -136,15 +147,9 @@ def ablation(df: pd.DataFrame, spec=None, task: Optional[str] = None, stat: str 
             if s not in columns and refs.norm(lbl) not in {refs.norm(v) for v in labels.values()}:
                 columns.append(s)
                 labels[s] = lbl
-    values: dict[str, dict[str, list]] = {r.sig: {c: [] for c in columns} for r in rows}
-    for _, r in done.iterrows():
-        bucket = values.get(signature(r["swept"]))
-        for c in columns:
-            bucket[c].append(r.get(f"metric.{c}/{metric}"))
     grid = Grid(["model" if reference else "configuration", *(labels.get(c, c) for c in columns)], [], [])
     unmatched = []
-    for row in rows:
-        cells = {c: aggregate(values[row.sig][c], stat) for c in columns}
+    for row, cells in row_cells(done, rows, columns, stat, metric):
         grid.body.append([row.label, *(fmt_cell(cells[c], n_expected) for c in columns)])
         grid.kinds.append("ours")
         if not reference:
@@ -201,7 +206,7 @@ def pivot(df: pd.DataFrame, rows_key: str, cols_key: str, split: str, stat: str 
                             f"in other swept parameters; fix them with --where KEY=VALUE")
     order = lambda vals: sorted(set(vals), key=lambda v: (0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v)))  # noqa: E731
     row_vals, col_vals = order(k[0] for k in groups), order(k[1] for k in groups)
-    grid = Grid([f"{rows_key} \\ {cols_key}", *(describe(cols_key, c) for c in col_vals)], [], [])
+    grid = Grid([f"{rows_key} / {cols_key}", *(describe(cols_key, c) for c in col_vals)], [], [])
     for rv in row_vals:
         cells = [aggregate(next(iter(groups[(rv, cv)].values())), stat) if (rv, cv) in groups else None for cv in col_vals]
         grid.body.append([describe(rows_key, rv), *(fmt_cell(c, n_expected) for c in cells)])
