@@ -75,8 +75,15 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
 
     uri = resolve_tracking_uri(tracking_uri)
     click.echo(f"sweep {loaded.spec.name} (spec hash {loaded.hash}) -> MLflow {uri}")
-    counts = run_sweep(loaded, uri, address=address, resume=resume, checkpoint_artifacts=not no_checkpoint_artifacts,
-                       output_root=output_dir)
+    try:
+        counts = run_sweep(loaded, uri, address=address, resume=resume,
+                           checkpoint_artifacts=not no_checkpoint_artifacts, output_root=output_dir)
+    except KeyboardInterrupt:
+        click.echo(f"interrupted; continue with: rirlab sweep {spec}{' --quick' if quick else ''}"
+                   f"{''.join(' --set ' + s for s in sets)} --resume", err=True)
+        sys.exit(130)
+    if counts["interrupted"]:
+        sys.exit(130)
     click.echo(f"done: {counts['finished']} finished, {counts['failed']} failed; parent run {counts['parent_run_id']}")
     click.echo(f"next: rirlab tables {spec}   |   rirlab ui")
     if counts["finished"] == 0:
@@ -169,6 +176,7 @@ def list_tasks():
 
 # Further command groups register themselves on `main` when imported (one module per area).
 from rirlab import cli_analysis  # noqa: E402,F401  tables (export and plots come with the analysis issue)
+from rirlab import cli_bench  # noqa: E402,F401  bench
 
 if __name__ == "__main__":
     main()

@@ -36,9 +36,13 @@ class TrainConfig:
     log_every: int = Field(50, ge=1)
     eval_every: int = Field(1000, ge=1)
     grad_clip: float = Field(5.0, ge=0)
+    warmup_steps: int = Field(0, ge=0)  # linear warm-up of the learning rate
+    lr_decay: Literal["none", "linear", "cosine"] = "none"  # after warm-up, down to 0 at the last step
     device: Literal["cpu", "cuda", "auto"] = "auto"
     max_eval_examples: Optional[int] = Field(None, ge=1)
     num_threads: int = Field(0, ge=0)
+    bucket_factor: int = Field(1, ge=1)  # >1: batches from length-sorted pools of this many batches
+    num_workers: int = Field(0, ge=0)  # torch DataLoader worker processes collating training batches
 
 
 def field_names(cls) -> list[str]:

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from rirlab.config import TrialConfig, resolve
 from rirlab.models import registry as models
 from rirlab.tasks import registry as tasks
+from rirlab.tasks.batching import BatchPlan, example_length, loader
 
 Report = Callable[..., None]
 
@@ -62,17 +63,34 @@ class Trainer:
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=t.lr, weight_decay=t.weight_decay)
         self.halt_loss_weight = float(getattr(cfg.model_cfg, "halt_loss_weight", 0.0))
         self.step = 0
-        self.batches_per_epoch = max(1, math.ceil(len(self.data.train) / t.batch_size))
+        self.plan = BatchPlan([example_length(x) for x in self.data.train], t.batch_size, t.seed, t.bucket_factor)
+        self.batches_per_epoch = self.plan.batches_per_epoch
+        self._batches, self._batches_step = None, -1  # loader iterator and the step it yields next
         self.total_steps = t.epochs * self.batches_per_epoch if t.epochs else t.steps
+        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, self.lr_factor)
+
+    def lr_factor(self, step: int) -> float:
+        t = self.cfg.train
+        if step < t.warmup_steps:
+            return (step + 1) / t.warmup_steps
+        if t.lr_decay == "none":
+            return 1.0
+        frac = (step - t.warmup_steps) / max(1, self.total_steps - t.warmup_steps)
+        return max(0.0, 1 - frac) if t.lr_decay == "linear" else 0.5 * (1 + math.cos(math.pi * min(frac, 1.0)))
 
     # --- data order: a pure function of (seed, step), so a resumed trial sees the same batches ---
+    # (rirlab/tasks/batching.py: seeded shuffle, optional length buckets of bucket_factor batches)
     def batch_at(self, step: int) -> dict:
-        t = self.cfg.train
-        epoch, i = divmod(step, self.batches_per_epoch)
-        g = torch.Generator().manual_seed(t.seed * 1_000_003 + epoch)
-        order = torch.randperm(len(self.data.train), generator=g)
-        idx = order[i * t.batch_size : (i + 1) * t.batch_size].tolist()
-        return self.to_device(self.data.collate([self.data.train[j] for j in idx]))
+        return self.to_device(self.data.collate([self.data.train[j] for j in self.plan.indices(step)]))
+
+    def next_batch(self) -> dict:
+        """The batch of ``self.step`` from a torch DataLoader started at that step (workers: num_workers)."""
+        if self._batches is None or self._batches_step != self.step:
+            self._batches = iter(loader(self.data.train, self.data.collate, self.plan, self.step, self.total_steps,
+                                        self.cfg.train.num_workers))
+            self._batches_step = self.step
+        self._batches_step += 1
+        return self.to_device(next(self._batches))
 
     def to_device(self, batch: dict) -> dict:
         return {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
@@ -90,7 +108,7 @@ class Trainer:
 
     def train_step(self) -> dict:
         self.model.train()
-        batch = self.batch_at(self.step)
+        batch = self.next_batch()
         total, loss, correct, n, out = self.loss_of(batch)
         if not torch.isfinite(total):
             raise NonFiniteLoss(f"training loss became {total.item()} at step {self.step}")
@@ -99,6 +117,7 @@ class Trainer:
         if self.cfg.train.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.train.grad_clip)
         self.opt.step()
+        self.sched.step()
         self.step += 1
         m = {"train/loss": loss.item(), "train/accuracy": correct / max(n, 1)}
         if out.aux_loss is not None:
@@ -128,6 +147,7 @@ class Trainer:
             "step": self.step,
             "model": self.model.state_dict(),
             "opt": self.opt.state_dict(),
+            "sched": self.sched.state_dict(),
             "torch_rng": torch.get_rng_state(),
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
             "py_rng": random.getstate(),
@@ -137,6 +157,7 @@ class Trainer:
         self.step = state["step"]
         self.model.load_state_dict(state["model"])
         self.opt.load_state_dict(state["opt"])
+        self.sched.load_state_dict(state["sched"])
         torch.set_rng_state(state["torch_rng"])
         if state.get("cuda_rng") is not None and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda_rng"])

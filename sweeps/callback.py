@@ -33,6 +33,7 @@ class MLflowTrialCallback(tune.Callback):
         self.runs: dict[str, str] = {}
         self.state: dict[str, str] = {}
         self.failed_reason: dict[str, str] = {}
+        self.last_step: dict[str, int] = {}  # per trial: last step logged, so replays after a restore are not logged twice
         self.existing = {}
         for run in tracker.children(exp_id, parent_id):
             key = run.data.tags.get(KEY_TAG)
@@ -51,6 +52,8 @@ class MLflowTrialCallback(tune.Callback):
             if old.info.status != "FINISHED":
                 self.tracker.reopen(run_id)
                 self.tracker.set_tags(run_id, {"rirlab.resumed": "true"})
+            history = self.tracker.client.get_metric_history(run_id, "train/loss")
+            self.last_step[key] = max((m.step for m in history), default=-1)
         else:
             flat = resolve(materialize(trial.config)).flat()
             swept = swept_of(trial.config)
@@ -74,7 +77,11 @@ class MLflowTrialCallback(tune.Callback):
         if "rirlab_failed" in result:
             self.failed_reason[trial.trial_id] = result["rirlab_failed"]
             return
-        self.tracker.log_result(run_id, result, int(result.get("step", result.get("training_iteration", 0))))
+        step = int(result.get("step", result.get("training_iteration", 0)))
+        if step <= self.last_step.get(trial.trial_id, -1) and not result.get("final"):
+            return  # a retried or resumed trial replays the steps since its checkpoint: identical, already logged
+        self.last_step[trial.trial_id] = step
+        self.tracker.log_result(run_id, result, step)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         run_id = self._run_for(trial)

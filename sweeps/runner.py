@@ -133,9 +133,6 @@ def run_sweep(loaded: LoadedSpec, tracking_uri: str, address: Optional[str] = No
     os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", "1")
     from ray import tune
 
-    from sweeps.callback import MLflowTrialCallback, ProgressCallback
-    from sweeps.trainable import trainable
-
     spec = loaded.spec
     tracker = Tracker(tracking_uri)
     out_root = Path(output_root).resolve()
@@ -144,23 +141,49 @@ def run_sweep(loaded: LoadedSpec, tracking_uri: str, address: Optional[str] = No
     if resume and parent is None:
         raise UserError(f"--resume: no earlier sweep of {loaded.path} (spec hash {loaded.hash}) in {tracking_uri}; "
                         f"run it without --resume first (same --quick/--set flags)")
+    restore = False
     if parent is not None:
         tune_path = parent.data.tags.get("rirlab.tune_path", "")
         parent_id = parent.info.run_id
-        if not tune_path or not tune.Tuner.can_restore(tune_path):
+        restore = bool(tune_path) and tune.Tuner.can_restore(tune_path)
+        if not restore and tracker.children(exp_id, parent_id):
             raise UserError(f"--resume: the Ray Tune state of run {parent_id} ({tune_path or 'unknown'}) is gone; "
                             f"start the sweep again without --resume")
-        tracker.reopen(parent_id)
+        tracker.reopen(parent_id)  # (no Tune state and no trial yet: the sweep starts afresh under the same run)
     else:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        tune_path = str(out_root / f"{spec.name}-{loaded.hash}-{stamp}")
-        parent_id = tracker.start_parent(exp_id, f"{spec.name} {stamp}", {
-            "rirlab.spec_hash": loaded.hash, "rirlab.spec_path": str(loaded.path), "rirlab.quick": str(loaded.quick),
-            "rirlab.tune_path": tune_path, "rirlab.swept": ",".join(swept_keys(spec)),
-            "rirlab.algorithm": spec.algorithm, "rirlab.metric": ",".join(spec.metrics),
-            "rirlab.seeds": str(len(spec.seed_list)), "rirlab.overrides": json.dumps(loaded.overrides, default=str)})
-        tracker.client.log_text(parent_id, loaded.text, f"spec/{loaded.path.name}")
-        tracker.client.log_text(parent_id, json.dumps(spec.model_dump(mode="json"), indent=2), "spec/effective_spec.json")
+        parent_id, tune_path = _start_parent(tracker, exp_id, loaded, out_root)
+    try:
+        return _fit(loaded, tracker, exp_id, parent_id, tune_path, restore, address, tracking_uri,
+                    checkpoint_artifacts)
+    except BaseException:
+        # whatever stops the driver (Ctrl-C before Tune took over, an error) leaves no parent run RUNNING
+        tracker.set_tags(parent_id, {"rirlab.interrupted": "true"})
+        tracker.finish(parent_id, "KILLED")
+        raise
+
+
+def _start_parent(tracker: Tracker, exp_id: str, loaded: LoadedSpec, out_root: Path) -> tuple[str, str]:
+    spec = loaded.spec
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    tune_path = str(out_root / f"{spec.name}-{loaded.hash}-{stamp}")
+    parent_id = tracker.start_parent(exp_id, f"{spec.name} {stamp}", {
+        "rirlab.spec_hash": loaded.hash, "rirlab.spec_path": str(loaded.path), "rirlab.quick": str(loaded.quick),
+        "rirlab.tune_path": tune_path, "rirlab.swept": ",".join(swept_keys(spec)),
+        "rirlab.algorithm": spec.algorithm, "rirlab.metric": ",".join(spec.metrics),
+        "rirlab.seeds": str(len(spec.seed_list)), "rirlab.overrides": json.dumps(loaded.overrides, default=str)})
+    tracker.client.log_text(parent_id, loaded.text, f"spec/{loaded.path.name}")
+    tracker.client.log_text(parent_id, json.dumps(spec.model_dump(mode="json"), indent=2), "spec/effective_spec.json")
+    return parent_id, tune_path
+
+
+def _fit(loaded: LoadedSpec, tracker: Tracker, exp_id: str, parent_id: str, tune_path: str, restore: bool,
+         address: Optional[str], tracking_uri: str, checkpoint_artifacts: bool) -> dict:
+    from ray import tune
+
+    from sweeps.callback import MLflowTrialCallback, ProgressCallback
+    from sweeps.trainable import trainable
+
+    spec = loaded.spec
     log_dir = Path(tune_path)
     _ray_init(address, log_dir, tracking_uri)
     import ray
@@ -178,9 +201,8 @@ def run_sweep(loaded: LoadedSpec, tracking_uri: str, address: Optional[str] = No
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
         stop={"time_total_s": spec.budget.time_limit_s} if spec.budget.time_limit_s else None,
         callbacks=[mlflow_cb, progress], verbose=0)
-    status = "FINISHED"
     try:
-        if parent is not None:
+        if restore:
             tuner = tune.Tuner.restore(tune_path, trainable=train_fn, resume_unfinished=True, resume_errored=True)
         else:
             tuner = tune.Tuner(
@@ -194,22 +216,27 @@ def run_sweep(loaded: LoadedSpec, tracking_uri: str, address: Optional[str] = No
                     trial_dirname_creator=lambda t: f"trial_{t.trial_id}"),
                 run_config=run_config)
         grid = tuner.fit()
-    except KeyboardInterrupt:
-        status = "KILLED"
-        mlflow_cb.mark_interrupted()
-        progress.close()
-        tracker.set_tags(parent_id, {"rirlab.interrupted": "true"})
-        tracker.finish(parent_id, "KILLED")
-        print(f"\ninterrupted: running trials were checkpointed; continue with: "
-              f"rirlab sweep {loaded.path} --resume{' --quick' if loaded.quick else ''}", file=sys.stderr)
-        raise
+        errors = len(grid.errors)
+    except KeyboardInterrupt:  # a second Ctrl-C: Ray gives up waiting
+        errors = 0
     progress.close()
     counts = mlflow_cb.counts()
+    counts.update(parent_run_id=parent_id, errors=errors)
+    running = [k for k, st in mlflow_cb.state.items() if st == "running"]
+    counts["interrupted"] = bool(running) or counts["finished"] + counts["failed"] < n_trials
     tracker.set_tags(parent_id, {"rirlab.trials_finished": str(counts["finished"]),
                                  "rirlab.trials_failed": str(counts["failed"])})
-    tracker.finish(parent_id, status)
-    counts["parent_run_id"] = parent_id
-    counts["errors"] = len(grid.errors)
+    if counts["interrupted"]:
+        # Ctrl-C (Ray Tune stops gracefully and saves its state): unfinished trials end KILLED in MLflow;
+        # --resume reopens the same runs and continues each trial from its last checkpoint.
+        mlflow_cb.mark_interrupted()
+        tracker.set_tags(parent_id, {"rirlab.interrupted": "true"})
+        tracker.finish(parent_id, "KILLED")
+        flags = (" --quick" if loaded.quick else "") + "".join(f" --set {k}={v}" for k, v in loaded.overrides.items())
+        print(f"interrupted: {len(running)} running trial(s) stopped, their last checkpoints kept; continue with:\n"
+              f"  rirlab sweep {loaded.path}{flags} --resume", file=sys.stderr)
+    else:
+        tracker.finish(parent_id, "FINISHED")
     return counts
 
 

@@ -6,6 +6,7 @@ import dataclasses
 from typing import Callable
 
 from rirlab.config import closest
+from rirlab.plugins import load_plugins
 from rirlab.errors import UserError
 
 
@@ -34,6 +35,7 @@ def register(name: str, config: type, kinds=("classify", "pair"), doc: str = "")
 
 
 def _load():
+    load_plugins()
     import rirlab.models.zoo  # noqa: F401  (registers every model)
 
 

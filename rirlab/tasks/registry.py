@@ -6,6 +6,7 @@ import dataclasses
 from typing import Callable
 
 from rirlab.config import closest
+from rirlab.plugins import load_plugins
 from rirlab.errors import UserError
 
 
@@ -39,6 +40,7 @@ def register(name: str, config: type, kind: str, doc: str = "", quick: dict | No
 
 
 def _load():
+    load_plugins()
     import rirlab.tasks.all  # noqa: F401  (registers every task)
 
 
