@@ -7,8 +7,10 @@ b x k candidates, and composes ONLY the chosen pair of each kept beam with the G
 The caller marginalises the b roots with a softmax over beam scores (:func:`marginalize`).
 
 Where the time goes, and what we do instead of the naive version:
-- no b x k candidate copies: candidates are (beam, position) index pairs; only the b kept
-  beams are materialised, with one row gather that also deletes the right child;
+- no copies of sequence states at all: every node vector is written once into a node pool
+  (:class:`NodePool`); a beam is a row of node ids (ints), so keeping b beams, deleting the
+  right child and placing the parent are integer gathers, and each step reads only the two
+  children and two neighbours of each kept beam (O(b d) per row and step);
 - pair scores are cached per beam; a merge only re-scores the two pairs touching the new node;
 - rows (sequences or chunks) are sorted by length, so the rows still merging are a prefix
   and finished rows cost nothing;
@@ -47,6 +49,61 @@ def marginalize(roots: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
     return (F.softmax(scores, dim=-1).unsqueeze(-1) * roots).sum(1)  # (M, D)
 
 
+class NodePool:
+    """Every node vector of one search, written once; gradients of reads are summed per node.
+
+    Reads and writes are custom autograd functions chained by a 0-dim ``token``: the write of
+    step t returns the token the later reads take, so in backward every read of a node has
+    added its gradient to ``grad`` before the node's write hands that gradient to its producer.
+    """
+
+    def __init__(self, rows: int, d: int, like: torch.Tensor):
+        self.data = like.new_empty(rows, d)  # (R, D)
+        self.grad = None
+        self.count = 0
+        self.token = like.new_zeros((), requires_grad=like.requires_grad)
+
+    def write(self, values: torch.Tensor) -> torch.Tensor:
+        """Store (..., D) values; returns their row ids (...)."""
+        k = values[..., 0].numel()
+        ids = torch.arange(self.count, self.count + k, device=values.device).view(values.shape[:-1])
+        self.token = _Write.apply(self.token, values.reshape(k, -1), self, self.count)
+        self.count += k
+        return ids
+
+    def read(self, ids: torch.Tensor) -> torch.Tensor:
+        return _Read.apply(self.token, self, ids)  # (*ids.shape, D)
+
+
+class _Write(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, token, values, pool, start):
+        pool.data[start : start + values.size(0)] = values.detach()
+        ctx.pool, ctx.start, ctx.k = pool, start, values.size(0)
+        return token.detach().clone()
+
+    @staticmethod
+    def backward(ctx, g_token):
+        pool = ctx.pool
+        g = None if pool.grad is None else pool.grad[ctx.start : ctx.start + ctx.k].clone()
+        return torch.zeros_like(g_token), g, None, None
+
+
+class _Read(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, token, pool, ids):
+        ctx.pool, ctx.ids = pool, ids
+        return pool.data[ids]
+
+    @staticmethod
+    def backward(ctx, g):
+        pool = ctx.pool
+        if pool.grad is None:
+            pool.grad = torch.zeros_like(pool.data)
+        pool.grad.index_add_(0, ctx.ids.reshape(-1), g.reshape(-1, g.size(-1)))
+        return torch.zeros((), dtype=g.dtype, device=g.device), None, None
+
+
 class BeamTree(nn.Module):
     """EBT-GRC beam search over merge orders; ``straight_through=True`` with beam 1 is GT-GRC.
 
@@ -63,79 +120,77 @@ class BeamTree(nn.Module):
         self.tau = tau
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor, scores: torch.Tensor | None = None):
-        m, b_cur, width, d = x.shape
+        m, b_in, width, d = x.shape
         b = self.beam_size
+        dev = x.device
         if scores is None:
             scores = initial_scores(m, b, x)  # (M, b)
         lengths, order = lengths.sort(descending=True)
         inv = torch.empty_like(order)
-        inv[order] = torch.arange(m, device=order.device)
+        inv[order] = torch.arange(m, device=dev)
         x, scores = x[order], scores[order]
         lens = lengths.tolist()
         n_merging = [sum(1 for L in lens if L > t + 1) for t in range(max(lens[0] - 1, 0) + 1)]
-        pieces = []  # (roots, scores) of finished row ranges, later-finishing ranges first in sorted order
+        pool = NodePool(m * b_in * width + b * sum(n_merging[:-1]), d, x)
+        ptr = pool.write(x).expand(m, b, width) if b_in == 1 else pool.write(x)  # (M, b, L) node ids
+        pieces = []  # (root ids, scores) of finished row ranges; later-finishing ranges come first in sorted order
 
         n = n_merging[0]
         if n < m:  # rows of length <= 1: the leaf is the root
-            pieces.append((x[n:, :, 0].expand(m - n, b, d), scores[n:]))
-        x, scores, lengths = x[:n], scores[:n], lengths[:n]
+            pieces.append((ptr[n:, :, 0], scores[n:]))
+        ptr, scores, lengths = ptr[:n], scores[:n], lengths[:n]
         ps = None
         if n:
-            ps = self.scorer(x[:, :, :-1], x[:, :, 1:])  # (n, B_in, L-1)
-            pos = torch.arange(width - 1, device=x.device)
+            ps = self.scorer(x[:n, :, :-1], x[:n, :, 1:])  # (n, B_in, L-1)
+            pos = torch.arange(width - 1, device=dev)
             ps = ps.masked_fill(pos >= (lengths - 1)[:, None, None], NEG)  # pairs reaching into padding
         for t in range(len(n_merging) - 1):
-            x, ps, scores = self.step(x, ps, scores, lengths - t)
+            ptr, ps, scores = self.step(pool, ptr, ps, scores, lengths - t)
             n_next = n_merging[t + 1]
             if n_next < n:  # rows that just made their last merge
-                pieces.append((x[n_next:, :, 0], scores[n_next:]))
-                x, ps, scores, lengths = x[:n_next], ps[:n_next], scores[:n_next], lengths[:n_next]
+                pieces.append((ptr[n_next:, :, 0], scores[n_next:]))
+                ptr, ps, scores, lengths = ptr[:n_next], ps[:n_next], scores[:n_next], lengths[:n_next]
                 n = n_next
-        roots = torch.cat([r for r, _ in reversed(pieces)])[inv]  # (M, b, D)
+        roots = pool.read(torch.cat([r for r, _ in reversed(pieces)])[inv])  # (M, b, D)
         final = torch.cat([s for _, s in reversed(pieces)])[inv]  # (M, b)
         return roots, final
 
-    def step(self, x: torch.Tensor, ps: torch.Tensor, scores: torch.Tensor, cur_len: torch.Tensor):
-        """One merge in every beam of every row. x (n, B, W, D), ps (n, B, W-1), scores (n, b)."""
-        n, b_cur, w, d = x.shape
-        b = self.beam_size
-        dev = x.device
+    def step(self, pool: NodePool, ptr: torch.Tensor, ps: torch.Tensor, scores: torch.Tensor, cur_len: torch.Tensor):
+        """One merge in every beam of every row. ptr (n, b, W) node ids, ps (n, B, W-1), scores (n, b)."""
+        n, b, w = ptr.shape
+        dev = ptr.device
         logp = F.log_softmax(ps, dim=-1)  # (n, B, W-1)
         key = logp + gumbel_like(logp) if self.training else logp
         k1 = min(b, w - 1)
-        top_pos = key.topk(k1, dim=-1).indices  # (n, B, k1) per-beam stochastic top-k
+        top_pos = key.topk(k1, dim=-1).indices  # (n, B, k1) per-beam (stochastic) top-k
         cand = scores.view(n, b, 1) + logp.gather(-1, top_pos)  # (n, b, k1) accumulated log-scores
         new_scores, sel = cand.view(n, -1).topk(b, dim=-1)  # (n, b) best b of b x k1
         parent = torch.div(sel, k1, rounding_mode="floor")  # (n, b)
         j = top_pos.expand(n, b, k1).reshape(n, -1).gather(1, sel)  # (n, b) merged pair = (j, j+1)
-        src_beam = parent if b_cur == b else torch.zeros_like(parent)  # B_in = 1: all beams equal
 
-        xf = x.reshape(n * b_cur * w, d)  # rows of every node of every beam
-        base = (torch.arange(n, device=dev)[:, None] * b_cur + src_beam) * w  # (n, b)
-        new = self.cell(xf[base + j], xf[base + j + 1])  # (n, b, D)
+        ptr = ptr.gather(1, parent[..., None].expand(n, b, w))  # (n, b, W) the kept beams' node ids
+        kids = ptr.gather(2, torch.stack([j, j + 1], -1))  # (n, b, 2)
+        children = pool.read(kids)  # (n, b, 2, D)
+        new = self.cell(children[:, :, 0], children[:, :, 1])  # (n, b, D)
         if self.straight_through:  # GT-GRC: value 1 forward, gradient of the soft selection backward
             soft = F.softmax(key / self.tau, dim=-1)  # (n, B, W-1) Gumbel-softmax over pairs
-            soft = soft.gather(1, src_beam[..., None].expand(n, b, w - 1))  # (n, b, W-1) of each parent beam
+            soft = soft.gather(1, parent[..., None].clamp(max=soft.size(1) - 1).expand(n, b, w - 1))  # (n, b, W-1)
             pj = soft.gather(-1, j[..., None])[..., 0]  # (n, b)
             new = new * (1.0 + pj - pj.detach()).unsqueeze(-1)  # (n, b, D)
+        new_id = pool.write(new)  # (n, b)
 
         pos = torch.arange(w - 1, device=dev)  # (W-1,)
-        src = pos + (pos > j[..., None])  # (n, b, W-1): drop the right child j+1
-        nx = xf[base[..., None] + src]  # (n, b, W-1, D)
-        nx[torch.arange(n, device=dev)[:, None], torch.arange(b, device=dev), j] = new  # parent replaces left child
+        jj = j[..., None]
+        nptr = ptr.gather(2, pos + (pos > jj))  # (n, b, W-1): drop the right child j+1
+        nptr = torch.where(pos == jj, new_id[..., None], nptr)  # the parent replaces the left child
 
         # pair scores: shift the cached ones, re-score only the two pairs touching the new node
         pos2 = torch.arange(w - 2, device=dev)  # (W-2,)
-        psf = ps.reshape(-1)
-        old = psf[((torch.arange(n, device=dev)[:, None] * b_cur + src_beam) * (w - 1))[..., None]
-                  + pos2 + (pos2 > j[..., None])]  # (n, b, W-2)
-        nxf = nx.view(n * b * (w - 1), d)
-        nbase = (torch.arange(n * b, device=dev) * (w - 1)).view(n, b)
-        lnb = nxf[nbase + (j - 1).clamp(min=0)]  # (n, b, D) left neighbour of the new node
-        rnb = nxf[nbase + (j + 1).clamp(max=w - 2)]  # (n, b, D) right neighbour
-        two = self.scorer(torch.stack([lnb, new], 2), torch.stack([new, rnb], 2))  # (n, b, 2)
+        src_beam = parent[..., None].clamp(max=ps.size(1) - 1).expand(n, b, w - 1)  # B_in = 1: one beam
+        old = ps.gather(1, src_beam).gather(2, pos2 + (pos2 > jj))  # (n, b, W-2)
+        nb = pool.read(nptr.gather(2, torch.stack([(j - 1).clamp(min=0), (j + 1).clamp(max=w - 2)], -1)))  # (n, b, 2, D)
+        two = self.scorer(torch.stack([nb[:, :, 0], new], 2), torch.stack([new, nb[:, :, 1]], 2))  # (n, b, 2)
         right_ok = (j + 1) < (cur_len - 1)[:, None]  # the right neighbour is a real node
         s_right = two[..., 1].masked_fill(~right_ok, NEG)
-        jj = j[..., None]
         new_ps = torch.where(pos2 == jj - 1, two[..., :1], torch.where(pos2 == jj, s_right[..., None], old))
-        return nx, new_ps, new_scores
+        return nptr, new_ps, new_scores
