@@ -6,7 +6,8 @@ M^t (Attention2) and a feed-forward; then the memory slots attend to the chunk's
 layers (Attention3_l + FeedForward_l) to give M^{t+1}.
 TLB: L layers with their own parameters. GUTLB: one shared layer with GatedFeedForward repeated under
 GUT's global transition-aware halting per chunk (halting restarts at every chunk); the memory reads S_L.
-A sequence whose chunk is all padding keeps its memory.
+A sequence whose chunk is all padding keeps its memory. ``num_chunks`` gives "TLB Fixed Recurrence"
+(§6.6, Table 3 "TLB FR"): k chunks of size ceil(S / k) for the batch's padded length S instead of size g.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class LatentBottleneckEncoder(nn.Module):
 
     def __init__(self, d: int, heads: int, d_ff: int, dropout: float, *, num_layers: int, chunk_size: int,
                  memory_slots: int, memory_layers: int, causal: bool, lm: bool, pool: str,
-                 halting: Optional[DepthHalting] = None, gate: bool = False):
+                 halting: Optional[DepthHalting] = None, gate: bool = False, num_chunks: Optional[int] = None):
         super().__init__()
         n_layers = 1 if halting is not None else num_layers
         self.layers = nn.ModuleList(ChunkLayer(d, heads, d_ff, dropout, gate) for _ in range(n_layers))
@@ -66,17 +67,18 @@ class LatentBottleneckEncoder(nn.Module):
         self.update = MemoryUpdate(d, heads, d_ff, dropout, memory_layers)
         self.readout = Readout(d, lm, pool)
         self.norm = nn.LayerNorm(d)
-        self.g, self.causal = chunk_size, causal
+        self.g, self.causal, self.num_chunks = chunk_size, causal, num_chunks
 
     def forward(self, x, mask) -> EncoderOutput:
         h, mask, end_at = self.readout.wrap(x, mask)  # (N, S, D)
         n, s, d = h.shape
-        extra = (-s) % self.g
+        g = -(-s // self.num_chunks) if self.num_chunks else self.g  # TLB fixed recurrence: k chunks whatever S
+        extra = (-s) % g
         hp = F.pad(h, (0, 0, 0, extra))  # (N, k*g, D)
         mp = F.pad(mask, (0, extra), value=False)  # (N, k*g)
         memory = self.memory0.expand(n, -1, -1)  # (N, slots, D)
         outs, acts, depths, units, calls = [], [], [], [], []
-        for c, cm in zip(hp.split(self.g, dim=1), mp.split(self.g, dim=1)):  # (N, g, D), (N, g)
+        for c, cm in zip(hp.split(g, dim=1), mp.split(g, dim=1)):  # (N, g, D), (N, g)
             if self.halting is None:
                 for layer in self.layers:
                     c = layer(c, cm, memory, self.causal)  # (N, g, D)

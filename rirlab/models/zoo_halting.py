@@ -77,6 +77,7 @@ class TLBConfig(RTConfig):
     chunk_size: int = Field(10, ge=1)
     memory_slots: int = Field(10, ge=1)
     memory_layers: int = Field(1, ge=1)  # U
+    num_chunks: Optional[int] = Field(None, ge=1)  # "TLB Fixed Recurrence": this many chunks, any length
 
 
 @dataclass(config=STRICT)
@@ -132,7 +133,7 @@ def tlb(cfg: TLBConfig, info):
     """Temporal Latent Bottleneck: chunk-wise recurrence with memory slots (Algorithm 2), mean pooling."""
     enc = LatentBottleneckEncoder(*_common(cfg), num_layers=cfg.num_layers, chunk_size=cfg.chunk_size,
                                   memory_slots=cfg.memory_slots, memory_layers=cfg.memory_layers,
-                                  causal=_causal(cfg, info), lm=info.kind == "lm", pool="mean")
+                                  causal=_causal(cfg, info), lm=info.kind == "lm", pool="mean", num_chunks=cfg.num_chunks)
     return _wrap(enc, cfg, info)
 
 
