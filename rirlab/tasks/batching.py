@@ -1,0 +1,77 @@
+"""Training batches as a pure function of (seed, step): shuffling, length buckets, torch loaders.
+
+Epoch e shuffles the training set with a generator seeded from (seed, e). With
+``bucket_factor`` f > 1 the shuffled order is cut into pools of f batches, each
+pool is sorted by length and cut into batches (so a batch holds examples of
+similar length and little padding), and the batches of the epoch are shuffled
+again. The batch at step s is therefore fixed by (seed, s) alone: a resumed
+trial sees the same batches, with or without worker processes.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+def example_length(example) -> int:
+    """Tokens of an example; for pairs, the longer of the two sequences."""
+    if len(example) == 3:  # (premise, hypothesis, label)
+        return max(len(example[0]), len(example[1]))
+    return len(example[0])
+
+
+class BatchPlan:
+    """Which training examples form the batch at each step."""
+
+    def __init__(self, lengths: Sequence[int], batch_size: int, seed: int, bucket_factor: int = 1):
+        self.lengths = np.asarray(lengths)
+        self.n, self.batch_size, self.seed, self.bucket_factor = len(lengths), batch_size, seed, bucket_factor
+        self.batches_per_epoch = max(1, math.ceil(self.n / batch_size))
+        self._epoch, self._batches = -1, []
+
+    def epoch_batches(self, epoch: int) -> list[list[int]]:
+        g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+        order = torch.randperm(self.n, generator=g).numpy()
+        bs = self.batch_size
+        if self.bucket_factor <= 1:
+            return [order[i : i + bs].tolist() for i in range(0, self.n, bs)]
+        batches = []
+        pool = bs * self.bucket_factor
+        for start in range(0, self.n, pool):
+            chunk = order[start : start + pool]
+            chunk = chunk[np.argsort(self.lengths[chunk], kind="stable")]
+            batches += [chunk[i : i + bs].tolist() for i in range(0, len(chunk), bs)]
+        perm = torch.randperm(len(batches), generator=g).tolist()
+        return [batches[i] for i in perm]
+
+    def indices(self, step: int) -> list[int]:
+        epoch, i = divmod(step, self.batches_per_epoch)
+        if epoch != self._epoch:
+            self._epoch, self._batches = epoch, self.epoch_batches(epoch)
+        return self._batches[i]
+
+
+class StepBatches(Dataset):
+    """Map-style dataset whose item ``step`` is the collated batch of that step."""
+
+    def __init__(self, examples: Sequence, collate: Callable, plan: BatchPlan):
+        self.examples, self.collate, self.plan = examples, collate, plan
+
+    def __len__(self) -> int:
+        return 2**62
+
+    def __getitem__(self, step: int) -> dict:
+        return self.collate([self.examples[j] for j in self.plan.indices(step)])
+
+
+def loader(examples: Sequence, collate: Callable, plan: BatchPlan, start: int, stop: int,
+           num_workers: int = 0) -> DataLoader:
+    """Batches of steps start..stop-1 in order; ``num_workers`` > 0 collates them in worker processes."""
+    return DataLoader(StepBatches(examples, collate, plan), batch_size=None, sampler=range(start, stop),
+                      num_workers=num_workers, persistent_workers=False,
+                      prefetch_factor=4 if num_workers else None)
