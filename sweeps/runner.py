@@ -115,13 +115,17 @@ def _ray_init(address: Optional[str], log_dir: Path, tracking_uri: Optional[str]
         return
     # a running cluster (ray start, `ray up`, KubeRay, Slurm): workers need only the Python environment; the
     # trial code travels as py_modules (this checkout's rirlab and sweeps, so every node runs the driver's
-    # version), MLflow's URI and credentials as env_vars (the trial configs themselves travel with the trials)
+    # version) with the top-level packages of $RIRLAB_PLUGINS, MLflow's URI and credentials as env_vars (the
+    # trial configs themselves travel with the trials)
+    import importlib
+
     import rirlab
     import sweeps
     from sweeps.tracking import worker_env
 
-    runtime_env = {"py_modules": [rirlab, sweeps], "excludes": ["__pycache__", "*.pyc"],
-                   "env_vars": worker_env(tracking_uri)}
+    plugins = {m.strip().split(".")[0] for m in os.environ.get("RIRLAB_PLUGINS", "").split(",") if m.strip()}
+    modules = [rirlab, sweeps] + [importlib.import_module(p) for p in sorted(plugins - {"rirlab", "sweeps"})]
+    runtime_env = {"py_modules": modules, "excludes": ["__pycache__", "*.pyc"], "env_vars": worker_env(tracking_uri)}
     ray.init(address=address, runtime_env=runtime_env, **kwargs)
 
 

@@ -27,11 +27,11 @@ KEY_TAG = "rirlab.trial_key"
 RAY_KEYS = {"time_this_iter_s", "timestamp", "training_iteration", "time_total_s", "time_since_restore",
             "iterations_since_restore", "pid", "done", "step", "checkpoint_dir_name", "should_checkpoint"}
 SECRET_MARKERS = ("PASSWORD", "SECRET", "TOKEN", "KEY", "CREDENTIAL")
-# forwarded to Ray workers on a remote cluster (when set): MLflow server auth/TLS, S3/MinIO artifact store
+# forwarded to Ray workers on a remote cluster (when set): MLflow server auth/TLS, S3/MinIO artifact store, plugins
 WORKER_ENV = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN",
               "MLFLOW_TRACKING_INSECURE_TLS", "MLFLOW_TRACKING_SERVER_CERT_PATH", "MLFLOW_S3_ENDPOINT_URL",
               "MLFLOW_S3_IGNORE_TLS", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-              "AWS_DEFAULT_REGION", "AWS_REGION")
+              "AWS_DEFAULT_REGION", "AWS_REGION", "RIRLAB_PLUGINS")
 
 
 def resolve_tracking_uri(cli_value: Optional[str] = None) -> str:
