@@ -135,6 +135,7 @@ def run_sweep(loaded: LoadedSpec, tracking_uri: str, address: Optional[str] = No
     os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", "1")
+    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "5")  # snapshot Tune's state often: --resume needs it
     from ray import tune
 
     spec = loaded.spec

@@ -43,7 +43,8 @@ def swept_of(config: dict) -> dict:
 
 def trainable(config: dict) -> None:
     flat = materialize(config)
-    checkpoint_every = config.get(META, {}).get("checkpoint_every", 0)
+    # checkpoint_every 0 in a spec means "only the final state" (kept as the run's checkpoint artifact)
+    checkpoint_every = config.get(META, {}).get("checkpoint_every", 0) or 10**12
     state = None
     ckpt = tune.get_checkpoint()
     if ckpt is not None:
