@@ -201,3 +201,27 @@ def table1(opts: BenchOptions) -> dict:
 def as_batch(ids: list[int], device: str) -> dict:
     tokens = torch.tensor([ids], device=device)  # (1, S)
     return {"tokens": tokens, "mask": torch.ones_like(tokens, dtype=torch.bool)}
+
+
+@protocol("gut_halt")
+def gut_halt(opts: BenchOptions) -> dict:
+    """Dynamic-halt paper §7: GUT vs "GUT upper bound" vs "GUT no halt" at upper bounds 10-40 (ms per train step).
+
+    Runs ``benchmarks/gut_halting.py`` of the repository checkout: ``--repeats`` timed steps after
+    ``--warmup``, ``--batch``; ``--set bounds=10,20 hidden_size=64 num_heads=4 halt_loss_weight=0.1``.
+    """
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "gut_halting.py"
+    if not path.exists():
+        raise UserError(f"bench gut_halt needs the repository checkout ({path} is missing); run it from a git clone")
+    spec = importlib.util.spec_from_file_location("gut_halting", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    o = opts.overrides
+    bounds = tuple(int(b) for b in str(o.get("bounds", "10,20,30,40")).split(","))
+    result = mod.run_comparison(bounds, steps=opts.repeats, warmup=opts.warmup, batch=opts.batch,
+                                hidden_size=int(o.get("hidden_size", 32)), num_heads=int(o.get("num_heads", 4)),
+                                beta=float(o.get("halt_loss_weight", 0.1)), device=opts.device, seed=opts.seed)
+    return {**result, "table": mod.format_table(result)}

@@ -11,7 +11,8 @@ from rirlab.cli import main, set_option
 
 @main.command()
 @click.option("--protocol", "name", default="step", show_default=True,
-              help="step (one step of one model) or table1 (RIR Table 1 length bins); see rirlab/bench.py.")
+              help="step (one step of one model), table1 (RIR Table 1 length bins) or gut_halt (dynamic-halt §7); "
+                   "see rirlab/bench.py.")
 @click.option("--model", default="rir_ebt_grc", show_default=True, help="step: the model to time.")
 @click.option("--models", default="rir_ebt_grc", show_default=True, help="table1: comma-separated models.")
 @click.option("--batch", default=16, show_default=True, type=click.IntRange(min=1))
@@ -36,7 +37,9 @@ def bench(name, model, models, batch, length, mode, inference, device, repeats, 
                         length=length, mode=mode, inference=inference, device=device, repeats=repeats,
                         warmup=warmup, samples=samples, threads=threads, overrides=parse_overrides(sets))
     result = run(name, opts)
-    if "rows" in result:
+    if "table" in result:  # protocols that format their own table (gut_halt)
+        click.echo(f"{result['table']}\n({result['device']})")
+    elif "rows" in result:
         click.echo(f"{'model':14s} {'bin':>10s} {'minutes':>9s} {'peak GB':>8s}   ({result['device']})")
         for r in result["rows"]:
             click.echo(f"{r['model']:14s} {r['bin']:>10s} {r['minutes']:9.3f} {r['peak_mem_gb']:8.3f}")
