@@ -7,6 +7,7 @@ tag ``rirlab.trial_key`` so a resumed sweep finds and continues its own runs.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
@@ -76,6 +77,8 @@ def split_result(result: dict) -> tuple[dict[str, float], dict[str, str]]:
 
 class Tracker:
     def __init__(self, uri: str):
+        for noisy in ("mlflow.store.db.utils", "alembic"):  # schema-creation chatter on a new store
+            logging.getLogger(noisy).setLevel(logging.WARNING)
         self.uri = uri
         self.client = MlflowClient(tracking_uri=uri)
 
