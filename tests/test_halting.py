@@ -215,3 +215,19 @@ def test_config_rejects_heads_that_do_not_divide_hidden_size():
 
     with pytest.raises(UserError, match="num_heads"):
         build_cfg(registry.get("gut").config, {"hidden_size": 30, "num_heads": 8}, "spec")
+
+
+@pytest.mark.parametrize("model,task", [("gut", "flipflop"), ("gutlb", "logic")])
+def test_halting_models_train_through_the_trainer_and_log_depth(model, task):
+    from rirlab.tasks import registry as tasks
+    from rirlab.train import run_trial
+
+    reports = []
+    cfg = {"model": model, "task": task, **dict(tasks.get(task).quick), "hidden_size": D, "num_heads": 2,
+           "steps": 4, "batch_size": 8, "log_every": 2, "eval_every": 100, "max_eval_examples": 16, "num_threads": 1}
+    final = run_trial(cfg, lambda m, checkpoint=None: reports.append(m))
+    assert {"train/mean_layers", "train/max_layers_used", "train/act_loss"} <= set(reports[0])
+    assert 1 <= reports[0]["train/mean_layers"] <= reports[0]["train/max_layers_used"] <= cfg.get("max_layers", 15)
+    hist = final["artifact:halting_depth.json"]
+    assert sum(hist["counts"]) > 0 and hist["counts"][0] == 0  # every unit runs at least one layer
+    assert 0 <= final["dev/accuracy"] <= 100

@@ -1,0 +1,70 @@
+"""Transformer pieces (dynamic-halt paper eq. 1-4), RoPE, masks, START/END, and the halting sweep specs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from rirlab.models.transformer import MultiHeadAttention, add_start_end, attention_mask, rotate
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_rope_scores_depend_only_on_the_offset():
+    torch.manual_seed(0)
+    q, k = torch.randn(1, 1, 1, 8), torch.randn(1, 1, 1, 8)
+    s = 12
+    qr, kr = rotate(q.expand(1, 1, s, 8)), rotate(k.expand(1, 1, s, 8))  # same vector at every position
+    scores = (qr @ kr.transpose(-1, -2))[0, 0]  # (S, S)
+    for off in (-3, 0, 5):
+        diag = torch.diagonal(scores, offset=off)
+        torch.testing.assert_close(diag, diag[:1].expand_as(diag), rtol=1e-4, atol=1e-4)
+    assert not torch.allclose(torch.diagonal(scores, 0)[0], torch.diagonal(scores, 3)[0])
+
+
+def test_attention_ignores_padding_and_causal_future():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(8, 2, 0.0).eval()
+    x = torch.randn(1, 6, 8)
+    mask = torch.tensor([[True, True, True, True, False, False]])
+    y = mha(x, x, mask)
+    x2 = x.clone()
+    x2[:, 4:] = 100.0  # padding content must not matter
+    torch.testing.assert_close(mha(x2, x2, mask)[:, :4], y[:, :4])
+    yc = mha(x, x, mask, causal=True)
+    x3 = x.clone()
+    x3[:, 2] += 1.0
+    torch.testing.assert_close(mha(x3, x3, mask, causal=True)[:, :2], yc[:, :2])
+    m = attention_mask(torch.tensor([[False, False]]), 2, True, "cpu")
+    assert m.any(-1).all()  # no query row without a key (SDPA would return NaN)
+
+
+def test_start_end_wrap_each_sequence():
+    x = torch.arange(1, 7, dtype=torch.float32).view(2, 3, 1)  # (N, S, D=1)
+    mask = torch.tensor([[True, True, True], [True, False, False]])
+    start, end = torch.full((1, 1, 1), -1.0), torch.full((1, 1, 1), -2.0)
+    out, m, end_at = add_start_end(x, mask, start, end)
+    assert out[..., 0].tolist() == [[-1, 1, 2, 3, -2], [-1, 4, -2, 0, 0]]
+    assert m.tolist() == [[True] * 5, [True, True, True, False, False]]
+    assert end_at.tolist() == [4, 2]
+
+
+def test_halting_sweep_lists_24_trials_with_their_beta():
+    from sweeps.spec import expand, load_spec
+
+    trials = expand(load_spec(REPO / "search_spaces" / "halting.yaml").spec)
+    assert len(trials) == 24
+    combos = {(t["config"]["model"], t["config"]["halt_loss_weight"]) for t in trials}
+    assert combos == {(m, b) for m in ("ut", "gut") for b in (1, 0.1, 0.01, 0.001)}
+    assert sorted({t["config"]["seed"] for t in trials}) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("spec,n", [("gut_ablation.yaml", 24), ("flipflop.yaml", 18)])
+def test_paper_table_specs_validate(spec, n):
+    from sweeps.spec import expand, load_spec
+
+    loaded = load_spec(REPO / "search_spaces" / spec)  # resolves every trial config
+    assert len(expand(loaded.spec)) == n
+    assert len(expand(load_spec(REPO / "search_spaces" / spec, quick=True).spec)) >= 3
