@@ -231,3 +231,21 @@ def test_halting_models_train_through_the_trainer_and_log_depth(model, task):
     hist = final["artifact:halting_depth.json"]
     assert sum(hist["counts"]) > 0 and hist["counts"][0] == 0  # every unit runs at least one layer
     assert 0 <= final["dev/accuracy"] <= 100
+
+
+def test_language_modelling_refuses_a_bidirectional_model():
+    from rirlab.errors import UserError
+
+    with pytest.raises(UserError, match="causal"):
+        build("gut", kind="lm", causal=False)
+
+
+def test_tlb_fixed_recurrence_uses_the_same_number_of_chunks_at_any_length():
+    model = build("tlb", kind="lm", num_chunks=5, memory_slots=3).eval()
+    calls = []
+    model.encoder.update.register_forward_hook(lambda *a: calls.append(1))
+    with torch.no_grad():
+        for length in (20, 43):
+            calls.clear()
+            model(batch([length]))
+            assert len(calls) == 5

@@ -91,7 +91,8 @@ class GUTLBConfig(GUTConfig):
 def _causal(cfg: RTConfig, info) -> bool:
     lm = info.kind == "lm"
     if lm and cfg.causal is False:
-        raise UserError("causal=false on a language-modelling task would let tokens see the future; drop it or set causal=true")
+        raise UserError("causal=false on a language-modelling task would let tokens see the future; "
+                        "drop it or set causal=true")
     return lm if cfg.causal is None else cfg.causal
 
 
@@ -133,7 +134,8 @@ def tlb(cfg: TLBConfig, info):
     """Temporal Latent Bottleneck: chunk-wise recurrence with memory slots (Algorithm 2), mean pooling."""
     enc = LatentBottleneckEncoder(*_common(cfg), num_layers=cfg.num_layers, chunk_size=cfg.chunk_size,
                                   memory_slots=cfg.memory_slots, memory_layers=cfg.memory_layers,
-                                  causal=_causal(cfg, info), lm=info.kind == "lm", pool="mean", num_chunks=cfg.num_chunks)
+                                  causal=_causal(cfg, info), lm=info.kind == "lm", pool="mean",
+                                  num_chunks=cfg.num_chunks)
     return _wrap(enc, cfg, info)
 
 
