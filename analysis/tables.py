@@ -148,7 +148,7 @@ def ablation(df: pd.DataFrame, spec=None, task: Optional[str] = None, stat: str 
                 columns.append(s)
                 labels[s] = lbl
     grid = Grid(["model" if reference else "configuration", *(labels.get(c, c) for c in columns)], [], [])
-    unmatched = []
+    unmatched, used = [], []
     for row, cells in row_cells(done, rows, columns, stat, metric):
         grid.body.append([row.label, *(fmt_cell(cells[c], n_expected) for c in columns)])
         grid.kinds.append("ours")
@@ -158,6 +158,7 @@ def ablation(df: pd.DataFrame, spec=None, task: Optional[str] = None, stat: str 
         if paper is None:
             unmatched.append(row.label)
             continue
+        used.append(paper.table)
         name = "paper" if refs.norm(paper.name) == refs.norm(row.label) else f"paper: {paper.name}"
         line = [name]
         for c in columns:
@@ -176,7 +177,8 @@ def ablation(df: pd.DataFrame, spec=None, task: Optional[str] = None, stat: str 
     if base is not None and "variant" not in base.values and len(base.values):
         grid.footer.append(f"base row {base.label}: " + ", ".join(f"{k}={v}" for k, v in base.values.items()))
     if reference:
-        grid.footer.append("paper: " + "; ".join(t.title for t in ref_tables) + "; Δ = ours − paper")
+        titles = [t.title for t in ref_tables if t.id in used] or [t.title for t in ref_tables]
+        grid.footer.append("paper: " + "; ".join(titles) + "; Δ = ours − paper")
         if unmatched:
             grid.footer.append("no paper row for: " + ", ".join(unmatched))
     return grid
