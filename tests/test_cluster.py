@@ -176,10 +176,11 @@ def test_quick_sweep_on_multi_node_cluster(ray_cluster, tmp_path):
     assert json.loads(parent.data.tags["rirlab.cluster_resources"])["CPU"] == 2.0  # 0 on the head + 1 per worker
     assert sorted(r.info.run_name for r in kids) == sorted(t["name"] for t in expand(loaded.spec))
     assert all(r.info.status == "FINISHED" and "test/accuracy" in r.data.metrics for r in kids)
-    # the trials ran on both worker nodes, each with the code it received through the runtime_env
+    # the trials ran on both worker nodes (the head has no CPU for them), each with the code it received
+    # through the runtime_env (the head unpacks it too, for Ray Tune's zero-CPU helpers)
     nodes = {p.relative_to(ray_cluster.dir / "ray").parts[0]
              for p in (ray_cluster.dir / "ray").glob("*/session_*/runtime_resources/py_modules_files/*/rirlab/train.py")}
-    assert nodes == {"worker1", "worker2"}
+    assert {"worker1", "worker2"} <= nodes
 
 
 def _results(trial_dir: Path) -> list[dict]:
