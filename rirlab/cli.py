@@ -177,6 +177,7 @@ def list_tasks():
 # Further command groups register themselves on `main` when imported (one module per area).
 from rirlab import cli_analysis  # noqa: E402,F401  tables (export and plots come with the analysis issue)
 from rirlab import cli_bench  # noqa: E402,F401  bench
+from rirlab import cli_data  # noqa: E402,F401  data generate|verify|stats|import
 
 if __name__ == "__main__":
     main()

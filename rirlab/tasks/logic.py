@@ -264,8 +264,11 @@ def split_table(cfg: LogicConfig, split: str) -> pa.Table:
         raise UserError(f"logic: unknown split '{split}'; choose from {', '.join(ALL_SPLITS)}")
 
     def build() -> pa.Table:
-        if split in ("train", "dev"):
-            return to_table(_train_dev(cfg)[split == "dev"])
+        if split in ("train", "dev"):  # one generation makes both: store the other one too
+            tables = dict(zip(("train", "dev"), map(to_table, _train_dev(cfg))))
+            other = "dev" if split == "train" else "train"
+            cache.cached("logic", other, split_params(cfg, other), lambda: tables[other], cfg.cache_dir)
+            return tables[split]
         n = int(split[4:])
         return to_table(generate(cfg.n_eval or TEST_SIZES[n], n, cfg.data_seed * 100 + n))
 
