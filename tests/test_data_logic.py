@@ -1,0 +1,89 @@
+"""Logical inference: labeler vs every real label, parser errors, generator vs the real train files."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from rirlab.tasks import logic
+
+REAL = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "propositional_logic"
+needs_real = pytest.mark.skipif(not REAL.is_dir(), reason=f"real logic files not found at {REAL} (../shared is absent)")
+
+
+def real_rows(names):
+    return [line.rstrip("\n").split("\t") for n in names for line in open(REAL / n)]
+
+
+@needs_real
+def test_labeler_reproduces_every_real_label():
+    files = sorted(p.name for p in REAL.iterdir() if p.name[:4] in ("trai", "test"))
+    assert len(files) == 26
+    rows = real_rows(files)
+    assert len(rows) == 249069
+    wrong = [(r, p, h) for r, p, h in rows if logic.label(p, h) != r]
+    assert not wrong, wrong[:3]
+    assert set(r for r, _, _ in rows) == set(logic.RELATIONS)
+
+
+def test_parse_rejects_malformed_formulas():
+    assert logic.parse("( a ( and ( not b ) ) )") == ("and", "a", ("not", "b"))
+    for bad, why in (("( a ( and b )", "missing"), ("( a and b )", "expected"), ("g", "unknown token"),
+                     ("a b", "extra tokens"), ("( not )", "unexpected")):
+        with pytest.raises(ValueError, match=why):
+            logic.parse(bad)
+    with pytest.raises(ValueError, match="3 tab-separated"):
+        logic.parse_line("=\ta")
+    with pytest.raises(ValueError, match="relation"):
+        logic.parse_line("?\ta\tb")
+
+
+def test_relations_on_hand_made_pairs():
+    cases = {("a", "a"): "=", ("( a ( and b ) )", "a"): "<", ("a", "( a ( and b ) )"): ">",
+             ("a", "( not a )"): "^", ("( a ( and b ) )", "( not a )"): "|", ("( a ( or b ) )", "( not a )"): "v",
+             ("a", "b"): "#"}
+    for (p, h), rel in cases.items():
+        assert logic.label(p, h) == rel
+
+
+def _summary(rows):
+    n = len(rows)
+    rel = Counter(r for r, _, _ in rows)
+    other = Counter(min(logic.n_ops(p), logic.n_ops(h)) for _, p, h in rows)
+    words = Counter(t for _, p, h in rows for t in (p + " " + h).split() if t in ("not", "and", "or"))
+    return ({k: rel[k] / n for k in logic.RELATIONS}, {m: other[m] / n for m in (0, 1, 2)},
+            words["not"] / sum(words.values()))
+
+
+@needs_real
+def test_generator_matches_the_real_train_distribution(tmp_path):
+    """Tolerances: each relation share within 0.02 absolute, other-formula operator shares (m = 0, 1, 2)
+    within 0.03, share of 'not' among operators within 0.03, pooled over N = 0..6."""
+    cfg = logic.LogicConfig(n_train=12000, n_dev=10, cache_dir=str(tmp_path))
+    ours = logic.split_table(cfg, "train")
+    ours = list(zip(*(ours.column(c).to_pylist() for c in ("relation", "premise", "hypothesis"))))
+    real = real_rows([f"train{n}" for n in range(7)])
+    (r_ours, o_ours, n_ours), (r_real, o_real, n_real) = _summary(ours), _summary(real)
+    for k in logic.RELATIONS:
+        assert abs(r_ours[k] - r_real[k]) <= 0.02, (k, r_ours, r_real)
+    for m in o_real:
+        assert abs(o_ours[m] - o_real[m]) <= 0.03, (m, o_ours, o_real)
+    assert abs(n_ours - n_real) <= 0.03
+    ops = Counter(max(logic.n_ops(p), logic.n_ops(h)) for _, p, h in ours)
+    assert max(ops) == 6 and ops[6] / len(ours) == pytest.approx(32952 / 135529, abs=0.01)
+
+
+def test_test_splits_hold_exactly_n_operators_and_pair_batches(tmp_path):
+    cfg = logic.LogicConfig(n_train=300, n_dev=30, n_eval=40, eval_splits=["ops_7", "ops_12"], cache_dir=str(tmp_path))
+    for n in (7, 12):
+        t = logic.split_table(cfg, f"ops_{n}")
+        assert t.num_rows == 40
+        assert all(max(logic.n_ops(p), logic.n_ops(h)) == n
+                   for p, h in zip(t.column("premise").to_pylist(), t.column("hypothesis").to_pylist()))
+    data = logic.load(cfg)
+    assert list(data.eval_splits) == ["dev", "ops_7", "ops_12"]
+    b = data.collate(data.eval_splits["ops_12"][:5])
+    assert set(b) == {"tokens", "mask", "tokens2", "mask2", "labels"}
+    assert "(" not in [logic.VOCAB[i] for i in b["tokens"][b["mask"]].tolist()]
