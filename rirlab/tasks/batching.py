@@ -72,6 +72,9 @@ class StepBatches(Dataset):
 def loader(examples: Sequence, collate: Callable, plan: BatchPlan, start: int, stop: int,
            num_workers: int = 0) -> DataLoader:
     """Batches of steps start..stop-1 in order; ``num_workers`` > 0 collates them in worker processes."""
+    # an own generator: creating the iterator must not draw from the global torch RNG (dropout), or a trial
+    # resumed from a checkpoint would diverge from the uninterrupted one
     return DataLoader(StepBatches(examples, collate, plan), batch_size=None, sampler=range(start, stop),
                       num_workers=num_workers, persistent_workers=False,
+                      generator=torch.Generator().manual_seed(plan.seed),
                       prefetch_factor=4 if num_workers else None)
