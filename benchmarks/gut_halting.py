@@ -5,8 +5,10 @@
 - GUT no halt: no halting unit, no marginalisation; H after exactly ``upper bound`` layers.
 
 For each upper bound (10, 20, 30, 40) the three start from the same initialisation and train on the
-same ListOps batches (AdamW, beta = halt_loss_weight); we report the median time per training step
-after warm-up, the mean number of layers run per step and the time relative to "no halt". The paper
+same ListOps batches (AdamW, beta = halt_loss_weight); we report the median wall time per training
+step after warm-up, the median CPU time of this process per step (steadier than wall time on a shared
+machine when torch runs one thread; meaningless on GPU), the mean number of layers run per step and the
+wall time relative to "no halt". The paper
 times whole epochs for five epochs; a short run measures GUT near its initial halting depth.
 
     .venv/bin/python benchmarks/gut_halting.py [--bounds 10,20,30,40] [--steps 8] [--hidden-size 32] [--json F]
@@ -51,11 +53,11 @@ def time_mode(mode: str, bound: int, batches: list[dict], *, hidden_size: int, n
                        halt_loss_weight=beta)
     model = entry.build(cfg, TaskInfo(16, 10, "classify")).to(device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    times, layers = [], []
+    times, cpu, layers = [], [], []
     for i, b in enumerate(batches):
         if device == "cuda":
             torch.cuda.synchronize()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         out = model(b)
         loss = F.cross_entropy(out.logits, b["labels"])
         if out.aux_loss is not None:
@@ -67,8 +69,10 @@ def time_mode(mode: str, bound: int, batches: list[dict], *, hidden_size: int, n
             torch.cuda.synchronize()
         if i >= warmup:
             times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
             layers.append(out.stats["max_layers_used"])
-    return {"median_ms": 1000 * statistics.median(times), "total_s": sum(times), "steps": len(times),
+    return {"median_ms": 1000 * statistics.median(times), "cpu_ms": 1000 * statistics.median(cpu),
+            "total_s": sum(times), "steps": len(times),
             "mean_layers_run": statistics.mean(layers)}
 
 
@@ -89,10 +93,10 @@ def run_comparison(bounds=(10, 20, 30, 40), steps: int = 8, warmup: int = 1, bat
 
 
 def format_table(result: dict) -> str:
-    lines = [f"{'upper bound':>11s}  {'model':16s} {'ms/step':>9s} {'layers run':>10s} {'vs no halt':>10s}"]
+    lines = [f"{'upper bound':>11s}  {'model':16s} {'ms/step':>9s} {'cpu ms':>8s} {'layers run':>10s} {'vs no halt':>10s}"]
     for r in result["rows"]:
-        lines.append(f"{r['bound']:>11d}  {r['model']:16s} {r['median_ms']:9.1f} {r['mean_layers_run']:10.1f} "
-                     f"{r['vs_no_halt']:10.2f}")
+        lines.append(f"{r['bound']:>11d}  {r['model']:16s} {r['median_ms']:9.1f} {r['cpu_ms']:8.1f} "
+                     f"{r['mean_layers_run']:10.1f} {r['vs_no_halt']:10.2f}")
     return "\n".join(lines)
 
 
