@@ -93,7 +93,8 @@ def run_comparison(bounds=(10, 20, 30, 40), steps: int = 8, warmup: int = 1, bat
 
 
 def format_table(result: dict) -> str:
-    lines = [f"{'upper bound':>11s}  {'model':16s} {'ms/step':>9s} {'cpu ms':>8s} {'layers run':>10s} {'vs no halt':>10s}"]
+    head = f"{'upper bound':>11s}  {'model':16s} {'ms/step':>9s} {'cpu ms':>8s} {'layers run':>10s} {'vs no halt':>10s}"
+    lines = [head]
     for r in result["rows"]:
         lines.append(f"{r['bound']:>11d}  {r['model']:16s} {r['median_ms']:9.1f} {r['cpu_ms']:8.1f} "
                      f"{r['mean_layers_run']:10.1f} {r['vs_no_halt']:10.2f}")
