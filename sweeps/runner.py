@@ -126,7 +126,12 @@ def _ray_init(address: Optional[str], log_dir: Path, tracking_uri: Optional[str]
     plugins = {m.strip().split(".")[0] for m in os.environ.get("RIRLAB_PLUGINS", "").split(",") if m.strip()}
     modules = [rirlab, sweeps] + [importlib.import_module(p) for p in sorted(plugins - {"rirlab", "sweeps"})]
     runtime_env = {"py_modules": modules, "excludes": ["__pycache__", "*.pyc"], "env_vars": worker_env(tracking_uri)}
-    ray.init(address=address, runtime_env=runtime_env, **kwargs)
+    try:
+        ray.init(address=address, runtime_env=runtime_env, **kwargs)
+    except ConnectionError as err:  # wrong address, or a token that is not the cluster's (token authentication)
+        raise UserError(f"cannot join the Ray cluster at {address} ({str(err).splitlines()[0]}); check the address "
+                        f"and give this process the cluster's token: RAY_AUTH_MODE=token with RAY_AUTH_TOKEN or "
+                        f"RAY_AUTH_TOKEN_PATH (see cluster/README.md)") from None
 
 
 def run_sweep(loaded: LoadedSpec, tracking_uri: str, address: Optional[str] = None, resume: bool = False,

@@ -162,6 +162,15 @@ print(repr(ray.get(probe.remote())))
         "plugin-from-driver", "http://127.0.0.1:1/tracking", "alice", SECRET, "myplugin", "")
 
 
+def test_wrong_ray_token_is_one_line_exit_2(ray_cluster, tmp_path):
+    env = {**ray_cluster.client_env, "RAY_AUTH_TOKEN": "0" * 64}  # RAY_AUTH_TOKEN wins over the token file
+    proc = run_cli(["sweep", QUICK_SPEC, "--quick", "--address", ray_cluster.address, "--tracking-uri",
+                    sqlite_uri(tmp_path / "mlruns.db")], cwd=tmp_path, env=env, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: cannot join the Ray cluster at {ray_cluster.address}") and "RAY_AUTH_TOKEN" in last
+
+
 def test_quick_sweep_on_multi_node_cluster(ray_cluster, tmp_path):
     db = tmp_path / "mlruns.db"
     t0 = time.time()
