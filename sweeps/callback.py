@@ -24,7 +24,14 @@ def _trial_error(trial) -> str:
     return "trial raised an error (see the Ray logs in the sweep's output directory)"
 
 
-class MLflowTrialCallback(tune.Callback):
+class DriverCallback(tune.Callback):
+    """Holds live clients and streams: saved into Tune's state as an empty shell, rebuilt by each driver."""
+
+    def __getstate__(self):
+        return {}
+
+
+class MLflowTrialCallback(DriverCallback):
     """One MLflow child run per Tune trial, nested under the sweep's parent run; logs every result."""
 
     def __init__(self, tracker: Tracker, exp_id: str, parent_id: str, checkpoint_artifacts: bool = True):
@@ -112,7 +119,7 @@ class MLflowTrialCallback(tune.Callback):
         return {"finished": vals.count("finished"), "failed": vals.count("failed")}
 
 
-class ProgressCallback(tune.Callback):
+class ProgressCallback(DriverCallback):
     """One live line: running / pending / finished / failed, best metric so far, elapsed time."""
 
     def __init__(self, name: str, total: int, metric: str, mode: str, stream=None):

@@ -214,6 +214,8 @@ def _fit(loaded: LoadedSpec, tracker: Tracker, exp_id: str, parent_id: str, tune
     try:
         if restore:
             tuner = tune.Tuner.restore(tune_path, trainable=train_fn, resume_unfinished=True, resume_errored=True)
+            # Tune would use the callbacks pickled at the first start; this driver's own take their place
+            tuner._local_tuner.get_run_config().callbacks = [mlflow_cb, progress]
         else:
             tuner = tune.Tuner(
                 train_fn, param_space=_search_space(loaded),

@@ -197,17 +197,16 @@ def test_driver_killed_mid_sweep_then_resume_gives_one_finished_run_per_trial(wo
     spec = write_spec(workdir / "d.yaml", name="killed_driver", seeds=2, checkpoint_every=50, max_concurrent=2,
                       fixed={**TINY["fixed"], "steps": 300, "eval_every": 150})
     db = workdir / "mlruns.db"
+    MlflowClient(f"sqlite:///{db}").search_experiments()  # create the store first: polling must not race its creation
     env = {**{k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}, "TUNE_GLOBAL_CHECKPOINT_S": "1"}
     proc = subprocess.Popen([*RIRLAB, "sweep", str(spec), "--no-checkpoint-artifacts"], cwd=workdir, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
     def one_done_one_running():
-        if not db.exists():
+        client = MlflowClient(f"sqlite:///{db}")
+        if client.get_experiment_by_name("killed_driver") is None:
             return False
-        try:
-            _, _, children = runs_of(db, "killed_driver")
-        except Exception:  # the store is still being created
-            return False
+        _, _, children = runs_of(db, "killed_driver")
         states = [r.info.status for r in children]
         return "FINISHED" in states and "RUNNING" in states
 
@@ -215,7 +214,8 @@ def test_driver_killed_mid_sweep_then_resume_gives_one_finished_run_per_trial(wo
         _wait_for(one_done_one_running, 600, "one finished and one running trial", proc)
         time.sleep(1.5)  # let Tune snapshot its state once more
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the driver and its local Ray die at once, like a lost machine
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)  # the driver and its local Ray die at once, like a lost machine
         proc.wait()
     _, parents, children = runs_of(db, "killed_driver")
     assert parents[0].info.status == "RUNNING"  # nobody could close it
