@@ -33,8 +33,7 @@ NEG = -1e9  # score of an impossible beam or pair; finite so that no NaN can app
 
 
 def gumbel_like(t: torch.Tensor) -> torch.Tensor:
-    u = torch.rand_like(t).clamp_(1e-10, 1.0 - 1e-7)
-    return -torch.log(-torch.log(u))
+    return torch.empty_like(t).exponential_().log_().neg_()  # -log(E), E ~ Exp(1), is Gumbel(0, 1)
 
 
 def initial_scores(m: int, b: int, like: torch.Tensor) -> torch.Tensor:
@@ -118,6 +117,7 @@ class BeamTree(nn.Module):
         self.beam_size = beam_size
         self.straight_through = straight_through
         self.tau = tau
+        self.register_buffer("offsets", torch.tensor([-1, 0, 1, 2]), persistent=False)
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor, scores: torch.Tensor | None = None):
         m, b_in, width, d = x.shape
@@ -169,9 +169,9 @@ class BeamTree(nn.Module):
         j = top_pos.expand(n, b, k1).reshape(n, -1).gather(1, sel)  # (n, b) merged pair = (j, j+1)
 
         ptr = ptr.gather(1, parent[..., None].expand(n, b, w))  # (n, b, W) the kept beams' node ids
-        kids = ptr.gather(2, torch.stack([j, j + 1], -1))  # (n, b, 2)
-        children = pool.read(kids)  # (n, b, 2, D)
-        new = self.cell(children[:, :, 0], children[:, :, 1])  # (n, b, D)
+        around = (j[..., None] + self.offsets).clamp(0, w - 1)  # (n, b, 4): j-1, j, j+1, j+2
+        nodes = pool.read(ptr.gather(2, around))  # (n, b, 4, D) left neighbour, children, right neighbour
+        new = self.cell.compose(nodes[:, :, 1:3].reshape(n, b, -1))  # (n, b, D) from [child_l; child_r]
         if self.straight_through:  # GT-GRC: value 1 forward, gradient of the soft selection backward
             soft = F.softmax(key / self.tau, dim=-1)  # (n, B, W-1) Gumbel-softmax over pairs
             soft = soft.gather(1, parent[..., None].clamp(max=soft.size(1) - 1).expand(n, b, w - 1))  # (n, b, W-1)
@@ -188,8 +188,7 @@ class BeamTree(nn.Module):
         pos2 = torch.arange(w - 2, device=dev)  # (W-2,)
         src_beam = parent[..., None].clamp(max=ps.size(1) - 1).expand(n, b, w - 1)  # B_in = 1: one beam
         old = ps.gather(1, src_beam).gather(2, pos2 + (pos2 > jj))  # (n, b, W-2)
-        nb = pool.read(nptr.gather(2, torch.stack([(j - 1).clamp(min=0), (j + 1).clamp(max=w - 2)], -1)))  # (n, b, 2, D)
-        two = self.scorer(torch.stack([nb[:, :, 0], new], 2), torch.stack([new, nb[:, :, 1]], 2))  # (n, b, 2)
+        two = self.scorer(torch.stack([nodes[:, :, 0], new], 2), torch.stack([new, nodes[:, :, 3]], 2))  # (n, b, 2)
         right_ok = (j + 1) < (cur_len - 1)[:, None]  # the right neighbour is a real node
         s_right = two[..., 1].masked_fill(~right_ok, NEG)
         new_ps = torch.where(pos2 == jj - 1, two[..., :1], torch.where(pos2 == jj, s_right[..., None], old))

@@ -25,9 +25,16 @@ class GRC(nn.Module):
         self.ln = nn.LayerNorm(d)
 
     def forward(self, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
-        hidden = fast_dropout(F.gelu(self.w1(torch.cat([left, right], dim=-1))), self.drop.p, self.training)  # (..., d_cell)
-        l, r, g, h = self.w2(hidden).chunk(4, dim=-1)  # 4 x (..., D), eq. 10
-        return self.ln(torch.sigmoid(l) * left + torch.sigmoid(r) * right + torch.sigmoid(g) * h)  # eq. 11
+        return self.compose(torch.cat([left, right], dim=-1))  # (..., 2D) in
+
+    def compose(self, pair: torch.Tensor) -> torch.Tensor:
+        """The cell on [child_l; child_r] given as one (..., 2D) tensor (saves a concatenation)."""
+        d = pair.size(-1) // 2
+        hidden = fast_dropout(F.gelu(self.w1(pair)), self.drop.p, self.training)  # (..., d_cell)
+        out = self.w2(hidden)  # (..., 4D): l, r, g, h of eq. 10
+        gates = torch.sigmoid(out[..., : 3 * d])  # (..., 3D) sigma(l), sigma(r), sigma(g)
+        mixed = gates[..., :d] * pair[..., :d] + gates[..., d : 2 * d] * pair[..., d:] + gates[..., 2 * d :] * out[..., 3 * d :]
+        return self.ln(mixed)  # (..., D) eq. 11
 
 
 class LeafTransform(nn.Module):
