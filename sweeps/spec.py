@@ -220,15 +220,12 @@ def _pydantic_error(err: ValidationError, loaded_path: Path, lines: dict) -> Use
     line = next((lines[loc[:n]] for n in range(len(loc), 0, -1) if loc[:n] in lines), None)
     where = f"{loaded_path}:{line}" if line else str(loaded_path)
     if e["type"] == "extra_forbidden":
-        valid = list(Spec.model_fields) if len(loc) == 1 else []
-        if len(loc) == 2 and loc[0] == "scheduler":
-            valid = list(Scheduler.model_fields)
-        elif len(loc) == 2 and loc[0] == "resources":
-            valid = list(Resources.model_fields)
-        elif len(loc) == 2 and loc[0] == "budget":
-            valid = list(Budget.model_fields)
-        elif len(loc) == 2 and loc[0] == "quick":
-            valid = list(Quick.model_fields)
+        sections = {"scheduler": Scheduler, "resources": Resources, "budget": Budget, "quick": Quick}
+        valid: list = []
+        if len(loc) == 1:
+            valid = list(Spec.model_fields)
+        elif len(loc) == 2 and loc[0] in sections:
+            valid = list(sections[loc[0]].model_fields)
         elif len(loc) == 3 and loc[0] == "search":
             valid = [*SEARCH_KINDS, "when"]
         return UserError(f"{where}: unknown key '{loc[-1]}' in the spec{closest(str(loc[-1]), valid)}")
