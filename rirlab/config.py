@@ -62,7 +62,7 @@ def build(cls, values: dict[str, Any], what: str):
         e = err.errors()[0]
         loc = ".".join(str(p) for p in e["loc"]) or "?"
         got = values.get(loc, e.get("input"))
-        raise UserError(f"{what}: {loc}={got!r} is invalid: {e['msg']}") from None
+        raise UserError(f"{what}: {loc}={got!r} is invalid: {e['msg'].removeprefix('Value error, ')}") from None
     except TypeError as err:  # unexpected keyword argument
         raise UserError(f"{what}: {err}") from None
 

@@ -56,3 +56,17 @@ def collate_pair(batch: Sequence[tuple[list[int], list[int], int]]) -> dict:
     t1, m1 = pad([a for a, _, _ in batch])
     t2, m2 = pad([b for _, b, _ in batch])
     return {"tokens": t1, "mask": m1, "tokens2": t2, "mask2": m2, "labels": torch.tensor([y for *_, y in batch])}
+
+
+def split_validator(task: str, eval_splits, all_splits):
+    """Pydantic validator for a task config's ``eval_splits`` and ``imported`` lists: names must be known."""
+    from pydantic import field_validator
+
+    def known(cls, v, info):
+        allowed = eval_splits if info.field_name == "eval_splits" else all_splits
+        bad = [s for s in v if s not in allowed]
+        if bad:
+            raise ValueError(f"unknown {task} split {bad[0]!r}; choose from {', '.join(allowed)}")
+        return v
+
+    return field_validator("eval_splits", "imported")(classmethod(known))

@@ -23,13 +23,13 @@ from typing import Iterator, Optional
 import numpy as np
 import pyarrow as pa
 import torch
-from pydantic import Field, field_validator
+from pydantic import Field
 from pydantic.dataclasses import dataclass
 
 from rirlab.config import STRICT
 from rirlab.errors import UserError
 from rirlab.tasks import cache
-from rirlab.tasks.base import PAD, TaskData, pad
+from rirlab.tasks.base import PAD, TaskData, pad, split_validator
 from rirlab.tasks.registry import register
 
 VOCAB = [PAD, "w", "r", "i", "0", "1"]
@@ -136,14 +136,7 @@ class FlipFlopConfig:
     imported: list[str] = Field(default_factory=list)
     cache_dir: Optional[str] = None
 
-    @field_validator("eval_splits", "imported")
-    @classmethod
-    def _known(cls, v, info):
-        allowed = SPLITS if info.field_name == "eval_splits" else ALL_SPLITS
-        bad = [s for s in v if s not in allowed]
-        if bad:
-            raise ValueError(f"unknown flipflop split {bad[0]!r}; choose from {', '.join(allowed)}")
-        return v
+    _known = split_validator("flipflop", SPLITS, ALL_SPLITS)
 
 
 def split_params(cfg: FlipFlopConfig, split: str) -> dict:

@@ -46,13 +46,13 @@ import statistics
 from typing import Iterator, Optional
 
 import pyarrow as pa
-from pydantic import Field, field_validator
+from pydantic import Field
 from pydantic.dataclasses import dataclass
 
 from rirlab.config import STRICT
 from rirlab.errors import UserError
 from rirlab.tasks import cache
-from rirlab.tasks.base import PAD, TaskData, collate_classify
+from rirlab.tasks.base import PAD, TaskData, collate_classify, split_validator
 from rirlab.tasks.registry import register
 
 OPS = ("[MIN", "[MAX", "[MED", "[SM")
@@ -313,21 +313,7 @@ class ListOpsConfig:
     imported: list[str] = Field(default_factory=list)  # splits read from `rirlab data import` instead of generated
     cache_dir: Optional[str] = None  # default $RIRLAB_CACHE, else ~/.cache/rirlab
 
-    @field_validator("eval_splits")
-    @classmethod
-    def _known_eval(cls, v):
-        bad = [s for s in v if s not in SPLITS]
-        if bad:
-            raise ValueError(f"unknown ListOps split {bad[0]!r}; choose from {', '.join(SPLITS)}")
-        return v
-
-    @field_validator("imported")
-    @classmethod
-    def _known_imported(cls, v):
-        bad = [s for s in v if s not in ALL_SPLITS]
-        if bad:
-            raise ValueError(f"unknown ListOps split {bad[0]!r}; choose from {', '.join(ALL_SPLITS)}")
-        return v
+    _known = split_validator("ListOps", SPLITS, ALL_SPLITS)
 
 
 def split_params(cfg: ListOpsConfig, split: str) -> dict:

@@ -34,13 +34,13 @@ import random
 from typing import Iterator, Optional
 
 import pyarrow as pa
-from pydantic import Field, field_validator
+from pydantic import Field
 from pydantic.dataclasses import dataclass
 
 from rirlab.config import STRICT
 from rirlab.errors import UserError
 from rirlab.tasks import cache
-from rirlab.tasks.base import PAD, TaskData, collate_pair
+from rirlab.tasks.base import PAD, TaskData, collate_pair, split_validator
 from rirlab.tasks.registry import register
 
 VARS = "abcdef"
@@ -224,14 +224,7 @@ class LogicConfig:
     imported: list[str] = Field(default_factory=list)
     cache_dir: Optional[str] = None
 
-    @field_validator("eval_splits", "imported")
-    @classmethod
-    def _known(cls, v, info):
-        allowed = SPLITS if info.field_name == "eval_splits" else ALL_SPLITS
-        bad = [s for s in v if s not in allowed]
-        if bad:
-            raise ValueError(f"unknown logic split {bad[0]!r}; choose from {', '.join(allowed)}")
-        return v
+    _known = split_validator("logic", SPLITS, ALL_SPLITS)
 
 
 def split_params(cfg: LogicConfig, split: str) -> dict:
