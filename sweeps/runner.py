@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import sys
 import time
 from pathlib import Path
@@ -99,6 +100,8 @@ def dry_run(loaded: LoadedSpec, out=sys.stdout) -> None:
 def _ray_init(address: Optional[str], log_dir: Path, tracking_uri: Optional[str] = None) -> None:
     import ray
 
+    if address not in (None, "local"):
+        _check_reachable(address)
     log_dir.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(log_dir / "ray_driver.log")
     for name in ("ray", "ray.tune", "ray.train", "ray.data"):
@@ -134,6 +137,19 @@ def _ray_init(address: Optional[str], log_dir: Path, tracking_uri: Optional[str]
                         f"RAY_AUTH_TOKEN_PATH (see cluster/README.md)") from None
 
 
+def _check_reachable(address: str) -> None:
+    """HOST:PORT or ray://HOST:PORT must accept a TCP connection (Ray itself would wait for minutes)."""
+    hostport = address.split("://", 1)[-1]
+    if address == "auto" or ":" not in hostport:
+        return
+    host, _, port = hostport.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except (OSError, ValueError) as err:
+        raise UserError(f"--address {address}: nothing answers there ({err}); start the cluster (ray start --head) "
+                        f"or fix the address (HOST:PORT of the head's GCS, e.g. 10.0.0.5:6379)") from None
+
+
 def run_sweep(loaded: LoadedSpec, tracking_uri: str, address: Optional[str] = None, resume: bool = False,
               checkpoint_artifacts: bool = True, output_root: str = OUTPUT_ROOT) -> dict:
     """Run (or --resume) the sweep; returns counts of finished / failed trials."""
@@ -145,26 +161,30 @@ def run_sweep(loaded: LoadedSpec, tracking_uri: str, address: Optional[str] = No
 
     spec = loaded.spec
     tracker = Tracker(tracking_uri)
-    out_root = Path(output_root).resolve()
-    exp_id = tracker.experiment_id(spec.name)
-    parent = tracker.find_parent(exp_id, loaded.hash) if resume else None
+    exp_id = tracker.experiment_id(spec.name, create=False)
+    parent = tracker.find_parent(exp_id, loaded.hash) if resume and exp_id else None
     if resume and parent is None:
         raise UserError(f"--resume: no earlier sweep of {loaded.path} (spec hash {loaded.hash}) in {tracking_uri}; "
                         f"run it without --resume first (same --quick/--set flags)")
     restore = False
     if parent is not None:
         tune_path = parent.data.tags.get("rirlab.tune_path", "")
-        parent_id = parent.info.run_id
         restore = bool(tune_path) and tune.Tuner.can_restore(tune_path)
-        if not restore and tracker.children(exp_id, parent_id):
-            raise UserError(f"--resume: the Ray Tune state of run {parent_id} ({tune_path or 'unknown'}) is gone; "
-                            f"start the sweep again without --resume")
+        if not restore and tracker.children(exp_id, parent.info.run_id):
+            raise UserError(f"--resume: the Ray Tune state of run {parent.info.run_id} ({tune_path or 'unknown'}) is "
+                            f"gone; start the sweep again without --resume")
+    else:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        tune_path = str(Path(output_root).resolve() / f"{spec.name}-{loaded.hash}-{stamp}")
+    _ray_init(address, Path(tune_path), tracking_uri)  # a wrong --address fails here, before MLflow is written
+    if parent is not None:
+        parent_id = parent.info.run_id
         tracker.reopen(parent_id)  # (no Tune state and no trial yet: the sweep starts afresh under the same run)
     else:
-        parent_id, tune_path = _start_parent(tracker, exp_id, loaded, out_root)
+        exp_id = tracker.experiment_id(spec.name)
+        parent_id = _start_parent(tracker, exp_id, loaded, tune_path, stamp)
     try:
-        return _fit(loaded, tracker, exp_id, parent_id, tune_path, restore, address, tracking_uri,
-                    checkpoint_artifacts)
+        return _fit(loaded, tracker, exp_id, parent_id, tune_path, restore, checkpoint_artifacts)
     except BaseException:
         # whatever stops the driver (Ctrl-C before Tune took over, an error) leaves no parent run RUNNING
         tracker.set_tags(parent_id, {"rirlab.interrupted": "true"})
@@ -172,10 +192,8 @@ def run_sweep(loaded: LoadedSpec, tracking_uri: str, address: Optional[str] = No
         raise
 
 
-def _start_parent(tracker: Tracker, exp_id: str, loaded: LoadedSpec, out_root: Path) -> tuple[str, str]:
+def _start_parent(tracker: Tracker, exp_id: str, loaded: LoadedSpec, tune_path: str, stamp: str) -> str:
     spec = loaded.spec
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    tune_path = str(out_root / f"{spec.name}-{loaded.hash}-{stamp}")
     parent_id = tracker.start_parent(exp_id, f"{spec.name} {stamp}", {
         "rirlab.spec_hash": loaded.hash, "rirlab.spec_path": str(loaded.path), "rirlab.quick": str(loaded.quick),
         "rirlab.tune_path": tune_path, "rirlab.swept": ",".join(swept_keys(spec)),
@@ -183,19 +201,17 @@ def _start_parent(tracker: Tracker, exp_id: str, loaded: LoadedSpec, out_root: P
         "rirlab.seeds": str(len(spec.seed_list)), "rirlab.overrides": json.dumps(loaded.overrides, default=str)})
     tracker.client.log_text(parent_id, loaded.text, f"spec/{loaded.path.name}")
     tracker.client.log_text(parent_id, json.dumps(spec.model_dump(mode="json"), indent=2), "spec/effective_spec.json")
-    return parent_id, tune_path
+    return parent_id
 
 
 def _fit(loaded: LoadedSpec, tracker: Tracker, exp_id: str, parent_id: str, tune_path: str, restore: bool,
-         address: Optional[str], tracking_uri: str, checkpoint_artifacts: bool) -> dict:
+         checkpoint_artifacts: bool) -> dict:
     from ray import tune
 
     from sweeps.callback import MLflowTrialCallback, ProgressCallback
     from sweeps.trainable import trainable
 
     spec = loaded.spec
-    log_dir = Path(tune_path)
-    _ray_init(address, log_dir, tracking_uri)
     import ray
 
     tracker.set_tags(parent_id, {"rirlab.cluster_resources": json.dumps(ray.cluster_resources(), sort_keys=True)})

@@ -244,3 +244,12 @@ def test_asha_stops_the_configurations_that_cannot_learn(workdir):
     assert last[0.01] == 80, last  # the best configuration runs to the end
     stopped = [r for r in children if float(r.data.params["lr"]) < 1e-6]
     assert all(r.data.tags.get("rirlab.early_stopped") == "true" for r in stopped)
+
+
+def test_unreachable_address_is_one_line_exit_2_and_records_nothing(workdir):
+    proc = run_cli(["sweep", REPO / "tests" / "specs" / "tiny.yaml", "--address", "127.0.0.1:1"], cwd=workdir)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "nothing answers there" in proc.stderr
+    client = MlflowClient(f"sqlite:///{workdir / 'mlruns.db'}")
+    assert client.get_experiment_by_name("tiny") is None
+    assert not (workdir / "rirlab_runs").exists()
