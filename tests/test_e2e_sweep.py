@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from mlflow.tracking import MlflowClient
 
@@ -44,11 +46,24 @@ def test_quick_sweep_then_tables(workdir):
 
     table = run_cli(["tables", SPEC], cwd=workdir, check=True).stdout
     configs = {tuple((k, v) for k, v in t["swept"].items() if k != "seed") for t in trials}
-    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| config")]
-    assert len(rows) == len(configs)
-    for cfg in configs:
-        assert any(",".join(f"{k}={v}" for k, v in cfg) in row for row in rows)
-    assert "±" in table
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| configuration")]
+    assert len(rows) == len(configs)  # one row per configuration
+    assert all(re.search(r"\| \d+\.\d+ ± ", row) for row in rows)  # a near-IID cell in every row
+
+    # the pivot of the two swept axes holds exactly the recorded test accuracies (1 seed: median = the value)
+    pivot = run_cli(["tables", SPEC, "--layout", "pivot", "--rows", "chunk_size", "--cols", "beam_size", "--split",
+                     "test"], cwd=workdir, check=True).stdout
+    cells = {}
+    for line in pivot.splitlines():
+        m = re.match(r"\| chunk (\d+) \| (.*) \|$", line)
+        if m:
+            values = [float(c.split(" ± ")[0]) for c in m.group(2).split(" | ")]
+            beams = sorted({int(r.data.params["beam_size"]) for r in children})
+            cells.update({(int(m.group(1)), b): v for b, v in zip(beams, values)})
+    recorded = {(int(r.data.params["chunk_size"]), int(r.data.params["beam_size"])): r.data.metrics["test/accuracy"]
+                for r in children}
+    assert cells.keys() == recorded.keys()
+    assert all(abs(cells[k] - round(recorded[k], 2)) < 0.006 for k in recorded)
 
 
 @pytest.mark.parametrize("args, needle", [
