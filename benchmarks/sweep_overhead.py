@@ -24,7 +24,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 
 FIXED = {"task": "listops", "model": "rir_grc", "hidden_size": 16, "chunk_size": 5, "batch_size": 16, "log_every": 10,
-         "eval_every": 50, "n_train": 500, "n_dev": 100, "n_test": 100, "num_threads": 1}
+         "eval_every": 50, "n_train": 500, "n_dev": 100, "n_test": 100, "eval_splits": ["test"], "num_threads": 1}
 
 BARE = """
 import sys, json, ray
