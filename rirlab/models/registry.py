@@ -5,9 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-from rirlab.config import closest
-from rirlab.plugins import load_plugins
-from rirlab.errors import UserError
+from rirlab.registry import Registry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,33 +17,16 @@ class ModelEntry:
     doc: str = ""
 
 
-_REGISTRY: dict[str, ModelEntry] = {}
+_REGISTRY = Registry("model", "rirlab.models.zoo")
+names = _REGISTRY.names
+get = _REGISTRY.get
 
 
 def register(name: str, config: type, kinds=("classify", "pair"), doc: str = ""):
     """Decorator registering ``build(model_cfg, task_info)`` under ``name``."""
 
     def deco(fn):
-        if name in _REGISTRY:
-            raise ValueError(f"model {name!r} registered twice")
-        _REGISTRY[name] = ModelEntry(name, config, fn, tuple(kinds), doc or (fn.__doc__ or "").strip())
+        _REGISTRY.add(name, ModelEntry(name, config, fn, tuple(kinds), doc or (fn.__doc__ or "").strip()))
         return fn
 
     return deco
-
-
-def _load():
-    load_plugins()
-    import rirlab.models.zoo  # noqa: F401  (registers every model)
-
-
-def names() -> list[str]:
-    _load()
-    return sorted(_REGISTRY)
-
-
-def get(name: str) -> ModelEntry:
-    _load()
-    if name not in _REGISTRY:
-        raise UserError(f"unknown model '{name}'{closest(name, _REGISTRY)}; known models: {', '.join(sorted(_REGISTRY))}")
-    return _REGISTRY[name]

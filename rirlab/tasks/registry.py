@@ -5,9 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-from rirlab.config import closest
-from rirlab.plugins import load_plugins
-from rirlab.errors import UserError
+from rirlab.registry import Registry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,33 +22,18 @@ class TaskEntry:
         return {model_entry.name} if self.kind in model_entry.kinds else set()
 
 
-_REGISTRY: dict[str, TaskEntry] = {}
+_REGISTRY = Registry("task", "rirlab.tasks.all")
+names = _REGISTRY.names
+get = _REGISTRY.get
 
 
 def register(name: str, config: type, kind: str, doc: str = "", quick: dict | None = None,
              splits: tuple = ()):
+    """Decorator registering ``load(task_cfg) -> TaskData`` under ``name``."""
+
     def deco(fn):
-        if name in _REGISTRY:
-            raise ValueError(f"task {name!r} registered twice")
-        _REGISTRY[name] = TaskEntry(name, config, fn, kind, doc or (fn.__doc__ or "").strip(),
-                                    tuple((quick or {}).items()), tuple(splits))
+        _REGISTRY.add(name, TaskEntry(name, config, fn, kind, doc or (fn.__doc__ or "").strip(),
+                                      tuple((quick or {}).items()), tuple(splits)))
         return fn
 
     return deco
-
-
-def _load():
-    load_plugins()
-    import rirlab.tasks.all  # noqa: F401  (registers every task)
-
-
-def names() -> list[str]:
-    _load()
-    return sorted(_REGISTRY)
-
-
-def get(name: str) -> TaskEntry:
-    _load()
-    if name not in _REGISTRY:
-        raise UserError(f"unknown task '{name}'{closest(name, _REGISTRY)}; known tasks: {', '.join(sorted(_REGISTRY))}")
-    return _REGISTRY[name]
