@@ -183,6 +183,7 @@ def run_trial(config: dict, report: Optional[Report] = None, *, state: Optional[
     t = cfg.train
     total = trainer.total_steps
     window: list[dict] = []
+    final, final_ckpt = {"step": trainer.step}, None  # stays so when resumed from a finished checkpoint
     t0 = time.perf_counter()
     steps_timed = 0
     while trainer.step < total:
@@ -202,8 +203,6 @@ def run_trial(config: dict, report: Optional[Report] = None, *, state: Optional[
             else:
                 final = metrics
                 final_ckpt = ckpt
-    if state is not None and state["step"] >= total:  # resumed from a finished checkpoint
-        final, final_ckpt = {"step": trainer.step}, None
     for name, examples in trainer.data.eval_splits.items():
         final.update({f"{name}/{k}": v for k, v in trainer.evaluate(examples).items()})
     for name, obj in getattr(trainer.model, "artifacts", dict)().items():

@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from rirlab.config import resolve
+from rirlab.config import TrainConfig, resolve
 from rirlab.errors import UserError
-from sweeps.spec import LoadedSpec, expand, swept_keys, trial_name
+from sweeps.spec import LoadedSpec, base_config, expand, swept_keys
 from sweeps.tracking import Tracker
 
 OUTPUT_ROOT = "rirlab_runs"
@@ -23,15 +23,13 @@ def _search_space(loaded: LoadedSpec) -> dict:
     """Tune param_space: an explicit trial list for grid; constants + distributions otherwise."""
     from ray import tune
 
-    from sweeps.spec import base_config
     from sweeps.trainable import META
 
     spec = loaded.spec
-    steps = spec.budget.steps
     ckpt_every = spec.checkpoint_every or 0
     if spec.algorithm == "grid":
         trials = expand(spec)
-        return {"trial": tune.grid_search(trials), META: {"checkpoint_every": ckpt_every, "steps": steps}}
+        return {"trial": tune.grid_search(trials), META: {"checkpoint_every": ckpt_every}}
     space = dict(base_config(spec))
     for key, axis in spec.search.items():
         space[key] = _domain(axis)
@@ -77,7 +75,7 @@ def _scheduler(loaded: LoadedSpec):
         return None
     from ray.tune.schedulers import ASHAScheduler
 
-    steps = spec.budget.steps or int(spec.fixed.get("steps", 20000))
+    steps = int(base_config(spec).get("steps", TrainConfig().steps))  # budget.steps is folded in there
     return ASHAScheduler(time_attr="step", max_t=steps, grace_period=spec.scheduler.grace_period,
                          reduction_factor=spec.scheduler.reduction_factor)
 
@@ -267,5 +265,3 @@ def _fit(loaded: LoadedSpec, tracker: Tracker, exp_id: str, parent_id: str, tune
         tracker.finish(parent_id, "FINISHED")
     return counts
 
-
-__all__ = ["run_sweep", "dry_run", "trial_name"]

@@ -75,11 +75,15 @@ class Axis(_Strict):
         return getattr(self, self.kind)
 
     def applies(self, config: dict) -> bool:
-        for key, want in (self.when or {}).items():
-            allowed = want if isinstance(want, list) else [want]
-            if config.get(key) not in allowed:
-                return False
-        return True
+        return condition_holds(self.when, config)
+
+
+def condition_holds(when: Optional[dict], config: dict) -> bool:
+    """A ``when:`` block holds if every named key has (one of) the listed value(s) in ``config``."""
+    for key, want in (when or {}).items():
+        if config.get(key) not in (want if isinstance(want, list) else [want]):
+            return False
+    return True
 
 
 class Variant(_Strict):

@@ -13,6 +13,7 @@ import torch
 from ray import tune
 
 from rirlab.train import NonFiniteLoss, run_trial
+from sweeps.spec import condition_holds
 
 STATE_FILE = "state.pt"
 META = "__rirlab__"
@@ -25,10 +26,8 @@ def materialize(config: dict) -> dict:
     meta = config.get(META, {})
     flat = {k: v for k, v in config.items() if k not in (META, "__trial_index__")}
     for key, when in meta.get("when", {}).items():
-        for cond_key, allowed in when.items():
-            allowed = allowed if isinstance(allowed, list) else [allowed]
-            if flat.get(cond_key) not in allowed:
-                flat.pop(key, None)
+        if not condition_holds(when, flat):
+            flat.pop(key, None)
     if "__trial_index__" in config:
         flat["seed"] = meta["seeds"][config["__trial_index__"]]
     return flat
