@@ -130,7 +130,7 @@ def test_chunk_2_is_the_balanced_binary_tree(mode):
 
 
 def test_chunking_rule():
-    assert [n_chunks(L, 30) for L in (1, 30, 44, 45, 100, 1000)] == [1, 1, 1, 2, 3, 33]
+    assert [n_chunks(L, 30) for L in (1, 30, 44, 45, 61, 100, 1000)] == [1, 1, 1, 2, 3, 4, 34]
     assert all(n_chunks(L, 2) == (L + 1) // 2 for L in range(1, 50))  # k = 2: ceil, as the binary tree
 
 
@@ -176,3 +176,43 @@ def test_random_alignment_ignores_scores():
     assert (idx[:, 0] == 0).all()
     freq = torch.bincount(idx[:, 1:].reshape(-1), minlength=4).float() / idx[:, 1:].numel()
     assert torch.allclose(freq, torch.tensor([1 / 3, 1 / 3, 1 / 3, 0.0]), atol=0.01)
+
+
+@pytest.mark.parametrize("b,b_in,train", [(3, 1, True), (7, 1, True), (1, 1, True), (4, 4, True), (5, 5, False)])
+def test_fused_search_equals_op_by_op_autograd(b, b_in, train):
+    """The one-node search with its hand-written backward vs the same search recorded op by op by autograd:
+    training mode (same Gumbel draws), input beams with scores (RIR levels >= 2), rows of every length."""
+    torch.manual_seed(7)
+    d = 16
+    tree = BeamTree(GRC(d, 4, 0.0), Scorer(d, 8), b).train(train)
+    lengths = torch.tensor([7, 4, 1, 9, 2, 9])
+    x = torch.randn(len(lengths), b_in, 9, d, requires_grad=True)
+    in_scores = torch.randn(len(lengths), b, requires_grad=True) if b_in > 1 else None
+    inputs = [x] + ([in_scores] if b_in > 1 else []) + list(tree.parameters())
+    results = []
+    for fused in (True, False):
+        tree.fused = fused
+        torch.manual_seed(1)
+        roots, scores = tree(x, lengths, in_scores)
+        g = torch.Generator().manual_seed(2)
+        w_roots, w_scores = torch.randn(roots.shape, generator=g), torch.randn(scores.shape, generator=g)
+        loss = (roots * w_roots).sum() + (scores.clamp(min=-1e3) * w_scores).sum()
+        loss = loss + (F.softmax(scores, -1)[..., None] * roots).sum()
+        results.append((roots, scores, torch.autograd.grad(loss, inputs)))
+    (r1, s1, g1), (r2, s2, g2) = results
+    assert torch.allclose(r1, r2, atol=1e-5) and torch.allclose(s1, s2, atol=1e-4)
+    for a, c in zip(g1, g2):
+        assert torch.allclose(a, c, atol=1e-4, rtol=1e-4)
+    assert g1[0].abs().sum() > 0 and g1[-1].abs().sum() > 0  # leaves and scorer weights get gradients
+
+
+def test_dropout_mask_drops_p_and_keeps_the_expectation():
+    from rirlab.models.grc import dropout_scale_mask
+
+    torch.manual_seed(0)
+    mask = dropout_scale_mask((400, 1000), 0.1, torch.empty(0))
+    dropped = (mask == 0).float().mean().item()
+    assert abs(dropped - 0.1) < 0.003 and abs(mask.mean().item() - 1.0) < 0.005
+    assert set(mask.unique().tolist()) == {0.0, 65536 / (65536 - 6554)}
+    rows = (mask == 0).float().mean(1)  # no structure across the 16-bit lanes of a 64-bit draw
+    assert rows.std() < 0.03 and all(abs((mask[:, i::4] == 0).float().mean().item() - 0.1) < 0.005 for i in range(4))

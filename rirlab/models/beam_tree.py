@@ -29,11 +29,7 @@ from torch import nn
 from rirlab.models.grc import GRC
 from rirlab.models.scorer import Scorer
 
-NEG = -1e9  # score of an impossible beam or pair; finite so that no NaN can appear
-
-
-def gumbel_like(t: torch.Tensor) -> torch.Tensor:
-    return torch.empty_like(t).exponential_().log_().neg_()  # -log(E), E ~ Exp(1), is Gumbel(0, 1)
+from rirlab.models.fused_beam import NEG, fused_search, gumbel_like
 
 
 def initial_scores(m: int, b: int, like: torch.Tensor) -> torch.Tensor:
@@ -119,12 +115,16 @@ class BeamTree(nn.Module):
         self.tau = tau
         self.register_buffer("offsets", torch.tensor([-1, 0, 1, 2]), persistent=False)
 
+    fused = True  # the one-node search of :mod:`rirlab.models.fused_beam`; False: op-by-op autograd (reference)
+
     def forward(self, x: torch.Tensor, lengths: torch.Tensor, scores: torch.Tensor | None = None):
         m, b_in, width, d = x.shape
         b = self.beam_size
         dev = x.device
         if scores is None:
             scores = initial_scores(m, b, x)  # (M, b)
+        if self.fused and not self.straight_through:
+            return fused_search(self, x, lengths, scores)
         lengths, order = lengths.sort(descending=True)
         inv = torch.empty_like(order)
         inv[order] = torch.arange(m, device=dev)

@@ -7,11 +7,29 @@ import torch.nn.functional as F
 from torch import nn
 
 
+def dropout_scale_mask(shape, p: float, like: torch.Tensor) -> torch.Tensor:
+    """Inverted-dropout multiplier (0 or 1/(1-p)) from 16-bit uniform integers.
+
+    Four 16-bit draws per 64-bit generator call: about 4x cheaper on CPU than ``rand(...) >= p``.
+    The drop probability is p rounded to a multiple of 2^-16 (0.1 -> 0.100006) and the scale uses
+    that rounded value, so the expectation is exactly preserved.
+    """
+    n = 1
+    for s in shape:
+        n *= s
+    words = (n + 3) // 4
+    bits = torch.empty(words, dtype=torch.int64, device=like.device).random_(-(2**63), 2**63 - 1)
+    u = bits.view(torch.int16)[:n].view(shape)
+    drop = round(p * 65536)
+    scale = 65536.0 / (65536 - drop)
+    return (u >= drop - 32768).to(like.dtype).mul_(scale)
+
+
 def fast_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """Inverted dropout from a uniform-threshold mask: same distribution as F.dropout, about 2x faster on CPU."""
+    """Inverted dropout with :func:`dropout_scale_mask` (about 4x cheaper than F.dropout's mask on CPU)."""
     if not training or p == 0:
         return x
-    return x * ((torch.rand_like(x) >= p) * (1.0 / (1.0 - p)))
+    return x * dropout_scale_mask(x.shape, p, x)
 
 
 class GRC(nn.Module):

@@ -9,12 +9,14 @@ position (N, b, S): the score of a chunk's input beam is the sum of its position
 the inner search adds the log-probabilities of its merges, so the final root score of a beam
 is the sum of the scores of every merge in its tree.
 
+Chunking (the paper pads a sequence to a multiple of k, §2; the authors' code also keeps a
+sequence shorter than 1.5 chunks whole, and we follow both): a sequence of L >= 1.5k items gets
+ceil(L/k) chunks of k items, the last one holding the remainder (between 1 and k items; a chunk
+of one item is its own root); a sequence of L < 1.5k items is one chunk, so the inner EBT-RvNN
+sees it whole (chunk >= L is exactly EBT-RvNN, and k = 2 is exactly the balanced binary tree).
+The rule is applied per sequence and at every level of the outer recursion.
+
 Choices the paper leaves open (ours):
-- Chunking: a sequence of L items gets n = max(1, floor(L/k + 1/2)) chunks of k items and the
-  last chunk takes the rest. So the last chunk has between k/2 and 1.5k items (a remainder
-  shorter than k/2 is absorbed by the previous chunk instead of forming a tiny chunk), and a
-  sequence shorter than 1.5 chunks (L < 1.5k) is one chunk: the inner EBT-RvNN sees it whole
-  (so chunk >= L is exactly EBT-RvNN, and k = 2 is exactly the balanced binary tree).
 - Alignment (eq. 8-9) is applied only where a sequence has more than one chunk; a lone chunk's
   output is that sequence's final beam. Position 0 is always the string of every chunk's top
   beam, for ``beam`` and ``random`` alike. ``random`` samples uniformly among the chunk's
@@ -34,8 +36,8 @@ ALIGNMENTS = ("beam", "string_it", "random")
 
 
 def n_chunks(length: int, k: int) -> int:
-    """floor(L/k + 1/2), at least 1: the last chunk holds k/2 .. 1.5k items."""
-    return max(1, (2 * length + k) // (2 * k))
+    """ceil(L/k) chunks (the last one the remainder); one chunk when L < 1.5k."""
+    return 1 if 2 * length < 3 * k else -(-length // k)
 
 
 def align(scores: torch.Tensor, mode: str, training: bool, generator=None) -> torch.Tensor:
