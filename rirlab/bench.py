@@ -62,6 +62,9 @@ def run(name: str, opts: BenchOptions) -> dict:
         raise UserError("--device cuda was asked for but torch sees no CUDA device; use --device cpu")
     if opts.threads:
         torch.set_num_threads(opts.threads)
+    from rirlab.perf import tune_allocator
+
+    tune_allocator()
     torch.manual_seed(opts.seed)
     random.seed(opts.seed)
     return {"protocol": name, "device": device_name(opts.device), **PROTOCOLS[name](opts)}

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from rirlab.config import TrialConfig, resolve
+from rirlab.perf import tune_allocator
 from rirlab.models import registry as models
 from rirlab.tasks import registry as tasks
 from rirlab.tasks.batching import BatchPlan, example_length, loader
@@ -54,6 +55,7 @@ class Trainer:
     def __init__(self, cfg: TrialConfig):
         self.cfg = cfg
         t = cfg.train
+        tune_allocator()
         if t.num_threads:
             torch.set_num_threads(t.num_threads)
         seed_everything(t.seed)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from rirlab.models.grc import dropout_scale_mask
+from rirlab.models.grc import dropout_keep_mask, dropout_scale
 
 NEG = -1e9  # score of an impossible beam or pair; finite so that no NaN can appear
 _gelu_backward = torch.ops.aten.gelu_backward
@@ -33,7 +33,8 @@ _ln_backward = torch.ops.aten.native_layer_norm_backward
 
 
 def gumbel_like(t: torch.Tensor) -> torch.Tensor:
-    return torch.empty_like(t).exponential_().log_().neg_()  # -log(E), E ~ Exp(1), is Gumbel(0, 1)
+    """Gumbel(0, 1) noise -log(-log U), U ~ U[0, 1) (U = 0 gives -inf: that pair is never drawn, p = 2^-24)."""
+    return torch.rand_like(t).log_().neg_().log_().neg_()  # 4x cheaper on CPU than -log(exponential_())
 
 
 class Search:
@@ -44,6 +45,7 @@ class Search:
         (self.w1, self.b1, self.w2, self.b2, self.gamma, self.beta,
          self.sw1, self.sb1, self.sw2, self.sb2) = params
         self.p = tree.cell.drop.p if tree.training else 0.0
+        self.scale = dropout_scale(self.p)
         self.eps = tree.cell.ln.eps
         self.ds = tree.scorer.ds
         m, b_in, w0, d = x.shape
@@ -67,13 +69,14 @@ class Search:
             self.buf = {"pair": e(r, 2 * d), "h1": e(r, c), "act": e(r, c), "gh": e(r, 4 * d), "mixed": e(r, d),
                         "mean": e(r, 1), "rstd": e(r, 1), "sin": e(rs, ds2), "shp": e(rs, self.sw1.size(0))}
             if self.p > 0:
-                self.buf["mask"] = e(r, c)
+                self.buf["keep"] = torch.empty(r, c, device=dev, dtype=torch.bool)
             self.steps = []
 
-    def slot(self, name: str, r0: int, r1: int, cols: int) -> torch.Tensor:
+    def slot(self, name: str, r0: int, r1: int, cols: int | None) -> torch.Tensor | None:
+        """Rows r0..r1 of a saved buffer; without saving a fresh tensor (cols None: let the op allocate)."""
         if self.save:
             return self.buf[name][r0:r1]
-        return self.pool.new_empty(r1 - r0, cols)
+        return None if cols is None else self.pool.new_empty(r1 - r0, cols)
 
     # ---- forward -------------------------------------------------------------------------------
     def score(self, inp: torch.Tensor, r0: int) -> torch.Tensor:
@@ -90,15 +93,11 @@ class Search:
         pair = self.slot("pair", r0, r1, 2 * d)
         torch.index_select(self.pool, 0, child_ids.reshape(-1), out=pair.view(2 * nb, d))  # [left; right]
         h1 = torch.addmm(self.b1, pair, self.w1.t(), out=self.slot("h1", r0, r1, self.w1.size(0)))
-        act = F.gelu(h1)
-        if self.p > 0:
-            mask = dropout_scale_mask(act.shape, self.p, act)
-            if self.save:
-                self.buf["mask"][r0:r1] = mask
-            act.mul_(mask)
-        if self.save:
-            self.buf["act"][r0:r1] = act
-        gh = torch.addmm(self.b2, act, self.w2.t(), out=self.slot("gh", r0, r1, 4 * d))  # l, r, g, h of eq. 10
+        act = torch.ops.aten.gelu.out(h1, out=self.slot("act", r0, r1, h1.size(1)))
+        if self.p > 0:  # dropout: 0/1 keep mask here, its 1/(1-p) scale folded into the W2 products
+            keep = dropout_keep_mask(act.shape, self.p, act.device, out=self.slot("keep", r0, r1, None))
+            act.mul_(keep)
+        gh = torch.addmm(self.b2, act, self.w2.t(), alpha=self.scale, out=self.slot("gh", r0, r1, 4 * d))  # eq. 10
         gh[:, : 3 * d].sigmoid_()
         mixed = (gh[:, : 2 * d] * pair).view(nb, 2, d).sum(1).addcmul_(gh[:, 2 * d : 3 * d], gh[:, 3 * d :])
         new, mean, rstd = torch.native_layer_norm(mixed, (d,), self.gamma, self.beta, self.eps)  # eq. 11
@@ -228,9 +227,9 @@ class Search:
             torch.mul((pair.view(nb, 2, d) * gm).view(nb, 2 * d), dsig[:, : 2 * d], out=go[:, : 2 * d])
             torch.mul(gh[:, 3 * d :] * g_mixed, dsig[:, 2 * d :], out=go[:, 2 * d : 3 * d])
             torch.mul(gates[:, 2 * d :], g_mixed, out=go[:, 3 * d :])
-            g_act = go @ self.w2
+            g_act = torch.mm(go, self.w2)
             if self.p > 0:
-                g_act.mul_(buf["mask"][r0:r1])
+                g_act.mul_(buf["keep"][r0:r1]).mul_(self.scale)
             torch.ops.aten.gelu_backward.grad_input(g_act, buf["h1"][r0:r1], grad_input=g_h1[r0:r1])
             g_pair = torch.addmm((gates[:, : 2 * d].view(nb, 2, d) * gm).view(nb, 2 * d), g_h1[r0:r1], self.w1)
             g_pool.index_add_(0, ids4[..., 1:3].reshape(-1), g_pair.view(2 * nb, d))
@@ -254,7 +253,7 @@ class Search:
         # weight gradients: one product over the rows of all steps
         rows = slice(0, self.n_rows)
         g_w1, g_b1 = g_h1.t() @ buf["pair"][rows], g_h1.sum(0)
-        g_w2, g_b2 = g_gh.t() @ buf["act"][rows], g_gh.sum(0)
+        g_w2, g_b2 = torch.mm(g_gh.t(), buf["act"][rows]).mul_(self.scale), g_gh.sum(0)
         g_sw1, g_sb1 = self.g_shp.t() @ buf["sin"], self.g_shp.sum(0)
         g_sw2, g_sb2 = (self.g_sc @ F.gelu(buf["shp"]))[None], self.g_sc.sum().view(1)
         inv_x = torch.empty_like(g_x)
