@@ -182,25 +182,31 @@ class Search:
         return roots, final
 
     # ---- backward ------------------------------------------------------------------------------
-    def score_backward(self, g: torch.Tensor, r0: int) -> torch.Tensor:
-        """Scorer rows r0.. with output gradient g (R,) -> input gradient (R, 2 d_s); keeps the row grads."""
-        r1 = r0 + g.size(0)
-        self.g_sc[r0:r1] = g
-        g_hp = _gelu_backward(g[:, None] * self.sw2[0], self.buf["shp"][r0:r1])
-        self.g_shp[r0:r1] = g_hp
+    def score_backward(self, g: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """Scorer at rows ``rows`` with output gradient g (R,) -> input gradient (R, 2 d_s); keeps the row grads."""
+        self.g_sc.index_copy_(0, rows, g)
+        g_hp = _gelu_backward(g[:, None] * self.sw2[0], self.buf["shp"].index_select(0, rows))
+        self.g_shp.index_copy_(0, rows, g_hp)
         return g_hp @ self.sw1
 
     def backward(self, g_roots: torch.Tensor, g_final: torch.Tensor):
-        d, b, ds, buf = self.d, self.b, self.ds, self.buf
-        n_sc = self.n_sc0 + 2 * self.n_rows
+        """Reverse pass over the steps. Only LIVE compositions are back-propagated: a node that is in no
+        final beam's tree (its beam was pruned later) influences neither a root nor a final score, so its
+        gradient is exactly zero; about two thirds of all compositions are such dead ends (b = 7)."""
+        d, b, ds, buf, off = self.d, self.b, self.ds, self.buf, self.n_leaf
+        dev = self.pool.device
         g_pool = torch.zeros_like(self.pool)
         g_spool = torch.zeros_like(self.spool)
-        self.g_sc = self.spool.new_empty(n_sc)
-        self.g_shp = self.spool.new_empty(n_sc, self.sw1.size(0))
-        g_gh = self.pool.new_empty(self.n_rows, 4 * d)
+        self.g_sc = torch.zeros_like(self.spool)
+        self.g_shp = self.spool.new_zeros(self.spool.size(0), self.sw1.size(0))
+        g_gh = self.pool.new_empty(self.n_rows, 4 * d)  # rows of live compositions, packed
         g_h1 = self.pool.new_empty(self.n_rows, self.w1.size(0))
+        packed = []  # their compose-row indices, in packing order
+        n_live = 0
         g_gamma = torch.zeros_like(self.gamma)
         g_beta = torch.zeros_like(self.beta)
+        live = torch.zeros(self.pool.size(0), dtype=torch.bool, device=dev)
+        live[self.root_ids.reshape(-1)] = True
         g_roots, g_final = g_roots[self.order], g_final[self.order]  # sorted order
         g_pool.index_add_(0, self.root_ids.reshape(-1), g_roots.reshape(-1, d))
         g_prev = None  # gradient of the beam scores the next-later step started from
@@ -209,51 +215,64 @@ class Search:
             nb, r1 = n * b, r0 + n * b
             n_after = self.n_merging[t + 1]  # rows still merging after this step
             g_new_scores = g_final[:n] if g_prev is None else torch.cat([g_prev, g_final[n_after:n]])
-            # scorer on the two new pairs; a masked right pair is a constant
-            g_two = g_spool[s0 : s0 + 2 * nb].view(n, b, 2).clone()
-            g_two[..., 1].mul_(right_ok)
-            g_sin = self.score_backward(g_two.reshape(-1), s0).view(nb, 2, 2, ds)  # [pair][side]
-            g_new = g_pool[self.n_leaf + r0 : self.n_leaf + r1]
-            g_new[:, :ds] += g_sin[:, 0, 1] + g_sin[:, 1, 0]
-            g_mixed, gg, gb = _ln_backward(g_new, buf["mixed"][r0:r1], [d], buf["mean"][r0:r1], buf["rstd"][r0:r1],
-                                           self.gamma, self.beta, [True, True, True])
-            g_gamma += gg
-            g_beta += gb
-            gh, pair = buf["gh"][r0:r1], buf["pair"][r0:r1]
-            gates = gh[:, : 3 * d]
-            dsig = gates * (1 - gates)  # sigmoid'
-            gm = g_mixed.unsqueeze(1)  # (nb, 1, D)
-            go = g_gh[r0:r1]
-            torch.mul((pair.view(nb, 2, d) * gm).view(nb, 2 * d), dsig[:, : 2 * d], out=go[:, : 2 * d])
-            torch.mul(gh[:, 3 * d :] * g_mixed, dsig[:, 2 * d :], out=go[:, 2 * d : 3 * d])
-            torch.mul(gates[:, 2 * d :], g_mixed, out=go[:, 3 * d :])
-            g_act = torch.mm(go, self.w2)
-            if self.p > 0:
-                g_act.mul_(buf["keep"][r0:r1]).mul_(self.scale)
-            torch.ops.aten.gelu_backward.grad_input(g_act, buf["h1"][r0:r1], grad_input=g_h1[r0:r1])
-            g_pair = torch.addmm((gates[:, : 2 * d].view(nb, 2, d) * gm).view(nb, 2 * d), g_h1[r0:r1], self.w1)
-            g_pool.index_add_(0, ids4[..., 1:3].reshape(-1), g_pair.view(2 * nb, d))
-            g_pool[:, :ds].index_add_(0, ids4[..., 0:4:3].reshape(-1), g_sin[:, [0, 1], [0, 1]].reshape(-1, ds))  # neighbours
+            idx = live[off + r0 : off + r1].nonzero().view(-1)  # live compositions of this step
+            k = idx.numel()
+            if k:
+                ids = ids4.view(nb, 4).index_select(0, idx)  # (k, 4) left neighbour, children, right neighbour
+                live[ids[:, 1:3].reshape(-1)] = True
+                rows = idx + r0
+                # scorer on the two new pairs; a masked right pair is a constant
+                srows = (s0 + 2 * idx)[:, None] + torch.arange(2, device=dev)  # (k, 2)
+                g_two = g_spool.index_select(0, srows.view(-1)).view(k, 2)
+                g_two[:, 1].mul_(right_ok.view(nb).index_select(0, idx))
+                g_sin = self.score_backward(g_two.view(-1), srows.view(-1)).view(k, 2, 2, ds)  # [pair][side]
+                g_new = g_pool.index_select(0, rows + off)
+                g_new[:, :ds] += g_sin[:, 0, 1] + g_sin[:, 1, 0]
+                g_mixed, gg, gb = _ln_backward(g_new, buf["mixed"].index_select(0, rows), [d],
+                                               buf["mean"].index_select(0, rows), buf["rstd"].index_select(0, rows),
+                                               self.gamma, self.beta, [True, True, True])
+                g_gamma += gg
+                g_beta += gb
+                gh, pair = buf["gh"].index_select(0, rows), buf["pair"].index_select(0, rows)
+                gates = gh[:, : 3 * d]
+                dsig = gates * (1 - gates)  # sigmoid'
+                gm = g_mixed.unsqueeze(1)  # (k, 1, D)
+                go = g_gh[n_live : n_live + k]
+                torch.mul((pair.view(k, 2, d) * gm).view(k, 2 * d), dsig[:, : 2 * d], out=go[:, : 2 * d])
+                torch.mul(gh[:, 3 * d :] * g_mixed, dsig[:, 2 * d :], out=go[:, 2 * d : 3 * d])
+                torch.mul(gates[:, 2 * d :], g_mixed, out=go[:, 3 * d :])
+                g_act = torch.mm(go, self.w2)
+                if self.p > 0:
+                    g_act.mul_(buf["keep"].index_select(0, rows)).mul_(self.scale)
+                gh1 = torch.ops.aten.gelu_backward.grad_input(g_act, buf["h1"].index_select(0, rows),
+                                                               grad_input=g_h1[n_live : n_live + k])
+                g_pair = torch.addmm((gates[:, : 2 * d].view(k, 2, d) * gm).view(k, 2 * d), gh1, self.w1)
+                g_pool.index_add_(0, ids[:, 1:3].reshape(-1), g_pair.view(2 * k, d))
+                g_pool[:, :ds].index_add_(0, ids[:, 0:4:3].reshape(-1), g_sin[:, [0, 1], [0, 1]].reshape(-1, ds))
+                packed.append(rows)
+                n_live += k
             # beam scores: new = scores[parent] + logp[src, j]
-            g_prev = torch.zeros(n, b, dtype=g_new_scores.dtype, device=g_new_scores.device)
+            g_prev = torch.zeros(n, b, dtype=g_new_scores.dtype, device=dev)
             g_prev.scatter_add_(1, parent, g_new_scores)
-            g_lp = torch.zeros(n, big_b * (w - 1), dtype=logp.dtype, device=logp.device)
+            g_lp = torch.zeros(n, big_b * (w - 1), dtype=logp.dtype, device=dev)
             g_lp.scatter_add_(1, src * (w - 1) + j, g_new_scores)
             g_lp = g_lp.view(n, big_b, w - 1)
             g_ps = g_lp - logp.exp() * g_lp.sum(-1, keepdim=True)  # log_softmax backward
             g_spool.index_add_(0, sid.reshape(-1), g_ps.reshape(-1))
         n0 = self.n_merging[0]
         g_scores = g_final if g_prev is None else torch.cat([g_prev, g_final[n0:]])
-        g_x = g_pool[: self.n_leaf].view(self.m, self.b_in, self.w0, d).clone()
+        g_x = g_pool[:off].view(self.m, self.b_in, self.w0, d).clone()
         if self.n_sc0:
             g0 = g_spool[: self.n_sc0].view(n0, self.b_in, self.w0 - 1) * self.valid0
-            g_in = self.score_backward(g0.reshape(-1), 0).view(n0, self.b_in, self.w0 - 1, 2 * ds)
+            g_in = self.score_backward(g0.reshape(-1), torch.arange(self.n_sc0, device=dev))
+            g_in = g_in.view(n0, self.b_in, self.w0 - 1, 2 * ds)
             g_x[:n0, :, :-1, :ds] += g_in[..., :ds]
             g_x[:n0, :, 1:, :ds] += g_in[..., ds:]
-        # weight gradients: one product over the rows of all steps
-        rows = slice(0, self.n_rows)
-        g_w1, g_b1 = g_h1.t() @ buf["pair"][rows], g_h1.sum(0)
-        g_w2, g_b2 = torch.mm(g_gh.t(), buf["act"][rows]).mul_(self.scale), g_gh.sum(0)
+        # weight gradients: one product over the live rows of all steps
+        rows = torch.cat(packed) if packed else torch.zeros(0, dtype=torch.long, device=dev)
+        g_gh, g_h1 = g_gh[:n_live], g_h1[:n_live]
+        g_w1, g_b1 = g_h1.t() @ buf["pair"].index_select(0, rows), g_h1.sum(0)
+        g_w2, g_b2 = torch.mm(g_gh.t(), buf["act"].index_select(0, rows)).mul_(self.scale), g_gh.sum(0)
         g_sw1, g_sb1 = self.g_shp.t() @ buf["sin"], self.g_shp.sum(0)
         g_sw2, g_sb2 = (self.g_sc @ F.gelu(buf["shp"]))[None], self.g_sc.sum().view(1)
         inv_x = torch.empty_like(g_x)
