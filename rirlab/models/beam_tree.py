@@ -29,7 +29,7 @@ from torch import nn
 from rirlab.models.grc import GRC
 from rirlab.models.scorer import Scorer
 
-from rirlab.models.fused_beam import NEG, fused_search, gumbel_like
+from rirlab.models.fused_beam import NEG, Noise, fused_search, merging_rows
 
 
 def initial_scores(m: int, b: int, like: torch.Tensor) -> torch.Tensor:
@@ -129,8 +129,9 @@ class BeamTree(nn.Module):
         inv = torch.empty_like(order)
         inv[order] = torch.arange(m, device=dev)
         x, scores = x[order], scores[order]
-        lens = lengths.tolist()
-        n_merging = [sum(1 for L in lens if L > t + 1) for t in range(max(lens[0] - 1, 0) + 1)]
+        n_merging = merging_rows(lengths.tolist())
+        p = self.cell.drop.p if self.training else 0.0
+        noise = Noise(n_merging, b_in, b, width, self.cell.w1.out_features, p, x) if self.training else None
         pool = NodePool(m * b_in * width + b * sum(n_merging[:-1]), d, x)
         ptr = pool.write(x).expand(m, b, width) if b_in == 1 else pool.write(x)  # (M, b, L) node ids
         pieces = []  # (root ids, scores) of finished row ranges; later-finishing ranges come first in sorted order
@@ -145,7 +146,7 @@ class BeamTree(nn.Module):
             pos = torch.arange(width - 1, device=dev)
             ps = ps.masked_fill(pos >= (lengths - 1)[:, None, None], NEG)  # pairs reaching into padding
         for t in range(len(n_merging) - 1):
-            ptr, ps, scores = self.step(pool, ptr, ps, scores, lengths - t)
+            ptr, ps, scores = self.step(pool, ptr, ps, scores, lengths - t, noise)
             n_next = n_merging[t + 1]
             if n_next < n:  # rows that just made their last merge
                 pieces.append((ptr[n_next:, :, 0], scores[n_next:]))
@@ -155,12 +156,13 @@ class BeamTree(nn.Module):
         final = torch.cat([s for _, s in reversed(pieces)])[inv]  # (M, b)
         return roots, final
 
-    def step(self, pool: NodePool, ptr: torch.Tensor, ps: torch.Tensor, scores: torch.Tensor, cur_len: torch.Tensor):
+    def step(self, pool: NodePool, ptr: torch.Tensor, ps: torch.Tensor, scores: torch.Tensor, cur_len: torch.Tensor,
+             noise: Noise | None):
         """One merge in every beam of every row. ptr (n, b, W) node ids, ps (n, B, W-1), scores (n, b)."""
         n, b, w = ptr.shape
         dev = ptr.device
         logp = F.log_softmax(ps, dim=-1)  # (n, B, W-1)
-        key = logp + gumbel_like(logp) if self.training else logp
+        key = logp + noise.gumbel(logp.shape) if noise is not None else logp
         k1 = min(b, w - 1)
         top_pos = key.topk(k1, dim=-1).indices  # (n, B, k1) per-beam (stochastic) top-k
         cand = scores.view(n, b, 1) + logp.gather(-1, top_pos)  # (n, b, k1) accumulated log-scores
@@ -171,7 +173,8 @@ class BeamTree(nn.Module):
         ptr = ptr.gather(1, parent[..., None].expand(n, b, w))  # (n, b, W) the kept beams' node ids
         around = (j[..., None] + self.offsets).clamp(0, w - 1)  # (n, b, 4): j-1, j, j+1, j+2
         nodes = pool.read(ptr.gather(2, around))  # (n, b, 4, D) left neighbour, children, right neighbour
-        new = self.cell.compose(nodes[:, :, 1:3].reshape(n, b, -1))  # (n, b, D) from [child_l; child_r]
+        keep = noise.keep_rows(n * b) if noise is not None else None
+        new = self.cell.compose(nodes[:, :, 1:3].reshape(n, b, -1), keep)  # (n, b, D) from [child_l; child_r]
         if self.straight_through:  # GT-GRC: value 1 forward, gradient of the soft selection backward
             soft = F.softmax(key / self.tau, dim=-1)  # (n, B, W-1) Gumbel-softmax over pairs
             soft = soft.gather(1, parent[..., None].clamp(max=soft.size(1) - 1).expand(n, b, w - 1))  # (n, b, W-1)

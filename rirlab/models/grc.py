@@ -47,10 +47,17 @@ class GRC(nn.Module):
     def forward(self, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
         return self.compose(torch.cat([left, right], dim=-1))  # (..., 2D) in
 
-    def compose(self, pair: torch.Tensor) -> torch.Tensor:
-        """The cell on [child_l; child_r] given as one (..., 2D) tensor (saves a concatenation)."""
+    def compose(self, pair: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
+        """The cell on [child_l; child_r] given as one (..., 2D) tensor (saves a concatenation).
+
+        ``keep``: a dropout keep mask drawn by the caller (rows of (..., d_cell) flattened), else one is drawn here.
+        """
         d = pair.size(-1) // 2
-        hidden = fast_dropout(F.gelu(self.w1(pair)), self.drop.p, self.training)  # (..., d_cell)
+        hidden = F.gelu(self.w1(pair))  # (..., d_cell)
+        if keep is not None:
+            hidden = hidden * keep.view(hidden.shape) * dropout_scale(self.drop.p)
+        else:
+            hidden = fast_dropout(hidden, self.drop.p, self.training)
         out = self.w2(hidden)  # (..., 4D): l, r, g, h of eq. 10
         gates = torch.sigmoid(out[..., : 3 * d])  # (..., 3D) sigma(l), sigma(r), sigma(g)
         mixed = gates[..., :d] * pair[..., :d] + gates[..., d : 2 * d] * pair[..., d:] + gates[..., 2 * d :] * out[..., 3 * d :]
