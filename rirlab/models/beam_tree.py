@@ -6,6 +6,12 @@ top-k at eval), adds their log-softmax scores to the beam scores, keeps the best
 b x k candidates, and composes ONLY the chosen pair of each kept beam with the GRC cell.
 The caller marginalises the b roots with a softmax over beam scores (:func:`marginalize`).
 
+Two implementations of the same search share the data layout below: the default one is
+:func:`rirlab.models.fused_beam.fused_search` (one autograd node, hand-written backward, several
+times faster); this module's op-by-op version, recorded by autograd, serves GT-GRC's
+straight-through selection and is the reference the fused one is tested against
+(``BeamTree.fused = False``).
+
 Where the time goes, and what we do instead of the naive version:
 - no copies of sequence states at all: every node vector is written once into a node pool
   (:class:`NodePool`); a beam is a row of node ids (ints), so keeping b beams, deleting the
@@ -26,10 +32,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rirlab.models.fused_beam import NEG, Noise, fused_search, merging_rows
 from rirlab.models.grc import GRC
 from rirlab.models.scorer import Scorer
-
-from rirlab.models.fused_beam import NEG, Noise, fused_search, merging_rows
 
 
 def initial_scores(m: int, b: int, like: torch.Tensor) -> torch.Tensor:

@@ -27,6 +27,11 @@ def flip_valid(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     return x.gather(1, idx[..., None].expand_as(x))  # (N, S, D)
 
 
+def cexp(z: torch.Tensor) -> torch.Tensor:
+    """exp of a complex tensor in polar form, e^Re(z) (cos Im(z) + i sin Im(z)): real kernels, ~2x faster on CPU."""
+    return torch.polar(torch.exp(z.real), z.imag)
+
+
 class S4DKernel(nn.Module):
     """Diagonal SSM convolution kernel, one per channel: (H,) params -> K (H, L)."""
 
@@ -54,8 +59,8 @@ class S4DKernel(nn.Module):
         log_da = torch.log(da)[..., None]  # (H, N/2, 1)
         r = torch.arange(blk, device=dt.device, dtype=dt.dtype)  # (B,)
         q = torch.arange(nq, device=dt.device, dtype=dt.dtype) * blk  # (Q,)
-        inner = (coef[..., None] * torch.exp(log_da * r)).transpose(1, 2)  # (H, B, N/2) C dB dA^r
-        outer = torch.exp(log_da * q)  # (H, N/2, Q) dA^(qB)
+        inner = (coef[..., None] * cexp(log_da * r)).transpose(1, 2)  # (H, B, N/2) C dB dA^r
+        outer = cexp(log_da * q)  # (H, N/2, Q) dA^(qB)
         k = 2 * (inner @ outer).real  # (H, B, Q)
         return k.transpose(1, 2).reshape(k.size(0), -1)[:, :length]  # (H, L)
 
