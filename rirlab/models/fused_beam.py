@@ -103,9 +103,10 @@ class Search:
 
     # ---- forward -------------------------------------------------------------------------------
     def score(self, inp: torch.Tensor):
-        """Scorer MLP (eq. 12) on (R, 2 d_s) pair inputs -> scores (R,), pre-GELU hidden (R, d_s)."""
+        """Scorer MLP (eq. 12) on (R, 2 d_s) pair inputs -> scores (R,), hidden (R, d_s) before and after GELU."""
         hp = torch.addmm(self.sb1, inp, self.sw1.t())
-        return torch.addmv(self.sb2, F.gelu(hp), self.sw2[0]), hp
+        ha = F.gelu(hp)
+        return torch.addmv(self.sb2, ha, self.sw2[0]), hp, ha
 
     def compose(self, nb: int, ids4: torch.Tensor, keep: torch.Tensor | None):
         """GRC cell (eq. 10-11) on the middle two of each row's four nodes (left neighbour, children, right)."""
@@ -118,7 +119,8 @@ class Search:
             act.mul_(keep)
         gh = torch.addmm(self.b2, act, self.w2.t(), alpha=self.scale)  # l, r, g, h of eq. 10
         gh[:, : 3 * d].sigmoid_()
-        mixed = (gh[:, : 2 * d] * pair).view(nb, 2, d).sum(1).addcmul_(gh[:, 2 * d : 3 * d], gh[:, 3 * d :])
+        mixed = torch.mul(gh[:, 2 * d : 3 * d], gh[:, 3 * d :])  # sigma(g) h + sigma(l) c_l + sigma(r) c_r
+        mixed.addcmul_(gh[:, :d], pair[:, :d]).addcmul_(gh[:, d : 2 * d], pair[:, d:])
         new, mean, rstd = torch.native_layer_norm(mixed, (d,), self.gamma, self.beta, self.eps)  # eq. 11
         return nodes, h1, act, gh, mixed, mean, rstd, new
 
@@ -137,10 +139,10 @@ class Search:
         if n:
             xs = self.x[:n, :, :, :ds]
             inp = torch.cat([xs[:, :, :-1], xs[:, :, 1:]], -1).view(-1, 2 * ds)  # (n B_in (W-1), 2 d_s)
-            ps0, hp0 = self.score(inp)
+            ps0, hp0, ha0 = self.score(inp)
             self.valid0 = torch.arange(w0 - 1, device=dev) < (lengths - 1)[:, None, None]  # pairs inside the row
             self.spool[: self.n_sc0] = ps0.view(n, b_in, w0 - 1).masked_fill(~self.valid0, NEG).view(-1)
-            self.leaf_scorer = (inp, hp0)
+            self.leaf_scorer = (inp, hp0, ha0)
             sid = torch.arange(self.n_sc0, device=dev).view(n, b_in, w0 - 1)
         offsets = torch.tensor([-1, 0, 1, 2], device=dev)
         arange = torch.arange(max(w0, 2 * self.n_rows), device=dev)
@@ -171,14 +173,14 @@ class Search:
             sin = nodes.new_empty(nb, 4, ds)
             sin[:, 0::3] = nodes.view(nb, 4, d)[:, 0::3, :ds]
             sin[:, 1:3] = new[:, None, :ds]
-            two, hp = self.score(sin.view(2 * nb, 2 * ds))
+            two, hp, ha = self.score(sin.view(2 * nb, 2 * ds))
             two = two.view(n, b, 2)
             right_bad = j >= (lengths - 2 - t)[:, None]  # no right neighbour: the pair is padding
             two[..., 1].masked_fill_(right_bad, NEG)
             self.spool[s0 : s0 + 2 * nb] = two.view(-1)
             if self.save:
                 self.steps.append((n, big_b, w, r0, s0, parent, src * (w - 1) + j, ids4, sid, logp, right_bad,
-                                   nodes, h1, act, gh, mixed, mean, rstd, sin, hp))
+                                   nodes, h1, act, gh, mixed, mean, rstd, sin, hp, ha))
 
             pos = arange[: w - 1]
             shift = pos + (pos > jj)  # (n, b, W-1): positions kept, the right child j+1 dropped
@@ -204,10 +206,10 @@ class Search:
         return roots, final
 
     # ---- backward ------------------------------------------------------------------------------
-    def score_backward(self, g: torch.Tensor, inp: torch.Tensor, hp: torch.Tensor) -> torch.Tensor:
+    def score_backward(self, g: torch.Tensor, inp: torch.Tensor, hp: torch.Tensor, ha: torch.Tensor) -> torch.Tensor:
         """Scorer rows with output gradient g (R,) -> input gradient (R, 2 d_s); packs the weights' row terms."""
         g_hp = _gelu_backward(g[:, None] * self.sw2[0], hp)
-        self.sc_rows.append((g, g_hp, inp, hp))
+        self.sc_rows.append((g, g_hp, inp, ha))
         return g_hp @ self.sw1
 
     def backward(self, g_roots: torch.Tensor, g_final: torch.Tensor):
@@ -234,7 +236,7 @@ class Search:
         g_prev = None  # gradient of the beam scores the next-later step started from
         for t in range(len(self.steps) - 1, -1, -1):
             (n, big_b, w, r0, s0, parent, lp_idx, ids4, sid, logp, right_bad,
-             nodes, h1, act, gh, mixed, mean, rstd, sin, hp) = self.steps[t]
+             nodes, h1, act, gh, mixed, mean, rstd, sin, hp, ha) = self.steps[t]
             nb = n * b
             n_after = self.n_merging[t + 1]  # rows still merging after this step
             g_new_scores = g_final[:n] if g_prev is None else torch.cat([g_prev, g_final[n_after:n]])
@@ -248,7 +250,8 @@ class Search:
                 g_two = g_spool[s0 : s0 + 2 * nb].index_select(0, srows.view(-1)).view(k, 2)
                 g_two[:, 1].masked_fill_(right_bad.view(nb).index_select(0, idx), 0.0)
                 g_sin = self.score_backward(g_two.view(-1), sin.view(2 * nb, 2 * ds).index_select(0, srows.view(-1)),
-                                            hp.index_select(0, srows.view(-1))).view(k, 4, ds)
+                                            hp.index_select(0, srows.view(-1)),
+                                            ha.index_select(0, srows.view(-1))).view(k, 4, ds)
                 g_new = g_pool.index_select(0, idx + (off + r0))
                 g_new[:, :ds] += g_sin[:, 1] + g_sin[:, 2]  # the new node is in both pairs
                 g_mixed, gg, gb = _ln_backward(g_new, mixed.index_select(0, idx), [d], mean.index_select(0, idx),
@@ -297,9 +300,9 @@ class Search:
         g_w1, g_b1 = torch.mm(g_h1.t(), pair_live[:n_live]).mul_(self.scale), g_h1.sum(0).mul_(self.scale)
         g_w2, g_b2 = torch.mm(g_gh.t(), act_live[:n_live]).mul_(self.scale), g_gh.sum(0)
         if self.sc_rows:
-            g_sc, g_shp, s_in, s_hp = (torch.cat(z) for z in zip(*self.sc_rows))
+            g_sc, g_shp, s_in, s_ha = (torch.cat(z) for z in zip(*self.sc_rows))
             g_sw1, g_sb1 = g_shp.t() @ s_in, g_shp.sum(0)
-            g_sw2, g_sb2 = (g_sc @ F.gelu(s_hp))[None], g_sc.sum().view(1)
+            g_sw2, g_sb2 = (g_sc @ s_ha)[None], g_sc.sum().view(1)
         else:  # no row had two items: the scorer was never used
             g_sw1, g_sb1, g_sw2, g_sb2 = (torch.zeros_like(w) for w in (self.sw1, self.sb1, self.sw2, self.sb2))
         inv_x = torch.empty_like(g_x)
