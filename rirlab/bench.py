@@ -154,10 +154,10 @@ def step(opts: BenchOptions) -> dict:
     model.train(opts.mode == "train")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     batch = random_batch(opts.batch, opts.length, opts.device)
-    for _ in range(opts.warmup):
-        one_step(model, opt, batch, opts.mode == "train")
     times = []
-    with PeakMemory(opts.device) as mem:
+    with PeakMemory(opts.device) as mem:  # warm-up inside: on CPU the RSS high-water mark is set by the first step
+        for _ in range(opts.warmup):
+            one_step(model, opt, batch, opts.mode == "train")
         for _ in range(opts.repeats):
             sync(opts.device)
             t0 = time.perf_counter()

@@ -45,7 +45,8 @@ def bench(name, model, models, batch, length, mode, inference, device, repeats, 
             click.echo(f"{r['model']:14s} {r['bin']:>10s} {r['minutes']:9.3f} {r['peak_mem_gb']:8.3f}")
     else:
         click.echo(f"{result.get('model')} {result.get('mode')} batch {result.get('batch')} x length "
-                   f"{result.get('length')}: median {result['median_ms']:.1f} ms, peak {result['peak_mem_mb']:.1f} MB"
+                   f"{result.get('length')}: median {result['median_ms']:.1f} ms (min {min(result['times_ms']):.1f}, "
+                   f"max {max(result['times_ms']):.1f} over {len(result['times_ms'])}), peak {result['peak_mem_mb']:.1f} MB"
                    f" ({result['device']})")
     if json_path:
         with open(json_path, "w") as f:

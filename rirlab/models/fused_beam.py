@@ -180,7 +180,7 @@ class Search:
             self.spool[s0 : s0 + 2 * nb] = two.view(-1)
             if self.save:
                 self.steps.append((n, big_b, w, r0, s0, parent, src * (w - 1) + j, ids4, sid, logp, right_bad,
-                                   nodes, h1, act, gh, mixed, mean, rstd, sin, hp, ha))
+                                   h1, gh, mixed, mean, rstd, sin, hp, ha))
 
             pos = arange[: w - 1]
             shift = pos + (pos > jj)  # (n, b, W-1): positions kept, the right child j+1 dropped
@@ -236,7 +236,7 @@ class Search:
         g_prev = None  # gradient of the beam scores the next-later step started from
         for t in range(len(self.steps) - 1, -1, -1):
             (n, big_b, w, r0, s0, parent, lp_idx, ids4, sid, logp, right_bad,
-             nodes, h1, act, gh, mixed, mean, rstd, sin, hp, ha) = self.steps[t]
+             h1, gh, mixed, mean, rstd, sin, hp, ha) = self.steps[t]
             nb = n * b
             n_after = self.n_merging[t + 1]  # rows still merging after this step
             g_new_scores = g_final[:n] if g_prev is None else torch.cat([g_prev, g_final[n_after:n]])
@@ -259,9 +259,15 @@ class Search:
                 g_gamma += gg
                 g_beta += gb
                 ghk = gh.index_select(0, idx)
+                # children and the cell's hidden layer of the live rows: re-read from the node pool and
+                # recomputed from h1 (keeping them from the forward would hold ~2x more memory per step)
                 pair = pair_live[n_live : n_live + k]
-                pair.copy_(nodes.index_select(0, idx)[:, d : 3 * d])
-                torch.index_select(act, 0, idx, out=act_live[n_live : n_live + k])
+                torch.index_select(self.pool, 0, ids[:, 1:3].reshape(-1), out=pair.view(2 * k, d))
+                h1k = h1.index_select(0, idx)
+                act = torch.ops.aten.gelu.out(h1k, out=act_live[n_live : n_live + k])
+                if self.p > 0:
+                    keep = self.noise.keep[r0 : r0 + nb].index_select(0, idx)
+                    act.mul_(keep)
                 gates = ghk[:, : 3 * d]
                 dsig = gates * (1 - gates)  # sigmoid'
                 gm = g_mixed.unsqueeze(1)  # (k, 1, D)
@@ -271,9 +277,8 @@ class Search:
                 torch.mul(gates[:, 2 * d :], g_mixed, out=go[:, 3 * d :])
                 g_act = torch.mm(go, self.w2)
                 if self.p > 0:
-                    g_act.mul_(self.noise.keep[r0 : r0 + nb].index_select(0, idx))
-                gh1 = torch.ops.aten.gelu_backward.grad_input(g_act, h1.index_select(0, idx),
-                                                               grad_input=g_h1[n_live : n_live + k])
+                    g_act.mul_(keep)
+                gh1 = torch.ops.aten.gelu_backward.grad_input(g_act, h1k, grad_input=g_h1[n_live : n_live + k])
                 g_pair = torch.addmm((gates[:, : 2 * d].view(k, 2, d) * gm).view(k, 2 * d), gh1, self.w1,
                                      alpha=self.scale)
                 g_pool.index_add_(0, ids[:, 1:3].reshape(-1), g_pair.view(2 * k, d))
