@@ -23,6 +23,8 @@ Rows are sorted by length so the rows still merging are a prefix; finished rows 
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn.functional as F
 
@@ -41,6 +43,16 @@ def gumbel_like(t: torch.Tensor) -> torch.Tensor:
 def merging_rows(lens: list[int]) -> list[int]:
     """Rows (sorted by length, descending) still merging at each step: entry t = #rows with length > t + 1."""
     return [sum(1 for L in lens if L > t + 1) for t in range(max(lens[0] - 1, 0) + 1)]
+
+
+@functools.lru_cache(maxsize=8192)
+def state_shift(w: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Column pattern of a merge at width W: the next state's column c reads column ``source[c]``, plus one
+    where ``key[c] > j`` (past the merged pair). Node ids 0..W-2 from 0..W-2 (+1 past j), score ids
+    0..W-3 from W..2W-3 (+1 past j), the spare column from 2W-1."""
+    source = torch.tensor([*range(w - 1), *range(w, 2 * w - 2), 2 * w - 2], device=device)
+    key = torch.tensor([*range(w - 1), *range(w - 2), 2 * w], device=device)
+    return source, key
 
 
 class Noise:
@@ -102,40 +114,43 @@ class Search:
         self.steps = []  # per step: indices and the tensors the backward reads
 
     # ---- forward -------------------------------------------------------------------------------
-    def score(self, inp: torch.Tensor):
+    def score(self, inp: torch.Tensor, out: torch.Tensor | None = None):
         """Scorer MLP (eq. 12) on (R, 2 d_s) pair inputs -> scores (R,), hidden (R, d_s) before and after GELU."""
-        hp = torch.addmm(self.sb1, inp, self.sw1.t())
+        hp = torch.addmm(self.sb1, inp, self.sw1t)
         ha = F.gelu(hp)
-        return torch.addmv(self.sb2, ha, self.sw2[0]), hp, ha
+        return torch.addmv(self.sb2, ha, self.sw2v, out=out), hp, ha
 
     def compose(self, nb: int, ids4: torch.Tensor, keep: torch.Tensor | None):
         """GRC cell (eq. 10-11) on the middle two of each row's four nodes (left neighbour, children, right)."""
         d = self.d
         nodes = self.pool.index_select(0, ids4.view(-1)).view(nb, 4 * d)
-        pair = nodes[:, d : 3 * d]  # [child_l; child_r], a strided view the products read in place
-        h1 = torch.addmm(self.b1, pair, self.w1.t())
+        h1 = torch.addmm(self.b1, nodes[:, d : 3 * d], self.w1t)  # [child_l; child_r], read in place
         act = F.gelu(h1)
         if keep is not None:  # dropout: 0/1 keep mask here, its 1/(1-p) scale folded into the W2 products
             act.mul_(keep)
-        gh = torch.addmm(self.b2, act, self.w2.t(), alpha=self.scale)  # l, r, g, h of eq. 10
+        gh = torch.addmm(self.b2, act, self.w2t, alpha=self.scale)  # l, r, g, h of eq. 10
         gh[:, : 3 * d].sigmoid_()
-        mixed = torch.mul(gh[:, 2 * d : 3 * d], gh[:, 3 * d :])  # sigma(g) h + sigma(l) c_l + sigma(r) c_r
-        mixed.addcmul_(gh[:, :d], pair[:, :d]).addcmul_(gh[:, d : 2 * d], pair[:, d:])
+        gl, gr, gg, hh = gh.view(nb, 4, d).unbind(1)
+        four = nodes.view(nb, 4, d).unbind(1)  # left neighbour, child_l, child_r, right neighbour
+        mixed = torch.mul(gg, hh).addcmul_(gl, four[1]).addcmul_(gr, four[2])  # sigma(g) h + sigma(l) c_l + sigma(r) c_r
         new, mean, rstd = torch.native_layer_norm(mixed, (d,), self.gamma, self.beta, self.eps)  # eq. 11
-        return nodes, h1, act, gh, mixed, mean, rstd, new
+        return four, h1, gh, mixed, mean, rstd, new
 
     def run(self):
+        """The search. Beam state per row: S (rows, B, 2W) = [node ids (W) | score ids of the W-1 adjacent pairs |
+        one spare column]; a merge is one gather of S (keep the parent beam, drop the right child, shift the
+        pair scores) and one scatter of three ids (the parent node, its left and right pair scores)."""
         m, b_in, w0, d, b, ds = self.m, self.b_in, self.w0, self.d, self.b, self.ds
         dev = self.x.device
+        self.w1t, self.w2t, self.sw1t, self.sw2v = self.w1.t(), self.w2.t(), self.sw1.t(), self.sw2[0]
         self.pool[: self.n_leaf] = self.x.reshape(-1, d)
-        ptr = torch.arange(self.n_leaf, device=dev).view(m, b_in, w0)  # (rows, B, W) node ids
+        leaf_ids = torch.arange(self.n_leaf, device=dev).view(m, b_in, w0)
         scores = self.scores0
         pieces = []  # (root ids, scores) of finished row ranges, later-finishing ranges first in sorted order
         n = self.n_merging[0]
         if n < m:  # rows of length <= 1: the leaf is the root
-            pieces.append((ptr[n:, :, :1].expand(m - n, b, 1)[..., 0], scores[n:]))
-        ptr, scores, lengths = ptr[:n], scores[:n], self.lengths[:n]
-        sid = None  # (rows, B, W-1) score ids of the adjacent pairs
+            pieces.append((leaf_ids[n:, :, :1].expand(m - n, b, 1)[..., 0], scores[n:]))
+        scores, lengths = scores[:n], self.lengths[:n]
         if n:
             xs = self.x[:n, :, :, :ds]
             inp = torch.cat([xs[:, :, :-1], xs[:, :, 1:]], -1).view(-1, 2 * ds)  # (n B_in (W-1), 2 d_s)
@@ -143,13 +158,17 @@ class Search:
             self.valid0 = torch.arange(w0 - 1, device=dev) < (lengths - 1)[:, None, None]  # pairs inside the row
             self.spool[: self.n_sc0] = ps0.view(n, b_in, w0 - 1).masked_fill(~self.valid0, NEG).view(-1)
             self.leaf_scorer = (inp, hp0, ha0)
-            sid = torch.arange(self.n_sc0, device=dev).view(n, b_in, w0 - 1)
+            state = torch.cat([leaf_ids[:n], torch.arange(self.n_sc0, device=dev).view(n, b_in, w0 - 1),
+                               leaf_ids.new_zeros(n, b_in, 1)], 2)  # (n, B_in, 2W)
         offsets = torch.tensor([-1, 0, 1, 2], device=dev)
-        arange = torch.arange(max(w0, 2 * self.n_rows), device=dev)
+        r_all = torch.arange(self.n_rows, device=dev)
+        new_ids = torch.stack([r_all + self.n_leaf, 2 * r_all + self.n_sc0, 2 * r_all + self.n_sc0 + 1], 1)
+        lim = (lengths - 2)[:, None]  # a merge at j has a right neighbour iff j < lim (length - 2 - step)
         r0, s0 = 0, self.n_sc0
         for t in range(len(self.n_merging) - 1):
-            big_b, w = ptr.size(1), ptr.size(2)
+            big_b, w = state.size(1), state.size(2) // 2
             nb = n * b
+            sid = state[..., w : 2 * w - 1]  # (n, B, W-1) score ids of the adjacent pairs
             logp = F.log_softmax(self.spool[sid], dim=-1)  # (n, B, W-1)
             key = logp + self.noise.gumbel(logp.shape) if self.noise is not None else logp
             k1 = min(b, w - 1)
@@ -157,46 +176,41 @@ class Search:
             cand = scores.view(n, b, 1) + logp.gather(-1, top_pos)  # (n, b, k1) accumulated log-scores
             new_scores, sel = cand.view(n, -1).topk(b, dim=-1)  # (n, b) best b of b x k1
             parent = torch.div(sel, k1, rounding_mode="floor")  # (n, b) kept beam's predecessor
+            jj = torch.empty_like(parent).unsqueeze_(2)  # (n, b, 1) merged pair = (j, j+1)
+            flat = state.view(n, -1)
+            source, key = state_shift(w, dev)
             if big_b == 1:  # one input beam (a fresh search): every candidate extends it
-                j = top_pos.view(n, k1).gather(1, sel - parent * k1)  # (n, b) merged pair = (j, j+1)
-                src = torch.zeros_like(parent)
+                torch.gather(top_pos.view(n, k1), 1, sel - parent * k1, out=jj.view(n, b))
+                src, at4, at = torch.zeros_like(parent), (jj + offsets).clamp_(0, w - 1), source
             else:
-                j = top_pos.view(n, b * k1).gather(1, sel)
+                torch.gather(top_pos.view(n, b * k1), 1, sel, out=jj.view(n, b))
                 src = parent
-            jj = j[..., None]
-            base = src[..., None] * w  # (n, b, 1) offset of the source beam in the flattened (B W) ids
-            flat = ptr.view(n, big_b * w)
-            ids4 = flat.gather(1, ((jj + offsets).clamp_(0, w - 1) + base).view(n, -1))  # (n, b*4) j-1 .. j+2
-            nodes, h1, act, gh, mixed, mean, rstd, new = self.compose(nb, ids4, self.noise and self.noise.keep_rows(nb))
+                base = parent.unsqueeze(2) * (2 * w)  # offset of the kept beam in the flattened (B 2W) state
+                at4, at = (jj + offsets).clamp_(0, w - 1).add_(base), source + base
+            ids4 = flat.gather(1, at4.view(n, -1))  # (n, b*4) node ids at j-1 .. j+2 (clamped to the row)
+            four, h1, gh, mixed, mean, rstd, new = self.compose(nb, ids4, self.noise and self.noise.keep_rows(nb))
             self.pool[self.n_leaf + r0 : self.n_leaf + r0 + nb] = new
             # the two pairs touching the new node: (left neighbour, new), (new, right neighbour)
-            sin = nodes.new_empty(nb, 4, ds)
-            sin[:, 0::3] = nodes.view(nb, 4, d)[:, 0::3, :ds]
-            sin[:, 1:3] = new[:, None, :ds]
-            two, hp, ha = self.score(sin.view(2 * nb, 2 * ds))
-            two = two.view(n, b, 2)
-            right_bad = j >= (lengths - 2 - t)[:, None]  # no right neighbour: the pair is padding
-            two[..., 1].masked_fill_(right_bad, NEG)
-            self.spool[s0 : s0 + 2 * nb] = two.view(-1)
+            nds = new[:, :ds]
+            sin = torch.stack([four[0][:, :ds], nds, nds, four[3][:, :ds]], 1)  # (nb, 4, d_s)
+            two = self.spool[s0 : s0 + 2 * nb]
+            _, hp, ha = self.score(sin.view(2 * nb, 2 * ds), out=two)
+            right_bad = jj.view(n, b) >= lim  # no right neighbour: the pair is padding
+            two.view(n, b, 2)[..., 1].masked_fill_(right_bad, NEG)
             if self.save:
-                self.steps.append((n, big_b, w, r0, s0, parent, src * (w - 1) + j, ids4, sid, logp, right_bad,
-                                   h1, gh, mixed, mean, rstd, sin, hp, ha))
-
-            pos = arange[: w - 1]
-            shift = pos + (pos > jj)  # (n, b, W-1): positions kept, the right child j+1 dropped
-            ptr = flat.gather(1, (shift + base).view(n, -1)).view(n, b, w - 1)
-            ptr.scatter_(2, jj, (arange[:nb].view(n, b, 1) + (self.n_leaf + r0)))  # the parent replaces child j
-            # pair scores: shift the cached ones (one spare column), re-score only the two touching the new node
-            keep_at = (shift.clamp(max=w - 2) + src[..., None] * (w - 1)).view(n, -1)
-            sid = sid.reshape(n, -1).gather(1, keep_at).view(n, b, w - 1)
-            where = torch.cat([(jj - 1).remainder_(w - 1), jj], 2)  # left pair at j-1 (none: spare column)
-            sid = sid.scatter_(2, where, arange[: 2 * nb].view(n, b, 2) + s0)[..., : w - 2]
+                self.steps.append((n, big_b, w, r0, s0, parent, src * (w - 1) + jj.view(n, b), ids4, sid, logp,
+                                   right_bad, h1, gh, mixed, mean, rstd, sin, hp, ha))
+            # next state: keep the parent beam, drop the right child, then place the three new ids
+            state = flat.gather(1, (at + (key > jj)).view(n, -1)).view(n, b, 2 * w - 2)
+            where = torch.cat([jj, (jj - 1).remainder_(w - 1).add_(w - 1), jj + (w - 1)], 2)  # no left pair: spare
+            state.scatter_(2, where, new_ids[r0 : r0 + nb].view(n, b, 3))
             scores = new_scores
+            lim = lim - 1
             r0, s0 = r0 + nb, s0 + 2 * nb
             n_next = self.n_merging[t + 1]
             if n_next < n:  # rows that just made their last merge
-                pieces.append((ptr[n_next:, :, 0], scores[n_next:]))
-                ptr, sid, scores, lengths = ptr[:n_next], sid[:n_next], scores[:n_next], lengths[:n_next]
+                pieces.append((state[n_next:, :, 0], scores[n_next:]))
+                state, scores, lim = state[:n_next], scores[:n_next], lim[:n_next]
                 n = n_next
         self.root_ids = torch.cat([r for r, _ in reversed(pieces)])  # (M, b) sorted order
         inv = torch.empty_like(self.order)
