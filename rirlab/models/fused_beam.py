@@ -111,30 +111,46 @@ class Search:
         self.pool = x.new_empty(self.n_leaf + self.n_rows, d)
         self.spool = x.new_empty(self.n_sc0 + 2 * self.n_rows)
         self.noise = Noise(self.n_merging, b_in, self.b, w0, self.w1.size(0), self.p, x) if tree.training else None
-        self.steps = []  # per step: indices and the tensors the backward reads
+        self.steps = []  # per step: the indices the backward's score pass reads
+        self.buf = None
+        if save:  # what the backward reads, one row per composition (scorer: two rows) over all steps
+            r, c, h = self.n_rows, self.w1.size(0), self.sw1.size(0)
+            e = lambda *shape, dtype=x.dtype: torch.empty(*shape, dtype=dtype, device=x.device)  # noqa: E731
+            self.buf = {"ids": e(r, 4, dtype=torch.long), "h1": e(r, c), "gh": e(r, 4 * d), "mixed": e(r, d),
+                        "mean": e(r, 1), "rstd": e(r, 1), "right_bad": e(r, dtype=torch.bool),
+                        "sin": e(2 * r, 2 * self.ds), "shp": e(2 * r, h), "sha": e(2 * r, h)}
+
+    def slot(self, name: str, r0: int, r1: int) -> torch.Tensor | None:
+        """Rows r0..r1 of a saved buffer (the op writes there), or None when nothing is saved."""
+        return None if self.buf is None else self.buf[name][r0:r1]
 
     # ---- forward -------------------------------------------------------------------------------
-    def score(self, inp: torch.Tensor, out: torch.Tensor | None = None):
-        """Scorer MLP (eq. 12) on (R, 2 d_s) pair inputs -> scores (R,), hidden (R, d_s) before and after GELU."""
-        hp = torch.addmm(self.sb1, inp, self.sw1t)
-        ha = F.gelu(hp)
+    def score(self, inp: torch.Tensor, out: torch.Tensor | None = None, rows: tuple[int, int] | None = None):
+        """Scorer MLP (eq. 12) on (R, 2 d_s) pair inputs -> scores (R,), hidden (R, d_s) before and after GELU.
+        ``rows``: scorer buffer rows to write the hidden layer to."""
+        hp = torch.addmm(self.sb1, inp, self.sw1t, out=self.slot("shp", *rows) if rows else None)
+        ha = F.gelu(hp) if self.buf is None or not rows else torch.ops.aten.gelu.out(hp, out=self.slot("sha", *rows))
         return torch.addmv(self.sb2, ha, self.sw2v, out=out), hp, ha
 
-    def compose(self, nb: int, ids4: torch.Tensor, keep: torch.Tensor | None):
+    def compose(self, r0: int, nb: int, ids4: torch.Tensor, keep: torch.Tensor | None):
         """GRC cell (eq. 10-11) on the middle two of each row's four nodes (left neighbour, children, right)."""
-        d = self.d
+        d, r1 = self.d, r0 + nb
         nodes = self.pool.index_select(0, ids4.view(-1)).view(nb, 4 * d)
-        h1 = torch.addmm(self.b1, nodes[:, d : 3 * d], self.w1t)  # [child_l; child_r], read in place
+        h1 = torch.addmm(self.b1, nodes[:, d : 3 * d], self.w1t, out=self.slot("h1", r0, r1))  # [c_l; c_r] in place
         act = F.gelu(h1)
         if keep is not None:  # dropout: 0/1 keep mask here, its 1/(1-p) scale folded into the W2 products
             act.mul_(keep)
-        gh = torch.addmm(self.b2, act, self.w2t, alpha=self.scale)  # l, r, g, h of eq. 10
+        gh = torch.addmm(self.b2, act, self.w2t, alpha=self.scale, out=self.slot("gh", r0, r1))  # l, r, g, h of eq. 10
         gh[:, : 3 * d].sigmoid_()
         gl, gr, gg, hh = gh.view(nb, 4, d).unbind(1)
         four = nodes.view(nb, 4, d).unbind(1)  # left neighbour, child_l, child_r, right neighbour
-        mixed = torch.mul(gg, hh).addcmul_(gl, four[1]).addcmul_(gr, four[2])  # sigma(g) h + sigma(l) c_l + sigma(r) c_r
+        mixed = torch.mul(gg, hh, out=self.slot("mixed", r0, r1))  # sigma(g) h + sigma(l) c_l + sigma(r) c_r
+        mixed.addcmul_(gl, four[1]).addcmul_(gr, four[2])
         new, mean, rstd = torch.native_layer_norm(mixed, (d,), self.gamma, self.beta, self.eps)  # eq. 11
-        return four, h1, gh, mixed, mean, rstd, new
+        if self.buf is not None:
+            self.buf["mean"][r0:r1] = mean.view(nb, 1)
+            self.buf["rstd"][r0:r1] = rstd.view(nb, 1)
+        return four, new
 
     def run(self):
         """The search. Beam state per row: S (rows, B, 2W) = [node ids (W) | score ids of the W-1 adjacent pairs |
@@ -187,19 +203,22 @@ class Search:
                 src = parent
                 base = parent.unsqueeze(2) * (2 * w)  # offset of the kept beam in the flattened (B 2W) state
                 at4, at = (jj + offsets).clamp_(0, w - 1).add_(base), source + base
-            ids4 = flat.gather(1, at4.view(n, -1))  # (n, b*4) node ids at j-1 .. j+2 (clamped to the row)
-            four, h1, gh, mixed, mean, rstd, new = self.compose(nb, ids4, self.noise and self.noise.keep_rows(nb))
+            ids = self.slot("ids", r0, r0 + nb)
+            ids4 = torch.gather(flat, 1, at4.view(n, -1), out=None if ids is None else ids.view(n, 4 * b))  # j-1 .. j+2
+            four, new = self.compose(r0, nb, ids4, self.noise and self.noise.keep_rows(nb))
             self.pool[self.n_leaf + r0 : self.n_leaf + r0 + nb] = new
             # the two pairs touching the new node: (left neighbour, new), (new, right neighbour)
             nds = new[:, :ds]
-            sin = torch.stack([four[0][:, :ds], nds, nds, four[3][:, :ds]], 1)  # (nb, 4, d_s)
+            sin = self.slot("sin", 2 * r0, 2 * r0 + 2 * nb)
+            sin = torch.stack([four[0][:, :ds], nds, nds, four[3][:, :ds]], 1,
+                              out=None if sin is None else sin.view(nb, 4, ds))  # (nb, 4, d_s)
             two = self.spool[s0 : s0 + 2 * nb]
-            _, hp, ha = self.score(sin.view(2 * nb, 2 * ds), out=two)
-            right_bad = jj.view(n, b) >= lim  # no right neighbour: the pair is padding
-            two.view(n, b, 2)[..., 1].masked_fill_(right_bad, NEG)
+            self.score(sin.view(2 * nb, 2 * ds), out=two, rows=(2 * r0, 2 * r0 + 2 * nb))
+            right_bad = self.slot("right_bad", r0, r0 + nb)
+            right_bad = torch.ge(jj.view(n, b), lim, out=None if right_bad is None else right_bad.view(n, b))
+            two.view(n, b, 2)[..., 1].masked_fill_(right_bad, NEG)  # no right neighbour: the pair is padding
             if self.save:
-                self.steps.append((n, big_b, w, r0, s0, parent, src * (w - 1) + jj.view(n, b), ids4, sid, logp,
-                                   right_bad, h1, gh, mixed, mean, rstd, sin, hp, ha))
+                self.steps.append((n, big_b, w, r0, parent, src * (w - 1) + jj.view(n, b), sid, logp))
             # next state: keep the parent beam, drop the right child, then place the three new ids
             state = flat.gather(1, (at + (key > jj)).view(n, -1)).view(n, b, 2 * w - 2)
             where = torch.cat([jj, (jj - 1).remainder_(w - 1).add_(w - 1), jj + (w - 1)], 2)  # no left pair: spare
@@ -222,82 +241,38 @@ class Search:
     # ---- backward ------------------------------------------------------------------------------
     def score_backward(self, g: torch.Tensor, inp: torch.Tensor, hp: torch.Tensor, ha: torch.Tensor) -> torch.Tensor:
         """Scorer rows with output gradient g (R,) -> input gradient (R, 2 d_s); packs the weights' row terms."""
-        g_hp = _gelu_backward(g[:, None] * self.sw2[0], hp)
+        g_hp = _gelu_backward(g[:, None] * self.sw2v, hp)
         self.sc_rows.append((g, g_hp, inp, ha))
         return g_hp @ self.sw1
 
     def backward(self, g_roots: torch.Tensor, g_final: torch.Tensor):
-        """Reverse pass over the steps. Only LIVE compositions are back-propagated: a node that is in no
-        final beam's tree (its beam was pruned later) influences neither a root nor a final score, so its
-        gradient is exactly zero; about two thirds of all compositions are such dead ends (b = 7)."""
-        d, b, ds, off = self.d, self.b, self.ds, self.n_leaf
+        """Three passes instead of one per step.
+
+        1. Beam scores, steps in reverse: d final scores -> d log-probabilities of the chosen merges ->
+           d pair scores (a cheap chain of small ops), and the depth of every LIVE composition: a node that is
+           in no final beam's tree (its beam was pruned later) influences neither a root nor a final score, so
+           its gradient is exactly zero (about two thirds of all compositions at beam 7). Depth = longest path
+           from a root through compositions that use the node as a child.
+        2. The scorer of every live composition's two new pairs, in one batch (its output gradients are known).
+        3. The GRC cells, one batch per depth: every composition using a node as a child is shallower, so a
+           node's gradient is complete when its depth is reached. Depths are about half as many as steps.
+        """
+        d, b, ds, off, buf = self.d, self.b, self.ds, self.n_leaf, self.buf
         dev = self.pool.device
-        c = self.w1.size(0)
         g_pool = torch.zeros_like(self.pool)
         g_spool = torch.zeros_like(self.spool)
         self.sc_rows = []
-        # live rows, packed: their output-side gradients and the inputs of the weight products
-        g_gh, g_h1 = self.pool.new_empty(self.n_rows, 4 * d), self.pool.new_empty(self.n_rows, c)
-        pair_live, act_live = self.pool.new_empty(self.n_rows, 2 * d), self.pool.new_empty(self.n_rows, c)
-        n_live = 0
-        g_gamma = torch.zeros_like(self.gamma)
-        g_beta = torch.zeros_like(self.beta)
-        live = torch.zeros(self.pool.size(0), dtype=torch.bool, device=dev)
-        live[self.root_ids.reshape(-1)] = True
         g_roots, g_final = g_roots[self.order], g_final[self.order]  # sorted order
         g_pool.index_add_(0, self.root_ids.reshape(-1), g_roots.reshape(-1, d))
-        pair01 = torch.arange(2, device=dev)
+        depth = torch.full((self.n_rows,), -1, dtype=torch.long, device=dev)  # per composition; -1: dead
+        roots = self.root_ids.reshape(-1)
+        depth[roots[roots >= off] - off] = 0
         g_prev = None  # gradient of the beam scores the next-later step started from
         for t in range(len(self.steps) - 1, -1, -1):
-            (n, big_b, w, r0, s0, parent, lp_idx, ids4, sid, logp, right_bad,
-             h1, gh, mixed, mean, rstd, sin, hp, ha) = self.steps[t]
+            n, big_b, w, r0, parent, lp_idx, sid, logp = self.steps[t]
             nb = n * b
             n_after = self.n_merging[t + 1]  # rows still merging after this step
             g_new_scores = g_final[:n] if g_prev is None else torch.cat([g_prev, g_final[n_after:n]])
-            idx = live[off + r0 : off + r0 + nb].nonzero().view(-1)  # live compositions of this step
-            k = idx.numel()
-            if k:
-                ids = ids4.view(nb, 4).index_select(0, idx)  # (k, 4) left neighbour, children, right neighbour
-                live[ids[:, 1:3].reshape(-1)] = True
-                # scorer on the two new pairs; a masked right pair is a constant
-                srows = (2 * idx)[:, None] + pair01  # (k, 2)
-                g_two = g_spool[s0 : s0 + 2 * nb].index_select(0, srows.view(-1)).view(k, 2)
-                g_two[:, 1].masked_fill_(right_bad.view(nb).index_select(0, idx), 0.0)
-                g_sin = self.score_backward(g_two.view(-1), sin.view(2 * nb, 2 * ds).index_select(0, srows.view(-1)),
-                                            hp.index_select(0, srows.view(-1)),
-                                            ha.index_select(0, srows.view(-1))).view(k, 4, ds)
-                g_new = g_pool.index_select(0, idx + (off + r0))
-                g_new[:, :ds] += g_sin[:, 1] + g_sin[:, 2]  # the new node is in both pairs
-                g_mixed, gg, gb = _ln_backward(g_new, mixed.index_select(0, idx), [d], mean.index_select(0, idx),
-                                               rstd.index_select(0, idx), self.gamma, self.beta, [True, True, True])
-                g_gamma += gg
-                g_beta += gb
-                ghk = gh.index_select(0, idx)
-                # children and the cell's hidden layer of the live rows: re-read from the node pool and
-                # recomputed from h1 (keeping them from the forward would hold ~2x more memory per step)
-                pair = pair_live[n_live : n_live + k]
-                torch.index_select(self.pool, 0, ids[:, 1:3].reshape(-1), out=pair.view(2 * k, d))
-                h1k = h1.index_select(0, idx)
-                act = torch.ops.aten.gelu.out(h1k, out=act_live[n_live : n_live + k])
-                if self.p > 0:
-                    keep = self.noise.keep[r0 : r0 + nb].index_select(0, idx)
-                    act.mul_(keep)
-                gates = ghk[:, : 3 * d]
-                dsig = gates * (1 - gates)  # sigmoid'
-                gm = g_mixed.unsqueeze(1)  # (k, 1, D)
-                go = g_gh[n_live : n_live + k]
-                torch.mul((pair.view(k, 2, d) * gm).view(k, 2 * d), dsig[:, : 2 * d], out=go[:, : 2 * d])
-                torch.mul(ghk[:, 3 * d :] * g_mixed, dsig[:, 2 * d :], out=go[:, 2 * d : 3 * d])
-                torch.mul(gates[:, 2 * d :], g_mixed, out=go[:, 3 * d :])
-                g_act = torch.mm(go, self.w2)
-                if self.p > 0:
-                    g_act.mul_(keep)
-                gh1 = torch.ops.aten.gelu_backward.grad_input(g_act, h1k, grad_input=g_h1[n_live : n_live + k])
-                g_pair = torch.addmm((gates[:, : 2 * d].view(k, 2, d) * gm).view(k, 2 * d), gh1, self.w1,
-                                     alpha=self.scale)
-                g_pool.index_add_(0, ids[:, 1:3].reshape(-1), g_pair.view(2 * k, d))
-                g_pool[:, :ds].index_add_(0, ids[:, 0:4:3].reshape(-1), g_sin[:, 0:4:3].reshape(-1, ds))  # neighbours
-                n_live += k
             # beam scores: new = scores[parent] + logp[src, j]
             g_prev = torch.zeros(n, b, dtype=g_new_scores.dtype, device=dev)
             g_prev.scatter_add_(1, parent, g_new_scores)
@@ -306,8 +281,72 @@ class Search:
             g_lp = g_lp.view(n, big_b, w - 1)
             g_ps = g_lp - logp.exp() * g_lp.sum(-1, keepdim=True)  # log_softmax backward
             g_spool.index_add_(0, sid.reshape(-1), g_ps.reshape(-1))
+            # depth of the children of this step's live compositions
+            dv = depth[r0 : r0 + nb]
+            idx = (dv >= 0).nonzero().view(-1)
+            if idx.numel():
+                ch = buf["ids"][r0 : r0 + nb, 1:3].index_select(0, idx).view(-1) - off  # (2k,) composition rows
+                dd = (dv.index_select(0, idx) + 1).repeat_interleave(2)
+                composed = ch >= 0
+                depth.scatter_reduce_(0, ch[composed], dd[composed], reduce="amax")
         n0 = self.n_merging[0]
         g_scores = g_final if g_prev is None else torch.cat([g_prev, g_final[n0:]])
+
+        live = (depth >= 0).nonzero().view(-1)  # (K,) live compositions
+        k_all = live.numel()
+        ids = buf["ids"].index_select(0, live)  # (K, 4) left neighbour, children, right neighbour
+        # 2. scorer of the two new pairs of every live composition; a masked right pair is a constant
+        srows = (2 * live)[:, None] + torch.arange(2, device=dev)  # (K, 2)
+        g_two = g_spool.index_select(0, srows.view(-1) + self.n_sc0).view(k_all, 2)
+        g_two[:, 1].masked_fill_(buf["right_bad"].index_select(0, live), 0.0)
+        srows = srows.view(-1)
+        g_sin = self.score_backward(g_two.view(-1), buf["sin"].index_select(0, srows),
+                                    buf["shp"].index_select(0, srows), buf["sha"].index_select(0, srows))
+        sin_ids = torch.stack([ids[:, 0], live + off, live + off, ids[:, 3]], 1)  # [left, new] [new, right]
+        g_pool[:, :ds].index_add_(0, sin_ids.view(-1), g_sin.view(4 * k_all, ds))
+
+        # 3. GRC cells by depth
+        c = self.w1.size(0)
+        g_gh, g_h1 = self.pool.new_empty(k_all, 4 * d), self.pool.new_empty(k_all, c)
+        pair_live, act_live = self.pool.new_empty(k_all, 2 * d), self.pool.new_empty(k_all, c)
+        g_gamma = torch.zeros_like(self.gamma)
+        g_beta = torch.zeros_like(self.beta)
+        dl, perm = depth.index_select(0, live).sort(stable=True)
+        counts = torch.bincount(dl).tolist() if k_all else []
+        a = 0
+        for k in counts:
+            rows = live.index_select(0, perm[a : a + k])
+            children = ids.index_select(0, perm[a : a + k])[:, 1:3].reshape(-1)
+            g_new = g_pool.index_select(0, rows + off)
+            g_mixed, gg, gb = _ln_backward(g_new, buf["mixed"].index_select(0, rows), [d],
+                                           buf["mean"].index_select(0, rows), buf["rstd"].index_select(0, rows),
+                                           self.gamma, self.beta, [True, True, True])
+            g_gamma += gg
+            g_beta += gb
+            ghk = buf["gh"].index_select(0, rows)
+            # children and the cell's hidden layer: re-read from the node pool and recomputed from h1
+            pair = pair_live[a : a + k]
+            torch.index_select(self.pool, 0, children, out=pair.view(2 * k, d))
+            h1k = buf["h1"].index_select(0, rows)
+            act = torch.ops.aten.gelu.out(h1k, out=act_live[a : a + k])
+            if self.p > 0:
+                keep = self.noise.keep.index_select(0, rows)
+                act.mul_(keep)
+            gates = ghk[:, : 3 * d]
+            dsig = gates * (1 - gates)  # sigmoid'
+            gm = g_mixed.unsqueeze(1)  # (k, 1, D)
+            go = g_gh[a : a + k]
+            torch.mul((pair.view(k, 2, d) * gm).view(k, 2 * d), dsig[:, : 2 * d], out=go[:, : 2 * d])
+            torch.mul(ghk[:, 3 * d :] * g_mixed, dsig[:, 2 * d :], out=go[:, 2 * d : 3 * d])
+            torch.mul(gates[:, 2 * d :], g_mixed, out=go[:, 3 * d :])
+            g_act = torch.mm(go, self.w2)
+            if self.p > 0:
+                g_act.mul_(keep)
+            gh1 = torch.ops.aten.gelu_backward.grad_input(g_act, h1k, grad_input=g_h1[a : a + k])
+            g_pair = torch.addmm((gates[:, : 2 * d].view(k, 2, d) * gm).view(k, 2 * d), gh1, self.w1,
+                                 alpha=self.scale)
+            g_pool.index_add_(0, children, g_pair.view(2 * k, d))
+            a += k
         g_x = g_pool[:off].view(self.m, self.b_in, self.w0, d).clone()
         if self.n_sc0:
             g0 = g_spool[: self.n_sc0].view(n0, self.b_in, self.w0 - 1) * self.valid0
@@ -315,15 +354,11 @@ class Search:
             g_x[:n0, :, :-1, :ds] += g_in[..., :ds]
             g_x[:n0, :, 1:, :ds] += g_in[..., ds:]
         # weight gradients: one product over the live rows of all steps (dropout scale folded in)
-        g_gh, g_h1 = g_gh[:n_live], g_h1[:n_live]
-        g_w1, g_b1 = torch.mm(g_h1.t(), pair_live[:n_live]).mul_(self.scale), g_h1.sum(0).mul_(self.scale)
-        g_w2, g_b2 = torch.mm(g_gh.t(), act_live[:n_live]).mul_(self.scale), g_gh.sum(0)
-        if self.sc_rows:
-            g_sc, g_shp, s_in, s_ha = (torch.cat(z) for z in zip(*self.sc_rows))
-            g_sw1, g_sb1 = g_shp.t() @ s_in, g_shp.sum(0)
-            g_sw2, g_sb2 = (g_sc @ s_ha)[None], g_sc.sum().view(1)
-        else:  # no row had two items: the scorer was never used
-            g_sw1, g_sb1, g_sw2, g_sb2 = (torch.zeros_like(w) for w in (self.sw1, self.sb1, self.sw2, self.sb2))
+        g_w1, g_b1 = torch.mm(g_h1.t(), pair_live).mul_(self.scale), g_h1.sum(0).mul_(self.scale)
+        g_w2, g_b2 = torch.mm(g_gh.t(), act_live).mul_(self.scale), g_gh.sum(0)
+        g_sc, g_shp, s_in, s_ha = (torch.cat(z) for z in zip(*self.sc_rows))
+        g_sw1, g_sb1 = g_shp.t() @ s_in, g_shp.sum(0)
+        g_sw2, g_sb2 = (g_sc @ s_ha)[None], g_sc.sum().view(1)
         inv_x = torch.empty_like(g_x)
         inv_x[self.order] = g_x
         inv_s = torch.empty_like(g_scores)
