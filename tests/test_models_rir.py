@@ -217,5 +217,7 @@ def test_dropout_mask_drops_p_and_keeps_the_expectation():
     dropped = (mask == 0).float().mean().item()
     assert abs(dropped - 0.1) < 0.003 and abs(mask.mean().item() - 1.0) < 0.005
     assert torch.allclose(mask.unique(), torch.tensor([0.0, 65536 / (65536 - 6554)]))
+    torch.manual_seed(0)
+    assert torch.equal(dropout_keep_mask((400, 1000), 0.1, "cpu") * dropout_scale(0.1), mask)  # seeded by torch
     rows = (mask == 0).float().mean(1)  # no structure across the 16-bit lanes of a 64-bit draw
     assert rows.std() < 0.03 and all(abs((mask[:, i::4] == 0).float().mean().item() - 0.1) < 0.005 for i in range(4))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -12,23 +13,32 @@ def dropout_scale(p: float) -> float:
     return 65536.0 / (65536 - round(p * 65536))
 
 
+def random_bits16(n: int, device) -> torch.Tensor:
+    """n uniform int16 values. On CPU from numpy's SFC64 seeded by one draw of torch's generator (so
+    torch.manual_seed still fixes them): about 1.8x faster than torch's mt19937 for a search's masks."""
+    words = (n + 3) // 4
+    if torch.device(device).type == "cpu":
+        seed = int(torch.randint(0, 2**62, (1,)))
+        return torch.from_numpy(np.random.SFC64(seed).random_raw(words).view(np.int16))[:n]
+    return torch.empty(words, dtype=torch.int64, device=device).random_(-(2**63), 2**63 - 1).view(torch.int16)[:n]
+
+
 def dropout_keep_mask(shape, p: float, device, out: torch.Tensor | None = None) -> torch.Tensor:
     """Boolean keep mask of inverted dropout (keep with probability 1 - p'), from 16-bit uniform integers.
 
-    Four 16-bit draws per 64-bit generator call: about 4x cheaper on CPU than ``rand(...) >= p``.
+    Four 16-bit lanes per 64-bit draw (:func:`random_bits16`): about 6x cheaper on CPU than ``rand(...) >= p``.
     p' = p rounded to a multiple of 2^-16 (0.1 -> 0.100006); scale kept values by
     :func:`dropout_scale` (which uses p'), so the expectation is exactly preserved.
     """
     n = 1
     for s in shape:
         n *= s
-    bits = torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_(-(2**63), 2**63 - 1)
-    u = bits.view(torch.int16)[:n].view(shape)
+    u = random_bits16(n, device).view(shape)
     return torch.ge(u, round(p * 65536) - 32768, out=out)
 
 
 def fast_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """Inverted dropout with :func:`dropout_scale_mask` (about 4x cheaper than F.dropout's mask on CPU)."""
+    """Inverted dropout with :func:`dropout_keep_mask` (several times cheaper than F.dropout's mask on CPU)."""
     if not training or p == 0:
         return x
     return x * dropout_keep_mask(x.shape, p, x.device) * dropout_scale(p)
