@@ -12,9 +12,10 @@ chain of small steps (29 for a chunk of 30, 999 for a non-RIR pass over 1000 tok
   two pairs touching the new node;
 - the random draws of a search (Gumbel noise of every step, dropout masks of every composition)
   are taken in two generator calls up front (:class:`Noise`);
-- backward walks the steps in reverse: all reads of a node (or score) happen in later steps, so
-  its gradient in the pool is complete when its step is reached. Only LIVE compositions are
-  back-propagated: a node in no final beam's tree has exactly zero gradient (see :meth:`Search.backward`);
+- backward (see :meth:`Search.backward`) runs the cheap beam-score chain in reverse step order,
+  then the scorer of all LIVE compositions in one batch, then the GRC cells one batch per tree
+  depth: a node in no final beam's tree has exactly zero gradient and is skipped (about two thirds
+  of them at beam 7), and a node's gradient is complete once every shallower composition is done;
 - LayerNorm and GELU use ATen's fused backward kernels, the gate algebra is written out, and each
   weight's gradient is ONE matrix product over the live rows of all steps.
 
