@@ -19,8 +19,8 @@ import torch
 import torch.nn.functional as F
 
 from rirlab.config import TrialConfig, resolve
-from rirlab.perf import tune_allocator
 from rirlab.models import registry as models
+from rirlab.perf import tune_allocator
 from rirlab.tasks import registry as tasks
 from rirlab.tasks.batching import BatchPlan, example_length, loader
 

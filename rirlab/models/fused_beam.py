@@ -25,6 +25,7 @@ Rows are sorted by length so the rows still merging are a prefix; finished rows 
 from __future__ import annotations
 
 import functools
+import math
 
 import torch
 import torch.nn.functional as F
@@ -73,9 +74,7 @@ class Noise:
         self.k_at = 0
 
     def gumbel(self, shape) -> torch.Tensor:
-        n = 1
-        for s in shape:
-            n *= s
+        n = math.prod(shape)
         out = self.g[self.g_at : self.g_at + n].view(shape)
         self.g_at += n
         return out
@@ -92,7 +91,7 @@ class Search:
     """One EBT-GRC beam search over a batch of rows; ``save=True`` keeps what :meth:`backward` needs."""
 
     def __init__(self, tree, params, x, lengths, scores, save: bool):
-        self.tree, self.save = tree, save
+        self.tree = tree
         (self.w1, self.b1, self.w2, self.b2, self.gamma, self.beta,
          self.sw1, self.sb1, self.sw2, self.sb2) = params
         self.p = tree.cell.drop.p if tree.training else 0.0
@@ -129,8 +128,9 @@ class Search:
     def score(self, inp: torch.Tensor, out: torch.Tensor | None = None, rows: tuple[int, int] | None = None):
         """Scorer MLP (eq. 12) on (R, 2 d_s) pair inputs -> scores (R,), hidden (R, d_s) before and after GELU.
         ``rows``: scorer buffer rows to write the hidden layer to."""
-        hp = torch.addmm(self.sb1, inp, self.sw1t, out=self.slot("shp", *rows) if rows else None)
-        ha = F.gelu(hp) if self.buf is None or not rows else torch.ops.aten.gelu.out(hp, out=self.slot("sha", *rows))
+        shp, sha = (self.slot("shp", *rows), self.slot("sha", *rows)) if rows else (None, None)
+        hp = torch.addmm(self.sb1, inp, self.sw1t, out=shp)
+        ha = F.gelu(hp) if sha is None else torch.ops.aten.gelu.out(hp, out=sha)
         return torch.addmv(self.sb2, ha, self.sw2v, out=out), hp, ha
 
     def compose(self, r0: int, nb: int, ids4: torch.Tensor, keep: torch.Tensor | None):
@@ -177,7 +177,7 @@ class Search:
             self.leaf_scorer = (inp, hp0, ha0)
             state = torch.cat([leaf_ids[:n], torch.arange(self.n_sc0, device=dev).view(n, b_in, w0 - 1),
                                leaf_ids.new_zeros(n, b_in, 1)], 2)  # (n, B_in, 2W)
-        offsets = torch.tensor([-1, 0, 1, 2], device=dev)
+        offsets = self.tree.offsets  # j-1, j, j+1, j+2
         r_all = torch.arange(self.n_rows, device=dev)
         new_ids = torch.stack([r_all + self.n_leaf, 2 * r_all + self.n_sc0, 2 * r_all + self.n_sc0 + 1], 1)
         lim = (lengths - 2)[:, None]  # a merge at j has a right neighbour iff j < lim (length - 2 - step)
@@ -218,7 +218,7 @@ class Search:
             right_bad = self.slot("right_bad", r0, r0 + nb)
             right_bad = torch.ge(jj.view(n, b), lim, out=None if right_bad is None else right_bad.view(n, b))
             two.view(n, b, 2)[..., 1].masked_fill_(right_bad, NEG)  # no right neighbour: the pair is padding
-            if self.save:
+            if self.buf is not None:
                 self.steps.append((n, big_b, w, r0, parent, src * (w - 1) + jj.view(n, b), sid, logp))
             # next state: keep the parent beam, drop the right child, then place the three new ids
             state = flat.gather(1, (at + (key > jj)).view(n, -1)).view(n, b, 2 * w - 2)

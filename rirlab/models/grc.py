@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -30,10 +32,7 @@ def dropout_keep_mask(shape, p: float, device, out: torch.Tensor | None = None) 
     p' = p rounded to a multiple of 2^-16 (0.1 -> 0.100006); scale kept values by
     :func:`dropout_scale` (which uses p'), so the expectation is exactly preserved.
     """
-    n = 1
-    for s in shape:
-        n *= s
-    u = random_bits16(n, device).view(shape)
+    u = random_bits16(math.prod(shape), device).view(shape)
     return torch.ge(u, round(p * 65536) - 32768, out=out)
 
 
