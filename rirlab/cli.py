@@ -62,7 +62,8 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
 
     The spec is validated completely (every trial's config) before Ray or MLflow is touched.
     """
-    from sweeps.spec import load_spec, parse_overrides
+    from rirlab.config import parse_overrides
+    from sweeps.spec import load_spec
 
     loaded = load_spec(spec, quick=quick, overrides=parse_overrides(sets))
     if dry_run:
@@ -102,7 +103,7 @@ def train(model, task, quick, sets, tracking_uri, experiment):
     from rirlab.config import field_names, resolve
     from rirlab.models import registry as models
     from rirlab.tasks import registry as tasks
-    from sweeps.spec import parse_overrides
+    from rirlab.config import parse_overrides
 
     config = {"model": model, "task": task}
     if quick:

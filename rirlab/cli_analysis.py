@@ -43,7 +43,7 @@ def _sweep(spec, experiment, tracking_uri, parent, allow_empty=False):
 
 
 def _where(pairs) -> dict:
-    from sweeps.spec import parse_overrides
+    from rirlab.config import parse_overrides
 
     return parse_overrides(pairs)
 

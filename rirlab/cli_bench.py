@@ -31,7 +31,7 @@ def bench(name, model, models, batch, length, mode, inference, device, repeats, 
           json_path):
     """Time models: median step time and peak memory (step), or RIR Table 1 (table1)."""
     from rirlab.bench import BenchOptions, run
-    from sweeps.spec import parse_overrides
+    from rirlab.config import parse_overrides
 
     opts = BenchOptions(model=model, models=tuple(m.strip() for m in models.split(",") if m.strip()), batch=batch,
                         length=length, mode=mode, inference=inference, device=device, repeats=repeats,

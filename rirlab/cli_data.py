@@ -38,7 +38,7 @@ def _module(task: str):
 def _config(task: str, sets: tuple, seed=None):
     from rirlab.config import build
     from rirlab.tasks import registry
-    from sweeps.spec import parse_overrides
+    from rirlab.config import parse_overrides
 
     values = parse_overrides(sets)
     if seed is not None:

@@ -14,6 +14,7 @@ import dataclasses
 import difflib
 from typing import Any, Literal, Optional
 
+import yaml
 from pydantic import ConfigDict, Field, ValidationError
 from pydantic.dataclasses import dataclass
 
@@ -52,6 +53,17 @@ def field_names(cls) -> list[str]:
 def closest(key: str, candidates) -> str:
     match = difflib.get_close_matches(key, list(candidates), n=1, cutoff=0.5)
     return f" (did you mean {match[0]}?)" if match else ""
+
+
+def parse_overrides(pairs) -> dict[str, Any]:
+    """``--set key=value`` pairs; values are parsed as YAML scalars (20 -> int, true -> bool)."""
+    out = {}
+    for pair in pairs or ():
+        if "=" not in pair:
+            raise UserError(f"--set {pair!r}: expected key=value, e.g. --set chunk_size=20")
+        key, value = pair.split("=", 1)
+        out[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+    return out
 
 
 def build(cls, values: dict[str, Any], what: str):

@@ -29,10 +29,9 @@ import re
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from rirlab.config import TrainConfig, closest, resolve
+from rirlab.config import closest, resolve
 from rirlab.errors import UserError
 
 SEARCH_KINDS = ("grid", "choice", "uniform", "loguniform", "randint")
@@ -204,17 +203,6 @@ class LoadedSpec:
             if keypath[:n] in self.lines:
                 return f"{self.path}:{self.lines[keypath[:n]]}"
         return str(self.path)
-
-
-def parse_overrides(pairs) -> dict[str, Any]:
-    """``--set key=value`` pairs; values are parsed as YAML scalars (20 -> int, true -> bool)."""
-    out = {}
-    for pair in pairs or ():
-        if "=" not in pair:
-            raise UserError(f"--set {pair!r}: expected key=value, e.g. --set chunk_size=20")
-        key, value = pair.split("=", 1)
-        out[key.strip()] = yaml.safe_load(value) if value.strip() else ""
-    return out
 
 
 def _pydantic_error(err: ValidationError, loaded_path: Path, lines: dict) -> UserError:
