@@ -1,8 +1,13 @@
-"""A name -> entry table filled by ``@register`` decorators when its home module is imported."""
+"""A name -> entry table filled by ``@register`` decorators when the modules of its home package are imported.
+
+The home is a package (``rirlab.models``, ``rirlab.tasks``): every module in it is imported on first use, so a
+new model family or task is one new file with an ``@register`` in it; nothing else lists it.
+"""
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
 
 from rirlab.config import closest
 from rirlab.errors import UserError
@@ -11,8 +16,9 @@ from rirlab.plugins import load_plugins
 
 class Registry:
     def __init__(self, kind: str, home: str):
-        self.kind, self.home = kind, home  # home: the module whose import registers every built-in entry
+        self.kind, self.home = kind, home  # home: the package whose modules register every built-in entry
         self.entries: dict = {}
+        self._imported = False
 
     def add(self, name: str, entry) -> None:
         if name in self.entries:
@@ -21,7 +27,12 @@ class Registry:
 
     def _load(self) -> None:
         load_plugins()
-        importlib.import_module(self.home)
+        if self._imported:
+            return
+        package = importlib.import_module(self.home)
+        for mod in pkgutil.iter_modules(getattr(package, "__path__", [])):
+            importlib.import_module(f"{self.home}.{mod.name}")
+        self._imported = True
 
     def names(self) -> list[str]:
         self._load()

@@ -17,7 +17,7 @@ class ModelEntry:
     doc: str = ""
 
 
-_REGISTRY = Registry("model", "rirlab.models.zoo")
+_REGISTRY = Registry("model", "rirlab.models")
 names = _REGISTRY.names
 get = _REGISTRY.get
 

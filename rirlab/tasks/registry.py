@@ -22,7 +22,7 @@ class TaskEntry:
         return {model_entry.name} if self.kind in model_entry.kinds else set()
 
 
-_REGISTRY = Registry("task", "rirlab.tasks.all")
+_REGISTRY = Registry("task", "rirlab.tasks")
 names = _REGISTRY.names
 get = _REGISTRY.get
 
