@@ -17,11 +17,10 @@ import json
 import sys
 import time
 from collections import Counter
-from pathlib import Path
 
 import click
 
-from rirlab.cli import main, set_option
+from rirlab.cli.options import set_option
 from rirlab.errors import UserError
 
 TASKS = ("listops", "logic", "flipflop")
@@ -67,7 +66,7 @@ def read_rows(task: str, paths) -> list[tuple[str, int, object]]:
     return rows
 
 
-@main.group()
+@click.group()
 def data():
     """Generate, check, describe and import the tasks' data files (listops, logic, flipflop)."""
 

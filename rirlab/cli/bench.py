@@ -6,10 +6,10 @@ import json
 
 import click
 
-from rirlab.cli import main, set_option
+from rirlab.cli.options import set_option
 
 
-@main.command()
+@click.command()
 @click.option("--protocol", "name", default="step", show_default=True,
               help="step (one step of one model), table1 (RIR Table 1 length bins) or gut_halt (dynamic-halt §7); "
                    "see rirlab/bench.py.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from rirlab.cli import main, tracking_option
+from rirlab.cli.options import tracking_option
 from rirlab.errors import UserError
 
 spec_argument = click.argument("spec", type=click.Path(dir_okay=False, exists=True), required=False)
@@ -48,7 +48,7 @@ def _where(pairs) -> dict:
     return parse_overrides(pairs)
 
 
-@main.command()
+@click.command()
 @spec_argument
 @experiment_option
 @tracking_option
@@ -100,7 +100,7 @@ def tables(spec, experiment, tracking_uri, parent, layout, fmt, stat, metric, re
     _write(T.render(grid, fmt), out)
 
 
-@main.command()
+@click.command()
 @click.option("--experiment", required=True, help="Experiment (sweep spec name) to export.")
 @tracking_option
 @click.option("--parent", default=None, metavar="RUN_ID", help="Only the trials of this sweep parent run.")
@@ -120,7 +120,7 @@ def export(experiment, tracking_uri, parent, out, history):
         click.echo(f"wrote {path} ({n} {kind} rows)")
 
 
-@main.group()
+@click.group()
 def plot():
     """Plots of a sweep: Pareto frontiers (accuracy vs time/memory) and training curves."""
 

@@ -1,0 +1,47 @@
+"""The `rirlab` command line: one module per command group, added to ``main`` here.
+
+Heavy imports (torch, ray, mlflow) happen inside the commands, so ``--help`` is fast.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from rirlab import __version__
+from rirlab.errors import UserError
+
+
+class Group(click.Group):
+    """Turns UserError into one line on stderr and exit code 2."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except UserError as err:
+            click.echo(f"error: {err}", err=True)
+            sys.exit(err.exit_code)
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="rirlab")
+def main():
+    """Sweeps and ablations for Recursion-in-Recursion sequence models.
+
+    \b
+    Typical session:
+      rirlab sweep search_spaces/chunk_beam.yaml --quick   # Ray Tune trials, recorded in MLflow
+      rirlab tables search_spaces/chunk_beam.yaml          # the ablation table from those runs
+      rirlab ui                                            # browse every trial in the MLflow UI
+
+    The MLflow store is --tracking-uri, else $MLFLOW_TRACKING_URI, else sqlite:///mlruns.db in the
+    current directory.
+    """
+
+
+from rirlab.cli import analysis, bench, catalog, data, sweep, train, ui  # noqa: E402  (one module per command group)
+
+for _command in (sweep.sweep, train.train, analysis.tables, analysis.export, analysis.plot, bench.bench, data.data,
+                 ui.ui, catalog.list_models, catalog.list_tasks):
+    main.add_command(_command)

@@ -1,0 +1,3 @@
+from rirlab.cli import main
+
+main()

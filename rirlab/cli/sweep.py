@@ -1,0 +1,55 @@
+"""`rirlab sweep`: run a spec's trials with Ray Tune, record them in MLflow."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from rirlab.cli.options import set_option, tracking_option
+
+
+@click.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option("--quick", is_flag=True, help="Apply the spec's quick: block (tiny model, few steps; minutes on a CPU).")
+@tracking_option
+@click.option("--address", default=None, metavar="ADDR",
+              help="Ray cluster to run on: auto, HOST:PORT or ray://HOST:PORT (default: a local Ray sized to this machine).")
+@set_option
+@click.option("--dry-run", is_flag=True, help="Print the expanded trials and the spec hash; start nothing.")
+@click.option("--resume", is_flag=True, help="Continue the last sweep of this spec (same --quick/--set) after its driver died.")
+@click.option("--no-checkpoint-artifacts", is_flag=True, help="Do not copy each trial's final checkpoint into MLflow.")
+@click.option("--output-dir", default="rirlab_runs", show_default=True, type=click.Path(file_okay=False),
+              help="Where Ray Tune keeps trial state, checkpoints and Ray's logs.")
+def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoint_artifacts, output_dir):
+    """Run the sweep described by the YAML file SPEC with Ray Tune, recording every trial in MLflow.
+
+    The spec is validated completely (every trial's config) before Ray or MLflow is touched.
+    """
+    from rirlab.config import parse_overrides
+    from sweeps.spec import load_spec
+
+    loaded = load_spec(spec, quick=quick, overrides=parse_overrides(sets))
+    if dry_run:
+        from sweeps.runner import dry_run as show
+
+        show(loaded)
+        return
+    from sweeps.runner import run_sweep
+    from sweeps.tracking import resolve_tracking_uri
+
+    uri = resolve_tracking_uri(tracking_uri)
+    click.echo(f"sweep {loaded.spec.name} (spec hash {loaded.hash}) -> MLflow {uri}")
+    try:
+        counts = run_sweep(loaded, uri, address=address, resume=resume,
+                           checkpoint_artifacts=not no_checkpoint_artifacts, output_root=output_dir)
+    except KeyboardInterrupt:
+        click.echo(f"interrupted; continue with: rirlab sweep {spec}{' --quick' if quick else ''}"
+                   f"{''.join(' --set ' + s for s in sets)} --resume", err=True)
+        sys.exit(130)
+    if counts["interrupted"]:
+        sys.exit(130)
+    click.echo(f"done: {counts['finished']} finished, {counts['failed']} failed; parent run {counts['parent_run_id']}")
+    click.echo(f"next: rirlab tables {spec}   |   rirlab ui")
+    if counts["finished"] == 0:
+        sys.exit(1)

@@ -1,0 +1,54 @@
+"""`rirlab train`: one trial in this process (no Ray), one MLflow run."""
+
+from __future__ import annotations
+
+import click
+
+from rirlab.cli.options import set_option, tracking_option
+
+TRAIN_QUICK = {"steps": 200, "batch_size": 32, "eval_every": 100, "log_every": 20, "max_eval_examples": 200}
+
+
+@click.command()
+@click.option("--model", required=True, help="Registered model name (see `rirlab models`).")
+@click.option("--task", required=True, help="Registered task name, e.g. listops.")
+@click.option("--quick", is_flag=True, help="Small data, tiny model, 200 steps.")
+@set_option
+@tracking_option
+@click.option("--experiment", default="rirlab-train", show_default=True, help="MLflow experiment to record the run in.")
+def train(model, task, quick, sets, tracking_uri, experiment):
+    """Train and evaluate ONE trial in this process (no Ray), recording one MLflow run."""
+    from rirlab.config import field_names, resolve
+    from rirlab.models import registry as models
+    from rirlab.tasks import registry as tasks
+    from rirlab.config import parse_overrides
+
+    config = {"model": model, "task": task}
+    if quick:
+        config.update(TRAIN_QUICK)
+        config.update(dict(tasks.get(task).quick))
+        if "hidden_size" in field_names(models.get(model).config):
+            config["hidden_size"] = 32
+    config.update(parse_overrides(sets))
+    flat = resolve(config, where="train").flat()
+
+    from rirlab.train import run_trial
+    from sweeps.tracking import Tracker, resolve_tracking_uri
+
+    tracker = Tracker(resolve_tracking_uri(tracking_uri))
+    exp_id = tracker.experiment_id(experiment)
+    run_id = tracker.client.create_run(exp_id, run_name=f"{model}-{task}").info.run_id
+    tracker.log_params(run_id, flat)
+    click.echo(f"run {run_id} in experiment '{experiment}'")
+
+    def report(metrics, checkpoint=None):
+        tracker.log_result(run_id, metrics, int(metrics.get("step", 0)))
+        shown = {k: round(v, 4) if isinstance(v, float) else v for k, v in metrics.items()}
+        click.echo(" ".join(f"{k}={v}" for k, v in shown.items()))
+
+    try:
+        run_trial(config, report)
+    except BaseException as err:
+        tracker.finish(run_id, "FAILED" if not isinstance(err, KeyboardInterrupt) else "KILLED", repr(err))
+        raise
+    tracker.finish(run_id, "FINISHED")
