@@ -6,7 +6,9 @@ the CLI puts its heavy and higher-layer imports, nor ``if TYPE_CHECKING:`` block
 cycle whatever the import order. The dynamic check catches what a static read cannot (``importlib`` calls,
 ``__init__`` side effects): one interpreter imports the third-party packages the project uses, then forks a
 child per project module that imports that module before any other project module, so a module that only
-works when something else was imported first fails here.
+works when something else was imported first fails here. The same static read checks DESIGN.md's layering:
+the library never imports sweeps, analysis, ray or mlflow outside the CLI; tasks never import models; analysis
+never imports torch; the CLI imports heavy modules only inside its commands.
 """
 
 from __future__ import annotations
@@ -141,6 +143,50 @@ def test_no_import_cycle_among_module_level_imports():
     assert not new, "import cycles (module-level imports): " + "; ".join(" <-> ".join(c) for c in new)
     for gone in (c for c in KNOWN_CYCLES if c not in found):
         warnings.warn(f"import cycle {' <-> '.join(gone)} is fixed: remove it from KNOWN_CYCLES")
+
+
+def all_imports(path: Path) -> set[str]:
+    """Every absolute module name ``path`` imports anywhere (function bodies too)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return out
+
+
+def _under(name: str, prefixes) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+# (modules, except these, must not import) -- DESIGN.md: lower layers never import higher ones
+LAYERS = [
+    (("rirlab",), ("rirlab.cli",), ("sweeps", "analysis", "ray", "mlflow", "optuna")),  # the library: CLI wiring only
+    (("rirlab.tasks",), (), ("rirlab.models", "rirlab.train")),  # tasks do not import models
+    (("analysis",), (), ("torch", "rirlab.models", "rirlab.train", "rirlab.tasks")),  # analysis never imports torch
+]
+# reported to its owner: analysis.tables.task_splits reads the task registry (the tasks import torch)
+KNOWN_LAYER_BREAKS = {("analysis.tables", "rirlab.tasks")}
+
+
+def test_lower_layers_never_import_higher_ones():
+    broken = set()
+    for name, path in project_modules().items():
+        for importers, exempt, forbidden in LAYERS:
+            if _under(name, importers) and not _under(name, exempt):
+                broken |= {(name, f) for f in forbidden if any(_under(i, (f,)) for i in all_imports(path))}
+    assert not broken - KNOWN_LAYER_BREAKS, sorted(broken - KNOWN_LAYER_BREAKS)
+
+
+def test_the_cli_imports_heavy_and_higher_layers_only_inside_commands():
+    """`rirlab --help` stays fast and the library stays free of sweeps: no import-time torch/ray/mlflow/sweeps."""
+    graph, heavy = import_graph(), ("sweeps", "analysis", "rirlab.models", "rirlab.train", "rirlab.tasks")
+    modules = project_modules()
+    for name in (m for m in graph if _under(m, ("rirlab.cli",))):
+        assert not {m for m in graph[name] if _under(m, heavy)}, name
+        third = {r.split(".")[0] for r in third_party_roots({name: modules[name]})}
+        assert not third & {"torch", "ray", "mlflow", "optuna", "pandas"}, (name, third)
 
 
 CHILD = textwrap.dedent("""
