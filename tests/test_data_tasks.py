@@ -15,24 +15,26 @@ from rirlab.cli import main
 from rirlab.config import STRICT
 from rirlab.tasks import cache
 from rirlab.tasks import registry as tasks
-from rirlab.tasks.base import Task
+from rirlab.tasks.base import Task, collate_classify
 
 
 @dataclass(config=STRICT)
 class ParityConfig:
     n_eval: int = Field(6, ge=1)
     data_seed: int = Field(0, ge=0)
+    eval_splits: list[str] = Field(default_factory=lambda: ["test"])
 
 
 class Parity(Task):
     """Parity of a bit string (test task)"""
 
     name, config, kind = "tmp_parity", ParityConfig, "classify"
+    vocab, num_classes, collate = ["<pad>", "0", "1"], 2, staticmethod(collate_classify)
     splits = (("test", "test"),)
     all_splits = ("train", "dev", "test")
 
-    def load(self, cfg):
-        raise NotImplementedError
+    def examples(self, cfg, table):
+        return [([1 + int(b) for b in bits], y) for bits, y in zip(*table.to_pydict().values())]
 
     def split_table(self, cfg, split):
         rng = random.Random(cfg.data_seed)
@@ -88,6 +90,12 @@ def test_a_new_task_gets_every_data_command(cli, tmp_path):
     assert r.exit_code == 0 and cache.imported_path("tmp_parity", "dev").exists()
     r = cli("data", "import", "tmp_parity", out, "--split", "ops_7")
     assert r.exit_code == 2 and "unknown split 'ops_7'; choose from train, dev, test" in r.stderr
+
+
+def test_load_builds_trial_data_from_the_interface(cli):
+    data = tasks.get("tmp_parity").load(ParityConfig(n_eval=4))
+    assert list(data.eval_splits) == ["dev", "test"] and len(data.train) == 4 and data.info.num_classes == 2
+    assert data.collate(data.train)["tokens"].shape[0] == 4
 
 
 def test_unknown_task_is_one_line_with_did_you_mean_and_the_known_tasks(cli):

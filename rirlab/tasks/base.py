@@ -49,6 +49,9 @@ class Task(abc.ABC):
     name: ClassVar[str]  # registry name, e.g. "listops"
     config: ClassVar[type]  # the task's config dataclass (its fields are flat trial keys)
     kind: ClassVar[str]  # "classify" | "pair" | "lm": which models can run it
+    vocab: ClassVar[list]  # token strings; index = token id, 0 = padding
+    num_classes: ClassVar[int]  # output classes (lm: the vocabulary size)
+    collate: ClassVar[Callable]  # examples -> padded batch dict (collate_classify, collate_pair, ...)
     quick: ClassVar[tuple] = ()  # (key, value) pairs of a small, fast setting used by `rirlab train --quick`
     splits: ClassVar[tuple] = ()  # (split name, paper column label) of the test splits, in the papers' order
     all_splits: ClassVar[tuple] = ()  # every split name: "train", "dev", then the test splits
@@ -63,13 +66,21 @@ class Task(abc.ABC):
 
     # --- trials ---
 
-    @abc.abstractmethod
     def load(self, cfg) -> "TaskData":
         """Everything a trial needs: train split, dev + ``cfg.eval_splits``, vocabulary, collator."""
+        def split(name: str) -> list:
+            return self.examples(cfg, self.split_table(cfg, name))
+
+        return TaskData(vocab=self.vocab, num_classes=self.num_classes, kind=self.kind, train=split("train"),
+                        eval_splits={s: split(s) for s in ("dev", *cfg.eval_splits)}, collate=self.collate)
 
     @abc.abstractmethod
     def split_table(self, cfg, split: str) -> pa.Table:
         """One split as a table, generated (and cached) or imported; UserError for an unknown split."""
+
+    @abc.abstractmethod
+    def examples(self, cfg, table: pa.Table) -> list:
+        """A split's table as model examples (token ids and labels; see the collate_* functions)."""
 
     # --- data files ---
 

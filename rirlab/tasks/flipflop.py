@@ -30,7 +30,7 @@ from pydantic.dataclasses import dataclass
 from rirlab.config import STRICT
 from rirlab.errors import UserError
 from rirlab.tasks import cache, summary
-from rirlab.tasks.base import PAD, Task, TaskData, pad, split_validator
+from rirlab.tasks.base import PAD, Task, pad, split_validator
 from rirlab.tasks.registry import register
 
 VOCAB = [PAD, "w", "r", "i", "0", "1"]
@@ -165,29 +165,21 @@ def examples(table: pa.Table) -> list:
     return [(ids, targets(ids)) for ids in cache.id_lists(table.column("ids"))]
 
 
-def load(cfg: FlipFlopConfig) -> TaskData:
-    return TaskData(
-        vocab=VOCAB,
-        num_classes=len(VOCAB),
-        kind="lm",
-        train=examples(split_table(cfg, "train")),
-        eval_splits={"dev": examples(split_table(cfg, "dev")),
-                     **{s: examples(split_table(cfg, s)) for s in cfg.eval_splits}},
-        collate=collate_lm,
-    )
-
-
 @register
 class FlipFlop(Task):
     """Flip-flop language modelling: predict the bit after each read"""
 
     name, config, kind = "flipflop", FlipFlopConfig, "lm"
+    vocab, num_classes, collate = VOCAB, len(VOCAB), staticmethod(collate_lm)
     quick = {"n_train": 1000, "n_dev": 20, "n_eval": 50, "train_len": 64, "eval_splits": ["p0.8_len512"]}
     splits = tuple(SPLITS.items())
     all_splits = ALL_SPLITS
-    load, split_table = staticmethod(load), staticmethod(split_table)
+    split_table = staticmethod(split_table)
     parse_line = staticmethod(parse_line)
     to_lines, to_table = staticmethod(to_lines), staticmethod(to_table)
+
+    def examples(self, cfg: FlipFlopConfig, table: pa.Table) -> list:
+        return examples(table)
 
     def import_rows(self, rows: list[list[str]]) -> pa.Table:
         """Parsed lines are token strings; the table stores token ids."""
@@ -206,3 +198,6 @@ class FlipFlop(Task):
                 "reads_per_sequence": round(ins["r"] / max(1, len(rows)), 2),
                 "read_bits": summary.shares(Counter(t[j + 1] for t in rows for j in range(0, len(t), 2)
                                                     if t[j] == "r"))}
+
+
+load = FlipFlop().load  # load(cfg) -> TaskData, for callers that hold the module (tests, notebooks)

@@ -53,7 +53,7 @@ from pydantic.dataclasses import dataclass
 from rirlab.config import STRICT
 from rirlab.errors import UserError
 from rirlab.tasks import cache, summary
-from rirlab.tasks.base import PAD, Task, TaskData, collate_classify, split_validator
+from rirlab.tasks.base import PAD, Task, collate_classify, split_validator
 from rirlab.tasks.registry import register
 
 OPS = ("[MIN", "[MAX", "[MED", "[SM")
@@ -357,30 +357,22 @@ def examples(table: pa.Table) -> list:
     return list(zip(cache.id_lists(table.column("ids")), table.column("label").to_pylist()))
 
 
-def load(cfg: ListOpsConfig) -> TaskData:
-    return TaskData(
-        vocab=VOCAB,
-        num_classes=10,
-        kind="classify",
-        train=examples(split_table(cfg, "train")),
-        eval_splits={"dev": examples(split_table(cfg, "dev")),
-                     **{s: examples(split_table(cfg, s)) for s in cfg.eval_splits}},
-        collate=collate_classify,
-    )
-
-
 @register
 class ListOps(Task):
     """ListOps-O: 10-way classification of nested list operations"""
 
     name, config, kind = "listops", ListOpsConfig, "classify"
+    vocab, num_classes, collate = VOCAB, 10, staticmethod(collate_classify)
     quick = {"n_train": 2000, "n_dev": 200, "n_test": 200, "n_eval": 50,
              "eval_splits": ["test", "len_200_300", "args_10"]}
-    splits = tuple((name, spec[0]) for name, spec in SPLITS.items())
+    splits = tuple((split, spec[0]) for split, spec in SPLITS.items())
     all_splits = ALL_SPLITS
-    load, split_table = staticmethod(load), staticmethod(split_table)
+    split_table = staticmethod(split_table)
     parse_line, is_header = staticmethod(parse_line), staticmethod(is_header)
     to_lines, to_table = staticmethod(to_lines), staticmethod(to_table)
+
+    def examples(self, cfg: ListOpsConfig, table: pa.Table) -> list:
+        return examples(table)
 
     def verify(self, row: tuple[str, int]) -> list[str]:
         want = solve(tokenize(row[0]))
@@ -398,3 +390,6 @@ class ListOps(Task):
                 "args_per_operator": summary.histogram(a for _, counts in shapes for a in counts),
                 "max_args_per_example": summary.histogram(max(c, default=0) for _, c in shapes),
                 "labels": summary.shares(Counter(y for _, y in rows))}
+
+
+load = ListOps().load  # load(cfg) -> TaskData, for callers that hold the module (tests, notebooks)

@@ -41,7 +41,7 @@ from pydantic.dataclasses import dataclass
 from rirlab.config import STRICT
 from rirlab.errors import UserError
 from rirlab.tasks import cache, summary
-from rirlab.tasks.base import PAD, Task, TaskData, collate_pair, split_validator
+from rirlab.tasks.base import PAD, Task, collate_pair, split_validator
 from rirlab.tasks.registry import register
 
 VARS = "abcdef"
@@ -274,29 +274,21 @@ def examples(table: pa.Table, keep_parens: bool) -> list:
     return [(encode(p, keep_parens), encode(h, keep_parens), RELATIONS.index(r)) for r, p, h in rows]
 
 
-def load(cfg: LogicConfig) -> TaskData:
-    return TaskData(
-        vocab=VOCAB,
-        num_classes=len(RELATIONS),
-        kind="pair",
-        train=examples(split_table(cfg, "train"), cfg.keep_parens),
-        eval_splits={"dev": examples(split_table(cfg, "dev"), cfg.keep_parens),
-                     **{s: examples(split_table(cfg, s), cfg.keep_parens) for s in cfg.eval_splits}},
-        collate=collate_pair,
-    )
-
-
 @register
 class Logic(Task):
     """Logical inference: 7-way relation between two propositional formulas"""
 
     name, config, kind = "logic", LogicConfig, "pair"
+    vocab, num_classes, collate = VOCAB, len(RELATIONS), staticmethod(collate_pair)
     quick = {"n_train": 2000, "n_dev": 200, "n_eval": 100, "eval_splits": ["ops_7", "ops_10", "ops_12"]}
     splits = tuple(SPLITS.items())
     all_splits = ALL_SPLITS
-    load, split_table = staticmethod(load), staticmethod(split_table)
+    split_table = staticmethod(split_table)
     parse_line = staticmethod(parse_line)
     to_lines, to_table = staticmethod(to_lines), staticmethod(to_table)
+
+    def examples(self, cfg: LogicConfig, table: pa.Table) -> list:
+        return examples(table, cfg.keep_parens)
 
     def verify(self, row: tuple[str, str, str]) -> list[str]:
         want = label(row[1], row[2])
@@ -313,3 +305,6 @@ class Logic(Task):
                 "operators_other_formula": summary.histogram(min(a, b) for a, b in ops),
                 "operator_shares": summary.shares(words),
                 "relations": summary.shares(Counter(r for r, _, _ in rows))}
+
+
+load = Logic().load  # load(cfg) -> TaskData, for callers that hold the module (tests, notebooks)
