@@ -31,7 +31,6 @@ class Parity(Task):
     name, config, kind = "tmp_parity", ParityConfig, "classify"
     vocab, num_classes, collate = ["<pad>", "0", "1"], 2, staticmethod(collate_classify)
     splits = (("test", "test"),)
-    all_splits = ("train", "dev", "test")
 
     def examples(self, cfg, table):
         return [([1 + int(b) for b in bits], y) for bits, y in zip(*table.to_pydict().values())]

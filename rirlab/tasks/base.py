@@ -54,12 +54,16 @@ class Task(abc.ABC):
     collate: ClassVar[Callable]  # examples -> padded batch dict (collate_classify, collate_pair, ...)
     quick: ClassVar[tuple] = ()  # (key, value) pairs of a small, fast setting used by `rirlab train --quick`
     splits: ClassVar[tuple] = ()  # (split name, paper column label) of the test splits, in the papers' order
-    all_splits: ClassVar[tuple] = ()  # every split name: "train", "dev", then the test splits
 
     @property
     def doc(self) -> str:
         """The class docstring: its first line is the task's one-line description (`rirlab tasks`)."""
         return (type(self).__doc__ or "").strip()
+
+    @property
+    def all_splits(self) -> tuple[str, ...]:
+        """Every split name: "train", "dev", then the test splits."""
+        return ("train", "dev", *(split for split, _ in self.splits))
 
     def models_ok(self, model_entry) -> set[str]:
         return {model_entry.name} if self.kind in model_entry.kinds else set()

@@ -173,7 +173,6 @@ class FlipFlop(Task):
     vocab, num_classes, collate = VOCAB, len(VOCAB), staticmethod(collate_lm)
     quick = {"n_train": 1000, "n_dev": 20, "n_eval": 50, "train_len": 64, "eval_splits": ["p0.8_len512"]}
     splits = tuple(SPLITS.items())
-    all_splits = ALL_SPLITS
     split_table = staticmethod(split_table)
     parse_line = staticmethod(parse_line)
     to_lines, to_table = staticmethod(to_lines), staticmethod(to_table)

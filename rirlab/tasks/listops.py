@@ -366,7 +366,6 @@ class ListOps(Task):
     quick = {"n_train": 2000, "n_dev": 200, "n_test": 200, "n_eval": 50,
              "eval_splits": ["test", "len_200_300", "args_10"]}
     splits = tuple((split, spec[0]) for split, spec in SPLITS.items())
-    all_splits = ALL_SPLITS
     split_table = staticmethod(split_table)
     parse_line, is_header = staticmethod(parse_line), staticmethod(is_header)
     to_lines, to_table = staticmethod(to_lines), staticmethod(to_table)

@@ -282,7 +282,6 @@ class Logic(Task):
     vocab, num_classes, collate = VOCAB, len(RELATIONS), staticmethod(collate_pair)
     quick = {"n_train": 2000, "n_dev": 200, "n_eval": 100, "eval_splits": ["ops_7", "ops_10", "ops_12"]}
     splits = tuple(SPLITS.items())
-    all_splits = ALL_SPLITS
     split_table = staticmethod(split_table)
     parse_line = staticmethod(parse_line)
     to_lines, to_table = staticmethod(to_lines), staticmethod(to_table)
