@@ -26,10 +26,9 @@ def train(model, task, quick, sets, tracking_uri, experiment):
     rirlab train --model rir_grc --task listops --quick
     rirlab train --model rir_ebt_grc --task logic --set chunk_size=20 --set beam_size=5 --set steps=5000
     """
-    from rirlab.config import field_names, resolve
+    from rirlab.config import field_names, parse_overrides, resolve
     from rirlab.models import registry as models
     from rirlab.tasks import registry as tasks
-    from rirlab.config import parse_overrides
 
     config = {"model": model, "task": task}
     if quick:
