@@ -70,8 +70,9 @@ class Task(abc.ABC):
 
     # --- trials ---
 
-    def load(self, cfg) -> "TaskData":
+    def load(self, cfg) -> TaskData:
         """Everything a trial needs: train split, dev + ``cfg.eval_splits``, vocabulary, collator."""
+
         def split(name: str) -> list:
             return self.examples(cfg, self.split_table(cfg, name))
 
