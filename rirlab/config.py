@@ -2,17 +2,22 @@
 
 A trial is described by one flat dict: ``model`` and ``task`` names, plus the
 fields of :class:`TrainConfig`, of the model's config dataclass and of the
-task's config dataclass. Keys are unique across the three, so a sweep spec or
-``--set chunk_size=20`` never needs to say which dataclass a key belongs to.
-Every config is a pydantic dataclass: types and ranges are validated at
-construction, unknown keys are an error naming the closest valid key.
+task's config dataclass. A key name means one thing (:func:`claim_keys`, run
+when a registry entry is added): a key belongs to one group (training, model or
+task configs), and where two models (or two tasks) share a key it has the same
+type in both. So a sweep spec or ``--set chunk_size=20`` never needs to say
+which dataclass a key belongs to. Every config is a pydantic dataclass: types
+and ranges are validated at construction, unknown keys are an error naming the
+closest valid key.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
-from typing import Any, Literal, Optional
+import types
+import typing
+from typing import Any, Literal, Optional, Union
 
 import yaml
 from pydantic import ConfigDict, Field, ValidationError
@@ -67,7 +72,12 @@ def parse_overrides(pairs) -> dict[str, Any]:
 
 
 def build(cls, values: dict[str, Any], what: str):
-    """Construct ``cls`` from ``values``; a bad value raises UserError naming the field and the rule."""
+    """Construct ``cls`` from ``values``; an unknown key or a bad value raises UserError naming it and the rule."""
+    allowed = field_names(cls)
+    unknown = [k for k in values if k not in allowed]
+    if unknown:
+        raise UserError(f"{what}: unknown parameter '{unknown[0]}'{closest(unknown[0], allowed)}; "
+                        f"{cls.__name__} has {', '.join(allowed)}")
     try:
         return cls(**values)
     except ValidationError as err:
@@ -77,6 +87,69 @@ def build(cls, values: dict[str, Any], what: str):
         raise UserError(f"{what}: {loc}={got!r} is invalid: {e['msg'].removeprefix('Value error, ')}") from None
     except TypeError as err:  # unexpected keyword argument
         raise UserError(f"{what}: {err}") from None
+
+
+# --- a key name means one thing ---
+
+GROUPS = {"train": "training config", "model": "model config", "task": "task config"}
+_claims: dict[str, list[tuple[str, type, str]]] = {}  # key -> (group, config class, owner) of each class with the key
+
+
+def _key_type(cls, key: str):
+    """The field's type with Optional removed (None as "use the default" does not change what a key means)."""
+    try:
+        hint = typing.get_type_hints(cls).get(key, Any)
+    except NameError:  # an annotation that does not resolve: compare its text
+        hint = next(f.type for f in dataclasses.fields(cls) if f.name == key)
+    if typing.get_origin(hint) in (Union, types.UnionType):
+        args = tuple(a for a in typing.get_args(hint) if a is not type(None))
+        hint = args[0] if len(args) == 1 else Union[args]
+    return hint
+
+
+def _type_name(hint) -> str:
+    return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
+
+
+def _who(group: str, cls: type, owner: str) -> str:
+    return f"{cls.__name__} ({GROUPS[group]}{' of ' + repr(owner) if owner else ''})"
+
+
+def claim_keys(group: str, cls: type, owner: str = "") -> None:
+    """Record that config class ``cls`` of ``group`` ("train", "model" or "task") uses its field names as flat keys.
+
+    Raises UserError, recording nothing, when a key is already a field of a class of another group (the flat
+    key could not be routed to one dataclass) or of another class of the same group with another type.
+    ``owner``, the registered name, only makes the message clearer.
+    """
+    if group not in GROUPS:
+        raise ValueError(f"unknown config group {group!r}; one of {', '.join(GROUPS)}")
+    for key in field_names(cls):
+        for other_group, other, other_owner in _claims.get(key, ()):
+            if other_group == group and other is cls:
+                continue
+            me, them = _who(group, cls, owner), _who(other_group, other, other_owner)
+            if other_group != group:
+                raise UserError(f"config key '{key}' is a field of both {me} and {them}: a flat key must have "
+                                f"one owner; rename the field in one of them")
+            mine, theirs = _key_type(cls, key), _key_type(other, key)
+            if mine != theirs:
+                raise UserError(f"config key '{key}' is {_type_name(mine)} in {me} but {_type_name(theirs)} in "
+                                f"{them}: a key must mean one thing; rename it in one of them (or use one type)")
+    for key in field_names(cls):
+        if not any(g == group and c is cls for g, c, _ in _claims.get(key, ())):
+            _claims.setdefault(key, []).append((group, cls, owner))
+
+
+def release_keys(cls: type) -> None:
+    """Forget ``cls``'s claims (its registry entry was removed, e.g. at the end of a test)."""
+    for key in list(_claims):
+        _claims[key] = [claim for claim in _claims[key] if claim[1] is not cls]
+        if not _claims[key]:
+            del _claims[key]
+
+
+claim_keys("train", TrainConfig)
 
 
 @dataclasses.dataclass
@@ -109,15 +182,14 @@ def resolve(flat: dict[str, Any], where: str = "config") -> TrialConfig:
     mentry = models.get(model)
     tentry = tasks.get(task)
     groups = {"train": TrainConfig, "model": mentry.config, "task": tentry.config}
-    names = {g: set(field_names(c)) for g, c in groups.items()}
+    owners = {key: g for g, cls in groups.items() for key in field_names(cls)}  # one owner each (claim_keys)
     split: dict[str, dict] = {g: {} for g in groups}
-    valid = set().union(*names.values())
     for key, value in flat.items():
-        owner = next((g for g in groups if key in names[g]), None)
+        owner = owners.get(key)
         if owner is None:
             raise UserError(
                 f"{where}: unknown parameter '{key}' for model '{model}' and task '{task}'"
-                f"{closest(key, valid)}"
+                f"{closest(key, owners)}"
             )
         split[owner][key] = value
     if model not in tentry.models_ok(mentry):

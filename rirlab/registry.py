@@ -2,6 +2,10 @@
 
 The home is a package (``rirlab.models``, ``rirlab.tasks``): every module in it is imported on first use, so a
 new model family or task is one new file with an ``@register`` in it; nothing else lists it.
+
+Adding an entry claims its config class's field names as flat keys (:func:`rirlab.config.claim_keys`): a key
+that would mean two things (a field of a model config and of a task config, or of two model configs with
+different types) is refused when the entry is registered, naming both classes.
 """
 
 from __future__ import annotations
@@ -9,7 +13,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from rirlab.config import closest
+from rirlab.config import claim_keys, closest, release_keys
 from rirlab.errors import UserError
 from rirlab.plugins import load_plugins
 
@@ -21,9 +25,17 @@ class Registry:
         self._imported = False
 
     def add(self, name: str, entry) -> None:
+        """Add ``entry`` (which has a ``config`` class) under ``name``, after checking its config keys."""
         if name in self.entries:
             raise ValueError(f"{self.kind} {name!r} registered twice")
+        claim_keys(self.kind, entry.config, name)
         self.entries[name] = entry
+
+    def remove(self, name: str) -> None:
+        """Drop ``name`` (plugins under test); its config keys are released when no other entry uses its class."""
+        entry = self.entries.pop(name)
+        if all(e.config is not entry.config for e in self.entries.values()):
+            release_keys(entry.config)
 
     def _load(self) -> None:
         load_plugins()

@@ -29,7 +29,13 @@ from rirlab.cli.options import set_option
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Also write the result here.")
 def bench(name, model, models, batch, length, mode, inference, device, repeats, warmup, samples, threads, sets,
           json_path):
-    """Time models: median step time and peak memory (step), or RIR Table 1 (table1)."""
+    """Time models: median step time and peak memory (step), RIR Table 1 (table1) or dynamic halting (gut_halt).
+
+    \b
+    rirlab bench --model rir_ebt_grc --batch 16 --length 500 --mode eval
+    rirlab bench --protocol table1 --models rir_ebt_grc,ebt_grc --device cuda
+    rirlab bench --model rir_grc --set chunk_size=20 --json step.json
+    """
     from rirlab.bench import BenchOptions, run
     from rirlab.config import parse_overrides
 

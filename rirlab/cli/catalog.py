@@ -7,7 +7,14 @@ import click
 
 @click.command("models")
 def list_models():
-    """List registered models and the task kinds they support."""
+    """List registered models, the task kinds they support and what each is.
+
+    A model's config fields are flat keys of a trial (`--set`, sweep specs); plugins listed in $RIRLAB_PLUGINS
+    appear here too.
+
+    \b
+    rirlab models
+    """
     from rirlab.models import registry
 
     for name in registry.names():
@@ -17,7 +24,12 @@ def list_models():
 
 @click.command("tasks")
 def list_tasks():
-    """List registered tasks."""
+    """List registered tasks, their kind (classify, pair, lm) and what each is.
+
+    \b
+    rirlab tasks
+    rirlab data generate listops --split test --out -   # a task's data files
+    """
     from rirlab.tasks import registry
 
     for name in registry.names():

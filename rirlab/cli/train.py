@@ -17,11 +17,18 @@ TRAIN_QUICK = {"steps": 200, "batch_size": 32, "eval_every": 100, "log_every": 2
 @tracking_option
 @click.option("--experiment", default="rirlab-train", show_default=True, help="MLflow experiment to record the run in.")
 def train(model, task, quick, sets, tracking_uri, experiment):
-    """Train and evaluate ONE trial in this process (no Ray), recording one MLflow run."""
-    from rirlab.config import field_names, resolve
+    """Train and evaluate ONE trial in this process (no Ray), recording one MLflow run.
+
+    Every --set key is a field of the training config, of the model's config or of the task's config (a key
+    means one thing across the three); a wrong key or value stops before training with one line.
+
+    \b
+    rirlab train --model rir_grc --task listops --quick
+    rirlab train --model rir_ebt_grc --task logic --set chunk_size=20 --set beam_size=5 --set steps=5000
+    """
+    from rirlab.config import field_names, parse_overrides, resolve
     from rirlab.models import registry as models
     from rirlab.tasks import registry as tasks
-    from rirlab.config import parse_overrides
 
     config = {"model": model, "task": task}
     if quick:

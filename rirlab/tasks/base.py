@@ -1,10 +1,13 @@
-"""What a task hands the trainer: vocabulary, examples per split, and a collator to padded batches."""
+"""The Task interface every task file implements, and what a task hands the trainer (vocabulary, examples per
+split, a collator to padded batches)."""
 
 from __future__ import annotations
 
+import abc
 import dataclasses
-from typing import Callable, Sequence
+from typing import Any, Callable, ClassVar, Iterator, Sequence
 
+import pyarrow as pa
 import torch
 
 PAD = "<pad>"
@@ -32,6 +35,87 @@ class TaskData:
     @property
     def info(self) -> TaskInfo:
         return TaskInfo(len(self.vocab), self.num_classes, self.kind)
+
+
+class Task(abc.ABC):
+    """One task family: its config, its splits, its trial data and its data files.
+
+    A task file defines one subclass and registers it with ``@rirlab.tasks.registry.register``. Trials use
+    :meth:`load`; ``rirlab data generate|verify|stats|import`` use the rest, for every task alike. A data file
+    is text, one example per line (the task's standard format); a *row* is one parsed line; a *table* is the
+    Arrow table a split is stored as in the cache.
+    """
+
+    name: ClassVar[str]  # registry name, e.g. "listops"
+    config: ClassVar[type]  # the task's config dataclass (its fields are flat trial keys)
+    kind: ClassVar[str]  # "classify" | "pair" | "lm": which models can run it
+    vocab: ClassVar[list]  # token strings; index = token id, 0 = padding
+    num_classes: ClassVar[int]  # output classes (lm: the vocabulary size)
+    collate: ClassVar[Callable]  # examples -> padded batch dict (collate_classify, collate_pair, ...)
+    quick: ClassVar[tuple] = ()  # (key, value) pairs of a small, fast setting used by `rirlab train --quick`
+    splits: ClassVar[tuple] = ()  # (split name, paper column label) of the test splits, in the papers' order
+
+    @property
+    def doc(self) -> str:
+        """The class docstring: its first line is the task's one-line description (`rirlab tasks`)."""
+        return (type(self).__doc__ or "").strip()
+
+    @property
+    def all_splits(self) -> tuple[str, ...]:
+        """Every split name: "train", "dev", then the test splits."""
+        return ("train", "dev", *(split for split, _ in self.splits))
+
+    def models_ok(self, model_entry) -> set[str]:
+        return {model_entry.name} if self.kind in model_entry.kinds else set()
+
+    # --- trials ---
+
+    def load(self, cfg) -> TaskData:
+        """Everything a trial needs: train split, dev + ``cfg.eval_splits``, vocabulary, collator."""
+
+        def split(name: str) -> list:
+            return self.examples(cfg, self.split_table(cfg, name))
+
+        return TaskData(vocab=self.vocab, num_classes=self.num_classes, kind=self.kind, train=split("train"),
+                        eval_splits={s: split(s) for s in ("dev", *cfg.eval_splits)}, collate=self.collate)
+
+    @abc.abstractmethod
+    def split_table(self, cfg, split: str) -> pa.Table:
+        """One split as a table, generated (and cached) or imported; UserError for an unknown split."""
+
+    @abc.abstractmethod
+    def examples(self, cfg, table: pa.Table) -> list:
+        """A split's table as model examples (token ids and labels; see the collate_* functions)."""
+
+    # --- data files ---
+
+    @abc.abstractmethod
+    def parse_line(self, line: str) -> Any:
+        """One line of a data file -> a row; ValueError saying why when the line is malformed."""
+
+    def is_header(self, line: str) -> bool:
+        """Whether the first line of a file is a header to skip."""
+        return False
+
+    @abc.abstractmethod
+    def to_lines(self, table: pa.Table) -> Iterator[str]:
+        """The lines of a data file holding ``table``."""
+
+    @abc.abstractmethod
+    def to_table(self, rows: Sequence) -> pa.Table:
+        """The table of generated rows (what :meth:`split_table` stores)."""
+
+    def import_rows(self, rows: Sequence) -> pa.Table:
+        """The table of rows parsed from files (by default the same as generated rows)."""
+        return self.to_table(rows)
+
+    @abc.abstractmethod
+    def verify(self, row) -> list[str]:
+        """Check a row's label with the task's own solver/labeler: one line per wrong label, [] when right."""
+
+    @abc.abstractmethod
+    def stats(self, rows: Sequence) -> dict:
+        """A summary of parsed rows: count, length distribution, the task's own counts, label shares."""
 
 
 def pad(seqs: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:

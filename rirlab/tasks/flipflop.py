@@ -18,6 +18,7 @@ test setting.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Iterator, Optional
 
 import numpy as np
@@ -28,8 +29,8 @@ from pydantic.dataclasses import dataclass
 
 from rirlab.config import STRICT
 from rirlab.errors import UserError
-from rirlab.tasks import cache
-from rirlab.tasks.base import PAD, TaskData, pad, split_validator
+from rirlab.tasks import cache, summary
+from rirlab.tasks.base import PAD, Task, pad, split_validator
 from rirlab.tasks.registry import register
 
 VOCAB = [PAD, "w", "r", "i", "0", "1"]
@@ -93,10 +94,6 @@ def parse_line(line: str) -> list[str]:
         raise ValueError("empty line")
     check(tokens)
     return tokens
-
-
-def is_header(line: str) -> bool:
-    return False
 
 
 def to_table(ids: np.ndarray | list) -> pa.Table:
@@ -168,16 +165,38 @@ def examples(table: pa.Table) -> list:
     return [(ids, targets(ids)) for ids in cache.id_lists(table.column("ids"))]
 
 
-@register("flipflop", FlipFlopConfig, kind="lm", doc="Flip-flop language modelling: predict the bit after each read",
-          quick={"n_train": 1000, "n_dev": 20, "n_eval": 50, "train_len": 64, "eval_splits": ["p0.8_len512"]},
-          splits=tuple(SPLITS.items()))
-def load(cfg: FlipFlopConfig) -> TaskData:
-    return TaskData(
-        vocab=VOCAB,
-        num_classes=len(VOCAB),
-        kind="lm",
-        train=examples(split_table(cfg, "train")),
-        eval_splits={"dev": examples(split_table(cfg, "dev")),
-                     **{s: examples(split_table(cfg, s)) for s in cfg.eval_splits}},
-        collate=collate_lm,
-    )
+@register
+class FlipFlop(Task):
+    """Flip-flop language modelling: predict the bit after each read"""
+
+    name, config, kind = "flipflop", FlipFlopConfig, "lm"
+    vocab, num_classes, collate = VOCAB, len(VOCAB), staticmethod(collate_lm)
+    quick = {"n_train": 1000, "n_dev": 20, "n_eval": 50, "train_len": 64, "eval_splits": ["p0.8_len512"]}
+    splits = tuple(SPLITS.items())
+    split_table = staticmethod(split_table)
+    parse_line = staticmethod(parse_line)
+    to_lines, to_table = staticmethod(to_lines), staticmethod(to_table)
+
+    def examples(self, cfg: FlipFlopConfig, table: pa.Table) -> list:
+        return examples(table)
+
+    def import_rows(self, rows: list[list[str]]) -> pa.Table:
+        """Parsed lines are token strings; the table stores token ids."""
+        return to_table([[TOKEN_ID[t] for t in tokens] for tokens in rows])
+
+    def verify(self, row: list[str]) -> list[str]:
+        return [f"token {tok + 1}: read bit {found}, last written bit is {expected}"
+                for tok, expected, found in check(row)]
+
+    def stats(self, rows: list[list[str]]) -> dict:
+        """Sequence lengths, instruction shares, reads per sequence, shares of the read bits."""
+        ins = Counter(t[j] for t in rows for j in range(0, len(t), 2))
+        return {"count": len(rows),
+                "length": summary.distribution(len(t) for t in rows),
+                "instruction_shares": summary.shares(ins),
+                "reads_per_sequence": round(ins["r"] / max(1, len(rows)), 2),
+                "read_bits": summary.shares(Counter(t[j + 1] for t in rows for j in range(0, len(t), 2)
+                                                    if t[j] == "r"))}
+
+
+load = FlipFlop().load  # load(cfg) -> TaskData, for callers that hold the module (tests, notebooks)

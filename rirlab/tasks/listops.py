@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import random
 import statistics
+from collections import Counter
 from typing import Iterator, Optional
 
 import pyarrow as pa
@@ -51,8 +52,8 @@ from pydantic.dataclasses import dataclass
 
 from rirlab.config import STRICT
 from rirlab.errors import UserError
-from rirlab.tasks import cache
-from rirlab.tasks.base import PAD, TaskData, collate_classify, split_validator
+from rirlab.tasks import cache, summary
+from rirlab.tasks.base import PAD, Task, collate_classify, split_validator
 from rirlab.tasks.registry import register
 
 OPS = ("[MIN", "[MAX", "[MED", "[SM")
@@ -356,17 +357,38 @@ def examples(table: pa.Table) -> list:
     return list(zip(cache.id_lists(table.column("ids")), table.column("label").to_pylist()))
 
 
-@register("listops", ListOpsConfig, kind="classify", doc="ListOps-O: 10-way classification of nested list operations",
-          quick={"n_train": 2000, "n_dev": 200, "n_test": 200, "n_eval": 50,
-                 "eval_splits": ["test", "len_200_300", "args_10"]},
-          splits=tuple((name, spec[0]) for name, spec in SPLITS.items()))
-def load(cfg: ListOpsConfig) -> TaskData:
-    return TaskData(
-        vocab=VOCAB,
-        num_classes=10,
-        kind="classify",
-        train=examples(split_table(cfg, "train")),
-        eval_splits={"dev": examples(split_table(cfg, "dev")),
-                     **{s: examples(split_table(cfg, s)) for s in cfg.eval_splits}},
-        collate=collate_classify,
-    )
+@register
+class ListOps(Task):
+    """ListOps-O: 10-way classification of nested list operations"""
+
+    name, config, kind = "listops", ListOpsConfig, "classify"
+    vocab, num_classes, collate = VOCAB, 10, staticmethod(collate_classify)
+    quick = {"n_train": 2000, "n_dev": 200, "n_test": 200, "n_eval": 50,
+             "eval_splits": ["test", "len_200_300", "args_10"]}
+    splits = tuple((split, spec[0]) for split, spec in SPLITS.items())
+    split_table = staticmethod(split_table)
+    parse_line, is_header = staticmethod(parse_line), staticmethod(is_header)
+    to_lines, to_table = staticmethod(to_lines), staticmethod(to_table)
+
+    def examples(self, cfg: ListOpsConfig, table: pa.Table) -> list:
+        return examples(table)
+
+    def verify(self, row: tuple[str, int]) -> list[str]:
+        want = solve(tokenize(row[0]))
+        return [] if want == row[1] else [f"label {row[1]}, solver says {want}"]
+
+    def stats(self, rows: list[tuple[str, int]]) -> dict:
+        """Token lengths, operator depth, arguments per operator, label shares."""
+        toks = [tokenize(text) for text, _ in rows]
+        lengths = [len(t) for t in toks]
+        shapes = [shape(t) for t in toks]
+        return {"count": len(rows),
+                "length": summary.distribution(lengths),
+                "share_len_le_100": round(sum(n <= 100 for n in lengths) / max(1, len(rows)), 4),
+                "depth": summary.histogram(d for d, _ in shapes),
+                "args_per_operator": summary.histogram(a for _, counts in shapes for a in counts),
+                "max_args_per_example": summary.histogram(max(c, default=0) for _, c in shapes),
+                "labels": summary.shares(Counter(y for _, y in rows))}
+
+
+load = ListOps().load  # load(cfg) -> TaskData, for callers that hold the module (tests, notebooks)

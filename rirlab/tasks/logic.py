@@ -31,6 +31,7 @@ as the RvNN papers' loaders do; ``keep_parens=True`` keeps them.
 from __future__ import annotations
 
 import random
+from collections import Counter
 from typing import Iterator, Optional
 
 import pyarrow as pa
@@ -39,8 +40,8 @@ from pydantic.dataclasses import dataclass
 
 from rirlab.config import STRICT
 from rirlab.errors import UserError
-from rirlab.tasks import cache
-from rirlab.tasks.base import PAD, TaskData, collate_pair, split_validator
+from rirlab.tasks import cache, summary
+from rirlab.tasks.base import PAD, Task, collate_pair, split_validator
 from rirlab.tasks.registry import register
 
 VARS = "abcdef"
@@ -193,10 +194,6 @@ def parse_line(line: str) -> tuple[str, str, str]:
     return rel, p, h
 
 
-def is_header(line: str) -> bool:
-    return False
-
-
 def to_table(rows: list[tuple[str, str, str]]) -> pa.Table:
     return pa.table({"relation": pa.array([r for r, _, _ in rows], pa.string()),
                      "premise": pa.array([p for _, p, _ in rows], pa.string()),
@@ -277,16 +274,36 @@ def examples(table: pa.Table, keep_parens: bool) -> list:
     return [(encode(p, keep_parens), encode(h, keep_parens), RELATIONS.index(r)) for r, p, h in rows]
 
 
-@register("logic", LogicConfig, kind="pair", doc="Logical inference: 7-way relation between two propositional formulas",
-          quick={"n_train": 2000, "n_dev": 200, "n_eval": 100, "eval_splits": ["ops_7", "ops_10", "ops_12"]},
-          splits=tuple(SPLITS.items()))
-def load(cfg: LogicConfig) -> TaskData:
-    return TaskData(
-        vocab=VOCAB,
-        num_classes=len(RELATIONS),
-        kind="pair",
-        train=examples(split_table(cfg, "train"), cfg.keep_parens),
-        eval_splits={"dev": examples(split_table(cfg, "dev"), cfg.keep_parens),
-                     **{s: examples(split_table(cfg, s), cfg.keep_parens) for s in cfg.eval_splits}},
-        collate=collate_pair,
-    )
+@register
+class Logic(Task):
+    """Logical inference: 7-way relation between two propositional formulas"""
+
+    name, config, kind = "logic", LogicConfig, "pair"
+    vocab, num_classes, collate = VOCAB, len(RELATIONS), staticmethod(collate_pair)
+    quick = {"n_train": 2000, "n_dev": 200, "n_eval": 100, "eval_splits": ["ops_7", "ops_10", "ops_12"]}
+    splits = tuple(SPLITS.items())
+    split_table = staticmethod(split_table)
+    parse_line = staticmethod(parse_line)
+    to_lines, to_table = staticmethod(to_lines), staticmethod(to_table)
+
+    def examples(self, cfg: LogicConfig, table: pa.Table) -> list:
+        return examples(table, cfg.keep_parens)
+
+    def verify(self, row: tuple[str, str, str]) -> list[str]:
+        want = label(row[1], row[2])
+        return [] if want == row[0] else [f"relation {row[0]}, labeler says {want}"]
+
+    def stats(self, rows: list[tuple[str, str, str]]) -> dict:
+        """Tokens without parentheses, operators N of the larger and of the other formula, relation shares."""
+        ops = [(n_ops(p), n_ops(h)) for _, p, h in rows]
+        words = Counter(t for _, p, h in rows for t in (p + " " + h).split() if t in ("not", "and", "or"))
+        return {"count": len(rows),
+                "length": summary.distribution(sum(t not in ("(", ")") for t in (p + " " + h).split())
+                                               for _, p, h in rows),
+                "operators_N": summary.histogram(max(a, b) for a, b in ops),
+                "operators_other_formula": summary.histogram(min(a, b) for a, b in ops),
+                "operator_shares": summary.shares(words),
+                "relations": summary.shares(Counter(r for r, _, _ in rows))}
+
+
+load = Logic().load  # load(cfg) -> TaskData, for callers that hold the module (tests, notebooks)

@@ -1,39 +1,24 @@
-"""Task registry: name -> (config dataclass, loader)."""
+"""Task registry: name -> :class:`rirlab.tasks.base.Task`. The sweep layer and the CLI only see names."""
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Callable
-
 from rirlab.registry import Registry
-
-
-@dataclasses.dataclass(frozen=True)
-class TaskEntry:
-    name: str
-    config: type
-    load: Callable  # load(task_cfg) -> rirlab.tasks.base.TaskData
-    kind: str  # "classify" | "pair" | "lm"
-    doc: str = ""
-    quick: tuple = ()  # (key, value) pairs of a small, fast setting used by `rirlab train --quick`
-    splits: tuple = ()  # (split name, paper column label) of the test splits, in the papers' column order
-
-    def models_ok(self, model_entry) -> set[str]:
-        return {model_entry.name} if self.kind in model_entry.kinds else set()
-
+from rirlab.tasks.base import Task
 
 _REGISTRY = Registry("task", "rirlab.tasks")
 names = _REGISTRY.names
 get = _REGISTRY.get
+unregister = _REGISTRY.remove
 
 
-def register(name: str, config: type, kind: str, doc: str = "", quick: dict | None = None,
-             splits: tuple = ()):
-    """Decorator registering ``load(task_cfg) -> TaskData`` under ``name``."""
-
-    def deco(fn):
-        _REGISTRY.add(name, TaskEntry(name, config, fn, kind, doc or (fn.__doc__ or "").strip(),
-                                      tuple((quick or {}).items()), tuple(splits)))
-        return fn
-
-    return deco
+def register(cls):
+    """Class decorator: register one instance of a :class:`~rirlab.tasks.base.Task` subclass under ``cls.name``."""
+    if not (isinstance(cls, type) and issubclass(cls, Task)):
+        raise TypeError(f"@register takes a subclass of rirlab.tasks.base.Task, got {cls!r}")
+    missing = [a for a in ("name", "config", "kind") if not hasattr(cls, a)]
+    if missing:
+        raise TypeError(f"task class {cls.__name__} must set {', '.join(missing)}")
+    if isinstance(cls.quick, dict):  # written as a dict in the task file; entries keep (key, value) pairs
+        cls.quick = tuple(cls.quick.items())
+    _REGISTRY.add(cls.name, cls())
+    return cls
