@@ -16,9 +16,8 @@ from torch import nn
 from rirlab.config import STRICT
 from rirlab.models.base import EncoderOutput
 from rirlab.models.halting import DepthHalting, HaltConfig
-from rirlab.models.heads import TaskModel
 from rirlab.models.registry import register
-from rirlab.models.transformer import KINDS, Block, Readout, causal_for
+from rirlab.models.transformer import KINDS, Block, Readout, task_model
 
 
 @dataclass(config=STRICT)
@@ -63,10 +62,10 @@ class UniversalEncoder(nn.Module):
 @register("ut", HaltConfig, kinds=KINDS)
 def ut(cfg: HaltConfig, info):
     """Universal Transformer with token-level halting (Algorithm 1, eq. 5-8), mean pooling."""
-    return TaskModel(UniversalEncoder(cfg, causal_for(cfg, info), info.kind == "lm"), info, cfg)
+    return task_model(UniversalEncoder, cfg, info)
 
 
 @register("gut", GUTConfig, kinds=KINDS)
 def gut(cfg: GUTConfig, info):
     """Gated Universal Transformer: gating, global mean halting, transition-aware halt (Algorithm 3, eq. 9-17)."""
-    return TaskModel(UniversalEncoder(cfg, causal_for(cfg, info), info.kind == "lm"), info, cfg)
+    return task_model(UniversalEncoder, cfg, info)

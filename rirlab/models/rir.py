@@ -6,7 +6,9 @@ of ALL sequences as one batch, string the chunk outputs back into a shorter sequ
 one item is left. The inner RvNN is a config value (``inner``, table :data:`INNERS`): ``ebt_grc``,
 the EBT-GRC beam search (RIR-EBT-GRC, §3), or ``grc_rnn``, a GRC RNN over each chunk (RIR-GRC,
 §4.1; with k = 2 it is the balanced binary tree BBT-GRC of eq. 3). An inner RvNN maps
-x (M, B_in, L, D), lengths (M,), beam scores (M, b) or None to roots (M, b, D) and scores (M, b).
+x (M, B_in, L, D), lengths (M,), beam scores (M, b) or None to roots (M, b, D) and scores (M, b) and
+has a ``beam_size``; adding one (Ordered Memory, CRvNN, ...) is its module in its family file, one
+:data:`INNERS` entry and its name in ``InnerName``; its RIR model is a config with ``inner`` defaulting to it.
 
 The state between levels is a beam of sequences x (N, b, S, D) with a beam score per position
 (N, b, S): the score of a chunk's input beam is the sum of its positions' scores, the inner search

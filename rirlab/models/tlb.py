@@ -25,9 +25,8 @@ from rirlab.config import STRICT
 from rirlab.models.base import EncoderOutput
 from rirlab.models.gut import GUTConfig
 from rirlab.models.halting import DepthHalting
-from rirlab.models.heads import TaskModel
 from rirlab.models.registry import register
-from rirlab.models.transformer import KINDS, Attention, FeedForward, GatedFeedForward, Readout, RTConfig, causal_for
+from rirlab.models.transformer import KINDS, Attention, FeedForward, GatedFeedForward, Readout, RTConfig, task_model
 
 
 @dataclass(config=STRICT)
@@ -137,10 +136,10 @@ class LatentBottleneckEncoder(nn.Module):
 @register("tlb", TLBConfig, kinds=KINDS)
 def tlb(cfg: TLBConfig, info):
     """Temporal Latent Bottleneck: chunk-wise recurrence with memory slots (Algorithm 2), mean pooling."""
-    return TaskModel(LatentBottleneckEncoder(cfg, causal_for(cfg, info), info.kind == "lm"), info, cfg)
+    return task_model(LatentBottleneckEncoder, cfg, info)
 
 
 @register("gutlb", GUTLBConfig, kinds=KINDS)
 def gutlb(cfg: GUTLBConfig, info):
     """Gated Universal Transformer Latent Bottleneck: TLB with a halting GUT per chunk (Algorithm 4)."""
-    return TaskModel(LatentBottleneckEncoder(cfg, causal_for(cfg, info), info.kind == "lm"), info, cfg)
+    return task_model(LatentBottleneckEncoder, cfg, info)

@@ -70,6 +70,11 @@ def causal_for(cfg: RTConfig, info) -> bool:
     return lm if cfg.causal is None else cfg.causal
 
 
+def task_model(encoder_cls, cfg: RTConfig, info) -> TaskModel:
+    """``encoder_cls(cfg, causal, lm)`` under the task's head: the builder of every recurrent-Transformer model."""
+    return TaskModel(encoder_cls(cfg, causal_for(cfg, info), info.kind == "lm"), info, cfg)
+
+
 @dataclass(config=STRICT)
 class TransformerConfig(RTConfig):
     num_layers: int = Field(6, ge=1)
@@ -264,4 +269,4 @@ class TransformerEncoder(nn.Module):
 @register("transformer", TransformerConfig, kinds=KINDS)
 def transformer(cfg: TransformerConfig, info):
     """Pre-LN Transformer with RoPE (Recurrent Transformers paper eq. 1-4), mean pooling."""
-    return TaskModel(TransformerEncoder(cfg, causal_for(cfg, info), info.kind == "lm"), info, cfg)
+    return task_model(TransformerEncoder, cfg, info)
