@@ -15,4 +15,11 @@ Shared building blocks, each with the config base of its concept:
   beam_tree.py (the reference beam search), fused_beam.py (its fast path), rir.py (the outer recursion; RIRConfig),
   s4d.py (S4D layer, pre-chunk layer eq. 13-17; PreChunkConfig), halting.py (dynamic halting loop; HaltConfig),
   heads.py (embedding + task heads), base.py (what encoders and models return).
+
+Papers cited in the docstrings (equation and algorithm numbers are theirs):
+  "RIR paper": Recursion in Recursion: Two-Level Nested Recursion for Length Generalization with Scalability,
+    J. Ray Chowdhury and C. Caragea, NeurIPS 2023, arXiv:2311.04449.
+  "EBT paper": Efficient Beam Tree Recursion, J. Ray Chowdhury and C. Caragea, NeurIPS 2023, arXiv:2307.10779.
+  "Recurrent Transformers paper": Investigating Recurrent Transformers with Dynamic Halt, J. Ray Chowdhury and
+    C. Caragea, arXiv:2402.00976.
 """
