@@ -157,10 +157,14 @@ class BeamTree(nn.Module):
         src = parent.clamp(max=big_b - 1)  # (n, b) its row in h (B = 1: the one input beam)
         j = top_pos.expand(n, b, k1).reshape(n, -1).gather(1, sel)  # (n, b) merged pair = (j, j+1)
 
-        h = h.gather(1, src[:, :, None, None].expand(n, b, w, d))  # (n, b, W, D) the kept beams
-        ps = ps.gather(1, src[:, :, None].expand(n, b, w - 1))  # (n, b, W-1) their pair scores
+        row = torch.arange(n, device=h.device)[:, None]  # (n, 1)
+        if big_b == 1:  # one input beam (a fresh search): every candidate extends it, no copy
+            h, ps = h.expand(n, b, w, d), ps.expand(n, b, w - 1)  # (n, b, W, D), (n, b, W-1)
+        else:  # indexing, not gather: autograd then keeps the indices only, not the (n, B, W, D) states
+            h, ps = h[row, src], ps[row, src]  # (n, b, W, D) the kept beams, (n, b, W-1) their pair scores
         around = (j[..., None] + self.offsets).clamp(0, w - 1)  # (n, b, 4): j-1, j, j+1, j+2
-        four = h.gather(2, around[..., None].expand(n, b, 4, d))  # (n, b, 4, D) left neighbour, children, right one
+        beam = torch.arange(b, device=h.device)[:, None]  # (b, 1)
+        four = h[row[..., None], beam, around]  # (n, b, 4, D) left neighbour, children, right neighbour
         keep = noise.keep_rows(n * b) if noise is not None else None  # (n b, d_cell) dropout keep rows
         new = self.cell.compose(four[:, :, 1:3].reshape(n, b, 2 * d), keep)  # (n, b, D) from [child_l; child_r]
         if self.straight_through:  # GT-GRC: value 1 forward, gradient of the soft selection backward
@@ -171,8 +175,9 @@ class BeamTree(nn.Module):
 
         jj = j[..., None]  # (n, b, 1)
         pos = torch.arange(w - 1, device=h.device)  # (W-1,)
-        h = h.gather(2, (pos + (pos > jj))[..., None].expand(n, b, w - 1, d))  # (n, b, W-1, D) drop child_r
-        h = torch.where((pos == jj)[..., None], new[:, :, None], h)  # (n, b, W-1, D) the parent replaces child_l
+        left, right = h[:, :, :-1], h[:, :, 1:]  # (n, b, W-1, D) views: position p holds node p, node p + 1
+        h = torch.where((pos == jj)[..., None], new[:, :, None], right)  # (n, b, W-1, D) the parent, then past j
+        h = torch.where((pos < jj)[..., None], left, h)  # (n, b, W-1, D) nodes before the merge stay
 
         # pair scores: shift the cached ones, re-score only the two pairs touching the new node
         pos2 = pos[:-1]  # (W-2,)
