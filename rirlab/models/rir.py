@@ -141,11 +141,12 @@ def rir_encode(inner: nn.Module, x: torch.Tensor, lengths: torch.Tensor, k: int,
         most = int(counts.max())
         if most == 1:
             return roots, scores
-        idx = align(scores, alignment, inner.training)  # (C, b)
-        lone = (counts[rows] == 1)[:, None]  # (C, 1) the only chunk of its sequence: keep its beams in order
-        idx = torch.where(lone, torch.arange(idx.size(1), device=dev), idx)  # (C, b)
-        roots = roots.gather(1, idx[..., None].expand_as(roots))  # (C, b, D) eq. 9
-        scores = scores.gather(1, idx)  # (C, b)
+        if scores.size(1) > 1:  # beam alignment (eq. 8-9); one beam (a GRC RNN inside) has nothing to align
+            idx = align(scores, alignment, inner.training)  # (C, b)
+            lone = (counts[rows] == 1)[:, None]  # (C, 1) the only chunk of its sequence: keep its beams in order
+            idx = torch.where(lone, torch.arange(idx.size(1), device=dev), idx)  # (C, b)
+            roots = roots.gather(1, idx[..., None].expand_as(roots))  # (C, b, D) eq. 9
+            scores = scores.gather(1, idx)  # (C, b)
         # string the chunks back into sequences: (N, b, most, D)
         gidx = (first[:, None] + torch.arange(most, device=dev)).minimum((first + counts - 1)[:, None])  # (N, most)
         x = roots[gidx].transpose(1, 2)  # (N, b, most, D)
