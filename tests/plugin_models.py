@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from rirlab.models.registry import register
-from rirlab.models.zoo import RIRGRCConfig, rir_grc
+from rirlab.models.rir_grc import RIRGRCConfig, rir_grc
 
 
 class _Faulty(torch.nn.Module):

@@ -1,4 +1,6 @@
-"""Semantics of the beam-tree family: EBT-GRC against a literal Algorithm 1, RIR reductions, alignment, padding."""
+"""The RIR outer recursion (RIR paper §2-3, App. C, D, I) with its inner RvNNs: reductions to the inner model and to
+the balanced binary tree, the one 1.5k chunk rule, alignment, padding, eval determinism. The search itself is
+tested in test_models_beam_tree.py."""
 
 from __future__ import annotations
 
@@ -7,10 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from rirlab.models import registry
-from rirlab.models.beam_tree import BeamTree
-from rirlab.models.grc import GRC
 from rirlab.models.rir import align, n_chunks
-from rirlab.models.scorer import Scorer
 from rirlab.tasks.base import TaskInfo
 
 INFO = TaskInfo(16, 10, "classify")
@@ -32,58 +31,6 @@ def batch_of(seqs):
 def random_seqs(lengths, seed=0):
     g = torch.Generator().manual_seed(seed)
     return [torch.randint(1, 16, (L,), generator=g).tolist() for L in lengths]
-
-
-def reference_ebt(cell, scorer, x, b):
-    """Algorithm 1 of the EBT paper, literally: lists of beams, deep copies, per-beam top-k, then top-b."""
-    beams, beam_scores = [list(x)], [torch.zeros(())]
-    while len(beams[0]) > 1:
-        new_beams, new_scores = [], []
-        for beam, bs in zip(beams, beam_scores):
-            logp = F.log_softmax(torch.stack([scorer(beam[i], beam[i + 1]) for i in range(len(beam) - 1)]), 0)
-            top = logp.topk(min(b, len(logp))).indices
-            for i in top.tolist():
-                nb = list(beam)
-                nb[i] = cell(beam[i], beam[i + 1])
-                del nb[i + 1]
-                new_beams.append(nb)
-                new_scores.append(bs + logp[i])
-        keep = torch.stack(new_scores).topk(min(b, len(new_scores))).indices.tolist()
-        beams, beam_scores = [new_beams[i] for i in keep], [new_scores[i] for i in keep]
-    w = F.softmax(torch.stack(beam_scores), 0)
-    return sum(wi * bm[0] for wi, bm in zip(w, beams))
-
-
-@pytest.mark.parametrize("b", [1, 3])
-def test_ebt_equals_literal_algorithm_1_values_and_gradients(b):
-    torch.manual_seed(0)
-    d = 16
-    tree = BeamTree(GRC(d, 4, 0.0), Scorer(d, 8), b).eval()
-    lengths = [7, 4, 1, 9, 2]
-    x = torch.randn(len(lengths), 9, d)
-    mask = torch.arange(9)[None] < torch.tensor(lengths)[:, None]
-    roots, scores = tree(x.unsqueeze(1), mask.sum(1))
-    ours = (F.softmax(scores, -1)[..., None] * roots).sum(1)  # (N, D)
-    ref = torch.stack([reference_ebt(tree.cell, tree.scorer, x[i, :L], b) for i, L in enumerate(lengths)])
-    assert torch.allclose(ours, ref, atol=1e-5)
-    w = torch.randn_like(ours)
-    g_ours = torch.autograd.grad((ours * w).sum(), list(tree.parameters()))
-    g_ref = torch.autograd.grad((ref * w).sum(), list(tree.parameters()), allow_unused=True)
-    for go, gr in zip(g_ours, g_ref):
-        assert torch.allclose(go, torch.zeros_like(go) if gr is None else gr, atol=1e-5)
-
-
-def test_beam_1_at_eval_is_greedy_argmax_composition():
-    torch.manual_seed(1)
-    d = 8
-    tree = BeamTree(GRC(d, 4, 0.0), Scorer(d, 8), 1).eval()
-    x = torch.randn(1, 1, 11, d)
-    roots, _ = tree(x, torch.tensor([11]))
-    seq = list(x[0, 0])
-    while len(seq) > 1:
-        j = int(torch.stack([tree.scorer(seq[i], seq[i + 1]) for i in range(len(seq) - 1)]).argmax())
-        seq[j : j + 2] = [tree.cell(seq[j], seq[j + 1])]
-    assert torch.allclose(roots[0, 0], seq[0], atol=1e-5)
 
 
 def same_weights(src, dst):
@@ -132,6 +79,75 @@ def test_chunk_2_is_the_balanced_binary_tree(mode):
 def test_chunking_rule():
     assert [n_chunks(L, 30) for L in (1, 30, 44, 45, 61, 100, 1000)] == [1, 1, 1, 2, 3, 4, 34]
     assert all(n_chunks(L, 2) == (L + 1) // 2 for L in range(1, 50))  # k = 2: ceil, as the binary tree
+    lengths = torch.arange(1, 200)
+    assert n_chunks(lengths, 7).tolist() == [n_chunks(L, 7) for L in range(1, 200)]  # the batched rule is the same
+
+
+def rnn(cell, items):
+    h = items[0]
+    for x in items[1:]:
+        h = cell(h, x)
+    return h
+
+
+def literal_rir_grc(cell, items, k):
+    """RIR-GRC for one sequence, written out: L >= 1.5k -> chunks of k from the left (the last one the remainder),
+    L < 1.5k -> one chunk; a GRC RNN over each chunk; repeat on the chunk outputs."""
+    while len(items) > 1:
+        chunks = [items] if 2 * len(items) < 3 * k else [items[i : i + k] for i in range(0, len(items), k)]
+        items = [rnn(cell, c) for c in chunks]
+    return items[0]
+
+
+def literal_bbt(cell, items):
+    """The balanced binary tree of RIR eq. 3: neighbours composed pairwise from the left, an odd last one goes up."""
+    while len(items) > 1:
+        items = [cell(items[i], items[i + 1]) if i + 1 < len(items) else items[i] for i in range(0, len(items), 2)]
+    return items[0]
+
+
+def encode_rows(model, lengths, d):
+    """The encoder's output and its leaves (after the leaf layer) for random inputs of the given lengths."""
+    x = torch.randn(len(lengths), max(lengths), d)
+    mask = torch.arange(max(lengths))[None] < torch.tensor(lengths)[:, None]
+    return model.encoder(x, mask).vec, model.encoder.leaf(x, mask)
+
+
+def test_rir_grc_follows_the_one_and_a_half_k_chunk_rule():
+    torch.manual_seed(8)
+    model = build("rir_grc", hidden_size=16, chunk_size=6, s4d=False, dropout=0.0).eval()
+    # k = 6: L = 8 < 9 is one chunk (padding to a multiple of k would make chunks 6 + 2); 9 -> 6 + 3;
+    # 13 -> 6 + 6 + 1 (a one-item last chunk is its own root); 40 -> 7 chunks -> one; 60 -> 10 chunks -> 6 + 4 -> 2
+    lengths = [1, 3, 8, 9, 13, 40, 60]
+    with torch.no_grad():
+        out, leaves = encode_rows(model, lengths, 16)
+        cell = model.encoder.tree.cell
+        for i, L in enumerate(lengths):
+            assert torch.allclose(out[i], literal_rir_grc(cell, list(leaves[i, :L]), 6), atol=1e-5), L
+        padded = rnn(cell, list(leaves[2, :6])), cell(leaves[2, 6], leaves[2, 7])  # the two chunks of padding to 2k
+        assert not torch.allclose(out[2], cell(*padded), atol=1e-3)
+
+
+@pytest.mark.parametrize("mode", ["eval", "train"])
+def test_bbt_grc_is_the_literal_balanced_binary_tree(mode):
+    torch.manual_seed(9)
+    model = build("bbt_grc", hidden_size=16, dropout=0.0).train(mode == "train")
+    lengths = [1, 2, 3, 7, 8, 13]
+    out, leaves = encode_rows(model, lengths, 16)
+    for i, L in enumerate(lengths):
+        assert torch.allclose(out[i], literal_bbt(model.encoder.tree.cell, list(leaves[i, :L])), atol=1e-5), L
+
+
+def test_rir_grc_with_chunk_at_least_length_is_rnn_grc():
+    torch.manual_seed(10)
+    rnn_model = build("rnn_grc", hidden_size=16).eval()
+    rir = build("rir_grc", hidden_size=16, chunk_size=40, s4d=False).eval()
+    rir.encoder.tree.cell.load_state_dict(rnn_model.encoder.cell.state_dict())
+    rir.encoder.leaf.load_state_dict(rnn_model.encoder.leaf.state_dict())
+    rir.embed.load_state_dict(rnn_model.embed.state_dict()), rir.head.load_state_dict(rnn_model.head.state_dict())
+    batch = batch_of(random_seqs([25, 13, 40, 1]))
+    with torch.no_grad():
+        assert torch.allclose(rir(batch).logits, rnn_model(batch).logits, atol=1e-5)
 
 
 @pytest.mark.parametrize("name,kw", [("ebt_grc", {}), ("rir_ebt_grc", {"inference": "rir"}), ("rir_ebt_grc", {}),
@@ -180,44 +196,3 @@ def test_random_alignment_ignores_scores():
     assert torch.allclose(freq, torch.tensor([1 / 3, 1 / 3, 1 / 3, 0.0]), atol=0.01)
 
 
-@pytest.mark.parametrize("b,b_in,train,p", [(3, 1, True, 0.0), (7, 1, True, 0.3), (1, 1, True, 0.0), (4, 4, True, 0.3),
-                                             (5, 5, False, 0.3)])
-def test_fused_search_equals_op_by_op_autograd(b, b_in, train, p):
-    """The one-node search with its hand-written backward vs the same search recorded op by op by autograd:
-    training mode (same Gumbel and dropout draws), input beams with scores (RIR levels >= 2), rows of every length."""
-    torch.manual_seed(7)
-    d = 16
-    tree = BeamTree(GRC(d, 4, p), Scorer(d, 8), b).train(train)
-    lengths = torch.tensor([7, 4, 1, 9, 2, 9])
-    x = torch.randn(len(lengths), b_in, 9, d, requires_grad=True)
-    in_scores = torch.randn(len(lengths), b, requires_grad=True) if b_in > 1 else None
-    inputs = [x] + ([in_scores] if b_in > 1 else []) + list(tree.parameters())
-    results = []
-    for fused in (True, False):
-        tree.fused = fused
-        torch.manual_seed(1)
-        roots, scores = tree(x, lengths, in_scores)
-        g = torch.Generator().manual_seed(2)
-        w_roots, w_scores = torch.randn(roots.shape, generator=g), torch.randn(scores.shape, generator=g)
-        loss = (roots * w_roots).sum() + (scores.clamp(min=-1e3) * w_scores).sum()
-        loss = loss + (F.softmax(scores, -1)[..., None] * roots).sum()
-        results.append((roots, scores, torch.autograd.grad(loss, inputs)))
-    (r1, s1, g1), (r2, s2, g2) = results
-    assert torch.allclose(r1, r2, atol=1e-5) and torch.allclose(s1, s2, atol=1e-4)
-    for a, c in zip(g1, g2):
-        assert torch.allclose(a, c, atol=1e-4, rtol=1e-4)
-    assert g1[0].abs().sum() > 0 and g1[-4].abs().sum() > 0  # leaves and the scorer's first layer get gradients
-
-
-def test_dropout_mask_drops_p_and_keeps_the_expectation():
-    from rirlab.models.grc import dropout_keep_mask, dropout_scale
-
-    torch.manual_seed(0)
-    mask = dropout_keep_mask((400, 1000), 0.1, "cpu") * dropout_scale(0.1)
-    dropped = (mask == 0).float().mean().item()
-    assert abs(dropped - 0.1) < 0.003 and abs(mask.mean().item() - 1.0) < 0.005
-    assert torch.allclose(mask.unique(), torch.tensor([0.0, 65536 / (65536 - 6554)]))
-    torch.manual_seed(0)
-    assert torch.equal(dropout_keep_mask((400, 1000), 0.1, "cpu") * dropout_scale(0.1), mask)  # seeded by torch
-    rows = (mask == 0).float().mean(1)  # no structure across the 16-bit lanes of a 64-bit draw
-    assert rows.std() < 0.03 and all(abs((mask[:, i::4] == 0).float().mean().item() - 0.1) < 0.005 for i in range(4))

@@ -1,40 +1,46 @@
-"""Efficient Beam Tree RvNN (EBT paper §3, Algorithm 1 of Appendix E) and its greedy straight-through variant.
+"""Efficient Beam Tree RvNN (EBT paper §3, Algorithm 1 of Appendix E), batched, recorded op by op by autograd.
 
-Each step scores every adjacent child pair of every beam with the light scorer (eq. 12),
-takes the top-k pairs per beam (Gumbel-perturbed "stochastic top-k" while training, plain
-top-k at eval), adds their log-softmax scores to the beam scores, keeps the best b of the
-b x k candidates, and composes ONLY the chosen pair of each kept beam with the GRC cell.
-The caller marginalises the b roots with a softmax over beam scores (:func:`marginalize`).
+This is the readable reference of the search. Each step scores every adjacent child pair of every
+beam with the light scorer (eq. 12; EBT eq. 6-7), takes the top-k pairs per beam (Gumbel-perturbed
+"stochastic top-k" while training, plain top-k at eval), adds their log-softmax scores to the beam
+scores, keeps the best b of the b x k candidates, and composes ONLY the chosen pair of each kept beam
+with the GRC cell (eq. 10-11). The caller marginalises the b roots with a softmax over the beam
+scores (:func:`marginalize`). With ``straight_through=True`` and beam 1 it is GT-GRC: value of the
+argmax merge forward, gradient of its Gumbel-softmax probability backward.
 
-Two implementations of the same search share the data layout below: the default one is
-:func:`rirlab.models.fused_beam.fused_search` (one autograd node, hand-written backward, several
-times faster); this module's op-by-op version, recorded by autograd, serves GT-GRC's
-straight-through selection and is the reference the fused one is tested against
-(``BeamTree.fused = False``).
+Batching: every row (a sequence, or a chunk under RIR) is one search; rows are sorted by length so
+the rows still merging at step t are a prefix (:func:`merging_rows`) and finished rows cost nothing.
+Pair scores are cached per beam: a merge re-scores only the two pairs touching the new node.
+Invalid beams (fewer distinct trees than b) carry the score ``NEG`` and get zero weight. Rows may
+start from b input beams with scores (RIR levels >= 2) or from one beam (B_in = 1).
 
-Where the time goes, and what we do instead of the naive version:
-- no copies of sequence states at all: every node vector is written once into a node pool
-  (:class:`NodePool`); a beam is a row of node ids (ints), so keeping b beams, deleting the
-  right child and placing the parent are integer gathers, and each step reads only the two
-  children and two neighbours of each kept beam (O(b d) per row and step);
-- pair scores are cached per beam; a merge only re-scores the two pairs touching the new node;
-- rows (sequences or chunks) are sorted by length, so the rows still merging are a prefix
-  and finished rows cost nothing;
-- all rows (e.g. every chunk of every sequence under RIR) run as one batch.
-
-Invalid beams (fewer distinct trees than b) carry the score ``NEG`` and get zero weight.
-Rows may start from b input beams with scores (RIR levels >= 2) or from one beam (B_in = 1).
+The same search as one autograd node with a hand-written backward is the fast path
+:class:`rirlab.models.fused_beam.FusedBeamTree`; it imports its shared pieces from here (``NEG``,
+:class:`Noise`, :func:`merging_rows`, :func:`initial_scores`) and the tests hold the two equal in
+values and gradients, and both equal to a literal Algorithm 1.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rirlab.models.fused_beam import NEG, Noise, fused_search, merging_rows
-from rirlab.models.grc import GRC
-from rirlab.models.scorer import Scorer
+from rirlab.models.grc import dropout_keep_mask
+
+NEG = -1e9  # score of an impossible beam or pair; finite so that no NaN can appear
+
+
+def gumbel_like(t: torch.Tensor) -> torch.Tensor:
+    """Gumbel(0, 1) noise -log(-log U), U ~ U[0, 1) (U = 0 gives -inf: that pair is never drawn, p = 2^-24)."""
+    return torch.rand_like(t).log_().neg_().log_().neg_()  # 4x cheaper on CPU than -log(exponential_())
+
+
+def merging_rows(lens: list[int]) -> list[int]:
+    """Rows (sorted by length, descending) still merging at each step: entry t = #rows with length > t + 1."""
+    return [sum(1 for L in lens if L > t + 1) for t in range(max(lens[0] - 1, 0) + 1)]
 
 
 def initial_scores(m: int, b: int, like: torch.Tensor) -> torch.Tensor:
@@ -49,155 +55,135 @@ def marginalize(roots: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
     return (F.softmax(scores, dim=-1).unsqueeze(-1) * roots).sum(1)  # (M, D)
 
 
-class NodePool:
-    """Every node vector of one search, written once; gradients of reads are summed per node.
+class Noise:
+    """The random draws of one training-mode search, taken up front in two generator calls.
 
-    Reads and writes are custom autograd functions chained by a 0-dim ``token``: the write of
-    step t returns the token the later reads take, so in backward every read of a node has
-    added its gradient to ``grad`` before the node's write hands that gradient to its producer.
+    Step t draws Gumbel noise of shape (n_t, B_t, W - 1 - t) and its n_t * b compositions draw one
+    dropout keep row (d_cell wide, drop probability p) each, in step order. The reference and the
+    fused search both read this stream, so they see the same draws.
     """
 
-    def __init__(self, rows: int, d: int, like: torch.Tensor):
-        self.data = like.new_empty(rows, d)  # (R, D)
-        self.grad = None
-        self.count = 0
-        self.token = like.new_zeros((), requires_grad=like.requires_grad)
+    def __init__(self, n_merging: list[int], b_in: int, b: int, width: int, d_cell: int, p: float, like: torch.Tensor):
+        steps = n_merging[:-1]
+        total = sum(n * (b_in if t == 0 else b) * (width - 1 - t) for t, n in enumerate(steps))
+        self.g, self.g_at = gumbel_like(like.new_empty(total)), 0
+        rows = b * sum(steps)
+        self.keep = dropout_keep_mask((rows, d_cell), p, like.device) if p > 0 else None  # (rows, d_cell)
+        self.k_at = 0
 
-    def write(self, values: torch.Tensor) -> torch.Tensor:
-        """Store (..., D) values; returns their row ids (...)."""
-        k = values[..., 0].numel()
-        ids = torch.arange(self.count, self.count + k, device=values.device).view(values.shape[:-1])
-        self.token = _Write.apply(self.token, values.reshape(k, -1), self, self.count)
-        self.count += k
-        return ids
+    def gumbel(self, shape) -> torch.Tensor:
+        n = math.prod(shape)
+        out = self.g[self.g_at : self.g_at + n].view(shape)
+        self.g_at += n
+        return out
 
-    def read(self, ids: torch.Tensor) -> torch.Tensor:
-        return _Read.apply(self.token, self, ids)  # (*ids.shape, D)
-
-
-class _Write(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, token, values, pool, start):
-        pool.data[start : start + values.size(0)] = values.detach()
-        ctx.pool, ctx.start, ctx.k = pool, start, values.size(0)
-        return token.detach().clone()
-
-    @staticmethod
-    def backward(ctx, g_token):
-        pool = ctx.pool
-        g = None if pool.grad is None else pool.grad[ctx.start : ctx.start + ctx.k].clone()
-        return torch.zeros_like(g_token), g, None, None
-
-
-class _Read(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, token, pool, ids):
-        ctx.pool, ctx.ids = pool, ids
-        return pool.data[ids]
-
-    @staticmethod
-    def backward(ctx, g):
-        pool = ctx.pool
-        if pool.grad is None:
-            pool.grad = torch.zeros_like(pool.data)
-        pool.grad.index_add_(0, ctx.ids.reshape(-1), g.reshape(-1, g.size(-1)))
-        return torch.zeros((), dtype=g.dtype, device=g.device), None, None
+    def keep_rows(self, rows: int) -> torch.Tensor | None:
+        if self.keep is None:
+            return None
+        out = self.keep[self.k_at : self.k_at + rows]  # (rows, d_cell)
+        self.k_at += rows
+        return out
 
 
 class BeamTree(nn.Module):
-    """EBT-GRC beam search over merge orders; ``straight_through=True`` with beam 1 is GT-GRC.
+    """EBT-GRC beam search over merge orders (reference); ``straight_through=True`` with beam 1 is GT-GRC.
 
+    ``cell``: ``compose(pair (..., 2D), keep) -> (..., D)`` with attributes ``p`` and ``d_cell`` for its dropout
+    keep rows (a :class:`~rirlab.models.grc.GRC`); ``scorer(left, right) -> score`` (a
+    :class:`~rirlab.models.scorer.Scorer`).
     forward(x (M, B_in, L, D), lengths (M,), scores (M, b) or None) -> roots (M, b, D), scores (M, b),
     beams sorted by score (best first) for every row that made at least one merge.
     """
 
-    def __init__(self, cell: GRC, scorer: Scorer, beam_size: int, straight_through: bool = False, tau: float = 1.0):
+    def __init__(self, cell: nn.Module, scorer: nn.Module, beam_size: int, straight_through: bool = False,
+                 tau: float = 1.0):
         super().__init__()
         self.cell = cell
         self.scorer = scorer
         self.beam_size = beam_size
         self.straight_through = straight_through
         self.tau = tau
-        self.register_buffer("offsets", torch.tensor([-1, 0, 1, 2]), persistent=False)
-
-    fused = True  # the one-node search of :mod:`rirlab.models.fused_beam`; False: op-by-op autograd (reference)
+        self.register_buffer("offsets", torch.tensor([-1, 0, 1, 2]), persistent=False)  # j-1, j, j+1, j+2
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor, scores: torch.Tensor | None = None):
         m, b_in, width, d = x.shape
         b = self.beam_size
-        dev = x.device
         if scores is None:
             scores = initial_scores(m, b, x)  # (M, b)
-        if self.fused and not self.straight_through:
-            return fused_search(self, x, lengths, scores)
-        lengths, order = lengths.sort(descending=True)
-        inv = torch.empty_like(order)
-        inv[order] = torch.arange(m, device=dev)
-        x, scores = x[order], scores[order]
+        lengths, order = lengths.sort(descending=True)  # (M,): the rows still merging are a prefix
+        h, scores = x[order], scores[order]  # (M, B_in, W, D) node states per beam, (M, b)
         n_merging = merging_rows(lengths.tolist())
-        p = self.cell.drop.p if self.training else 0.0
-        noise = Noise(n_merging, b_in, b, width, self.cell.w1.out_features, p, x) if self.training else None
-        pool = NodePool(m * b_in * width + b * sum(n_merging[:-1]), d, x)
-        ptr = pool.write(x).expand(m, b, width) if b_in == 1 else pool.write(x)  # (M, b, L) node ids
-        pieces = []  # (root ids, scores) of finished row ranges; later-finishing ranges come first in sorted order
+        noise = Noise(n_merging, b_in, b, width, self.cell.d_cell, self.cell.p, x) if self.training else None
+        pieces = []  # (roots (rows, b, D), scores (rows, b)) of finished row ranges, last rows in sorted order first
 
         n = n_merging[0]
         if n < m:  # rows of length <= 1: the leaf is the root
-            pieces.append((ptr[n:, :, 0], scores[n:]))
-        ptr, scores, lengths = ptr[:n], scores[:n], lengths[:n]
+            pieces.append((h[n:, :, 0].expand(m - n, b, d), scores[n:]))
+        h, scores, lengths = h[:n], scores[:n], lengths[:n]
         ps = None
         if n:
-            ps = self.scorer(x[:n, :, :-1], x[:n, :, 1:])  # (n, B_in, L-1)
-            pos = torch.arange(width - 1, device=dev)
+            pos = torch.arange(width - 1, device=x.device)  # (W-1,)
+            ps = self.scorer(h[:, :, :-1], h[:, :, 1:])  # (n, B_in, W-1) every adjacent pair
             ps = ps.masked_fill(pos >= (lengths - 1)[:, None, None], NEG)  # pairs reaching into padding
         for t in range(len(n_merging) - 1):
-            ptr, ps, scores = self.step(pool, ptr, ps, scores, lengths - t, noise)
+            h, ps, scores = self.step(h, ps, scores, lengths - t, noise)  # (n, b, W-1-t, D), (n, b, W-2-t), (n, b)
             n_next = n_merging[t + 1]
             if n_next < n:  # rows that just made their last merge
-                pieces.append((ptr[n_next:, :, 0], scores[n_next:]))
-                ptr, ps, scores, lengths = ptr[:n_next], ps[:n_next], scores[:n_next], lengths[:n_next]
+                pieces.append((h[n_next:, :, 0], scores[n_next:]))  # (n - n_next, b, D), (n - n_next, b)
+                h, ps, scores, lengths = h[:n_next], ps[:n_next], scores[:n_next], lengths[:n_next]
                 n = n_next
-        roots = pool.read(torch.cat([r for r, _ in reversed(pieces)])[inv])  # (M, b, D)
+        inv = torch.empty_like(order)
+        inv[order] = torch.arange(m, device=x.device)  # (M,) sorted position of each row
+        roots = torch.cat([r for r, _ in reversed(pieces)])[inv]  # (M, b, D)
         final = torch.cat([s for _, s in reversed(pieces)])[inv]  # (M, b)
         return roots, final
 
-    def step(self, pool: NodePool, ptr: torch.Tensor, ps: torch.Tensor, scores: torch.Tensor, cur_len: torch.Tensor,
+    def step(self, h: torch.Tensor, ps: torch.Tensor, scores: torch.Tensor, cur_len: torch.Tensor,
              noise: Noise | None):
-        """One merge in every beam of every row. ptr (n, b, W) node ids, ps (n, B, W-1), scores (n, b)."""
-        n, b, w = ptr.shape
-        dev = ptr.device
-        logp = F.log_softmax(ps, dim=-1)  # (n, B, W-1)
-        key = logp + noise.gumbel(logp.shape) if noise is not None else logp
+        """One merge in every beam of every row (one iteration of Algorithm 1's loop).
+
+        h (n, B, W, D) node states, ps (n, B, W-1) pair scores, scores (n, b), cur_len (n,) nodes per row now.
+        Returns h (n, b, W-1, D), ps (n, b, W-2), scores (n, b).
+        """
+        n, big_b, w, d = h.shape
+        b = self.beam_size
+        logp = F.log_softmax(ps, dim=-1)  # (n, B, W-1) log-probability of merging each pair
+        key = logp + noise.gumbel(logp.shape) if noise is not None else logp  # (n, B, W-1) Gumbel-perturbed
         k1 = min(b, w - 1)
         top_pos = key.topk(k1, dim=-1).indices  # (n, B, k1) per-beam (stochastic) top-k
         cand = scores.view(n, b, 1) + logp.gather(-1, top_pos)  # (n, b, k1) accumulated log-scores
         new_scores, sel = cand.view(n, -1).topk(b, dim=-1)  # (n, b) best b of b x k1
-        parent = torch.div(sel, k1, rounding_mode="floor")  # (n, b)
+        parent = torch.div(sel, k1, rounding_mode="floor")  # (n, b) the beam each kept candidate extends
+        src = parent.clamp(max=big_b - 1)  # (n, b) its row in h (B = 1: the one input beam)
         j = top_pos.expand(n, b, k1).reshape(n, -1).gather(1, sel)  # (n, b) merged pair = (j, j+1)
 
-        ptr = ptr.gather(1, parent[..., None].expand(n, b, w))  # (n, b, W) the kept beams' node ids
+        row = torch.arange(n, device=h.device)[:, None]  # (n, 1)
+        if big_b == 1:  # one input beam (a fresh search): every candidate extends it, no copy
+            h, ps = h.expand(n, b, w, d), ps.expand(n, b, w - 1)  # (n, b, W, D), (n, b, W-1)
+        else:  # indexing, not gather: autograd then keeps the indices only, not the (n, B, W, D) states
+            h, ps = h[row, src], ps[row, src]  # (n, b, W, D) the kept beams, (n, b, W-1) their pair scores
         around = (j[..., None] + self.offsets).clamp(0, w - 1)  # (n, b, 4): j-1, j, j+1, j+2
-        nodes = pool.read(ptr.gather(2, around))  # (n, b, 4, D) left neighbour, children, right neighbour
-        keep = noise.keep_rows(n * b) if noise is not None else None
-        new = self.cell.compose(nodes[:, :, 1:3].reshape(n, b, -1), keep)  # (n, b, D) from [child_l; child_r]
+        beam = torch.arange(b, device=h.device)[:, None]  # (b, 1)
+        four = h[row[..., None], beam, around]  # (n, b, 4, D) left neighbour, children, right neighbour
+        keep = noise.keep_rows(n * b) if noise is not None else None  # (n b, d_cell) dropout keep rows
+        new = self.cell.compose(four[:, :, 1:3].reshape(n, b, 2 * d), keep)  # (n, b, D) from [child_l; child_r]
         if self.straight_through:  # GT-GRC: value 1 forward, gradient of the soft selection backward
             soft = F.softmax(key / self.tau, dim=-1)  # (n, B, W-1) Gumbel-softmax over pairs
-            soft = soft.gather(1, parent[..., None].clamp(max=soft.size(1) - 1).expand(n, b, w - 1))  # (n, b, W-1)
+            soft = soft.gather(1, src[..., None].expand(n, b, w - 1))  # (n, b, W-1)
             pj = soft.gather(-1, j[..., None])[..., 0]  # (n, b)
             new = new * (1.0 + pj - pj.detach()).unsqueeze(-1)  # (n, b, D)
-        new_id = pool.write(new)  # (n, b)
 
-        pos = torch.arange(w - 1, device=dev)  # (W-1,)
-        jj = j[..., None]
-        nptr = ptr.gather(2, pos + (pos > jj))  # (n, b, W-1): drop the right child j+1
-        nptr = torch.where(pos == jj, new_id[..., None], nptr)  # the parent replaces the left child
+        jj = j[..., None]  # (n, b, 1)
+        pos = torch.arange(w - 1, device=h.device)  # (W-1,)
+        left, right = h[:, :, :-1], h[:, :, 1:]  # (n, b, W-1, D) views: position p holds node p, node p + 1
+        h = torch.where((pos == jj)[..., None], new[:, :, None], right)  # (n, b, W-1, D) the parent, then past j
+        h = torch.where((pos < jj)[..., None], left, h)  # (n, b, W-1, D) nodes before the merge stay
 
         # pair scores: shift the cached ones, re-score only the two pairs touching the new node
-        pos2 = torch.arange(w - 2, device=dev)  # (W-2,)
-        src_beam = parent[..., None].clamp(max=ps.size(1) - 1).expand(n, b, w - 1)  # B_in = 1: one beam
-        old = ps.gather(1, src_beam).gather(2, pos2 + (pos2 > jj))  # (n, b, W-2)
-        two = self.scorer(torch.stack([nodes[:, :, 0], new], 2), torch.stack([new, nodes[:, :, 3]], 2))  # (n, b, 2)
-        right_ok = (j + 1) < (cur_len - 1)[:, None]  # the right neighbour is a real node
-        s_right = two[..., 1].masked_fill(~right_ok, NEG)
-        new_ps = torch.where(pos2 == jj - 1, two[..., :1], torch.where(pos2 == jj, s_right[..., None], old))
-        return nptr, new_ps, new_scores
+        pos2 = pos[:-1]  # (W-2,)
+        old = ps.gather(2, pos2 + (pos2 > jj))  # (n, b, W-2)
+        two = self.scorer(torch.stack([four[:, :, 0], new], 2), torch.stack([new, four[:, :, 3]], 2))  # (n, b, 2)
+        right_ok = (j + 1) < (cur_len - 1)[:, None]  # (n, b) the right neighbour is a real node
+        s_right = two[..., 1].masked_fill(~right_ok, NEG)  # (n, b)
+        ps = torch.where(pos2 == jj - 1, two[..., :1], torch.where(pos2 == jj, s_right[..., None], old))  # (n, b, W-2)
+        return h, ps, new_scores

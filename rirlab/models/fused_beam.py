@@ -1,9 +1,9 @@
 """EBT-GRC beam search (EBT paper §3, Algorithm 1; RIR eq. 10-12) as ONE autograd node with a hand-written backward.
 
-Same search, same values and gradients as the op-by-op autograd version in
-:mod:`rirlab.models.beam_tree` (the tests hold the two together and against a literal Algorithm 1);
-what changes is the cost of a merge step, which decides the speed because a search is a long
-chain of small steps (29 for a chunk of 30, 999 for a non-RIR pass over 1000 tokens):
+The fast path of the reference search :class:`rirlab.models.beam_tree.BeamTree`: same search, same
+values and gradients (the tests hold the two together and both against a literal Algorithm 1); what
+changes is the cost of a merge step, which decides the speed because a search is a long chain of
+small steps (29 for a chunk of 30, 999 for a non-RIR pass over 1000 tokens):
 
 - forward runs without autograd recording and keeps, per step, only the tensors the backward needs;
 - every node vector is written once into a node pool and every pair score once into a score
@@ -11,7 +11,7 @@ chain of small steps (29 for a chunk of 30, 999 for a non-RIR pass over 1000 tok
   child and shifting the cached pair scores are integer gathers, and a merge re-scores only the
   two pairs touching the new node;
 - the random draws of a search (Gumbel noise of every step, dropout masks of every composition)
-  are taken in two generator calls up front (:class:`Noise`);
+  are the reference's :class:`~rirlab.models.beam_tree.Noise` stream, taken up front;
 - backward (see :meth:`Search.backward`) runs the cheap beam-score chain in reverse step order,
   then the scorer of all LIVE compositions in one batch, then the GRC cells one batch per tree
   depth: a node in no final beam's tree has exactly zero gradient and is skipped (about two thirds
@@ -19,32 +19,26 @@ chain of small steps (29 for a chunk of 30, 999 for a non-RIR pass over 1000 tok
 - LayerNorm and GELU use ATen's fused backward kernels, the gate algebra is written out, and each
   weight's gradient is ONE matrix product over the live rows of all steps.
 
+It implements exactly the GRC cell (:class:`~rirlab.models.grc.GRC`, eq. 10-11) and the pair scorer
+(:class:`~rirlab.models.scorer.Scorer`, eq. 12), reading them only through ``GRC.weights()`` and
+``Scorer.weights()``; any other cell or scorer is refused (:func:`check_fusable`).
 Rows are sorted by length so the rows still merging are a prefix; finished rows cost nothing.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
-from rirlab.models.grc import dropout_keep_mask, dropout_scale
+from rirlab.models.beam_tree import NEG, BeamTree, Noise, initial_scores, merging_rows
+from rirlab.models.grc import GRC, GRCWeights, dropout_scale
+from rirlab.models.scorer import Scorer, ScorerWeights
 
-NEG = -1e9  # score of an impossible beam or pair; finite so that no NaN can appear
 _gelu_backward = torch.ops.aten.gelu_backward
 _ln_backward = torch.ops.aten.native_layer_norm_backward
-
-
-def gumbel_like(t: torch.Tensor) -> torch.Tensor:
-    """Gumbel(0, 1) noise -log(-log U), U ~ U[0, 1) (U = 0 gives -inf: that pair is never drawn, p = 2^-24)."""
-    return torch.rand_like(t).log_().neg_().log_().neg_()  # 4x cheaper on CPU than -log(exponential_())
-
-
-def merging_rows(lens: list[int]) -> list[int]:
-    """Rows (sorted by length, descending) still merging at each step: entry t = #rows with length > t + 1."""
-    return [sum(1 for L in lens if L > t + 1) for t in range(max(lens[0] - 1, 0) + 1)]
 
 
 @functools.lru_cache(maxsize=8192)
@@ -57,47 +51,17 @@ def state_shift(w: int, device: torch.device) -> tuple[torch.Tensor, torch.Tenso
     return source, key
 
 
-class Noise:
-    """The random draws of one training-mode search, taken up front in two generator calls.
-
-    Step t draws Gumbel noise of shape (n_t, B_t, W - 1 - t) and its n_t * b compositions draw one
-    dropout keep row each, in step order. The fused and the op-by-op search both read this stream,
-    so they see the same draws.
-    """
-
-    def __init__(self, n_merging: list[int], b_in: int, b: int, width: int, d_cell: int, p: float, like: torch.Tensor):
-        steps = n_merging[:-1]
-        total = sum(n * (b_in if t == 0 else b) * (width - 1 - t) for t, n in enumerate(steps))
-        self.g, self.g_at = gumbel_like(like.new_empty(total)), 0
-        rows = b * sum(steps)
-        self.keep = dropout_keep_mask((rows, d_cell), p, like.device) if p > 0 else None
-        self.k_at = 0
-
-    def gumbel(self, shape) -> torch.Tensor:
-        n = math.prod(shape)
-        out = self.g[self.g_at : self.g_at + n].view(shape)
-        self.g_at += n
-        return out
-
-    def keep_rows(self, rows: int) -> torch.Tensor | None:
-        if self.keep is None:
-            return None
-        out = self.keep[self.k_at : self.k_at + rows]
-        self.k_at += rows
-        return out
-
-
 class Search:
     """One EBT-GRC beam search over a batch of rows; ``save=True`` keeps what :meth:`backward` needs."""
 
-    def __init__(self, tree, params, x, lengths, scores, save: bool):
+    def __init__(self, tree: BeamTree, cw: GRCWeights, sw: ScorerWeights, x, lengths, scores, save: bool):
         self.tree = tree
-        (self.w1, self.b1, self.w2, self.b2, self.gamma, self.beta,
-         self.sw1, self.sb1, self.sw2, self.sb2) = params
-        self.p = tree.cell.drop.p if tree.training else 0.0
+        self.w1, self.b1, self.w2, self.b2, self.gamma, self.beta = cw.w1, cw.b1, cw.w2, cw.b2, cw.gamma, cw.beta
+        self.sw1, self.sb1, self.sw2, self.sb2 = sw.w1, sw.b1, sw.w2, sw.b2
+        self.p = cw.p if tree.training else 0.0
         self.scale = dropout_scale(self.p)
-        self.eps = tree.cell.ln.eps
-        self.ds = tree.scorer.ds
+        self.eps = cw.eps
+        self.ds = sw.d_s
         m, b_in, w0, d = x.shape
         self.m, self.b_in, self.w0, self.d, self.b = m, b_in, w0, d, tree.beam_size
         lengths, self.order = lengths.sort(descending=True)
@@ -369,8 +333,8 @@ class Search:
 
 class _FusedSearch(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tree, x, lengths, scores, *params):
-        search = Search(tree, params, x, lengths, scores, save=True)
+    def forward(ctx, tree, cw, sw, x, lengths, scores, *params):  # params: the tensors of cw and sw, for autograd
+        search = Search(tree, cw, sw, x, lengths, scores, save=True)
         ctx.search = search
         return search.run()
 
@@ -378,19 +342,43 @@ class _FusedSearch(torch.autograd.Function):
     def backward(ctx, g_roots, g_final):
         g_x, g_scores, g_params = ctx.search.backward(g_roots, g_final)
         ctx.search = None
-        return (None, g_x, None, g_scores, *g_params)
+        return (None, None, None, g_x, None, g_scores, *g_params)
 
 
-def tree_params(tree):
-    c, s = tree.cell, tree.scorer
-    return (c.w1.weight, c.w1.bias, c.w2.weight, c.w2.bias, c.ln.weight, c.ln.bias,
-            s.w1.weight, s.w1.bias, s.w2.weight, s.w2.bias)
+def check_fusable(cell: nn.Module, scorer: nn.Module) -> None:
+    """Refuse a cell or scorer whose maths this file does not implement (a subclass may change it)."""
+    for part, kind, role in ((cell, GRC, "cell"), (scorer, Scorer, "scorer")):
+        if type(part) is not kind:
+            raise TypeError(f"the fused beam search implements only the {kind.__name__} {role}, not "
+                            f"{type(part).__name__}; run it on the reference rirlab.models.beam_tree.BeamTree instead")
 
 
-def fused_search(tree, x: torch.Tensor, lengths: torch.Tensor, scores: torch.Tensor):
+def fused_search(tree: BeamTree, x: torch.Tensor, lengths: torch.Tensor, scores: torch.Tensor):
     """roots (M, b, D), scores (M, b) of the beam search; one autograd node when gradients are wanted."""
-    params = tree_params(tree)
+    check_fusable(tree.cell, tree.scorer)
+    cw, sw = tree.cell.weights(), tree.scorer.weights()
+    params = (cw.w1, cw.b1, cw.w2, cw.b2, cw.gamma, cw.beta, sw.w1, sw.b1, sw.w2, sw.b2)  # Search.backward's order
     if torch.is_grad_enabled() and (x.requires_grad or scores.requires_grad or any(p.requires_grad for p in params)):
-        return _FusedSearch.apply(tree, x, lengths, scores, *params)
+        return _FusedSearch.apply(tree, cw, sw, x, lengths, scores, *params)
     with torch.no_grad():
-        return Search(tree, params, x, lengths, scores, save=False).run()
+        return Search(tree, cw, sw, x, lengths, scores, save=False).run()
+
+
+class FusedBeamTree(BeamTree):
+    """:class:`~rirlab.models.beam_tree.BeamTree` (no straight-through) whose search runs as :func:`fused_search`.
+
+    ``fused = False`` runs the reference search instead (same parameters, same draws).
+    """
+
+    fused = True
+
+    def __init__(self, cell: GRC, scorer: Scorer, beam_size: int):
+        check_fusable(cell, scorer)
+        super().__init__(cell, scorer, beam_size)
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor, scores: torch.Tensor | None = None):
+        if not self.fused:
+            return super().forward(x, lengths, scores)
+        if scores is None:
+            scores = initial_scores(x.size(0), self.beam_size, x)  # (M, b)
+        return fused_search(self, x, lengths, scores)

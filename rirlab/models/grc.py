@@ -1,13 +1,30 @@
-"""Gated Recursive Cell (RIR paper, Appendix J, eq. 10-11) and the leaf transform (eq. 17)."""
+"""Gated Recursive Cell (RIR paper, Appendix J, eq. 10-11), the leaf transform (eq. 17) and the GRC recurrence (eq. 2).
+
+``GRCConfig`` holds the settings every GRC-based model shares; the families extend it.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from pydantic import Field
+from pydantic.dataclasses import dataclass
 from torch import nn
+
+from rirlab.config import STRICT
+
+
+@dataclass(config=STRICT)
+class GRCConfig:
+    """Settings shared by the GRC-based models (RIR App. K ListOps defaults)."""
+
+    hidden_size: int = Field(128, ge=2)
+    cell_mult: int = Field(4, ge=1)  # d_cell = cell_mult * hidden_size
+    dropout: float = Field(0.1, ge=0, lt=1)
 
 
 def dropout_scale(p: float) -> float:
@@ -43,15 +60,37 @@ def fast_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     return x * dropout_keep_mask(x.shape, p, x.device) * dropout_scale(p)
 
 
+@dataclasses.dataclass(frozen=True)
+class GRCWeights:
+    """What a fused kernel needs of a GRC cell: the tensors of eq. 10-11, the dropout p and the LayerNorm eps."""
+
+    w1: torch.Tensor  # (d_cell, 2D)
+    b1: torch.Tensor  # (d_cell,)
+    w2: torch.Tensor  # (4D, d_cell)
+    b2: torch.Tensor  # (4D,)
+    gamma: torch.Tensor  # (D,) LayerNorm weight
+    beta: torch.Tensor  # (D,) LayerNorm bias
+    p: float  # dropout on the hidden layer (training mode)
+    eps: float  # LayerNorm eps
+
+
 class GRC(nn.Module):
-    """GELU Gated Recursive Cell R(child_l, child_r) -> parent, eq. 10-11; d_cell = cell_mult * d."""
+    """GELU Gated Recursive Cell R(child_l, child_r) -> parent, eq. 10-11; d_cell = cell_mult * d.
+
+    What searches use: :meth:`compose` on [child_l; child_r] with an optional keep mask of shape (rows, ``d_cell``)
+    drawn with probability ``p``; :meth:`weights` for a fused kernel.
+    """
 
     def __init__(self, d: int, cell_mult: int = 4, dropout: float = 0.1):
         super().__init__()
         self.w1 = nn.Linear(2 * d, cell_mult * d)
         self.w2 = nn.Linear(cell_mult * d, 4 * d)
-        self.drop = nn.Dropout(dropout)
         self.ln = nn.LayerNorm(d)
+        self.p, self.d_cell = dropout, cell_mult * d
+
+    @classmethod
+    def from_config(cls, cfg: GRCConfig) -> GRC:
+        return cls(cfg.hidden_size, cfg.cell_mult, cfg.dropout)
 
     def forward(self, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
         return self.compose(torch.cat([left, right], dim=-1))  # (..., 2D) in
@@ -64,13 +103,18 @@ class GRC(nn.Module):
         d = pair.size(-1) // 2
         hidden = F.gelu(self.w1(pair))  # (..., d_cell)
         if keep is not None:
-            hidden = hidden * keep.view(hidden.shape) * dropout_scale(self.drop.p)
+            hidden = hidden * keep.view(hidden.shape) * dropout_scale(self.p)
         else:
-            hidden = fast_dropout(hidden, self.drop.p, self.training)
+            hidden = fast_dropout(hidden, self.p, self.training)
         out = self.w2(hidden)  # (..., 4D): l, r, g, h of eq. 10
         gates = torch.sigmoid(out[..., : 3 * d])  # (..., 3D) sigma(l), sigma(r), sigma(g)
-        mixed = gates[..., :d] * pair[..., :d] + gates[..., d : 2 * d] * pair[..., d:] + gates[..., 2 * d :] * out[..., 3 * d :]
+        mixed = gates[..., :d] * pair[..., :d] + gates[..., d : 2 * d] * pair[..., d:]  # sigma(l) c_l + sigma(r) c_r
+        mixed = mixed + gates[..., 2 * d :] * out[..., 3 * d :]  # (..., D) + sigma(g) h
         return self.ln(mixed)  # (..., D) eq. 11
+
+    def weights(self) -> GRCWeights:
+        return GRCWeights(self.w1.weight, self.w1.bias, self.w2.weight, self.w2.bias, self.ln.weight, self.ln.bias,
+                          self.p, self.ln.eps)
 
 
 class LeafTransform(nn.Module):
@@ -83,3 +127,14 @@ class LeafTransform(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         return self.ln(self.w(x))  # mask unused; accepted so leaf layers are interchangeable with PreChunkS4D
+
+
+def rnn_compose(cell: GRC, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Left-to-right GRC recurrence over the middle axis: h_1 = x_1, h_t = R(h_{t-1}, x_t) (eq. 2).
+
+    x: (..., T, D), mask: (..., T) with valid positions a prefix. Returns (..., D).
+    """
+    h = x[..., 0, :]  # (..., D)
+    for t in range(1, x.size(-2)):
+        h = torch.where(mask[..., t, None], cell(h, x[..., t, :]), h)  # (..., D)
+    return h

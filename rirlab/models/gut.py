@@ -1,33 +1,48 @@
-"""Universal Transformer (Algorithm 1) and Gated Universal Transformer (Algorithm 3), one shared block.
+"""``ut`` and ``gut``: Universal Transformer (Algorithm 1) and Gated Universal Transformer (Algorithm 3), one encoder.
 
 UT: token-level halting, attention A_l = Attention(H_{l-1}, S_{l-1}, S_{l-1}) (keys and values from the
 marginalised states, Algorithm 1), plain FeedForward, mean pooling.
 GUT: GatedFeedForward (eq. 9-11), global mean halting (eq. 12-16), transition-aware halting input (eq. 17),
 A_l = Attention(H_{l-1}, H_{l-1}, H_{l-1}) (Algorithm 3), END-position pooling (Appendix A).
-The ablations "-Gate", "-Global Halt", "-Transition" switch one of these off.
+The ablations "-Gate", "-Global Halt", "-Transition" switch one of these off. Defaults: the paper's
+Appendix A (upper bound 15 layers, alpha_thresh 0.999, beta 0.1).
 """
 
 from __future__ import annotations
 
+from pydantic.dataclasses import dataclass
 from torch import nn
 
+from rirlab.config import STRICT
 from rirlab.models.base import EncoderOutput
-from rirlab.models.halting import DepthHalting
-from rirlab.models.transformer import Block, Readout
+from rirlab.models.halting import DepthHalting, HaltConfig
+from rirlab.models.registry import register
+from rirlab.models.transformer import KINDS, Block, Readout, task_model
+
+
+@dataclass(config=STRICT)
+class GUTConfig(HaltConfig):
+    """GUT (Algorithm 3); the switches give the ablations -Global Halt, -Gate, -Transition."""
+
+    global_halt: bool = True
+    gate: bool = True
+    transition: bool = True
 
 
 class UniversalEncoder(nn.Module):
-    """One Transformer block repeated up to ``max_layers`` times under dynamic halting (UT / GUT)."""
+    """One Transformer block repeated up to ``max_layers`` times under dynamic halting: UT for a
+    :class:`HaltConfig`, GUT for a :class:`GUTConfig`."""
 
-    def __init__(self, d: int, heads: int, d_ff: int, dropout: float, *, max_layers: int, alpha_thresh: float,
-                 mode: str, gate: bool, global_halt: bool, transition: bool, attend_to_state: bool,
-                 causal: bool, lm: bool, pool: str):
+    def __init__(self, cfg: HaltConfig, causal: bool, lm: bool):
         super().__init__()
-        self.block = Block(d, heads, d_ff, dropout, gate=gate)
-        self.halting = DepthHalting(d, max_layers, alpha_thresh, global_halt, transition, causal, mode)
-        self.readout = Readout(d, lm, pool)
+        gut = isinstance(cfg, GUTConfig)
+        gate, global_halt, transition = (cfg.gate, cfg.global_halt, cfg.transition) if gut else (False, False, False)
+        d = cfg.hidden_size
+        self.block = Block(d, cfg.num_heads, cfg.d_ff, cfg.dropout, gate=gate)
+        self.halting = DepthHalting(d, cfg.max_layers, cfg.alpha_thresh, global_halt, transition, causal, cfg.halt_mode)
+        self.readout = Readout(d, lm, "end" if gut else "mean")
         self.norm = nn.LayerNorm(d)
-        self.causal, self.attend_to_state = causal, attend_to_state
+        self.causal, self.attend_to_state = causal, not gut  # UT attends to S_{l-1}, GUT to H_{l-1}
         self.unit = "sequence" if global_halt and not causal else "token"
 
     def forward(self, x, mask) -> EncoderOutput:
@@ -42,3 +57,15 @@ class UniversalEncoder(nn.Module):
 
     def artifacts(self) -> dict:
         return self.halting.histogram(self.unit)
+
+
+@register("ut", HaltConfig, kinds=KINDS)
+def ut(cfg: HaltConfig, info):
+    """Universal Transformer with token-level halting (Algorithm 1, eq. 5-8), mean pooling."""
+    return task_model(UniversalEncoder, cfg, info)
+
+
+@register("gut", GUTConfig, kinds=KINDS)
+def gut(cfg: GUTConfig, info):
+    """Gated Universal Transformer: gating, global mean halting, transition-aware halt (Algorithm 3, eq. 9-17)."""
+    return task_model(UniversalEncoder, cfg, info)

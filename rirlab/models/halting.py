@@ -20,18 +20,35 @@ L_ACT (eq. 8) is sum_l alpha_l * l with the remainder 1 - sum alpha counted as
 the halting mass of the last layer run (it weights H_l in eq. 7); without it the
 penalty would be minimised by never halting. It is the expected halting depth,
 averaged over positions (eq. 8: 1/T sum_t) and then over the batch.
+
+``HaltConfig`` (the UT model's config) holds the halting settings every halting model shares; defaults
+follow the paper's Appendix A: alpha_thresh = 0.999, beta = halt_loss_weight = 0.1 (tuned on ListOps in
+{1, 0.1, 0.01, 0.001}), upper bound 15 layers.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Optional
+from typing import Callable, Literal, Optional
 
 import torch
 import torch.nn.functional as F
+from pydantic import Field
+from pydantic.dataclasses import dataclass
 from torch import nn
 
-from rirlab.models.transformer import cumulative_mean, masked_mean
+from rirlab.config import STRICT
+from rirlab.models.transformer import RTConfig, cumulative_mean, masked_mean
+
+
+@dataclass(config=STRICT)
+class HaltConfig(RTConfig):
+    """UT: token-level halting (Algorithm 1); the halting settings of every halting model."""
+
+    max_layers: int = Field(15, ge=1)  # the upper bound on layers
+    alpha_thresh: float = Field(0.999, gt=0, le=1)
+    halt_loss_weight: float = Field(0.1, ge=0)  # beta in L = L_main + beta * L_ACT
+    halt_mode: Literal["dynamic", "upper_bound", "none"] = "dynamic"  # §7: GUT / GUT upper bound / GUT no halt
 
 MODES = ("dynamic", "upper_bound", "none")  # §7: GUT, "GUT upper bound" (no break), "GUT no halt"
 

@@ -24,12 +24,15 @@ class MLP(nn.Module):
 class TaskModel(nn.Module):
     """Embeds tokens, runs ``encoder(x, mask) -> EncoderOutput`` and applies the task's head.
 
+    ``cfg``: the model config (its ``hidden_size`` and ``dropout``).
+
     classify: MLP on the sentence vector; pair: siamese, MLP on [u; v; |u-v|; u*v];
     lm: a linear layer on every token state (the encoder must return (N, S, D)).
     """
 
-    def __init__(self, encoder: nn.Module, info: TaskInfo, d: int, dropout: float):
+    def __init__(self, encoder: nn.Module, info: TaskInfo, cfg):
         super().__init__()
+        d, dropout = cfg.hidden_size, cfg.dropout  # every model config has both
         self.kind = info.kind
         self.embed = nn.Embedding(info.vocab_size, d, padding_idx=info.pad_id)
         self.drop = nn.Dropout(dropout)

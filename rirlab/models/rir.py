@@ -1,20 +1,28 @@
-"""Recursion in Recursion with beams kept alive (RIR paper §2 eq. 6-7, §3, §3.1 eq. 8-9, Appendix C, I).
+"""Recursion in Recursion: the balanced k-ary outer recursion around an inner RvNN (RIR paper §2 eq. 5-7, §3,
+§3.1 eq. 8-9, Appendix C, D, I).
 
-Outer recursion: cut every sequence into chunks of about k items, run the inner RvNN (a
-:class:`~rirlab.models.beam_tree.BeamTree`) over ALL chunks of ALL sequences as one batch,
-string the chunk outputs back into a shorter sequence of beams, repeat until one item is left.
+Outer recursion: cut every sequence into chunks of about k items, run the inner RvNN over ALL chunks
+of ALL sequences as one batch, string the chunk outputs back into a shorter sequence, repeat until
+one item is left. The inner RvNN is a config value (``inner``, table :data:`INNERS`): ``ebt_grc``,
+the EBT-GRC beam search (RIR-EBT-GRC, §3), or ``grc_rnn``, a GRC RNN over each chunk (RIR-GRC,
+§4.1; with k = 2 it is the balanced binary tree BBT-GRC of eq. 3). An inner RvNN maps
+x (M, B_in, L, D), lengths (M,), beam scores (M, b) or None to roots (M, b, D) and scores (M, b) and
+has a ``beam_size``; adding one (Ordered Memory, CRvNN, ...) is its module in its family file, one
+:data:`INNERS` entry and its name in ``InnerName``; its RIR model is a config with ``inner`` defaulting to it.
 
-The state between levels is a beam of sequences x (N, b, S, D) with a beam score per
-position (N, b, S): the score of a chunk's input beam is the sum of its positions' scores,
-the inner search adds the log-probabilities of its merges, so the final root score of a beam
-is the sum of the scores of every merge in its tree.
+The state between levels is a beam of sequences x (N, b, S, D) with a beam score per position
+(N, b, S): the score of a chunk's input beam is the sum of its positions' scores, the inner search
+adds the log-probabilities of its merges, so the final root score of a beam is the sum of the
+scores of every merge in its tree. An inner RvNN with one beam (``grc_rnn``) carries score 0.
 
-Chunking (the paper pads a sequence to a multiple of k, §2; the authors' code also keeps a
-sequence shorter than 1.5 chunks whole, and we follow both): a sequence of L >= 1.5k items gets
-ceil(L/k) chunks of k items, the last one holding the remainder (between 1 and k items; a chunk
-of one item is its own root); a sequence of L < 1.5k items is one chunk, so the inner EBT-RvNN
-sees it whole (chunk >= L is exactly EBT-RvNN, and k = 2 is exactly the balanced binary tree).
-The rule is applied per sequence and at every level of the outer recursion.
+Chunking, one rule for every RIR model (the paper pads a sequence to a multiple of k, §2; the
+authors' code also keeps a sequence shorter than 1.5 chunks whole, and we follow both): a sequence
+of L >= 1.5k items gets ceil(L/k) chunks, k items each but the last, which holds the remainder
+(between 1 and k items: a short last chunk is encoded on its own like any chunk, and a chunk of one
+item is its own root); a sequence of L < 1.5k items is one chunk, so the inner RvNN sees it whole
+(chunk >= L is exactly the inner RvNN alone, and k = 2 is exactly the balanced binary tree). The
+rule is applied per sequence, so a padded batch gives each sequence what it gets alone, and at every
+level of the outer recursion.
 
 Choices the paper leaves open (ours):
 - Alignment (eq. 8-9) is applied only where a sequence has more than one chunk; a lone chunk's
@@ -23,21 +31,73 @@ Choices the paper leaves open (ours):
   valid beams (a chunk with fewer possible trees than b has fewer valid beams).
 - In eval mode every alignment is ``string_it`` (beams are sorted, so position i strings the
   i-th best beams), which keeps eval deterministic and batch-independent.
+- ``inference="non_rir"`` (Appendix D) runs the inner RvNN over the whole sequence in eval mode.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Callable, Literal
+
 import torch
 import torch.nn.functional as F
+from pydantic import Field, model_validator
+from pydantic.dataclasses import dataclass
+from torch import nn
 
-from rirlab.models.beam_tree import NEG, BeamTree
+from rirlab.config import STRICT
+from rirlab.models import ebt_grc
+from rirlab.models.base import EncoderOutput
+from rirlab.models.beam_tree import NEG, marginalize
+from rirlab.models.rnn_grc import GRCRNN
+from rirlab.models.s4d import PreChunkConfig, leaf_layer
 
 ALIGNMENTS = ("beam", "string_it", "random")
+InnerName = Literal["ebt_grc", "grc_rnn"]  # keys of INNERS
+Inference = Literal["rir", "non_rir"]  # eval mode: the outer recursion, or the inner RvNN alone (Appendix D)
 
 
-def n_chunks(length: int, k: int) -> int:
-    """ceil(L/k) chunks (the last one the remainder); one chunk when L < 1.5k."""
-    return 1 if 2 * length < 3 * k else -(-length // k)
+@dataclasses.dataclass(frozen=True)
+class Inner:
+    """An inner RvNN RIR can run: its builder from the model config, the config fields it reads, who has them."""
+
+    build: Callable[..., nn.Module]  # cfg -> module (x, lengths, scores) -> (roots, scores), with ``beam_size``
+    needs: tuple[str, ...]  # config fields beyond the GRC and RIR ones
+    model: str  # the registered RIR model whose config has them
+
+
+INNERS = {
+    "ebt_grc": Inner(ebt_grc.search, ("beam_size", "d_s"), "rir_ebt_grc"),  # EBT-GRC beam search (RIR §3)
+    "grc_rnn": Inner(GRCRNN, (), "rir_grc"),  # GRC RNN over each chunk (RIR-GRC, §4.1)
+}
+
+
+@dataclass(config=STRICT)
+class RIRConfig(PreChunkConfig):
+    """Settings of every RIR model: the outer recursion, its inner RvNN, and the S4D pre-chunk layer (§3.2, on)."""
+
+    chunk_size: int = Field(30, ge=2)  # k
+    inner: InnerName = "grc_rnn"
+    alignment: Literal["beam", "string_it", "random"] = "beam"  # §3.1; no effect with a one-beam inner RvNN
+    inference: Inference = "rir"
+    s4d: bool = True
+
+    @model_validator(mode="after")
+    def _inner_fits(self):
+        inner = INNERS[self.inner]
+        missing = [f for f in inner.needs if not hasattr(self, f)]
+        if missing:
+            raise ValueError(f"inner={self.inner!r} needs the setting(s) {', '.join(missing)} that this model lacks; "
+                             f"use model {inner.model} for that inner RvNN")
+        return self
+
+
+def n_chunks(length, k: int):
+    """ceil(L/k) chunks (the last one the remainder); one chunk when L < 1.5k. ``length``: an int or a tensor."""
+    ceil = -(-length // k)
+    if isinstance(length, torch.Tensor):
+        return torch.where(2 * length < 3 * k, torch.ones_like(length), ceil)
+    return 1 if 2 * length < 3 * k else ceil
 
 
 def align(scores: torch.Tensor, mode: str, training: bool, generator=None) -> torch.Tensor:
@@ -57,46 +117,58 @@ def align(scores: torch.Tensor, mode: str, training: bool, generator=None) -> to
     return idx
 
 
-def rir_encode(tree: BeamTree, x: torch.Tensor, lengths: torch.Tensor, k: int, alignment: str):
+def rir_encode(inner: nn.Module, x: torch.Tensor, lengths: torch.Tensor, k: int, alignment: str):
     """Outer balanced k-ary recursion. x (N, S, D), lengths (N,) -> roots (N, b, D), scores (N, b)."""
     dev = x.device
     x = x.unsqueeze(1)  # (N, 1, S, D): one beam until the first inner search
     pos_scores = None  # (N, b, S) once beams exist
-    lens = lengths.tolist()
+    rows_of = torch.arange(x.size(0), device=dev)  # (N,)
     while True:
-        counts = [n_chunks(L, k) for L in lens]
-        rows, starts, sizes = [], [], []
-        for r, (L, c) in enumerate(zip(lens, counts)):
-            for i in range(c):
-                rows.append(r)
-                starts.append(i * k)
-                sizes.append(k if i < c - 1 else L - i * k)
-        width = max(sizes)
-        rows_t = torch.tensor(rows, device=dev)
-        sizes_t = torch.tensor(sizes, device=dev)
-        off = torch.arange(width, device=dev)
-        pos = (torch.tensor(starts, device=dev)[:, None] + off).clamp(max=x.size(2) - 1)  # (C, Wc)
-        xc = x.transpose(1, 2)[rows_t[:, None], pos].transpose(1, 2)  # (C, B, Wc, D)
+        counts = n_chunks(lengths, k)  # (N,) chunks per sequence
+        rows = torch.repeat_interleave(rows_of, counts)  # (C,) the sequence of each chunk
+        first = counts.cumsum(0) - counts  # (N,) id of each sequence's first chunk
+        i = torch.arange(rows.numel(), device=dev) - first[rows]  # (C,) place of the chunk in its sequence
+        starts = i * k  # (C,)
+        sizes = torch.where(i < counts[rows] - 1, k, lengths[rows] - starts)  # (C,) the last chunk: the remainder
+        off = torch.arange(int(sizes.max()), device=dev)  # (Wc,)
+        pos = (starts[:, None] + off).clamp(max=x.size(2) - 1)  # (C, Wc)
+        xc = x.transpose(1, 2)[rows[:, None], pos].transpose(1, 2)  # (C, B, Wc, D)
         in_scores = None
         if pos_scores is not None:
-            ok = off < sizes_t[:, None]  # (C, Wc)
-            in_scores = (pos_scores.transpose(1, 2)[rows_t[:, None], pos] * ok[..., None]).sum(1)  # (C, b)
-        roots, scores = tree(xc, sizes_t, in_scores)  # (C, b, D), (C, b)
-        if all(c == 1 for c in counts):
+            ok = off < sizes[:, None]  # (C, Wc)
+            in_scores = (pos_scores.transpose(1, 2)[rows[:, None], pos] * ok[..., None]).sum(1)  # (C, b)
+        roots, scores = inner(xc, sizes, in_scores)  # (C, b, D), (C, b)
+        most = int(counts.max())
+        if most == 1:
             return roots, scores
-        idx = align(scores, alignment, tree.training)  # (C, b)
-        lone = torch.tensor([counts[r] == 1 for r in rows], device=dev)
-        idx = torch.where(lone[:, None], torch.arange(idx.size(1), device=dev), idx)
-        roots = roots.gather(1, idx[..., None].expand_as(roots))  # (C, b, D) eq. 9
-        scores = scores.gather(1, idx)  # (C, b)
-        # string the chunks back into sequences: (N, b, max chunks, D)
-        most = max(counts)
-        first, last = [], []  # chunk ids of each row's first and last chunk
-        for c in counts:
-            first.append(last[-1] + 1 if last else 0)
-            last.append(first[-1] + c - 1)
-        j = torch.arange(most, device=dev)
-        gidx = (torch.tensor(first, device=dev)[:, None] + j).minimum(torch.tensor(last, device=dev)[:, None])  # (N, most)
+        if scores.size(1) > 1:  # beam alignment (eq. 8-9); one beam (a GRC RNN inside) has nothing to align
+            idx = align(scores, alignment, inner.training)  # (C, b)
+            lone = (counts[rows] == 1)[:, None]  # (C, 1) the only chunk of its sequence: keep its beams in order
+            idx = torch.where(lone, torch.arange(idx.size(1), device=dev), idx)  # (C, b)
+            roots = roots.gather(1, idx[..., None].expand_as(roots))  # (C, b, D) eq. 9
+            scores = scores.gather(1, idx)  # (C, b)
+        # string the chunks back into sequences: (N, b, most, D)
+        gidx = (first[:, None] + torch.arange(most, device=dev)).minimum((first + counts - 1)[:, None])  # (N, most)
         x = roots[gidx].transpose(1, 2)  # (N, b, most, D)
         pos_scores = scores[gidx].transpose(1, 2)  # (N, b, most)
-        lens = counts
+        lengths = counts
+
+
+class RIREncoder(nn.Module):
+    """Leaf layer (eq. 17, or the S4D pre-chunk layer eq. 13-17), the inner RvNN inside the outer recursion,
+    softmax-marginalised root."""
+
+    def __init__(self, cfg: RIRConfig):
+        super().__init__()
+        self.leaf = leaf_layer(cfg)
+        self.tree = INNERS[cfg.inner].build(cfg)  # the inner RvNN
+        self.chunk_size, self.alignment, self.inference = cfg.chunk_size, cfg.alignment, cfg.inference
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> EncoderOutput:
+        h = self.leaf(x, mask)  # (N, S, D)
+        lengths = mask.sum(1)  # (N,)
+        if self.training or self.inference == "rir":
+            roots, scores = rir_encode(self.tree, h, lengths, self.chunk_size, self.alignment)  # (N, b, D), (N, b)
+        else:  # non-RIR inference (RIR Appendix D): the inner RvNN over the whole sequence
+            roots, scores = self.tree(h.unsqueeze(1), lengths)  # (N, b, D), (N, b)
+        return EncoderOutput(marginalize(roots, scores))  # (N, D)

@@ -1,4 +1,4 @@
-"""S4D: diagonal state space layer (Gu et al. 2022), the RIR pre-chunk layer (RIR Appendix J eq. 13-17), an S4D stack.
+"""S4D: diagonal state space layer (Gu et al. 2022) and the RIR pre-chunk layer (RIR §3.2, Appendix J eq. 13-17).
 
 Kernel: A_n = -1/2 + i * imag_n (S4D-Inv: imag_n = N/pi (N/(2n+1) - 1); S4D-Lin: imag_n = pi n),
 bilinear discretisation (RIR Appendix K): dA = (1 + dt A/2) / (1 - dt A/2), dB = dt / (1 - dt A/2),
@@ -10,13 +10,27 @@ backward direction reverses each sequence within its own length, so pads never l
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
+from pydantic import Field
+from pydantic.dataclasses import dataclass
 from torch import nn
 
-from rirlab.models.base import EncoderOutput
-from rirlab.models.grc import LeafTransform
+from rirlab.config import STRICT
+from rirlab.models.grc import GRCConfig, LeafTransform
+
+S4DInit = Literal["inv", "lin"]  # S4D-Inv or S4D-Lin initialisation of the imaginary parts of A
+
+
+@dataclass(config=STRICT)
+class PreChunkConfig(GRCConfig):
+    """GRC settings plus the optional S4D pre-chunk layer in front of the RvNN (RIR §3.2, eq. 13-17)."""
+
+    s4d: bool = False
+    s4d_state: int = Field(64, ge=2)  # N, the state size of each S4D channel
+    s4d_init: S4DInit = "inv"
 
 
 def flip_valid(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -116,20 +130,8 @@ class PreChunkS4D(nn.Module):
         return self.leaf(out)  # (N, S, D) eq. 17
 
 
-class S4DStack(nn.Module):
-    """Stacked bidirectional S4D layers (pre-LN, GLU output, residual), masked mean pooling -> (N, D)."""
-
-    def __init__(self, d: int, n_layers: int, n_state: int = 64, init: str = "inv", dropout: float = 0.1):
-        super().__init__()
-        self.norms = nn.ModuleList(nn.LayerNorm(d) for _ in range(n_layers))
-        self.ssms = nn.ModuleList(BiS4D(d, n_state, init) for _ in range(n_layers))
-        self.outs = nn.ModuleList(nn.Linear(2 * d, 2 * d) for _ in range(n_layers))
-        self.drop = nn.Dropout(dropout)
-        self.ln = nn.LayerNorm(d)
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor):
-        for norm, ssm, out in zip(self.norms, self.ssms, self.outs):
-            y = self.drop(ssm(norm(x), mask))  # (N, S, 2D)
-            x = x + self.drop(F.glu(out(y), dim=-1))  # (N, S, D)
-        m = mask[..., None].float()  # (N, S, 1)
-        return EncoderOutput((self.ln(x) * m).sum(1) / m.sum(1).clamp(min=1))  # (N, D)
+def leaf_layer(cfg: PreChunkConfig) -> nn.Module:
+    """The layer before the RvNN: the S4D pre-chunk layer (eq. 13-17) or the leaf transform alone (eq. 17)."""
+    if cfg.s4d:
+        return PreChunkS4D(cfg.hidden_size, cfg.s4d_state, cfg.s4d_init)
+    return LeafTransform(cfg.hidden_size)

@@ -6,9 +6,22 @@ Fix 2: slice each child to its first min(d_s, d) features).
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+
+@dataclasses.dataclass(frozen=True)
+class ScorerWeights:
+    """What a fused kernel needs of the scorer: the tensors of eq. 12 and the slice width d_s."""
+
+    w1: torch.Tensor  # (d_h, 2 d_s)
+    b1: torch.Tensor  # (d_h,)
+    w2: torch.Tensor  # (1, d_h)
+    b2: torch.Tensor  # (1,)
+    d_s: int  # features read from each child: min(d_s, D)
 
 
 class Scorer(nn.Module):
@@ -23,3 +36,6 @@ class Scorer(nn.Module):
     def forward(self, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
         pair = torch.cat([left[..., : self.ds], right[..., : self.ds]], dim=-1)  # (..., 2 d_s)
         return self.w2(F.gelu(self.w1(pair))).squeeze(-1)  # (...,)
+
+    def weights(self) -> ScorerWeights:
+        return ScorerWeights(self.w1.weight, self.w1.bias, self.w2.weight, self.w2.bias, self.ds)

@@ -8,6 +8,7 @@ TLB: L layers with their own parameters. GUTLB: one shared layer with GatedFeedF
 GUT's global transition-aware halting per chunk (halting restarts at every chunk); the memory reads S_L.
 A sequence whose chunk is all padding keeps its memory. ``num_chunks`` gives "TLB Fixed Recurrence"
 (§6.6, Table 3 "TLB FR"): k chunks of size ceil(S / k) for the batch's padded length S instead of size g.
+Defaults (the paper's Appendix A): chunk size 10 and 10 memory slots; L = 2 for TLB, upper bound 5 for GUTLB.
 """
 
 from __future__ import annotations
@@ -16,11 +17,33 @@ from typing import Optional
 
 import torch
 import torch.nn.functional as F
+from pydantic import Field
+from pydantic.dataclasses import dataclass
 from torch import nn
 
+from rirlab.config import STRICT
 from rirlab.models.base import EncoderOutput
+from rirlab.models.gut import GUTConfig
 from rirlab.models.halting import DepthHalting
-from rirlab.models.transformer import Attention, FeedForward, GatedFeedForward, Readout
+from rirlab.models.registry import register
+from rirlab.models.transformer import KINDS, Attention, FeedForward, GatedFeedForward, Readout, RTConfig, task_model
+
+
+@dataclass(config=STRICT)
+class TLBConfig(RTConfig):
+    num_layers: int = Field(2, ge=1)  # L per chunk
+    chunk_size: int = Field(10, ge=1)
+    memory_slots: int = Field(10, ge=1)
+    memory_layers: int = Field(1, ge=1)  # U
+    num_chunks: Optional[int] = Field(None, ge=1)  # "TLB Fixed Recurrence": this many chunks, any length
+
+
+@dataclass(config=STRICT)
+class GUTLBConfig(GUTConfig):
+    max_layers: int = Field(5, ge=1)
+    chunk_size: int = Field(10, ge=1)
+    memory_slots: int = Field(10, ge=1)
+    memory_layers: int = Field(1, ge=1)
 
 
 class ChunkLayer(nn.Module):
@@ -54,20 +77,21 @@ class MemoryUpdate(nn.Module):
 
 
 class LatentBottleneckEncoder(nn.Module):
-    """TLB (``halting=None``) or GUTLB (``halting`` = DepthHalting over one shared gated ChunkLayer)."""
+    """TLB (a :class:`TLBConfig`) or GUTLB (a :class:`GUTLBConfig`: DepthHalting over one shared gated ChunkLayer)."""
 
-    def __init__(self, d: int, heads: int, d_ff: int, dropout: float, *, num_layers: int, chunk_size: int,
-                 memory_slots: int, memory_layers: int, causal: bool, lm: bool, pool: str,
-                 halting: Optional[DepthHalting] = None, gate: bool = False, num_chunks: Optional[int] = None):
+    def __init__(self, cfg: TLBConfig | GUTLBConfig, causal: bool, lm: bool):
         super().__init__()
-        n_layers = 1 if halting is not None else num_layers
-        self.layers = nn.ModuleList(ChunkLayer(d, heads, d_ff, dropout, gate) for _ in range(n_layers))
-        self.halting = halting
-        self.memory0 = nn.Parameter(torch.randn(1, memory_slots, d) * 0.02)  # M^0
-        self.update = MemoryUpdate(d, heads, d_ff, dropout, memory_layers)
-        self.readout = Readout(d, lm, pool)
+        gutlb = isinstance(cfg, GUTLBConfig)
+        d, heads, d_ff, dropout = cfg.hidden_size, cfg.num_heads, cfg.d_ff, cfg.dropout
+        self.halting = DepthHalting(d, cfg.max_layers, cfg.alpha_thresh, cfg.global_halt, cfg.transition, causal,
+                                    cfg.halt_mode) if gutlb else None  # GUT's halting per chunk
+        n_layers = 1 if gutlb else cfg.num_layers
+        self.layers = nn.ModuleList(ChunkLayer(d, heads, d_ff, dropout, gutlb and cfg.gate) for _ in range(n_layers))
+        self.memory0 = nn.Parameter(torch.randn(1, cfg.memory_slots, d) * 0.02)  # M^0
+        self.update = MemoryUpdate(d, heads, d_ff, dropout, cfg.memory_layers)
+        self.readout = Readout(d, lm, "end" if gutlb else "mean")
         self.norm = nn.LayerNorm(d)
-        self.g, self.causal, self.num_chunks = chunk_size, causal, num_chunks
+        self.g, self.causal, self.num_chunks = cfg.chunk_size, causal, None if gutlb else cfg.num_chunks
 
     def forward(self, x, mask) -> EncoderOutput:
         h, mask, end_at = self.readout.wrap(x, mask)  # (N, S, D)
@@ -107,3 +131,15 @@ class LatentBottleneckEncoder(nn.Module):
 
     def artifacts(self) -> dict:
         return {} if self.halting is None else self.halting.histogram("chunk")
+
+
+@register("tlb", TLBConfig, kinds=KINDS)
+def tlb(cfg: TLBConfig, info):
+    """Temporal Latent Bottleneck: chunk-wise recurrence with memory slots (Algorithm 2), mean pooling."""
+    return task_model(LatentBottleneckEncoder, cfg, info)
+
+
+@register("gutlb", GUTLBConfig, kinds=KINDS)
+def gutlb(cfg: GUTLBConfig, info):
+    """Gated Universal Transformer Latent Bottleneck: TLB with a halting GUT per chunk (Algorithm 4)."""
+    return task_model(LatentBottleneckEncoder, cfg, info)

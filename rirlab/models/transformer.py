@@ -10,6 +10,10 @@ mechanism, is parameter-free, is well defined for causal and bidirectional
 attention and for any length, so the encoders here use it.
 
 Attention runs through ``torch.nn.functional.scaled_dot_product_attention``.
+
+``RTConfig`` holds the settings every recurrent-Transformer model shares (UT, GUT, TLB, GUTLB extend it);
+this file also registers the plain ``transformer``. Defaults follow the paper's Appendix A: LRA-ListOps
+Transformer sizes (d = 512, 8 heads, d_ff = 4d, 6 layers).
 """
 
 from __future__ import annotations
@@ -18,9 +22,62 @@ from typing import Optional
 
 import torch
 import torch.nn.functional as F
+from pydantic import Field, model_validator
+from pydantic.dataclasses import dataclass
 from torch import nn
 
+from rirlab.config import STRICT
+from rirlab.errors import UserError
 from rirlab.models.base import EncoderOutput
+from rirlab.models.heads import TaskModel
+from rirlab.models.registry import register
+
+KINDS = ("classify", "pair", "lm")  # task kinds every recurrent-Transformer model supports
+
+
+@dataclass(config=STRICT)
+class RTConfig:
+    """Settings shared by every recurrent-Transformer model."""
+
+    hidden_size: int = Field(512, ge=2)
+    num_heads: int = Field(8, ge=1)
+    ff_mult: int = Field(4, ge=1)  # d_ff = ff_mult * hidden_size (and d_gff = d_ff)
+    dropout: float = Field(0.1, ge=0, lt=1)
+    causal: Optional[bool] = None  # None: causal exactly for language-modelling tasks (flip-flop)
+
+    @model_validator(mode="after")
+    def _heads(self):
+        if self.hidden_size % self.num_heads or (self.hidden_size // self.num_heads) % 2:
+            raise ValueError(f"hidden_size {self.hidden_size} must split into num_heads {self.num_heads} heads "
+                             f"of even size (RoPE); pick e.g. num_heads={_heads_for(self.hidden_size)}")
+        return self
+
+    @property
+    def d_ff(self) -> int:
+        return self.ff_mult * self.hidden_size
+
+
+def _heads_for(d: int) -> int:
+    return next(h for h in (8, 4, 2, 1) if d % h == 0 and (d // h) % 2 == 0) if d % 2 == 0 else 1
+
+
+def causal_for(cfg: RTConfig, info) -> bool:
+    """Whether attention is causal on this task: ``cfg.causal``, by default exactly for language modelling."""
+    lm = info.kind == "lm"
+    if lm and cfg.causal is False:
+        raise UserError("causal=false on a language-modelling task would let tokens see the future; "
+                        "drop it or set causal=true")
+    return lm if cfg.causal is None else cfg.causal
+
+
+def task_model(encoder_cls, cfg: RTConfig, info) -> TaskModel:
+    """``encoder_cls(cfg, causal, lm)`` under the task's head: the builder of every recurrent-Transformer model."""
+    return TaskModel(encoder_cls(cfg, causal_for(cfg, info), info.kind == "lm"), info, cfg)
+
+
+@dataclass(config=STRICT)
+class TransformerConfig(RTConfig):
+    num_layers: int = Field(6, ge=1)
 
 
 def rotate(x: torch.Tensor) -> torch.Tensor:
@@ -194,9 +251,10 @@ class TransformerEncoder(nn.Module):
     A final LayerNorm (usual for pre-LN stacks; not in the paper's equations) normalises the pooled states.
     """
 
-    def __init__(self, d: int, heads: int, d_ff: int, dropout: float, num_layers: int, causal: bool, lm: bool):
+    def __init__(self, cfg: TransformerConfig, causal: bool, lm: bool):
         super().__init__()
-        self.blocks = nn.ModuleList(Block(d, heads, d_ff, dropout) for _ in range(num_layers))
+        d = cfg.hidden_size
+        self.blocks = nn.ModuleList(Block(d, cfg.num_heads, cfg.d_ff, cfg.dropout) for _ in range(cfg.num_layers))
         self.readout = Readout(d, lm, "mean")
         self.norm = nn.LayerNorm(d)
         self.causal = causal
@@ -206,3 +264,9 @@ class TransformerEncoder(nn.Module):
         for block in self.blocks:
             h = block(h, mask, self.causal)  # (N, S, D)
         return EncoderOutput(self.readout.pool(self.norm(h), mask, end_at))
+
+
+@register("transformer", TransformerConfig, kinds=KINDS)
+def transformer(cfg: TransformerConfig, info):
+    """Pre-LN Transformer with RoPE (Recurrent Transformers paper eq. 1-4), mean pooling."""
+    return task_model(TransformerEncoder, cfg, info)

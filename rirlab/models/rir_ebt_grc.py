@@ -1,0 +1,33 @@
+"""``rir_ebt_grc``: RIR-EBT-GRC (RIR paper §3): S4D pre-chunk layer, the k-ary outer recursion of
+:mod:`rirlab.models.rir`, EBT-GRC as inner RvNN, beam alignment.
+
+Defaults: RIR Appendix K ListOps settings (hidden 128, dropout 0.1, d_s 64, beam 7, chunk 30, S4D-Inv,
+non-RIR inference). Every row of RIR Table 5 is a config change: ``s4d``, ``alignment``, ``inference``,
+``beam_size``, ``chunk_size``.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic.dataclasses import dataclass
+
+from rirlab.config import STRICT
+from rirlab.models.heads import TaskModel
+from rirlab.models.registry import register
+from rirlab.models.rir import Inference, InnerName, RIRConfig, RIREncoder
+
+
+@dataclass(config=STRICT)
+class RIREBTConfig(RIRConfig):
+    """RIR-EBT-GRC (RIR paper §3): EBT-GRC inside a balanced k-ary outer recursion."""
+
+    inner: InnerName = "ebt_grc"
+    beam_size: int = Field(7, ge=1)
+    d_s: int = Field(64, ge=1)  # features of each child the scorer reads (EBT Fix 2)
+    inference: Inference = "non_rir"
+
+
+@register("rir_ebt_grc", RIREBTConfig)
+def rir_ebt_grc(cfg: RIREBTConfig, info):
+    """RIR-EBT-GRC: S4D pre-chunk layer, k-ary outer recursion, EBT-GRC inner recursion, beam alignment (RIR §3)."""
+    return TaskModel(RIREncoder(cfg), info, cfg)

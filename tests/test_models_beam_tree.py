@@ -1,0 +1,149 @@
+"""The EBT-GRC beam search: the reference and the fused fast path against a literal Algorithm 1 (EBT paper,
+Appendix E) and against each other in values and gradients; the fused path refuses what it does not implement."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from rirlab.models.beam_tree import BeamTree, initial_scores
+from rirlab.models.fused_beam import FusedBeamTree, fused_search
+from rirlab.models.grc import GRC
+from rirlab.models.scorer import Scorer
+
+SEARCHES = [FusedBeamTree, BeamTree]  # the fast path (what ebt_grc and rir_ebt_grc run) and the reference
+
+
+def reference_ebt(cell, scorer, x, b):
+    """Algorithm 1 of the EBT paper, literally: lists of beams, deep copies, per-beam top-k, then top-b."""
+    beams, beam_scores = [list(x)], [torch.zeros(())]
+    while len(beams[0]) > 1:
+        new_beams, new_scores = [], []
+        for beam, bs in zip(beams, beam_scores):
+            logp = F.log_softmax(torch.stack([scorer(beam[i], beam[i + 1]) for i in range(len(beam) - 1)]), 0)
+            top = logp.topk(min(b, len(logp))).indices
+            for i in top.tolist():
+                nb = list(beam)
+                nb[i] = cell(beam[i], beam[i + 1])
+                del nb[i + 1]
+                new_beams.append(nb)
+                new_scores.append(bs + logp[i])
+        keep = torch.stack(new_scores).topk(min(b, len(new_scores))).indices.tolist()
+        beams, beam_scores = [new_beams[i] for i in keep], [new_scores[i] for i in keep]
+    w = F.softmax(torch.stack(beam_scores), 0)
+    return sum(wi * bm[0] for wi, bm in zip(w, beams))
+
+
+
+@pytest.mark.parametrize("search", SEARCHES)
+@pytest.mark.parametrize("b", [1, 3])
+def test_ebt_equals_literal_algorithm_1_values_and_gradients(b, search):
+    torch.manual_seed(0)
+    d = 16
+    tree = search(GRC(d, 4, 0.0), Scorer(d, 8), b).eval()
+    lengths = [7, 4, 1, 9, 2]
+    x = torch.randn(len(lengths), 9, d)
+    mask = torch.arange(9)[None] < torch.tensor(lengths)[:, None]
+    roots, scores = tree(x.unsqueeze(1), mask.sum(1))
+    ours = (F.softmax(scores, -1)[..., None] * roots).sum(1)  # (N, D)
+    ref = torch.stack([reference_ebt(tree.cell, tree.scorer, x[i, :L], b) for i, L in enumerate(lengths)])
+    assert torch.allclose(ours, ref, atol=1e-5)
+    w = torch.randn_like(ours)
+    g_ours = torch.autograd.grad((ours * w).sum(), list(tree.parameters()))
+    g_ref = torch.autograd.grad((ref * w).sum(), list(tree.parameters()), allow_unused=True)
+    for go, gr in zip(g_ours, g_ref):
+        assert torch.allclose(go, torch.zeros_like(go) if gr is None else gr, atol=1e-5)
+
+
+@pytest.mark.parametrize("search", SEARCHES)
+def test_beam_1_at_eval_is_greedy_argmax_composition(search):
+    torch.manual_seed(1)
+    d = 8
+    tree = search(GRC(d, 4, 0.0), Scorer(d, 8), 1).eval()
+    x = torch.randn(1, 1, 11, d)
+    roots, _ = tree(x, torch.tensor([11]))
+    seq = list(x[0, 0])
+    while len(seq) > 1:
+        j = int(torch.stack([tree.scorer(seq[i], seq[i + 1]) for i in range(len(seq) - 1)]).argmax())
+        seq[j : j + 2] = [tree.cell(seq[j], seq[j + 1])]
+    assert torch.allclose(roots[0, 0], seq[0], atol=1e-5)
+
+
+@pytest.mark.parametrize("b,b_in,train,p", [(3, 1, True, 0.0), (7, 1, True, 0.3), (1, 1, True, 0.0), (4, 4, True, 0.3),
+                                             (5, 5, False, 0.3)])
+def test_fused_search_equals_op_by_op_autograd(b, b_in, train, p):
+    """The one-node search with its hand-written backward vs the same search recorded op by op by autograd:
+    training mode (same Gumbel and dropout draws), input beams with scores (RIR levels >= 2), rows of every length."""
+    torch.manual_seed(7)
+    d = 16
+    tree = FusedBeamTree(GRC(d, 4, p), Scorer(d, 8), b).train(train)
+    lengths = torch.tensor([7, 4, 1, 9, 2, 9])
+    x = torch.randn(len(lengths), b_in, 9, d, requires_grad=True)
+    in_scores = torch.randn(len(lengths), b, requires_grad=True) if b_in > 1 else None
+    inputs = [x] + ([in_scores] if b_in > 1 else []) + list(tree.parameters())
+    results = []
+    for fused in (True, False):
+        tree.fused = fused
+        torch.manual_seed(1)
+        roots, scores = tree(x, lengths, in_scores)
+        g = torch.Generator().manual_seed(2)
+        w_roots, w_scores = torch.randn(roots.shape, generator=g), torch.randn(scores.shape, generator=g)
+        loss = (roots * w_roots).sum() + (scores.clamp(min=-1e3) * w_scores).sum()
+        loss = loss + (F.softmax(scores, -1)[..., None] * roots).sum()
+        results.append((roots, scores, torch.autograd.grad(loss, inputs)))
+    (r1, s1, g1), (r2, s2, g2) = results
+    assert torch.allclose(r1, r2, atol=1e-5) and torch.allclose(s1, s2, atol=1e-4)
+    for a, c in zip(g1, g2):
+        assert torch.allclose(a, c, atol=1e-4, rtol=1e-4)
+    assert g1[0].abs().sum() > 0 and g1[-4].abs().sum() > 0  # leaves and the scorer's first layer get gradients
+
+
+def test_dropout_mask_drops_p_and_keeps_the_expectation():
+    from rirlab.models.grc import dropout_keep_mask, dropout_scale
+
+    torch.manual_seed(0)
+    mask = dropout_keep_mask((400, 1000), 0.1, "cpu") * dropout_scale(0.1)
+    dropped = (mask == 0).float().mean().item()
+    assert abs(dropped - 0.1) < 0.003 and abs(mask.mean().item() - 1.0) < 0.005
+    assert torch.allclose(mask.unique(), torch.tensor([0.0, 65536 / (65536 - 6554)]))
+    torch.manual_seed(0)
+    assert torch.equal(dropout_keep_mask((400, 1000), 0.1, "cpu") * dropout_scale(0.1), mask)  # seeded by torch
+    rows = (mask == 0).float().mean(1)  # no structure across the 16-bit lanes of a 64-bit draw
+    assert rows.std() < 0.03 and all(abs((mask[:, i::4] == 0).float().mean().item() - 0.1) < 0.005 for i in range(4))
+
+
+class OtherCell(GRC):
+    """A GRC subclass: it could change compose, so the fused path must not assume eq. 10-11."""
+
+
+class TanhCell(nn.Module):
+    """Not a GRC at all: what the reference search asks of a cell is compose(pair, keep), p and d_cell."""
+
+    def __init__(self, d: int):
+        super().__init__()
+        self.lin = nn.Linear(2 * d, d)
+        self.p, self.d_cell = 0.0, d
+
+    def compose(self, pair, keep=None):
+        return torch.tanh(self.lin(pair))
+
+
+class OtherScorer(Scorer):
+    pass
+
+
+@pytest.mark.parametrize("cell,scorer,name", [(OtherCell(8, 4, 0.0), Scorer(8, 8), "OtherCell"),
+                                              (TanhCell(8), Scorer(8, 8), "TanhCell"),
+                                              (GRC(8, 4, 0.0), OtherScorer(8, 8), "OtherScorer")])
+def test_fused_path_refuses_a_cell_or_scorer_it_does_not_implement(cell, scorer, name):
+    with pytest.raises(TypeError, match=f"implements only .* not {name}; run it on the reference") as err:
+        FusedBeamTree(cell, scorer, 2)
+    assert len(str(err.value).splitlines()) == 1
+    tree = BeamTree(cell, scorer, 2).train()  # the reference runs it
+    x, lengths = torch.randn(3, 1, 6, 8), torch.tensor([6, 2, 5])
+    with pytest.raises(TypeError, match=name):
+        fused_search(tree, x, lengths, initial_scores(3, 2, x))
+    roots, scores = tree(x, lengths)
+    assert roots.shape == (3, 2, 8) and torch.isfinite(roots).all()
