@@ -19,7 +19,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import warnings
 from pathlib import Path
 
 import pytest
@@ -131,18 +130,9 @@ def test_the_static_graph_sees_relative_and_from_imports(tmp_path):
     assert imports_of("p.a", mods["p.a"], mods) == {"p.b"}
 
 
-# Cycles in files this test's author does not own, reported to their owners; a new cycle fails the test.
-# rirlab.models.zoo imports zoo_rir at its bottom (a leftover of the module list the registry replaced) while
-# zoo_rir imports GRCConfig from zoo: works only because of the import's position.
-KNOWN_CYCLES = [["rirlab.models.zoo", "rirlab.models.zoo_rir"]]
-
-
 def test_no_import_cycle_among_module_level_imports():
     found = cycles(import_graph())
-    new = [c for c in found if c not in KNOWN_CYCLES]
-    assert not new, "import cycles (module-level imports): " + "; ".join(" <-> ".join(c) for c in new)
-    for gone in (c for c in KNOWN_CYCLES if c not in found):
-        warnings.warn(f"import cycle {' <-> '.join(gone)} is fixed: remove it from KNOWN_CYCLES")
+    assert not found, "import cycles (module-level imports): " + "; ".join(" <-> ".join(c) for c in found)
 
 
 def all_imports(path: Path) -> set[str]:
