@@ -216,6 +216,29 @@ def task_splits(spec: Spec):
     return list(registry.get(tasks.pop()).splits) if len(tasks) == 1 else None
 
 
+def _new_tuner(loaded: LoadedSpec, train_fn, tune_path: str, callbacks: list):
+    from ray import tune
+
+    spec = loaded.spec
+    single = len(spec.metrics) == 1
+    run_config = tune.RunConfig(
+        name=Path(tune_path).name, storage_path=str(Path(tune_path).parent),
+        failure_config=tune.FailureConfig(max_failures=spec.max_failures),
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+        stop={"time_total_s": spec.budget.time_limit_s} if spec.budget.time_limit_s else None,
+        callbacks=callbacks, verbose=0)
+    return tune.Tuner(
+        train_fn, param_space=param_space(spec),
+        tune_config=tune.TuneConfig(
+            metric=spec.metrics[0] if single and spec.algorithm != "optuna" else None,
+            mode=spec.modes[0] if single and spec.algorithm != "optuna" else None,
+            search_alg=_search_alg(spec), scheduler=_scheduler(loaded),
+            num_samples=len(grid_points(spec)) if spec.algorithm == "grid" else spec.num_samples,
+            max_concurrent_trials=spec.max_concurrent if spec.algorithm != "grid" else None,  # grid: in _search_alg
+            trial_dirname_creator=lambda t: f"trial_{t.trial_id}"),
+        run_config=run_config)
+
+
 def _fit(loaded: LoadedSpec, tracker: Tracker, exp_id: str, parent_id: str, tune_path: str, restore: bool,
          checkpoint_artifacts: bool) -> dict:
     from ray import tune
@@ -233,28 +256,14 @@ def _fit(loaded: LoadedSpec, tracker: Tracker, exp_id: str, parent_id: str, tune
     mlflow_cb = MLflowTrialCallback(tracker, exp_id, parent_id, space, checkpoint_artifacts=checkpoint_artifacts)
     n_trials = len(expand(spec, sample_random=True))
     progress = ProgressCallback(spec.name, n_trials, spec.metrics[0], spec.modes[0], space)
-    single = len(spec.metrics) == 1
-    run_config = tune.RunConfig(
-        name=Path(tune_path).name, storage_path=str(Path(tune_path).parent),
-        failure_config=tune.FailureConfig(max_failures=spec.max_failures),
-        checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-        stop={"time_total_s": spec.budget.time_limit_s} if spec.budget.time_limit_s else None,
-        callbacks=[mlflow_cb, progress], verbose=0)
     try:
-        with bound(mlflow_cb, progress):  # a restored Tuner loads its saved callbacks back as these two
+        # Tune saves its callbacks with the experiment (pickle; deep copies too): while bound, they load back
+        # as these two live ones, in a fresh Tuner and in a restored one alike
+        with bound(mlflow_cb, progress) as callbacks:
             if restore:
                 tuner = tune.Tuner.restore(tune_path, trainable=train_fn, resume_unfinished=True, resume_errored=True)
             else:
-                tuner = tune.Tuner(
-                    train_fn, param_space=param_space(spec),
-                    tune_config=tune.TuneConfig(
-                        metric=spec.metrics[0] if single and spec.algorithm != "optuna" else None,
-                        mode=spec.modes[0] if single and spec.algorithm != "optuna" else None,
-                        search_alg=_search_alg(spec), scheduler=_scheduler(loaded),
-                        num_samples=len(grid_points(spec)) if spec.algorithm == "grid" else spec.num_samples,
-                        max_concurrent_trials=spec.max_concurrent if spec.algorithm != "grid" else None,
-                        trial_dirname_creator=lambda t: f"trial_{t.trial_id}"),
-                    run_config=run_config)
+                tuner = _new_tuner(loaded, train_fn, tune_path, callbacks)
             grid = tuner.fit()
         errors = len(grid.errors)
     except KeyboardInterrupt:  # a second Ctrl-C: Ray gives up waiting
