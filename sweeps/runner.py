@@ -78,7 +78,7 @@ def _scheduler(loaded: LoadedSpec):
     from ray.tune.schedulers import ASHAScheduler
 
     steps = int(base_config(spec).get("steps", TrainConfig().steps))  # budget.steps is folded in there
-    return ASHAScheduler(time_attr="step", max_t=steps, grace_period=spec.scheduler.grace_period,
+    return ASHAScheduler(time_attr=schema.STEP, max_t=steps, grace_period=spec.scheduler.grace_period,
                          reduction_factor=spec.scheduler.reduction_factor)
 
 

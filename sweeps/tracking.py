@@ -24,7 +24,7 @@ from sweeps import schema
 
 DEFAULT_URI_FILE = "mlruns.db"
 RAY_KEYS = {"time_this_iter_s", "timestamp", "training_iteration", "time_total_s", "time_since_restore",
-            "iterations_since_restore", "pid", "done", "step", "checkpoint_dir_name", "should_checkpoint"}
+            "iterations_since_restore", "pid", "done", schema.STEP, "checkpoint_dir_name", "should_checkpoint"}
 SECRET_MARKERS = ("PASSWORD", "SECRET", "TOKEN", "KEY", "CREDENTIAL")
 # forwarded to Ray workers on a remote cluster (when set): MLflow server auth/TLS, S3/MinIO artifact store, plugins
 WORKER_ENV = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN",
