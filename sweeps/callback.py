@@ -128,8 +128,8 @@ class MLflowTrialCallback(DriverCallback):
         ckpt = getattr(trial, "checkpoint", None)
         if self.checkpoint_artifacts and reason is None and ckpt is not None and Path(ckpt.path).is_dir():
             self.tracker.client.log_artifacts(run_id, ckpt.path, schema.CHECKPOINT_ARTIFACT)
-        self.tracker.finish(run_id, "FAILED" if reason else "FINISHED", reason)
-        self.state[trial.trial_id] = "failed" if reason else "finished"
+        self.tracker.finish(run_id, "FINISHED" if reason is None else "FAILED", reason)
+        self.state[trial.trial_id] = "finished" if reason is None else "failed"
 
     def on_trial_error(self, iteration, trials, trial, **info):
         run_id = self._run_for(trial)
