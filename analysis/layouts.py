@@ -12,6 +12,8 @@ import dataclasses
 import json
 from typing import Any, Optional
 
+from sweeps.schema import expand
+
 
 @dataclasses.dataclass
 class RowKey:
@@ -61,13 +63,11 @@ def label_rows(configs: list[dict], model: Optional[str] = None) -> list[RowKey]
 
 def expected_configs(spec) -> list[dict]:
     """The swept configurations (without seed) a grid spec runs, in spec order; [] for random search."""
-    from sweeps.spec import expand
-
     if spec.algorithm != "grid":
         return []
     out, seen = [], set()
     for trial in expand(spec):
-        cfg = {k: v for k, v in trial["swept"].items() if k != "seed"}
+        cfg = {k: v for k, v in trial.swept.items() if k != "seed"}
         sig = signature(cfg)
         if sig not in seen:
             seen.add(sig)

@@ -12,8 +12,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from analysis.layouts import ablation_rows, signature  # noqa: E402
-from analysis.tables import SKIP_SPLITS, split_columns, task_splits, usable  # noqa: E402
-from rirlab.errors import UserError  # noqa: E402
+from analysis.tables import metric_column, split_columns, usable  # noqa: E402
+from sweeps import schema  # noqa: E402
+from sweeps.schema import UserError  # noqa: E402
 
 X_AXES = {"time": "training time per sample (ms)", "memory": "peak memory (MB)"}
 
@@ -33,12 +34,12 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
 def _ood_splits(sw, df: pd.DataFrame, split: Optional[str]) -> tuple[list[str], str]:
     if split:
         return [split], f"{split} accuracy"
-    names = [s for s, _ in task_splits(getattr(sw.spec, "task", None))]
+    names = [s for s, _ in sw.splits]  # as the sweep recorded them, in the papers' order
     present = set(split_columns(df))
     ood = [s for s in names[1:] if s in present]  # the first split is the near-IID test split
     if ood:
         return ood, "OOD accuracy (mean over " + ", ".join(ood) + ")"
-    cols = [s for s in names if s in present] or [s for s in split_columns(df) if s not in SKIP_SPLITS]
+    cols = [s for s in names if s in present] or split_columns(df)
     if not cols:
         raise UserError("the runs have no evaluation split metrics (<split>/accuracy); did the trials finish?")
     return cols[:1], f"{cols[0]} accuracy (no OOD split evaluated)"
@@ -50,13 +51,13 @@ def configuration_points(sw, split: Optional[str] = None, stat: str = "median") 
     if df.empty:
         raise UserError(f"no finished runs of '{sw.experiment}' to plot; run `rirlab sweep` first")
     splits, ylabel = _ood_splits(sw, df, split)
-    missing = [s for s in splits if f"metric.{s}/accuracy" not in df.columns]
+    missing = [s for s in splits if metric_column(s) not in df.columns]
     if missing:
         raise UserError(f"no runs report split '{missing[0]}'; splits: {', '.join(split_columns(df))}")
-    df = df.assign(acc=df[[f"metric.{s}/accuracy" for s in splits]].mean(axis=1),
-                   time=df["metric.time_per_step_ms"].astype(float) / df["param.batch_size"].astype(float)
-                   if "metric.time_per_step_ms" in df else float("nan"),
-                   memory=df.get("metric.peak_mem_mb", float("nan")), sig=[signature(s) for s in df["swept"]])
+    time_col, batch_col = f"metric.{schema.TIME_PER_STEP_MS}", f"param.{schema.PARAM_BATCH_SIZE}"
+    df = df.assign(acc=df[[metric_column(s) for s in splits]].mean(axis=1),
+                   time=df[time_col].astype(float) / df[batch_col].astype(float) if time_col in df else float("nan"),
+                   memory=df.get(f"metric.{schema.PEAK_MEM_MB}", float("nan")), sig=[signature(s) for s in df["swept"]])
     agg = "median" if stat == "median" else "mean"
     rows = []
     for row in ablation_rows(sw.spec, list(df["swept"])):

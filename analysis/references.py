@@ -14,8 +14,7 @@ from typing import Optional
 
 import yaml
 
-from rirlab.config import closest
-from rirlab.errors import UserError
+from sweeps.schema import UserError, closest
 
 REF_DIR = Path(__file__).parent / "references"
 

@@ -1,8 +1,9 @@
 """Tables from a sweep's runs, in the papers' style: ``99.72 ± 0.1`` per cell, one column per split.
 
 * ablation layout (RIR Table 5): one row per swept configuration (``analysis.layouts``), one
-  column per evaluation split in the papers' order (task registry), optional "paper" rows with the
-  published numbers and our difference (``analysis.references``);
+  column per evaluation split in the papers' order (as the sweep recorded them on its parent run;
+  by name for an older sweep), optional "paper" rows with the published numbers and our difference
+  (``analysis.references``);
 * pivot layout: two swept axes (rows x columns) for one split's metric.
 
 Each cell aggregates the final ``<split>/<metric>`` of FINISHED, not early-stopped trial runs over
@@ -21,8 +22,9 @@ import pandas as pd
 
 from analysis import references as refs
 from analysis.layouts import RowKey, ablation_rows, describe, signature
+from sweeps import schema
+from sweeps.schema import UserError
 
-SKIP_SPLITS = ("train", "dev")
 MINUS = "\u2212"
 
 
@@ -81,29 +83,15 @@ def usable(df: pd.DataFrame) -> pd.DataFrame:
     return df[(df["status"] == "FINISHED") & ~df["early_stopped"].astype(bool)]
 
 
+def metric_column(split: str, metric: str = "accuracy") -> str:
+    return "metric." + schema.split_metric(split, metric)
+
+
 def split_columns(df: pd.DataFrame, metric: str = "accuracy") -> list[str]:
-    """Evaluation splits that have metrics, sorted by name (train/dev excluded); used when the task
-    registry does not list the task's splits."""
-    cols = []
-    for c in df.columns:
-        if c.startswith("metric.") and c.endswith(f"/{metric}"):
-            split = c[len("metric."):-len(metric) - 1]
-            if split not in SKIP_SPLITS and split not in cols:
-                cols.append(split)
-    return sorted(cols)
-
-
-def task_splits(task: Optional[str]) -> list[tuple[str, str]]:
-    """(split, paper label) in the papers' order from the task registry; [] when unknown."""
-    if not task:
-        return []
-    from rirlab.errors import UserError
-    from rirlab.tasks import registry
-
-    try:
-        return list(registry.get(task).splits)
-    except UserError:
-        return []
+    """Evaluation splits that have metrics, sorted by name (train/dev excluded); used when the sweep did
+    not record its task's splits."""
+    splits = {schema.split_of(c[len("metric."):], metric) for c in df.columns if c.startswith("metric.")}
+    return sorted(s for s in splits if s and s not in schema.NON_EVAL_SPLITS)
 
 
 def run_footer(df: pd.DataFrame, stat: str, n_expected: int) -> list[str]:
@@ -127,16 +115,18 @@ def row_cells(done: pd.DataFrame, rows: list[RowKey], columns: list[str], stat: 
     for _, r in done.iterrows():
         bucket = values.get(signature(r["swept"]))
         for c in columns if bucket is not None else ():
-            bucket[c].append(r.get(f"metric.{c}/{metric}"))
+            bucket[c].append(r.get(metric_column(c, metric)))
     return [(row, {c: aggregate(values[row.sig][c], stat) for c in columns}) for row in rows]
 
 
 def ablation(df: pd.DataFrame, spec=None, task: Optional[str] = None, stat: str = "median",
-             metric: str = "accuracy", n_expected: int = 0, reference: Optional[str] = None) -> Grid:
-    """RIR-Table-5 layout: rows = configurations (spec order), columns = splits (papers' order)."""
+             metric: str = "accuracy", n_expected: int = 0, reference: Optional[str] = None,
+             splits: Optional[list[tuple[str, str]]] = None) -> Grid:
+    """RIR-Table-5 layout: rows = configurations (spec order), columns = ``splits`` ((split, paper label)
+    in the papers' order, as the sweep recorded them), else the splits the runs report, by name."""
     task = task or getattr(spec, "task", None)
     done = usable(df)
-    labelled = task_splits(task)
+    labelled = list(splits or [])
     columns = [s for s, _ in labelled] or split_columns(done, metric)
     labels = dict(labelled)
     observed = list(df["swept"]) if len(df) else []
@@ -187,8 +177,6 @@ def ablation(df: pd.DataFrame, spec=None, task: Optional[str] = None, stat: str 
 def pivot(df: pd.DataFrame, rows_key: str, cols_key: str, split: str, stat: str = "median",
           metric: str = "accuracy", n_expected: int = 0, where: Optional[dict] = None) -> Grid:
     """Two swept axes for one split's metric, e.g. chunk size x beam width of ``test/accuracy``."""
-    from rirlab.errors import UserError
-
     done = usable(df)
     where = where or {}
     groups: dict[tuple, dict[str, list]] = {}
@@ -201,7 +189,7 @@ def pivot(df: pd.DataFrame, rows_key: str, cols_key: str, split: str, stat: str 
         key = (sw[rows_key], sw[cols_key])
         others = signature({k: v for k, v in sw.items() if k not in (rows_key, cols_key)})
         g = groups.setdefault(key, {})
-        g.setdefault(others, []).append(r.get(f"metric.{split}/{metric}"))
+        g.setdefault(others, []).append(r.get(metric_column(split, metric)))
     for key, g in groups.items():
         if len(g) > 1:
             raise UserError(f"the pivot cell {rows_key}={key[0]}, {cols_key}={key[1]} mixes configurations that differ "
@@ -213,7 +201,7 @@ def pivot(df: pd.DataFrame, rows_key: str, cols_key: str, split: str, stat: str 
         cells = [aggregate(next(iter(groups[(rv, cv)].values())), stat) if (rv, cv) in groups else None for cv in col_vals]
         grid.body.append([describe(rows_key, rv), *(fmt_cell(c, n_expected) for c in cells)])
         grid.kinds.append("ours")
-    grid.footer = [f"{split}/{metric}"] + run_footer(df, stat, n_expected)
+    grid.footer = [schema.split_metric(split, metric)] + run_footer(df, stat, n_expected)
     return grid
 
 
@@ -257,7 +245,8 @@ def render_latex(grid: Grid) -> str:
 # Kept for callers of the walking skeleton's API.
 def build_table(df: pd.DataFrame, stat: str = "mean", metric: str = "accuracy", n_expected: int = 0,
                 split_order: Optional[list[str]] = None, spec=None) -> Grid:
-    return ablation(df, spec=spec, stat=stat, metric=metric, n_expected=n_expected)
+    return ablation(df, spec=spec, stat=stat, metric=metric, n_expected=n_expected,
+                    splits=[(s, s) for s in split_order or ()])
 
 
 __all__ = ["Cell", "Grid", "RowKey", "aggregate", "ablation", "pivot", "render", "build_table"]

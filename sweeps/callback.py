@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -10,9 +10,14 @@ from pathlib import Path
 from ray import tune
 
 from rirlab.config import resolve
-from sweeps.spec import trial_name
-from sweeps.tracking import KEY_TAG, Tracker
-from sweeps.trainable import materialize, swept_of
+from sweeps import schema
+from sweeps.specfile import TrialSpace
+from sweeps.tracking import Tracker
+
+
+def failure_of(trial):
+    """The reason a completed trial failed (its last result names it), else None."""
+    return (trial.last_result or {}).get(schema.FAILURE_RESULT)
 
 
 def _trial_error(trial) -> str:
@@ -24,26 +29,55 @@ def _trial_error(trial) -> str:
     return "trial raised an error (see the Ray logs in the sweep's output directory)"
 
 
-class DriverCallback(tune.Callback):
-    """Holds live clients and streams: saved into Tune's state as an empty shell, rebuilt by each driver."""
+_BOUND: dict[str, "DriverCallback"] = {}
 
-    def __getstate__(self):
-        return {}
+
+def bound_callback(slot: str) -> tune.Callback:
+    """What a saved DriverCallback loads back as: the callback this driver bound to its slot (a no-op
+    callback when none is bound, e.g. when Tune's state is read outside a sweep)."""
+    return _BOUND.get(slot) or tune.Callback()
+
+
+@contextlib.contextmanager
+def bound(*callbacks: "DriverCallback"):
+    """Bind this driver's callbacks while Ray Tune builds, restores and runs the experiment."""
+    _BOUND.update({cb.slot: cb for cb in callbacks})
+    try:
+        yield list(callbacks)
+    finally:
+        for cb in callbacks:
+            _BOUND.pop(cb.slot, None)
+
+
+class DriverCallback(tune.Callback):
+    """A callback holding live clients and streams, which must not be saved with Tune's state.
+
+    Ray Tune pickles its callbacks into the experiment state and, on ``Tuner.restore``, runs the
+    unpickled ones. A DriverCallback pickles as its slot name only and unpickles as the callback the
+    current driver bound to that slot (``bound``): a fresh and a resumed sweep both report through this
+    driver's own MLflow client and progress line, through the public pickle protocol only."""
+
+    slot = ""
+
+    def __reduce__(self):
+        return bound_callback, (self.slot,)
 
 
 class MLflowTrialCallback(DriverCallback):
     """One MLflow child run per Tune trial, nested under the sweep's parent run; logs every result."""
 
-    def __init__(self, tracker: Tracker, exp_id: str, parent_id: str, checkpoint_artifacts: bool = True):
-        self.tracker, self.exp_id, self.parent_id = tracker, exp_id, parent_id
+    slot = "mlflow"
+
+    def __init__(self, tracker: Tracker, exp_id: str, parent_id: str, space: TrialSpace,
+                 checkpoint_artifacts: bool = True):
+        self.tracker, self.exp_id, self.parent_id, self.space = tracker, exp_id, parent_id, space
         self.checkpoint_artifacts = checkpoint_artifacts
         self.runs: dict[str, str] = {}
         self.state: dict[str, str] = {}
-        self.failed_reason: dict[str, str] = {}
         self.last_step: dict[str, int] = {}  # per trial: last step logged, so replays after a restore are not logged twice
         self.existing = {}
         for run in tracker.children(exp_id, parent_id):
-            key = run.data.tags.get(KEY_TAG)
+            key = run.data.tags.get(schema.TRIAL_KEY)
             if key:
                 self.existing[key] = run
                 if run.info.status in ("FINISHED", "FAILED"):
@@ -58,16 +92,13 @@ class MLflowTrialCallback(DriverCallback):
             run_id = old.info.run_id
             if old.info.status != "FINISHED":
                 self.tracker.reopen(run_id)
-                self.tracker.set_tags(run_id, {"rirlab.resumed": "true"})
-            history = self.tracker.client.get_metric_history(run_id, "train/loss")
+                self.tracker.set_tags(run_id, {schema.RESUMED: schema.TRUE})
+            history = self.tracker.client.get_metric_history(run_id, schema.TRAIN_LOSS)
             self.last_step[key] = max((m.step for m in history), default=-1)
         else:
-            flat = resolve(materialize(trial.config)).flat()
-            swept = swept_of(trial.config)
-            tags = {KEY_TAG: key, "rirlab.swept": json.dumps(swept, default=str)}
-            if swept.get("variant"):
-                tags["rirlab.variant"] = str(swept["variant"])
-            run_id = self.tracker.start_child(self.exp_id, self.parent_id, trial_name(swept), flat, tags)
+            record = self.space.trial(trial.config)
+            run_id = self.tracker.start_child(self.exp_id, self.parent_id, record.name, resolve(record.config).flat(),
+                                              record.tags(key))
         self.runs[key] = run_id
         return run_id
 
@@ -77,30 +108,28 @@ class MLflowTrialCallback(DriverCallback):
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         run_id = self._run_for(trial)
-        self.tracker.set_tags(run_id, {"rirlab.retried": str(trial.num_failures)})
+        self.tracker.set_tags(run_id, {schema.RETRIED: str(trial.num_failures)})
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         run_id = self._run_for(trial)
-        if "rirlab_failed" in result:
-            self.failed_reason[trial.trial_id] = result["rirlab_failed"]
-            return
-        step = int(result.get("step", result.get("training_iteration", 0)))
-        if step <= self.last_step.get(trial.trial_id, -1) and not result.get("final"):
+        if schema.FAILURE_RESULT in result:
+            return  # recorded when the trial completes: status FAILED and the reason's tag
+        step = int(result.get(schema.STEP, result.get("training_iteration", 0)))
+        if step <= self.last_step.get(trial.trial_id, -1) and not result.get(schema.FINAL):
             return  # a retried or resumed trial replays the steps since its checkpoint: identical, already logged
         self.last_step[trial.trial_id] = step
         self.tracker.log_result(run_id, result, step)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         run_id = self._run_for(trial)
-        reason = self.failed_reason.get(trial.trial_id)
-        last = trial.last_result or {}
-        if reason is None and not last.get("final"):  # stopped by the scheduler (ASHA) or a time limit
-            self.tracker.set_tags(run_id, {"rirlab.early_stopped": "true"})
+        reason = failure_of(trial)
+        if reason is None and not (trial.last_result or {}).get(schema.FINAL):  # stopped by ASHA or a time limit
+            self.tracker.set_tags(run_id, {schema.EARLY_STOPPED: schema.TRUE})
         ckpt = getattr(trial, "checkpoint", None)
         if self.checkpoint_artifacts and reason is None and ckpt is not None and Path(ckpt.path).is_dir():
-            self.tracker.client.log_artifacts(run_id, ckpt.path, "checkpoint")
-        self.tracker.finish(run_id, "FAILED" if reason else "FINISHED", reason)
-        self.state[trial.trial_id] = "failed" if reason else "finished"
+            self.tracker.client.log_artifacts(run_id, ckpt.path, schema.CHECKPOINT_ARTIFACT)
+        self.tracker.finish(run_id, "FINISHED" if reason is None else "FAILED", reason)
+        self.state[trial.trial_id] = "finished" if reason is None else "failed"
 
     def on_trial_error(self, iteration, trials, trial, **info):
         run_id = self._run_for(trial)
@@ -111,7 +140,7 @@ class MLflowTrialCallback(DriverCallback):
         """Ctrl-C: trials still running end as KILLED in MLflow; --resume reopens them."""
         for key, st in self.state.items():
             if st == "running" and key in self.runs:
-                self.tracker.set_tags(self.runs[key], {"rirlab.interrupted": "true"})
+                self.tracker.set_tags(self.runs[key], {schema.INTERRUPTED: schema.TRUE})
                 self.tracker.finish(self.runs[key], "KILLED")
 
     def counts(self) -> dict:
@@ -122,8 +151,10 @@ class MLflowTrialCallback(DriverCallback):
 class ProgressCallback(DriverCallback):
     """One live line: running / pending / finished / failed, best metric so far, elapsed time."""
 
-    def __init__(self, name: str, total: int, metric: str, mode: str, stream=None):
-        self.name, self.total, self.metric, self.mode = name, total, metric, mode
+    slot = "progress"
+
+    def __init__(self, name: str, total: int, metric: str, mode: str, space: TrialSpace, stream=None):
+        self.name, self.total, self.metric, self.mode, self.space = name, total, metric, mode, space
         self.stream = stream or sys.stdout
         self.tty = self.stream.isatty()
         self.t0 = time.time()
@@ -160,11 +191,11 @@ class ProgressCallback(DriverCallback):
     def on_trial_result(self, iteration, trials, trial, result, **info):
         v = result.get(self.metric)
         if isinstance(v, (int, float)) and (self.best is None or (v > self.best if self.mode == "max" else v < self.best)):
-            self.best, self.best_name = float(v), trial_name(swept_of(trial.config))
+            self.best, self.best_name = float(v), self.space.trial(trial.config).name
         self._emit()
 
     def on_trial_complete(self, iteration, trials, trial, **info):
-        self.state[trial.trial_id] = "failed" if "rirlab_failed" in (trial.last_result or {}) else "finished"
+        self.state[trial.trial_id] = "failed" if failure_of(trial) is not None else "finished"
         self._emit(True)
 
     def on_trial_error(self, iteration, trials, trial, **info):

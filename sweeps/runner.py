@@ -13,31 +13,28 @@ from typing import Optional
 
 from rirlab.config import TrainConfig, resolve
 from rirlab.errors import UserError
-from sweeps.spec import LoadedSpec, base_config, expand, swept_keys
+from sweeps import schema
+from sweeps.spec import LoadedSpec
+from sweeps.specfile import VARIANT_KEY, Spec, TrialSpace, base_config, expand, grid_points, swept_keys
 from sweeps.tracking import Tracker
 
 OUTPUT_ROOT = "rirlab_runs"
 
 
-def _search_space(loaded: LoadedSpec) -> dict:
-    """Tune param_space: an explicit trial list for grid; constants + distributions otherwise."""
+def param_space(spec: Spec) -> dict:
+    """The Tune search space, as data: a flat dict of real config keys. Constants, a domain per searched
+    key, the seeds; a grid names its variants under ``variant`` (their overrides apply in TrialSpace.trial)."""
     from ray import tune
 
-    from sweeps.trainable import META
-
-    spec = loaded.spec
-    ckpt_every = spec.checkpoint_every or 0
-    if spec.algorithm == "grid":
-        trials = expand(spec)
-        return {"trial": tune.grid_search(trials), META: {"checkpoint_every": ckpt_every}}
-    space = dict(base_config(spec))
-    for key, axis in spec.search.items():
-        space[key] = _domain(axis)
-    meta = {"checkpoint_every": ckpt_every, "seeds": spec.seed_list, "swept": list(spec.search),
-            "when": {k: a.when for k, a in spec.search.items() if a.when}}
-    space[META] = meta
-    if spec.algorithm == "random":
+    space = {**base_config(spec), **{key: _domain(axis) for key, axis in spec.search.items()}}
+    if spec.algorithm == "grid":  # every trial is one of grid_points (_search_alg): the domains only declare the keys
+        if spec.variants:
+            space[VARIANT_KEY] = tune.choice([v.name for v in spec.variants])
+        space["seed"] = tune.choice(spec.seed_list)
+    elif spec.algorithm == "random":
         space["seed"] = tune.grid_search(spec.seed_list)
+    else:  # optuna: the Repeater's index picks the seed of each repeat
+        space["seed"] = spec.seed_list[0]
     return space
 
 
@@ -54,8 +51,13 @@ def _domain(axis):
     return tune.randint(v[0], v[1] + 1)  # randint bounds are inclusive in specs
 
 
-def _searcher(loaded: LoadedSpec):
-    spec = loaded.spec
+def _search_alg(spec: Spec):
+    """grid: exactly the spec's trials (``grid_points``, after variants and ``when:``), in spec order;
+    optuna: Optuna, repeated once per seed; random: Tune's own sampling."""
+    if spec.algorithm == "grid":
+        from ray.tune.search import BasicVariantGenerator
+
+        return BasicVariantGenerator(points_to_evaluate=grid_points(spec), max_concurrent=spec.max_concurrent or 0)
     if spec.algorithm != "optuna":
         return None
     from ray.tune.search import Repeater
@@ -76,7 +78,7 @@ def _scheduler(loaded: LoadedSpec):
     from ray.tune.schedulers import ASHAScheduler
 
     steps = int(base_config(spec).get("steps", TrainConfig().steps))  # budget.steps is folded in there
-    return ASHAScheduler(time_attr="step", max_t=steps, grace_period=spec.scheduler.grace_period,
+    return ASHAScheduler(time_attr=schema.STEP, max_t=steps, grace_period=spec.scheduler.grace_period,
                          reduction_factor=spec.scheduler.reduction_factor)
 
 
@@ -90,8 +92,8 @@ def dry_run(loaded: LoadedSpec, out=sys.stdout) -> None:
               f"{spec.algorithm} search (spec hash {loaded.hash}); the values below are a local preview, "
               f"Ray Tune draws its own", file=out)
     for i, t in enumerate(trials):
-        cfg = resolve(t["config"]).flat()
-        print(f"[{i + 1}] {t['name']}", file=out)
+        cfg = resolve(t.config).flat()
+        print(f"[{i + 1}] {t.name}", file=out)
         print("    " + json.dumps(cfg, sort_keys=True, default=str), file=out)
 
 
@@ -166,7 +168,7 @@ def run_sweep(loaded: LoadedSpec, tracking_uri: str, address: Optional[str] = No
                         f"run it without --resume first (same --quick/--set flags)")
     restore = False
     if parent is not None:
-        tune_path = parent.data.tags.get("rirlab.tune_path", "")
+        tune_path = parent.data.tags.get(schema.TUNE_PATH, "")
         restore = bool(tune_path) and tune.Tuner.can_restore(tune_path)
         if not restore and tracker.children(exp_id, parent.info.run_id):
             raise UserError(f"--resume: the Ray Tune state of run {parent.info.run_id} ({tune_path or 'unknown'}) is "
@@ -185,63 +187,84 @@ def run_sweep(loaded: LoadedSpec, tracking_uri: str, address: Optional[str] = No
         return _fit(loaded, tracker, exp_id, parent_id, tune_path, restore, checkpoint_artifacts)
     except BaseException:
         # whatever stops the driver (Ctrl-C before Tune took over, an error) leaves no parent run RUNNING
-        tracker.set_tags(parent_id, {"rirlab.interrupted": "true"})
+        tracker.set_tags(parent_id, {schema.INTERRUPTED: schema.TRUE})
         tracker.finish(parent_id, "KILLED")
         raise
 
 
 def _start_parent(tracker: Tracker, exp_id: str, loaded: LoadedSpec, tune_path: str, stamp: str) -> str:
     spec = loaded.spec
-    parent_id = tracker.start_parent(exp_id, f"{spec.name} {stamp}", {
-        "rirlab.spec_hash": loaded.hash, "rirlab.spec_path": str(loaded.path), "rirlab.quick": str(loaded.quick),
-        "rirlab.tune_path": tune_path, "rirlab.swept": ",".join(swept_keys(spec)),
-        "rirlab.algorithm": spec.algorithm, "rirlab.metric": ",".join(spec.metrics),
-        "rirlab.seeds": str(len(spec.seed_list)), "rirlab.overrides": json.dumps(loaded.overrides, default=str)})
-    tracker.client.log_text(parent_id, loaded.text, f"spec/{loaded.path.name}")
-    tracker.client.log_text(parent_id, json.dumps(spec.model_dump(mode="json"), indent=2), "spec/effective_spec.json")
+    tags = {schema.SPEC_HASH: loaded.hash, schema.SPEC_PATH: str(loaded.path), schema.QUICK: str(loaded.quick),
+            schema.TUNE_PATH: tune_path, schema.SWEPT_KEYS: ",".join(swept_keys(spec)),
+            schema.ALGORITHM: spec.algorithm, schema.METRIC: ",".join(spec.metrics),
+            schema.SEEDS: str(len(spec.seed_list)), schema.OVERRIDES: json.dumps(loaded.overrides, default=str)}
+    splits = task_splits(spec)
+    if splits is not None:
+        tags[schema.SPLITS] = schema.encode_splits(splits)
+    parent_id = tracker.start_parent(exp_id, f"{spec.name} {stamp}", tags)
+    tracker.client.log_text(parent_id, loaded.text, f"{schema.SPEC_ARTIFACT_DIR}/{loaded.path.name}")
+    tracker.client.log_text(parent_id, json.dumps(spec.model_dump(mode="json"), indent=2), schema.EFFECTIVE_SPEC_ARTIFACT)
     return parent_id
 
 
-def _fit(loaded: LoadedSpec, tracker: Tracker, exp_id: str, parent_id: str, tune_path: str, restore: bool,
-         checkpoint_artifacts: bool) -> dict:
+def task_splits(spec: Spec):
+    """The evaluation splits (split, paper label) of the sweep's task from the task registry, recorded on
+    the parent so that analysis needs no registry; None when the trials do not share one task."""
+    from rirlab.tasks import registry
+
+    tasks = {resolve(t.config).task for t in expand(spec, sample_random=True)}
+    return list(registry.get(tasks.pop()).splits) if len(tasks) == 1 else None
+
+
+def _new_tuner(loaded: LoadedSpec, train_fn, tune_path: str, callbacks: list):
     from ray import tune
 
-    from sweeps.callback import MLflowTrialCallback, ProgressCallback
-    from sweeps.trainable import trainable
-
     spec = loaded.spec
-    import ray
-
-    tracker.set_tags(parent_id, {"rirlab.cluster_resources": json.dumps(ray.cluster_resources(), sort_keys=True)})
-    resources = {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu}
-    train_fn = tune.with_resources(trainable, resources)
-    mlflow_cb = MLflowTrialCallback(tracker, exp_id, parent_id, checkpoint_artifacts=checkpoint_artifacts)
-    n_trials = len(expand(spec, sample_random=True))
-    progress = ProgressCallback(spec.name, n_trials, spec.metrics[0], spec.modes[0])
     single = len(spec.metrics) == 1
     run_config = tune.RunConfig(
         name=Path(tune_path).name, storage_path=str(Path(tune_path).parent),
         failure_config=tune.FailureConfig(max_failures=spec.max_failures),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
         stop={"time_total_s": spec.budget.time_limit_s} if spec.budget.time_limit_s else None,
-        callbacks=[mlflow_cb, progress], verbose=0)
+        callbacks=callbacks, verbose=0)
+    return tune.Tuner(
+        train_fn, param_space=param_space(spec),
+        tune_config=tune.TuneConfig(
+            metric=spec.metrics[0] if single and spec.algorithm != "optuna" else None,
+            mode=spec.modes[0] if single and spec.algorithm != "optuna" else None,
+            search_alg=_search_alg(spec), scheduler=_scheduler(loaded),
+            num_samples=len(grid_points(spec)) if spec.algorithm == "grid" else spec.num_samples,
+            max_concurrent_trials=spec.max_concurrent if spec.algorithm != "grid" else None,  # grid: in _search_alg
+            trial_dirname_creator=lambda t: f"trial_{t.trial_id}"),
+        run_config=run_config)
+
+
+def _fit(loaded: LoadedSpec, tracker: Tracker, exp_id: str, parent_id: str, tune_path: str, restore: bool,
+         checkpoint_artifacts: bool) -> dict:
+    from ray import tune
+
+    from sweeps.callback import MLflowTrialCallback, ProgressCallback, bound
+    from sweeps.trainable import bind
+
+    spec = loaded.spec
+    import ray
+
+    tracker.set_tags(parent_id, {schema.CLUSTER_RESOURCES: json.dumps(ray.cluster_resources(), sort_keys=True)})
+    space = TrialSpace.of(spec)
+    resources = {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu}
+    train_fn = tune.with_resources(bind(space, spec.checkpoint_every), resources)
+    mlflow_cb = MLflowTrialCallback(tracker, exp_id, parent_id, space, checkpoint_artifacts=checkpoint_artifacts)
+    n_trials = len(expand(spec, sample_random=True))
+    progress = ProgressCallback(spec.name, n_trials, spec.metrics[0], spec.modes[0], space)
     try:
-        if restore:
-            tuner = tune.Tuner.restore(tune_path, trainable=train_fn, resume_unfinished=True, resume_errored=True)
-            # Tune would use the callbacks pickled at the first start; this driver's own take their place
-            tuner._local_tuner.get_run_config().callbacks = [mlflow_cb, progress]
-        else:
-            tuner = tune.Tuner(
-                train_fn, param_space=_search_space(loaded),
-                tune_config=tune.TuneConfig(
-                    metric=spec.metrics[0] if single and spec.algorithm != "optuna" else None,
-                    mode=spec.modes[0] if single and spec.algorithm != "optuna" else None,
-                    search_alg=_searcher(loaded), scheduler=_scheduler(loaded),
-                    num_samples=spec.num_samples if spec.algorithm != "grid" else 1,
-                    max_concurrent_trials=spec.max_concurrent,
-                    trial_dirname_creator=lambda t: f"trial_{t.trial_id}"),
-                run_config=run_config)
-        grid = tuner.fit()
+        # Tune saves its callbacks with the experiment (pickle; deep copies too): while bound, they load back
+        # as these two live ones, in a fresh Tuner and in a restored one alike
+        with bound(mlflow_cb, progress) as callbacks:
+            if restore:
+                tuner = tune.Tuner.restore(tune_path, trainable=train_fn, resume_unfinished=True, resume_errored=True)
+            else:
+                tuner = _new_tuner(loaded, train_fn, tune_path, callbacks)
+            grid = tuner.fit()
         errors = len(grid.errors)
     except KeyboardInterrupt:  # a second Ctrl-C: Ray gives up waiting
         errors = 0
@@ -250,13 +273,13 @@ def _fit(loaded: LoadedSpec, tracker: Tracker, exp_id: str, parent_id: str, tune
     counts.update(parent_run_id=parent_id, errors=errors)
     running = [k for k, st in mlflow_cb.state.items() if st == "running"]
     counts["interrupted"] = bool(running) or counts["finished"] + counts["failed"] < n_trials
-    tracker.set_tags(parent_id, {"rirlab.trials_finished": str(counts["finished"]),
-                                 "rirlab.trials_failed": str(counts["failed"])})
+    tracker.set_tags(parent_id, {schema.TRIALS_FINISHED: str(counts["finished"]),
+                                 schema.TRIALS_FAILED: str(counts["failed"])})
     if counts["interrupted"]:
         # Ctrl-C (Ray Tune stops gracefully and saves its state): unfinished trials end KILLED in MLflow;
         # --resume reopens the same runs and continues each trial from its last checkpoint.
         mlflow_cb.mark_interrupted()
-        tracker.set_tags(parent_id, {"rirlab.interrupted": "true"})
+        tracker.set_tags(parent_id, {schema.INTERRUPTED: schema.TRUE})
         tracker.finish(parent_id, "KILLED")
         flags = (" --quick" if loaded.quick else "") + "".join(f" --set {k}={v}" for k, v in loaded.overrides.items())
         print(f"interrupted: {len(running)} running trial(s) stopped, their last checkpoints kept; continue with:\n"

@@ -2,7 +2,7 @@
 
 Only the driver writes (safe with a sqlite store and concurrent trials; the
 same code talks to a tracking server across machines). Child runs carry the
-tag ``rirlab.trial_key`` so a resumed sweep finds and continues its own runs.
+tag ``schema.TRIAL_KEY`` so a resumed sweep finds and continues its own runs.
 """
 
 from __future__ import annotations
@@ -18,15 +18,13 @@ from typing import Any, Optional
 
 from mlflow.entities import Metric, Param, RunStatus, RunTag
 from mlflow.tracking import MlflowClient
-from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
 import rirlab
+from sweeps import schema
 
 DEFAULT_URI_FILE = "mlruns.db"
-PARENT_TAG = "rirlab.sweep"  # "parent" on the parent run
-KEY_TAG = "rirlab.trial_key"
 RAY_KEYS = {"time_this_iter_s", "timestamp", "training_iteration", "time_total_s", "time_since_restore",
-            "iterations_since_restore", "pid", "done", "step", "checkpoint_dir_name", "should_checkpoint"}
+            "iterations_since_restore", "pid", "done", schema.STEP, "checkpoint_dir_name", "should_checkpoint"}
 SECRET_MARKERS = ("PASSWORD", "SECRET", "TOKEN", "KEY", "CREDENTIAL")
 # forwarded to Ray workers on a remote cluster (when set): MLflow server auth/TLS, S3/MinIO artifact store, plugins
 WORKER_ENV = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN",
@@ -71,7 +69,7 @@ def split_result(result: dict) -> tuple[dict[str, float], dict[str, str]]:
         if isinstance(v, (int, float)) and math.isfinite(v):
             metrics[k] = float(v)
         elif isinstance(v, str):
-            tags[f"rirlab.{k}"] = v[:5000]
+            tags[schema.result_tag(k)] = v[:5000]
     return metrics, tags
 
 
@@ -94,23 +92,21 @@ class Tracker:
         return self.client.create_experiment(name, artifact_location=f"{root}/{name}" if root else None)
 
     def start_parent(self, exp_id: str, name: str, tags: dict[str, str]) -> str:
-        run = self.client.create_run(exp_id, run_name=name, tags={PARENT_TAG: "parent", **tags,
-                                                                  "rirlab.version": rirlab.__version__,
-                                                                  "rirlab.git_commit": git_commit()})
+        run = self.client.create_run(exp_id, run_name=name, tags={schema.SWEEP_TAG: schema.PARENT, **tags,
+                                                                  schema.VERSION: rirlab.__version__,
+                                                                  schema.GIT_COMMIT: git_commit()})
         return run.info.run_id
 
     def find_parent(self, exp_id: str, spec_hash: str):
-        runs = self.client.search_runs([exp_id], filter_string=f"tags.`{PARENT_TAG}` = 'parent' and "
-                                       f"tags.`rirlab.spec_hash` = '{spec_hash}'", order_by=["attributes.start_time DESC"],
-                                       max_results=1)
+        runs = self.client.search_runs([exp_id], filter_string=schema.parent_filter(spec_hash),
+                                       order_by=["attributes.start_time DESC"], max_results=1)
         return runs[0] if runs else None
 
     def children(self, exp_id: str, parent_id: str) -> list:
-        return self.client.search_runs([exp_id], filter_string=f"tags.`{MLFLOW_PARENT_RUN_ID}` = '{parent_id}'",
-                                       max_results=50000)
+        return self.client.search_runs([exp_id], filter_string=schema.children_filter(parent_id), max_results=50000)
 
     def start_child(self, exp_id: str, parent_id: str, name: str, params: dict[str, Any], tags: dict[str, str]) -> str:
-        run = self.client.create_run(exp_id, run_name=name, tags={MLFLOW_PARENT_RUN_ID: parent_id, **tags})
+        run = self.client.create_run(exp_id, run_name=name, tags={schema.PARENT_RUN_ID: parent_id, **tags})
         self.log_params(run.info.run_id, params)
         return run.info.run_id
 
@@ -133,7 +129,7 @@ class Tracker:
 
     def finish(self, run_id: str, status: str = "FINISHED", reason: Optional[str] = None) -> None:
         if reason:
-            self.set_tags(run_id, {"rirlab.failure_reason": reason[:5000]})
+            self.set_tags(run_id, {schema.FAILURE_REASON: reason[:5000]})
         self.client.set_terminated(run_id, status=status)
 
     def reopen(self, run_id: str) -> None:

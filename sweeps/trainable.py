@@ -1,7 +1,8 @@
-"""The Ray Tune trainable: turns a Tune config into a flat rirlab config and runs ``rirlab.train.run_trial``.
+"""The Ray Tune trainable: a plain function of a flat config dict that runs ``rirlab.train.run_trial``.
 
-Checkpoints travel as a torch-saved state dict inside a Ray Tune Checkpoint
-directory; a retried or resumed trial starts from the last one.
+Sweep-level settings (how a Tune config maps to a trial, how often to checkpoint) are bound with
+``tune.with_parameters``, never carried as config keys. Checkpoints travel as a torch-saved state dict
+inside a Ray Tune Checkpoint directory; a retried or resumed trial starts from the last one.
 """
 
 from __future__ import annotations
@@ -13,37 +14,15 @@ import torch
 from ray import tune
 
 from rirlab.train import NonFiniteLoss, run_trial
-from sweeps.spec import condition_holds
+from sweeps import schema
+from sweeps.specfile import TrialSpace
 
 STATE_FILE = "state.pt"
-META = "__rirlab__"
 
 
-def materialize(config: dict) -> dict:
-    """Flat rirlab config of a Tune config: an explicit grid trial, or constants + sampled values."""
-    if "trial" in config:
-        return dict(config["trial"]["config"])
-    meta = config.get(META, {})
-    flat = {k: v for k, v in config.items() if k not in (META, "__trial_index__")}
-    for key, when in meta.get("when", {}).items():
-        if not condition_holds(when, flat):
-            flat.pop(key, None)
-    if "__trial_index__" in config:
-        flat["seed"] = meta["seeds"][config["__trial_index__"]]
-    return flat
-
-
-def swept_of(config: dict) -> dict:
-    if "trial" in config:
-        return dict(config["trial"]["swept"])
-    flat = materialize(config)
-    return {k: flat[k] for k in config.get(META, {}).get("swept", []) if k in flat} | {"seed": flat.get("seed", 0)}
-
-
-def trainable(config: dict) -> None:
-    flat = materialize(config)
-    # checkpoint_every 0 in a spec means "only the final state" (kept as the run's checkpoint artifact)
-    checkpoint_every = config.get(META, {}).get("checkpoint_every", 0) or 10**12
+def trainable(config: dict, space: TrialSpace = TrialSpace(), checkpoint_every: int = 0) -> None:
+    """One trial. ``checkpoint_every`` 0 means "only the final state" (kept as the run's checkpoint artifact)."""
+    trial = space.trial(config)
     state = None
     ckpt = tune.get_checkpoint()
     if ckpt is not None:
@@ -59,6 +38,13 @@ def trainable(config: dict) -> None:
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(d))
 
     try:
-        run_trial(flat, report, state=state, checkpoint_every=checkpoint_every)
-    except NonFiniteLoss as err:  # deterministic: retrying would fail again, so end the trial as failed
-        tune.report({"rirlab_failed": str(err)})
+        run_trial(trial.config, report, state=state, checkpoint_every=checkpoint_every or 10**12)
+    except NonFiniteLoss as err:
+        # deterministic: a retry would fail the same way, so the trial ends (not raises) with its reason,
+        # which the driver records as the run's FAILED status and failure-reason tag
+        tune.report({schema.FAILURE_RESULT: str(err)})
+
+
+def bind(space: TrialSpace, checkpoint_every: int):
+    """The trainable with this sweep's settings bound (``tune.with_parameters``)."""
+    return tune.with_parameters(trainable, space=space, checkpoint_every=checkpoint_every)

@@ -9,16 +9,31 @@ from pathlib import Path
 import yaml
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
-from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
-from analysis.runs import read_spec
+from sweeps import schema
+from sweeps.schema import read_spec
+
+REGISTRY = object()
 
 
-def make_sweep(root: Path, spec: dict, runs: list[dict]) -> tuple[str, Path]:
+def registry_splits(task):
+    """(split, paper label) of TASK from the task registry, as `rirlab sweep` records them; None if unknown."""
+    from rirlab.errors import UserError
+    from rirlab.tasks import registry
+
+    try:
+        return list(registry.get(task).splits)
+    except UserError:
+        return None
+
+
+def make_sweep(root: Path, spec: dict, runs: list[dict], splits=REGISTRY) -> tuple[str, Path]:
     """Write SPEC to root/<name>.yaml and record a parent run plus one child per entry of RUNS.
 
     A run entry: {swept: {...incl. seed}, metrics: {name: value} (final), status: FINISHED|FAILED,
     history: {name: [(step, value), ...]}, params: {...}, reason: str, early_stopped: bool}.
+    ``splits``: the (split, label) list the parent records; by default the task registry's, like
+    `rirlab sweep`; None records none (a parent run from before the record existed).
     Returns (tracking uri, spec path)."""
     uri = f"sqlite:///{root / 'mlruns.db'}"
     spec_path = root / f"{spec['name']}.yaml"
@@ -27,20 +42,22 @@ def make_sweep(root: Path, spec: dict, runs: list[dict]) -> tuple[str, Path]:
     client = MlflowClient(uri)
     exp_id = client.create_experiment(spec["name"], artifact_location=str(root / "mlartifacts" / spec["name"]))
     swept_keys = (["variant"] if spec.get("variants") else []) + list(spec.get("search", {}))
-    parent = client.create_run(exp_id, run_name=f"{spec['name']} test", tags={
-        "rirlab.sweep": "parent", "rirlab.spec_hash": "0" * 12, "rirlab.swept": ",".join(swept_keys),
-        "rirlab.seeds": str(len(parsed.seed_list)), "rirlab.metric": "dev/accuracy", "rirlab.quick": "False"})
+    tags = {schema.SWEEP_TAG: schema.PARENT, schema.SPEC_HASH: "0" * 12, schema.SWEPT_KEYS: ",".join(swept_keys),
+            schema.SEEDS: str(len(parsed.seed_list)), schema.METRIC: "dev/accuracy", schema.QUICK: "False"}
+    splits = registry_splits(spec.get("task")) if splits is REGISTRY else splits
+    if splits is not None:
+        tags[schema.SPLITS] = schema.encode_splits(splits)
+    parent = client.create_run(exp_id, run_name=f"{spec['name']} test", tags=tags)
     pid = parent.info.run_id
-    client.log_text(pid, json.dumps(parsed.model_dump(mode="json")), "spec/effective_spec.json")
+    client.log_text(pid, json.dumps(parsed.model_dump(mode="json")), schema.EFFECTIVE_SPEC_ARTIFACT)
     now = int(time.time() * 1000)
     for i, r in enumerate(runs):
         sw = r["swept"]
-        tags = {MLFLOW_PARENT_RUN_ID: pid, "rirlab.swept": json.dumps(sw), "rirlab.trial_key": f"t{i}"}
-        if sw.get("variant"):
-            tags["rirlab.variant"] = sw["variant"]
+        trial = schema.TrialRecord.of(sw, {})
+        tags = {schema.PARENT_RUN_ID: pid, **trial.tags(f"t{i}")}
         if r.get("early_stopped"):
-            tags["rirlab.early_stopped"] = "true"
-        run = client.create_run(exp_id, run_name=",".join(f"{k}={v}" for k, v in sw.items()), tags=tags)
+            tags[schema.EARLY_STOPPED] = schema.TRUE
+        run = client.create_run(exp_id, run_name=trial.name, tags=tags)
         rid = run.info.run_id
         params = {"model": spec.get("model", "m"), "task": spec.get("task", "t"), "lr": 0.001, "batch_size": 32,
                   "use_flag": True, **{k: v for k, v in sw.items() if k != "variant"}, **r.get("params", {})}
@@ -51,7 +68,7 @@ def make_sweep(root: Path, spec: dict, runs: list[dict]) -> tuple[str, Path]:
         metrics += [Metric(k, float(v), now + 10_000, 1000) for k, v in r.get("metrics", {}).items()]
         client.log_batch(rid, metrics=metrics)
         if r.get("reason"):
-            client.set_tag(rid, "rirlab.failure_reason", r["reason"])
+            client.set_tag(rid, schema.FAILURE_REASON, r["reason"])
         client.set_terminated(rid, r.get("status", "FINISHED"))
     client.set_terminated(pid, "FINISHED")
     return uri, spec_path

@@ -244,3 +244,74 @@ def test_pareto_and_curves_plots(golden, tmp_path):
 def test_pareto_front():
     pts = [(1.0, 50.0), (2.0, 60.0), (3.0, 55.0), (0.5, 40.0), (2.0, 58.0)]
     assert pareto_front(pts) == [3, 0, 1]
+
+
+# ---------------------------------------------------------------- the contract and the import boundary
+
+def test_older_parent_without_split_record_prints_split_names(tmp_path):
+    uri, spec = make_sweep(tmp_path, {**ABL_SPEC, "name": "abl_old"}, ABL_RUNS[:3], splits=None)
+    r = cli("tables", spec, "--tracking-uri", uri)
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith("| configuration | len_200_300 | test |")  # split names, sorted: no registry needed
+    assert "| RIR-EBT-GRC | 81.00 ± 2.2 | 92.00 ± 2.9 |" in r.stdout
+
+
+def test_recorded_split_labels_give_the_columns_and_their_order(tmp_path):
+    uri, spec = make_sweep(tmp_path, {**ABL_SPEC, "name": "abl_labels"}, ABL_RUNS[:3],
+                           splits=[("len_200_300", "200-300"), ("test", "near-IID")])
+    r = cli("tables", spec, "--tracking-uri", uri)
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith("| configuration | 200-300 | near-IID |")
+    assert "| RIR-EBT-GRC | 81.00 ± 2.2 | 92.00 ± 2.9 |" in r.stdout
+    sw = load_sweep(MlflowClient(uri), "abl_labels")
+    assert sw.splits == [("len_200_300", "200-300"), ("test", "near-IID")]
+
+
+HEAVY = ("torch", "ray", "rirlab.models", "rirlab.tasks", "rirlab.train")  # (--where parses as --set does: rirlab.config)
+PROBE = """
+import sys
+from rirlab.cli import main
+try:
+    main(sys.argv[1:], prog_name="rirlab")
+except SystemExit as stop:
+    code = stop.code
+print("HEAVY", sorted(m for m in {heavy!r} if m in sys.modules))
+sys.exit(code)
+"""
+
+
+@pytest.mark.parametrize("store, args", [("golden", []),
+                                         ("golden", ["--layout", "pivot", "--rows", "chunk_size", "--cols", "beam_size"]),
+                                         ("abl", ["--format", "latex", "--reference", "rir"])])
+def test_rirlab_tables_imports_no_torch(request, store, args):
+    """`rirlab tables` reads MLflow through the contract module only: no torch, Ray, model or task registry."""
+    import os
+    import subprocess
+    import sys
+
+    uri, spec, root = request.getfixturevalue(store)
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    proc = subprocess.run([sys.executable, "-c", PROBE.format(heavy=HEAVY), "tables", str(spec), "--tracking-uri", uri,
+                           *args], cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "55.00 ± 5" in proc.stdout or "92.00 $\\pm$ 2.9" in proc.stdout  # the table itself printed
+    assert proc.stdout.strip().splitlines()[-1] == "HEAVY []", proc.stdout[-500:]
+
+
+def test_analysis_imports_only_the_contract_of_this_project():
+    """analysis/ imports, from this project, only sweeps.schema (and rirlab.errors), besides itself."""
+    import ast
+
+    allowed = {"sweeps", "sweeps.schema", "rirlab.errors"}
+    for path in sorted((Path(__file__).resolve().parents[1] / "analysis").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] if node.module != "sweeps" else [f"sweeps.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                if name.split(".")[0] in ("sweeps", "rirlab"):
+                    assert name in allowed, f"{path.name} imports {name}"

@@ -21,7 +21,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from sweeps.spec import expand, load_spec
-from sweeps.tracking import KEY_TAG
+from sweeps.schema import TRIAL_KEY
 from tests.conftest import REPO, RIRLAB, run_cli, sqlite_uri
 
 pytestmark = pytest.mark.cluster
@@ -251,7 +251,7 @@ def test_killed_worker_node_trials_resume_from_checkpoints(tmp_path):
         names = [r.info.run_name for r in kids]
         assert sorted(names) == sorted(t["name"] for t in expand(load_spec(KILL_SPEC).spec))  # none lost, none twice
         assert all(r.info.status == "FINISHED" for r in kids)
-        lost = next(r for r in kids if "trial_" + r.data.tags[KEY_TAG] == trial_dir.name)
+        lost = next(r for r in kids if "trial_" + r.data.tags[TRIAL_KEY] == trial_dir.name)
         assert int(lost.data.tags["rirlab.retried"]) >= 1
         assert lost.data.metrics["test/accuracy"] >= 0
         steps = [m.step for m in client.get_metric_history(lost.info.run_id, "train/loss")]

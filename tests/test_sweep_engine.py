@@ -71,6 +71,112 @@ def test_dry_run_lists_trials_and_hash_without_starting_anything(workdir):
     assert not (workdir / "mlruns.db").exists() and not (workdir / "rirlab_runs").exists()
 
 
+# ---------------------------------------------------------------- the Tune search space (no Ray started)
+
+WHEN_SPEC = {"seeds": [0, 7], "model": None, "variants": [{"name": "small", "set": {}}, {"name": "wide", "set": {"hidden_size": 16}}],
+             "search": {"model": {"grid": ["rir_grc", "bbt_grc"]}, "lr": {"grid": [0.003, 0.001]},
+                        "chunk_size": {"grid": [2, 4], "when": {"model": "rir_grc"}}}}
+
+
+def _when_spec(tmp_path):
+    spec = write_spec(tmp_path / "w.yaml", **WHEN_SPEC)
+    spec.write_text(spec.read_text().replace("  chunk_size: 5\n", ""))
+    return load_spec(spec).spec
+
+
+def test_param_space_is_flat_real_config_keys_for_every_algorithm(tmp_path):
+    from rirlab.config import resolve
+    from sweeps.runner import param_space
+
+    grid = _when_spec(tmp_path)
+    sampled = write_spec(tmp_path / "r.yaml", algorithm="random", num_samples=2,
+                         search={"lr": {"loguniform": [1e-4, 1e-2]}, "hidden_size": {"randint": [4, 12]}})
+    for spec in (grid, load_spec(sampled).spec, load_spec(sampled).spec.model_copy(update={"algorithm": "optuna"})):
+        space = param_space(spec)
+        assert all(not isinstance(v, dict) or set(v) == {"grid_search"} for v in space.values())  # flat
+        assert "trial" not in space and not any(k.startswith("__") for k in space)  # no meta keys
+        assert set(space) - {"variant"} <= set(resolve(expand(spec, sample_random=True)[0].config).flat())
+    assert "variant" in param_space(grid)
+
+
+def test_grid_trials_in_tune_are_exactly_the_expanded_trials(tmp_path):
+    """Tune's config of each grid trial = the spec's constants + one grid point (real keys + the variant's
+    name); TrialSpace.trial maps it to the expanded trial: variants x grid x seeds, `when:` applied once."""
+    from sweeps.runner import param_space
+    from sweeps.spec import TrialSpace, grid_points
+
+    spec = _when_spec(tmp_path)
+    trials = expand(spec)
+    assert len(trials) == 2 * 2 * (2 + 1) * 2  # variants x lr x (rir_grc: 2 chunk sizes, bbt_grc: none) x seeds
+    constants = {k: v for k, v in param_space(spec).items() if not hasattr(v, "sample")}
+    space = TrialSpace.of(spec)
+    from_tune = [space.trial({**constants, **point}) for point in grid_points(spec)]
+    assert from_tune == trials
+    assert trials[0].name == "variant=small,model=rir_grc,lr=0.003,chunk_size=2,seed=0"
+    bbt = next(t for t in trials if t.config["model"] == "bbt_grc")
+    assert "chunk_size" not in bbt.swept and "chunk_size" not in bbt.config
+    assert all(t.config["hidden_size"] == (16 if t.variant == "wide" else 8) for t in trials)
+    assert {t.config["seed"] for t in trials} == {0, 7}
+
+
+@pytest.mark.e2e
+def test_ray_tune_runs_exactly_the_expanded_grid_trials(tmp_path):
+    """The real thing: Ray Tune's own trials from param_space + the grid's search algorithm."""
+    import ray
+    from ray import tune
+
+    from sweeps.runner import _search_alg, param_space
+    from sweeps.spec import TrialSpace, grid_points
+
+    spec = _when_spec(tmp_path)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        tuner = tune.Tuner(lambda config: tune.report({"ok": 1}), param_space=param_space(spec),
+                           tune_config=tune.TuneConfig(search_alg=_search_alg(spec), num_samples=len(grid_points(spec))),
+                           run_config=tune.RunConfig(storage_path=str(tmp_path / "tune"), verbose=0))
+        configs = [r.config for r in tuner.fit()]
+    finally:
+        ray.shutdown()
+    space = TrialSpace.of(spec)
+    assert sorted(space.trial(c).name for c in configs) == sorted(t.name for t in expand(spec))
+    assert all(space.trial(c) in expand(spec) for c in configs)
+
+
+def test_random_and_repeated_optuna_configs_map_to_trials_with_when_and_seeds(tmp_path):
+    from ray.tune.search.repeater import TRIAL_INDEX
+
+    from sweeps.spec import TrialSpace
+    from sweeps.specfile import REPEATER_INDEX
+
+    assert REPEATER_INDEX == TRIAL_INDEX  # Ray's key for the repeat index of an Optuna sample
+    spec = _when_spec(tmp_path).model_copy(update={"variants": [], "algorithm": "optuna"})
+    space = TrialSpace.of(spec)
+    trial = space.trial({"task": "listops", "model": "bbt_grc", "lr": 0.01, "chunk_size": 4, "seed": 0, TRIAL_INDEX: 1})
+    assert trial.name == "model=bbt_grc,lr=0.01,seed=7" and "chunk_size" not in trial.config
+    trial = space.trial({"task": "listops", "model": "rir_grc", "lr": 0.01, "chunk_size": 4, "seed": 0})
+    assert trial.swept == {"model": "rir_grc", "lr": 0.01, "chunk_size": 4, "seed": 0}
+
+
+def test_driver_callbacks_load_back_as_the_bound_ones(tmp_path):
+    """Tune pickles its callbacks into the experiment state and a restored Tuner runs the unpickled ones:
+    they must come back as this driver's live callbacks (never as stale copies of another driver's)."""
+    import pickle
+
+    from ray import tune
+
+    from sweeps.callback import ProgressCallback, bound
+    from sweeps.spec import TrialSpace
+
+    live = ProgressCallback("x", 1, "dev/accuracy", "max", TrialSpace())
+    saved = pickle.dumps(live)
+    assert b"dev/accuracy" not in saved  # only the slot's name is saved
+    other = ProgressCallback("x", 1, "dev/accuracy", "max", TrialSpace())
+    with bound(other):
+        assert pickle.loads(saved) is other
+    restored = pickle.loads(saved)  # outside a sweep: an inert callback
+    assert type(restored) is tune.Callback
+
+
 # ---------------------------------------------------------------- bad specs
 
 # (change to the tiny spec, text the error names, hint it gives, text of the spec line it must point at)
@@ -129,7 +235,7 @@ def test_random_and_optuna_run_num_samples_trials_inside_the_bounds(workdir):
 
 @pytest.mark.e2e
 def test_failing_trials_end_failed_with_reason_and_the_sweep_goes_on(workdir):
-    spec = write_spec(workdir / "f.yaml", name="faults", seeds=1, max_failures=0,
+    spec = write_spec(workdir / "f.yaml", name="faults", seeds=1, max_failures=1,
                       search={"model": {"grid": ["rir_grc", "nan_grc", "raise_grc"]}})
     env = {"RIRLAB_PLUGINS": "tests.plugin_models", "PYTHONPATH": str(REPO)}
     proc = run_cli(["sweep", spec, "--no-checkpoint-artifacts"], cwd=workdir, env=env, check=True)
@@ -139,6 +245,9 @@ def test_failing_trials_end_failed_with_reason_and_the_sweep_goes_on(workdir):
     assert by_model["rir_grc"].info.status == "FINISHED"
     assert by_model["nan_grc"].info.status == "FAILED"
     assert "nan" in by_model["nan_grc"].data.tags["rirlab.failure_reason"].lower()
+    assert "rirlab.retried" not in by_model["nan_grc"].data.tags  # deterministic: never retried
+    assert not any("failed" in k or "failure" in k for r in children for k in r.data.metrics)  # a status, not a metric
+    assert by_model["raise_grc"].data.tags["rirlab.retried"] == "1"  # an exception is retried (max_failures)
     assert by_model["raise_grc"].info.status == "FAILED"
     assert "deliberate failure" in by_model["raise_grc"].data.tags["rirlab.failure_reason"]
     assert parents[0].info.status == "FINISHED"

@@ -80,7 +80,8 @@ def tables(spec, experiment, tracking_uri, parent, layout, fmt, stat, metric, re
     if sw.parent is not None and sw.runs.empty and not reference and layout == "pivot":
         raise UserError(f"sweep run {sw.parent.info.run_id} of '{sw.experiment}' has no trial runs yet")
     if layout == "ablation":
-        grid = T.ablation(sw.runs, spec=sw.spec, stat=stat, metric=metric, n_expected=sw.n_expected, reference=reference)
+        grid = T.ablation(sw.runs, spec=sw.spec, stat=stat, metric=metric, n_expected=sw.n_expected, reference=reference,
+                          splits=sw.splits)
     else:
         if sw.runs.empty:
             raise UserError(f"no runs of '{sw.experiment}' yet: run `rirlab sweep` first (a pivot needs runs)")
@@ -91,8 +92,7 @@ def tables(spec, experiment, tracking_uri, parent, layout, fmt, stat, metric, re
         if not rows_key or not cols_key:
             raise UserError(f"a pivot needs two swept parameters; this sweep swept {', '.join(keys) or 'none'} "
                             f"(use the ablation layout)")
-        splits = T.task_splits(getattr(sw.spec, "task", None))
-        split = split or (splits[0][0] if splits else (T.split_columns(T.usable(sw.runs), metric) or ["test"])[0])
+        split = split or (sw.splits[0][0] if sw.splits else (T.split_columns(T.usable(sw.runs), metric) or ["test"])[0])
         grid = T.pivot(sw.runs, rows_key, cols_key, split, stat=stat, metric=metric, n_expected=sw.n_expected,
                        where=_where(where))
     if sw.parent is None:

@@ -1,0 +1,331 @@
+"""The sweep spec file, torch-free: its YAML schema (pydantic), its expansion into trials, and the one
+function that turns a Ray Tune config into a trial (variants, ``when:`` and seeds applied there only).
+
+A spec is data, not code::
+
+    name: chunk_beam
+    task: listops
+    model: rir_ebt_grc
+    fixed: {hidden_size: 128}
+    search:
+      chunk_size: {grid: [10, 20, 30]}
+      beam_size: {grid: [5, 7]}
+    seeds: 3
+    metric: dev/accuracy
+    mode: max
+    quick: {fixed: {hidden_size: 16, steps: 200}, search: {chunk_size: {grid: [10, 30]}}, seeds: 1}
+
+This module checks the schema only; ``sweeps.spec.load_spec`` also applies --quick / --set and validates
+every trial config against the library's config dataclasses. Analysis reads specs through this module
+(re-exported by ``sweeps.schema``), so a table's layout needs neither torch nor the model registry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import itertools
+import json
+import math
+import random
+from pathlib import Path
+from typing import Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from rirlab.errors import UserError
+from sweeps.schema import TrialRecord
+
+SEARCH_KINDS = ("grid", "choice", "uniform", "loguniform", "randint")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Axis(_Strict):
+    """One searched parameter: exactly one of grid | choice | uniform | loguniform | randint, optional ``when``."""
+
+    grid: Optional[list[Any]] = None
+    choice: Optional[list[Any]] = None
+    uniform: Optional[tuple[float, float]] = None
+    loguniform: Optional[tuple[float, float]] = None
+    randint: Optional[tuple[int, int]] = None  # inclusive bounds
+    when: Optional[dict[str, Union[Any, list[Any]]]] = None  # e.g. {model: [ut, gut]}
+
+    @model_validator(mode="after")
+    def _one_kind(self):
+        kinds = [k for k in SEARCH_KINDS if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            raise ValueError(f"give exactly one of {', '.join(SEARCH_KINDS)} (got {kinds or 'none'})")
+        values = getattr(self, kinds[0])
+        if kinds[0] in ("grid", "choice") and len(values) == 0:
+            raise ValueError(f"empty {kinds[0]}: list at least one value")
+        if kinds[0] in ("uniform", "loguniform", "randint") and not values[0] < values[1]:
+            raise ValueError(f"{kinds[0]} bounds must satisfy low < high (got {list(values)})")
+        if kinds[0] == "loguniform" and values[0] <= 0:
+            raise ValueError(f"loguniform bounds must be > 0 (got {list(values)})")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return next(k for k in SEARCH_KINDS if getattr(self, k) is not None)
+
+    @property
+    def values(self):
+        return getattr(self, self.kind)
+
+
+def condition_holds(when: Optional[dict], config: dict) -> bool:
+    """A ``when:`` block holds if every named key has (one of) the listed value(s) in ``config``."""
+    for key, want in (when or {}).items():
+        if config.get(key) not in (want if isinstance(want, list) else [want]):
+            return False
+    return True
+
+
+class Variant(_Strict):
+    name: str = Field(min_length=1)
+    set: dict[str, Any] = Field(default_factory=dict)
+
+
+class Scheduler(_Strict):
+    type: Literal["fifo", "asha"] = "fifo"
+    grace_period: int = Field(100, ge=1)  # in training steps
+    reduction_factor: float = Field(2.0, gt=1)
+
+
+class Resources(_Strict):
+    cpu: float = Field(1.0, gt=0)
+    gpu: float = Field(0.0, ge=0)
+
+
+class Budget(_Strict):
+    steps: Optional[int] = Field(None, ge=1)
+    epochs: Optional[int] = Field(None, ge=1)
+    time_limit_s: Optional[float] = Field(None, gt=0)  # per trial
+
+    @model_validator(mode="after")
+    def _steps_or_epochs(self):
+        if self.steps is not None and self.epochs is not None:
+            raise ValueError("give budget.steps or budget.epochs, not both")
+        return self
+
+
+class Quick(_Strict):
+    """Overrides applied by --quick: merged into fixed, replacing search / seeds / budget when given."""
+
+    fixed: dict[str, Any] = Field(default_factory=dict)
+    search: Optional[dict[str, Axis]] = None
+    seeds: Optional[Union[int, list[int]]] = None
+    variants: Optional[list[str]] = None  # names of the variants to keep
+    num_samples: Optional[int] = Field(None, ge=1)
+    budget: Optional[Budget] = None
+    max_concurrent: Optional[int] = Field(None, ge=1)
+
+
+class Spec(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
+    task: Optional[str] = None
+    model: Optional[str] = None
+    description: str = ""
+    fixed: dict[str, Any] = Field(default_factory=dict)
+    search: dict[str, Axis] = Field(default_factory=dict)
+    variants: list[Variant] = Field(default_factory=list)
+    seeds: Union[int, list[int]] = 1
+    metric: Union[str, list[str]] = "dev/accuracy"
+    mode: Union[Literal["max", "min"], list[Literal["max", "min"]]] = "max"
+    algorithm: Literal["grid", "random", "optuna"] = "grid"
+    scheduler: Scheduler = Field(default_factory=Scheduler)
+    num_samples: int = Field(1, ge=1)
+    max_concurrent: Optional[int] = Field(None, ge=1)
+    resources: Resources = Field(default_factory=Resources)
+    budget: Budget = Field(default_factory=Budget)
+    checkpoint_every: int = Field(0, ge=0)  # steps; 0 = only at the end
+    max_failures: int = Field(2, ge=0)
+    quick: Optional[Quick] = None
+
+    @model_validator(mode="after")
+    def _checks(self):
+        if isinstance(self.seeds, int) and self.seeds < 1:
+            raise ValueError("seeds must be >= 1 (a count) or a list of seed values")
+        if isinstance(self.seeds, list) and not self.seeds:
+            raise ValueError("seeds list is empty")
+        metrics = self.metric if isinstance(self.metric, list) else [self.metric]
+        modes = self.mode if isinstance(self.mode, list) else [self.mode]
+        if len(metrics) != len(modes):
+            raise ValueError(f"metric has {len(metrics)} entries but mode has {len(modes)}; give one mode per metric")
+        if len(metrics) > 1 and self.algorithm != "optuna":
+            raise ValueError("several metrics (multi-objective) need algorithm: optuna")
+        if len(metrics) > 1 and self.scheduler.type == "asha":
+            raise ValueError("asha needs a single metric")
+        if self.variants and self.algorithm != "grid":
+            raise ValueError("variants need algorithm: grid")
+        if self.algorithm == "grid":
+            bad = [k for k, a in self.search.items() if a.kind not in ("grid", "choice")]
+            if bad:
+                raise ValueError(f"algorithm grid cannot search {bad[0]} by {self.search[bad[0]].kind}; use algorithm: random or optuna")
+        names = [v.name for v in self.variants]
+        if len(set(names)) != len(names):
+            raise ValueError("variant names must be unique")
+        return self
+
+    @property
+    def seed_list(self) -> list[int]:
+        return list(range(self.seeds)) if isinstance(self.seeds, int) else list(self.seeds)
+
+    @property
+    def metrics(self) -> list[str]:
+        return self.metric if isinstance(self.metric, list) else [self.metric]
+
+    @property
+    def modes(self) -> list[str]:
+        return self.mode if isinstance(self.mode, list) else [self.mode]
+
+
+def closest(key: str, candidates) -> str:
+    """`` (did you mean chunk_size?)`` for a misspelt key, else ``""``."""
+    match = difflib.get_close_matches(key, list(candidates), n=1, cutoff=0.5)
+    return f" (did you mean {match[0]}?)" if match else ""
+
+
+def spec_error(err: ValidationError, path: Path, lines: dict) -> UserError:
+    """A pydantic error as one line: ``file:line: key: what is wrong`` (unknown keys name the closest valid one)."""
+    e = err.errors()[0]
+    loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and p in ("function-after", "tagged-union")))
+    key = ".".join(str(p) for p in loc) or "spec"
+    line = next((lines[loc[:n]] for n in range(len(loc), 0, -1) if loc[:n] in lines), None)
+    where = f"{path}:{line}" if line else str(path)
+    if e["type"] == "extra_forbidden":
+        sections = {"scheduler": Scheduler, "resources": Resources, "budget": Budget, "quick": Quick}
+        valid: list = []
+        if len(loc) == 1:
+            valid = list(Spec.model_fields)
+        elif len(loc) == 2 and loc[0] in sections:
+            valid = list(sections[loc[0]].model_fields)
+        elif len(loc) == 3 and loc[0] == "search":
+            valid = [*SEARCH_KINDS, "when"]
+        return UserError(f"{where}: unknown key '{loc[-1]}' in the spec{closest(str(loc[-1]), valid)}")
+    msg = e["msg"].removeprefix("Value error, ")
+    got = e.get("input")
+    shown = f" (got {got!r})" if not isinstance(got, (dict, list)) else ""
+    return UserError(f"{where}: {key}: {msg}{shown}")
+
+
+def parse_spec(path: Path) -> tuple[Spec, dict]:
+    """(validated Spec, {key path: line}) of a spec file; any problem is a one-line UserError with file:line."""
+    from sweeps.yaml_lines import load_with_lines
+
+    data, lines = load_with_lines(path)
+    try:
+        return Spec.model_validate(data), lines
+    except ValidationError as err:
+        raise spec_error(err, path, lines) from None
+
+
+def read_spec(path) -> Spec:
+    """The spec file's schema only (not every trial config: tables of a spec whose models are not
+    registered yet still print). Raises UserError with file:line like ``rirlab sweep``."""
+    return parse_spec(Path(path))[0]
+
+
+def base_config(spec: Spec) -> dict[str, Any]:
+    """What every trial shares: task, model, fixed values and the budget's steps/epochs."""
+    cfg: dict[str, Any] = {}
+    if spec.task is not None:
+        cfg["task"] = spec.task
+    if spec.model is not None:
+        cfg["model"] = spec.model
+    cfg.update(spec.fixed)
+    if spec.budget.steps is not None:
+        cfg["steps"] = spec.budget.steps
+    if spec.budget.epochs is not None:
+        cfg["epochs"] = spec.budget.epochs
+    return cfg
+
+
+VARIANT_KEY = "variant"  # the Tune config key naming a grid trial's variant (its overrides apply in TrialSpace.trial)
+REPEATER_INDEX = "__trial_index__"  # ray.tune.search.repeater.TRIAL_INDEX: which repeat (seed) of an Optuna sample
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialSpace:
+    """How a flat Tune config of real config keys becomes a trial: the one place where a variant's
+    overrides, the ``when:`` conditions and the seeds of repeated Optuna samples are applied.
+
+    Plain data (picklable): the driver's callbacks and the trial workers hold the same one."""
+
+    search: tuple[str, ...] = ()  # the searched keys, in spec order
+    when: dict[str, dict] = dataclasses.field(default_factory=dict)  # searched key -> its condition
+    variants: dict[str, dict] = dataclasses.field(default_factory=dict)  # variant name -> its overrides
+    seeds: tuple[int, ...] = (0,)
+
+    @classmethod
+    def of(cls, spec: Spec) -> "TrialSpace":
+        return cls(tuple(spec.search), {k: a.when for k, a in spec.search.items() if a.when},
+                   {v.name: dict(v.set) for v in spec.variants}, tuple(spec.seed_list))
+
+    def trial(self, config: dict) -> TrialRecord:
+        """The trial a Tune config stands for (its name, swept values and flat rirlab config)."""
+        flat = dict(config)
+        variant = flat.pop(VARIANT_KEY, "")
+        if REPEATER_INDEX in flat:
+            flat["seed"] = self.seeds[flat.pop(REPEATER_INDEX)]
+        seed = flat.pop("seed", 0)
+        point = {k: flat.pop(k) for k in self.search if k in flat}
+        base = {**flat, **self.variants.get(variant, {})}
+        merged = {**base, **point}
+        point = {k: v for k, v in point.items() if condition_holds(self.when.get(k), merged)}
+        swept = ({"variant": variant} if variant else {}) | point | {"seed": seed}
+        return TrialRecord.of(swept, {**base, **point, "seed": seed})
+
+
+def grid_points(spec: Spec) -> list[dict]:
+    """The grid as Tune configs of the swept keys only, ``{variant?, every searched key, seed}``, in
+    variants x grid x seeds order, one per distinct trial (a grid value whose ``when`` does not hold
+    would only repeat a trial)."""
+    space, base = TrialSpace.of(spec), base_config(spec)
+    names = [v.name for v in spec.variants] or [""]
+    keys = list(spec.search)
+    points, seen = [], set()
+    for name in names:
+        for combo in itertools.product(*(spec.search[k].values for k in keys)):
+            for s in spec.seed_list:
+                point = ({VARIANT_KEY: name} if name else {}) | dict(zip(keys, combo)) | {"seed": s}
+                sig = json.dumps(space.trial({**base, **point}).swept, sort_keys=True, default=str)
+                if sig not in seen:
+                    seen.add(sig)
+                    points.append(point)
+    return points
+
+
+def _sample_axis(axis: Axis, rng: random.Random):
+    kind, v = axis.kind, axis.values
+    if kind in ("grid", "choice"):
+        return rng.choice(v)
+    if kind == "uniform":
+        return rng.uniform(*v)
+    if kind == "loguniform":
+        return math.exp(rng.uniform(math.log(v[0]), math.log(v[1])))
+    return rng.randint(*v)
+
+
+def expand(spec: Spec, sample_random: bool = False, seed: int = 0) -> list[TrialRecord]:
+    """The trials. Grid: variants x grid x seeds. Random/optuna with ``sample_random``: ``num_samples``
+    draws x seeds from a local RNG (for --dry-run and validation); the real sweep samples inside Ray Tune."""
+    space, base = TrialSpace.of(spec), base_config(spec)
+    if spec.algorithm == "grid":
+        return [space.trial({**base, **point}) for point in grid_points(spec)]
+    if not sample_random:
+        return []
+    rng = random.Random(seed)
+    trials = []
+    for _ in range(spec.num_samples):
+        point = {k: _sample_axis(a, rng) for k, a in spec.search.items()}
+        trials += [space.trial({**base, **point, "seed": s}) for s in spec.seed_list]
+    return trials
+
+
+def swept_keys(spec: Spec) -> list[str]:
+    """Parameters that differ between trials, without the seed (what tables group by)."""
+    return (["variant"] if spec.variants else []) + list(spec.search)
