@@ -23,7 +23,6 @@ every trial config against the library's config dataclasses. Analysis reads spec
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import itertools
 import json
 import math
@@ -33,6 +32,7 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from rirlab.config import closest  # torch-free: the config layer imports models only inside resolve()
 from rirlab.errors import UserError
 from sweeps.schema import TrialRecord
 
@@ -181,12 +181,6 @@ class Spec(_Strict):
     @property
     def modes(self) -> list[str]:
         return self.mode if isinstance(self.mode, list) else [self.mode]
-
-
-def closest(key: str, candidates) -> str:
-    """`` (did you mean chunk_size?)`` for a misspelt key, else ``""``."""
-    match = difflib.get_close_matches(key, list(candidates), n=1, cutoff=0.5)
-    return f" (did you mean {match[0]}?)" if match else ""
 
 
 def spec_error(err: ValidationError, path: Path, lines: dict) -> UserError:
