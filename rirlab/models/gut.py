@@ -16,8 +16,7 @@ from torch import nn
 from rirlab.config import STRICT
 from rirlab.models.base import EncoderOutput
 from rirlab.models.halting import DepthHalting, HaltConfig
-from rirlab.models.registry import register
-from rirlab.models.transformer import KINDS, Block, Readout, task_model
+from rirlab.models.transformer import Block, Readout, register_encoder
 
 
 @dataclass(config=STRICT)
@@ -59,13 +58,8 @@ class UniversalEncoder(nn.Module):
         return self.halting.histogram(self.unit)
 
 
-@register("ut", HaltConfig, kinds=KINDS)
-def ut(cfg: HaltConfig, info):
-    """Universal Transformer with token-level halting (Algorithm 1, eq. 5-8), mean pooling."""
-    return task_model(UniversalEncoder, cfg, info)
-
-
-@register("gut", GUTConfig, kinds=KINDS)
-def gut(cfg: GUTConfig, info):
-    """Gated Universal Transformer: gating, global mean halting, transition-aware halt (Algorithm 3, eq. 9-17)."""
-    return task_model(UniversalEncoder, cfg, info)
+register_encoder("ut", HaltConfig, UniversalEncoder,
+                 "Universal Transformer with token-level halting (Algorithm 1, eq. 5-8), mean pooling.")
+register_encoder("gut", GUTConfig, UniversalEncoder,
+                 "Gated Universal Transformer: gating, global mean halting, transition-aware halt (Algorithm 3, "
+                 "eq. 9-17).")

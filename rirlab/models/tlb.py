@@ -25,8 +25,7 @@ from rirlab.config import STRICT
 from rirlab.models.base import EncoderOutput
 from rirlab.models.gut import GUTConfig
 from rirlab.models.halting import DepthHalting
-from rirlab.models.registry import register
-from rirlab.models.transformer import KINDS, Attention, FeedForward, GatedFeedForward, Readout, RTConfig, task_model
+from rirlab.models.transformer import Attention, FeedForward, GatedFeedForward, Readout, RTConfig, register_encoder
 
 
 @dataclass(config=STRICT)
@@ -133,13 +132,7 @@ class LatentBottleneckEncoder(nn.Module):
         return {} if self.halting is None else self.halting.histogram("chunk")
 
 
-@register("tlb", TLBConfig, kinds=KINDS)
-def tlb(cfg: TLBConfig, info):
-    """Temporal Latent Bottleneck: chunk-wise recurrence with memory slots (Algorithm 2), mean pooling."""
-    return task_model(LatentBottleneckEncoder, cfg, info)
-
-
-@register("gutlb", GUTLBConfig, kinds=KINDS)
-def gutlb(cfg: GUTLBConfig, info):
-    """Gated Universal Transformer Latent Bottleneck: TLB with a halting GUT per chunk (Algorithm 4)."""
-    return task_model(LatentBottleneckEncoder, cfg, info)
+register_encoder("tlb", TLBConfig, LatentBottleneckEncoder,
+                 "Temporal Latent Bottleneck: chunk-wise recurrence with memory slots (Algorithm 2), mean pooling.")
+register_encoder("gutlb", GUTLBConfig, LatentBottleneckEncoder,
+                 "Gated Universal Transformer Latent Bottleneck: TLB with a halting GUT per chunk (Algorithm 4).")

@@ -18,6 +18,8 @@ Transformer sizes (d = 512, 8 heads, d_ff = 4d, 6 layers).
 
 from __future__ import annotations
 
+import functools
+
 from typing import Optional
 
 import torch
@@ -73,6 +75,11 @@ def causal_for(cfg: RTConfig, info) -> bool:
 def task_model(encoder_cls, cfg: RTConfig, info) -> TaskModel:
     """``encoder_cls(cfg, causal, lm)`` under the task's head: the builder of every recurrent-Transformer model."""
     return TaskModel(encoder_cls(cfg, causal_for(cfg, info), info.kind == "lm"), info, cfg)
+
+
+def register_encoder(name: str, config: type, encoder_cls, doc: str) -> None:
+    """Register ``name`` as ``encoder_cls`` (built from ``config``) under the task's head, for every task kind."""
+    register(name, config, kinds=KINDS, doc=doc)(functools.partial(task_model, encoder_cls))
 
 
 @dataclass(config=STRICT)
@@ -266,7 +273,5 @@ class TransformerEncoder(nn.Module):
         return EncoderOutput(self.readout.pool(self.norm(h), mask, end_at))
 
 
-@register("transformer", TransformerConfig, kinds=KINDS)
-def transformer(cfg: TransformerConfig, info):
-    """Pre-LN Transformer with RoPE (Recurrent Transformers paper eq. 1-4), mean pooling."""
-    return task_model(TransformerEncoder, cfg, info)
+register_encoder("transformer", TransformerConfig, TransformerEncoder,
+                 "Pre-LN Transformer with RoPE (Recurrent Transformers paper eq. 1-4), mean pooling.")
