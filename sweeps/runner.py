@@ -212,7 +212,7 @@ def task_splits(spec: Spec):
     the parent so that analysis needs no registry; None when the trials do not share one task."""
     from rirlab.tasks import registry
 
-    tasks = {resolve(t.config).task for t in expand(spec, sample_random=True)}
+    tasks = {t.config["task"] for t in expand(spec, sample_random=True)}  # set in every trial (load_spec checked)
     return list(registry.get(tasks.pop()).splits) if len(tasks) == 1 else None
 
 

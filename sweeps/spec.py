@@ -15,13 +15,7 @@ from typing import Any, Optional
 
 from rirlab.config import resolve
 from rirlab.errors import UserError
-from sweeps.schema import trial_name
-from sweeps.specfile import (SEARCH_KINDS, Axis, Spec, TrialSpace, Variant, base_config, closest, condition_holds,
-                             expand, grid_points, parse_spec, swept_keys)
-
-__all__ = ["LoadedSpec", "load_spec", "validate_params",  # and, re-exported, the spec schema and its expansion:
-           "SEARCH_KINDS", "Axis", "Spec", "TrialSpace", "Variant", "base_config", "condition_holds", "expand",
-           "grid_points", "swept_keys", "trial_name"]
+from sweeps.specfile import Spec, closest, expand, parse_spec
 
 
 class LoadedSpec:

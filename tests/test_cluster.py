@@ -20,8 +20,9 @@ import psutil
 import pytest
 from mlflow.tracking import MlflowClient
 
-from sweeps.spec import expand, load_spec
 from sweeps.schema import TRIAL_KEY
+from sweeps.spec import load_spec
+from sweeps.specfile import expand
 from tests.conftest import REPO, RIRLAB, run_cli, sqlite_uri
 
 pytestmark = pytest.mark.cluster

@@ -18,7 +18,8 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from rirlab.train import run_trial
-from sweeps.spec import expand, load_spec
+from sweeps.spec import load_spec
+from sweeps.specfile import expand
 from tests.conftest import REPO, RIRLAB, run_cli
 
 TINY = yaml.safe_load((REPO / "tests" / "specs" / "tiny.yaml").read_text())
@@ -103,7 +104,7 @@ def test_grid_trials_in_tune_are_exactly_the_expanded_trials(tmp_path):
     """Tune's config of each grid trial = the spec's constants + one grid point (real keys + the variant's
     name); TrialSpace.trial maps it to the expanded trial: variants x grid x seeds, `when:` applied once."""
     from sweeps.runner import param_space
-    from sweeps.spec import TrialSpace, grid_points
+    from sweeps.specfile import TrialSpace, grid_points
 
     spec = _when_spec(tmp_path)
     trials = expand(spec)
@@ -126,7 +127,7 @@ def test_ray_tune_runs_exactly_the_expanded_grid_trials(tmp_path):
     from ray import tune
 
     from sweeps.runner import _search_alg, param_space
-    from sweeps.spec import TrialSpace, grid_points
+    from sweeps.specfile import TrialSpace, grid_points
 
     spec = _when_spec(tmp_path)
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
@@ -145,8 +146,7 @@ def test_ray_tune_runs_exactly_the_expanded_grid_trials(tmp_path):
 def test_random_and_repeated_optuna_configs_map_to_trials_with_when_and_seeds(tmp_path):
     from ray.tune.search.repeater import TRIAL_INDEX
 
-    from sweeps.spec import TrialSpace
-    from sweeps.specfile import REPEATER_INDEX
+    from sweeps.specfile import REPEATER_INDEX, TrialSpace
 
     assert REPEATER_INDEX == TRIAL_INDEX  # Ray's key for the repeat index of an Optuna sample
     spec = _when_spec(tmp_path).model_copy(update={"variants": [], "algorithm": "optuna"})
@@ -165,7 +165,7 @@ def test_driver_callbacks_load_back_as_the_bound_ones(tmp_path):
     from ray import tune
 
     from sweeps.callback import ProgressCallback, bound
-    from sweeps.spec import TrialSpace
+    from sweeps.specfile import TrialSpace
 
     live = ProgressCallback("x", 1, "dev/accuracy", "max", TrialSpace())
     saved = pickle.dumps(live)

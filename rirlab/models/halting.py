@@ -29,7 +29,7 @@ follow the paper's Appendix A: alpha_thresh = 0.999, beta = halt_loss_weight = 0
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Literal, Optional
+from typing import Callable, Literal, Optional, get_args
 
 import torch
 import torch.nn.functional as F
@@ -40,6 +40,9 @@ from torch import nn
 from rirlab.config import STRICT
 from rirlab.models.transformer import RTConfig, cumulative_mean, masked_mean
 
+Mode = Literal["dynamic", "upper_bound", "none"]  # §7: GUT, "GUT upper bound" (no break), "GUT no halt"
+MODES = get_args(Mode)
+
 
 @dataclass(config=STRICT)
 class HaltConfig(RTConfig):
@@ -48,9 +51,7 @@ class HaltConfig(RTConfig):
     max_layers: int = Field(15, ge=1)  # the upper bound on layers
     alpha_thresh: float = Field(0.999, gt=0, le=1)
     halt_loss_weight: float = Field(0.1, ge=0)  # beta in L = L_main + beta * L_ACT
-    halt_mode: Literal["dynamic", "upper_bound", "none"] = "dynamic"  # §7: GUT / GUT upper bound / GUT no halt
-
-MODES = ("dynamic", "upper_bound", "none")  # §7: GUT, "GUT upper bound" (no break), "GUT no halt"
+    halt_mode: Mode = "dynamic"  # §7: GUT / GUT upper bound / GUT no halt
 
 
 class HaltUnit(nn.Module):

@@ -19,7 +19,6 @@ Transformer sizes (d = 512, 8 heads, d_ff = 4d, 6 layers).
 from __future__ import annotations
 
 import functools
-
 from typing import Optional
 
 import torch
