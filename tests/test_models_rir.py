@@ -150,6 +150,15 @@ def test_rir_grc_with_chunk_at_least_length_is_rnn_grc():
         assert torch.allclose(rir(batch).logits, rnn_model(batch).logits, atol=1e-5)
 
 
+def test_an_inner_rvnn_whose_settings_the_model_lacks_is_refused_naming_the_model_that_has_them():
+    from rirlab.config import resolve
+    from rirlab.errors import UserError
+
+    assert resolve({"model": "rir_ebt_grc", "task": "listops", "inner": "grc_rnn"}).model_cfg.inner == "grc_rnn"
+    with pytest.raises(UserError, match=r"inner='ebt_grc' needs the setting\(s\) beam_size, d_s .*rir_ebt_grc"):
+        resolve({"model": "rir_grc", "task": "listops", "inner": "ebt_grc"})
+
+
 @pytest.mark.parametrize("name,kw", [("ebt_grc", {}), ("rir_ebt_grc", {"inference": "rir"}), ("rir_ebt_grc", {}),
                                      ("gt_grc", {}), ("s4d", {"n_layers": 2}), ("rir_grc", {})])
 def test_eval_deterministic_and_padding_invariant(name, kw):
