@@ -67,7 +67,8 @@ class Inner:
 
 
 INNERS = {
-    "ebt_grc": Inner(ebt_grc.search, ("beam_size", "d_s"), "rir_ebt_grc"),  # EBT-GRC beam search (RIR §3)
+    # EBT-GRC beam search (RIR §3)
+    "ebt_grc": Inner(ebt_grc.search, ("beam_size", "d_s", "beam_select"), "rir_ebt_grc"),
     "grc_rnn": Inner(GRCRNN, (), "rir_grc"),  # GRC RNN over each chunk (RIR-GRC, §4.1)
 }
 
