@@ -156,7 +156,8 @@ def test_an_inner_rvnn_whose_settings_the_model_lacks_is_refused_naming_the_mode
     from rirlab.errors import UserError
 
     assert resolve({"model": "rir_ebt_grc", "task": "listops", "inner": "grc_rnn"}).model_cfg.inner == "grc_rnn"
-    with pytest.raises(UserError, match=r"inner='ebt_grc' needs the setting\(s\) beam_size, d_s, beam_select .*rir_ebt_grc"):
+    needs = r"inner='ebt_grc' needs the setting\(s\) beam_size, d_s, beam_select .*rir_ebt_grc"
+    with pytest.raises(UserError, match=needs):
         resolve({"model": "rir_grc", "task": "listops", "inner": "ebt_grc"})
 
 

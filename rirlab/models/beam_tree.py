@@ -40,9 +40,13 @@ NEG = -1e9  # score of an impossible beam or pair; finite so that no NaN can app
 BeamSelect = Literal["stochastic", "top"]  # survivor selection while training (eval: always plain top-b)
 
 
+GUMBEL_MIN = -math.log(24 * math.log(2))  # -log(-log U) at the smallest positive float32 U = 2^-24
+
+
 def gumbel_like(t: torch.Tensor) -> torch.Tensor:
-    """Gumbel(0, 1) noise -log(-log U), U ~ U[0, 1) (U = 0 gives -inf: that pair is never drawn, p = 2^-24)."""
-    return torch.rand_like(t).log_().neg_().log_().neg_()  # 4x cheaper on CPU than -log(exponential_())
+    """Gumbel(0, 1) noise -log(-log U), U ~ U[0, 1). U = 0 (p = 2^-24) is read as U = 2^-24: a -inf key would
+    let an impossible survivor (score NEG) beat a possible one (the authors' code adds eps = 1e-20 for this)."""
+    return torch.rand_like(t).log_().neg_().log_().neg_().clamp_(min=GUMBEL_MIN)  # 4x cheaper than exponential_()
 
 
 def merging_rows(lens: list[int]) -> list[int]:
