@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rirlab.models.beam_tree import BeamTree, initial_scores
+from rirlab.models.beam_tree import NEG, BeamTree, initial_scores, keep_survivors
 from rirlab.models.fused_beam import FusedBeamTree, fused_search
 from rirlab.models.grc import GRC
 from rirlab.models.scorer import Scorer
@@ -71,14 +71,16 @@ def test_beam_1_at_eval_is_greedy_argmax_composition(search):
     assert torch.allclose(roots[0, 0], seq[0], atol=1e-5)
 
 
+@pytest.mark.parametrize("select", ["stochastic", "top"])
 @pytest.mark.parametrize("b,b_in,train,p", [(3, 1, True, 0.0), (7, 1, True, 0.3), (1, 1, True, 0.0), (4, 4, True, 0.3),
                                              (5, 5, False, 0.3)])
-def test_fused_search_equals_op_by_op_autograd(b, b_in, train, p):
+def test_fused_search_equals_op_by_op_autograd(b, b_in, train, p, select):
     """The one-node search with its hand-written backward vs the same search recorded op by op by autograd:
-    training mode (same Gumbel and dropout draws), input beams with scores (RIR levels >= 2), rows of every length."""
+    training mode (same Gumbel and dropout draws, same survivors under either beam_select), input beams with
+    scores (RIR levels >= 2), rows of every length."""
     torch.manual_seed(7)
     d = 16
-    tree = FusedBeamTree(GRC(d, 4, p), Scorer(d, 8), b).train(train)
+    tree = FusedBeamTree(GRC(d, 4, p), Scorer(d, 8), b, beam_select=select).train(train)
     lengths = torch.tensor([7, 4, 1, 9, 2, 9])
     x = torch.randn(len(lengths), b_in, 9, d, requires_grad=True)
     in_scores = torch.randn(len(lengths), b, requires_grad=True) if b_in > 1 else None
@@ -98,6 +100,68 @@ def test_fused_search_equals_op_by_op_autograd(b, b_in, train, p):
     for a, c in zip(g1, g2):
         assert torch.allclose(a, c, atol=1e-4, rtol=1e-4)
     assert g1[0].abs().sum() > 0 and g1[-4].abs().sum() > 0  # leaves and the scorer's first layer get gradients
+
+
+def test_stochastic_survivors_are_gumbel_top_b_keeping_unperturbed_scores():
+    """keep_survivors with noise: P(first survivor = i) = softmax(scores)_i (Gumbel-top-k, temperature 1), the kept
+    scores are the candidates' own, impossible candidates never beat possible ones; without noise: plain top-b."""
+    n = 20000
+    logp = torch.tensor([0.1, 0.2, 0.3, 0.4, 1e-30]).log()
+    cand = torch.cat([logp[:4], torch.tensor([NEG])]).expand(n, 5)  # (n, 5), the last candidate impossible
+    g = torch.Generator().manual_seed(0)
+    gumbel = -torch.log(-torch.log(torch.rand(n, 5, generator=g)))
+    scores, sel = keep_survivors(cand, 3, gumbel)
+    assert torch.equal(scores, cand.gather(1, sel))  # unperturbed
+    assert (sel != 4).all()
+    freq = torch.bincount(sel[:, 0], minlength=5).float() / n
+    assert torch.allclose(freq[:4], torch.tensor([0.1, 0.2, 0.3, 0.4]), atol=0.01)
+    assert (sel[:, 1:] != sel[:, :1]).all()  # without replacement
+    top_scores, top_sel = keep_survivors(cand, 3, None)
+    assert (top_sel == torch.tensor([3, 2, 1])).all() and torch.equal(top_scores, cand[:, [3, 2, 1]])
+
+
+@pytest.mark.parametrize("search", SEARCHES)
+def test_beam_select_changes_training_survivors_only(search):
+    """Training under ``stochastic`` keeps unperturbed scores (<= 0, log-probability sums) in perturbed order, so
+    some rows come out unsorted; ``top`` always sorted; eval is bit-identical under both (always plain top-b)."""
+    torch.manual_seed(3)
+    d = 16
+    trees = {sel: search(GRC(d, 4, 0.1), Scorer(d, 8), 4, beam_select=sel) for sel in ("stochastic", "top")}
+    trees["top"].load_state_dict(trees["stochastic"].state_dict())
+    lengths = torch.tensor([12, 9, 12, 7, 11, 12, 10, 8] * 4)
+    x = torch.randn(len(lengths), 1, 12, d)
+    with torch.no_grad():
+        evals = [trees[sel].eval()(x, lengths) for sel in ("stochastic", "top")]
+        assert torch.equal(evals[0][0], evals[1][0]) and torch.equal(evals[0][1], evals[1][1])
+        unsorted = {}
+        for sel, tree in trees.items():
+            torch.manual_seed(1)
+            _, scores = tree.train()(x, lengths)
+            assert (scores <= 1e-5).all() and (scores > NEG / 2).all()  # four live beams, log-probability sums
+            unsorted[sel] = int((scores[:, 1:] > scores[:, :-1]).any(1).sum())
+    assert unsorted["top"] == 0 and unsorted["stochastic"] > 0
+
+
+@pytest.mark.parametrize("search", SEARCHES)
+@pytest.mark.parametrize("train", [False, True])
+def test_a_one_item_row_of_a_fresh_search_gives_b_equal_live_beams(search, train):
+    """One item, one input beam: every beam is that item with the input beam's score (RIR's one-token last chunk
+    must not kill beams at the next level); with b input beams a one-item row keeps its own beams and scores."""
+    torch.manual_seed(4)
+    d, b = 8, 3
+    tree = search(GRC(d, 4, 0.0), Scorer(d, 8), b).train(train)
+    x = torch.randn(3, 1, 5, d, requires_grad=True)
+    roots, scores = tree(x, torch.tensor([1, 5, 1]))
+    for i in (0, 2):
+        assert torch.equal(scores[i], torch.zeros(b)) and torch.equal(roots[i], x[i, 0, 0].expand(b, d))
+    in_scores = torch.tensor([[-1.0, -2.0, -3.0], [0.0, -4.0, NEG], [-0.5, -0.5, -0.5]], requires_grad=True)
+    xb = torch.randn(3, b, 5, d)
+    roots, scores = tree(xb, torch.tensor([1, 5, 1]), in_scores)
+    assert torch.equal(scores[[0, 2]], in_scores[[0, 2]]) and torch.equal(roots[0], xb[0, :, 0])
+    _, scores = tree(x, torch.tensor([1, 5, 1]), in_scores)  # one input beam with given scores: its score, b times
+    assert torch.equal(scores[0], torch.full((b,), -1.0))
+    (g,) = torch.autograd.grad(scores[0].sum(), in_scores)
+    assert torch.equal(g[0], torch.tensor([3.0, 0.0, 0.0]))
 
 
 def test_dropout_mask_drops_p_and_keeps_the_expectation():

@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from rirlab.models import registry
-from rirlab.models.rir import align, n_chunks
+from rirlab.models.beam_tree import NEG
+from rirlab.models.rir import align, n_chunks, rir_encode
 from rirlab.tasks.base import TaskInfo
 
 INFO = TaskInfo(16, 10, "classify")
@@ -155,7 +156,8 @@ def test_an_inner_rvnn_whose_settings_the_model_lacks_is_refused_naming_the_mode
     from rirlab.errors import UserError
 
     assert resolve({"model": "rir_ebt_grc", "task": "listops", "inner": "grc_rnn"}).model_cfg.inner == "grc_rnn"
-    with pytest.raises(UserError, match=r"inner='ebt_grc' needs the setting\(s\) beam_size, d_s .*rir_ebt_grc"):
+    needs = r"inner='ebt_grc' needs the setting\(s\) beam_size, d_s, beam_select .*rir_ebt_grc"
+    with pytest.raises(UserError, match=needs):
         resolve({"model": "rir_grc", "task": "listops", "inner": "ebt_grc"})
 
 
@@ -205,3 +207,21 @@ def test_random_alignment_ignores_scores():
     assert torch.allclose(freq, torch.tensor([1 / 3, 1 / 3, 1 / 3, 0.0]), atol=0.01)
 
 
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_a_one_token_last_chunk_keeps_every_beam_alive(train):
+    """L = 1 (mod k), L >= 1.5k: the last chunk holds one token; it yields b equal live beams (as in the authors'
+    code), so under string-it alignment and RIR inference every beam of the next level stays alive (it used to
+    return [0, NEG, ...] and string NEG into b - 1 beams)."""
+    torch.manual_seed(8)
+    k, b = 5, 4
+    model = build("rir_ebt_grc", hidden_size=16, beam_size=b, chunk_size=k, s4d=False, inference="rir",
+                  alignment="string_it").train(train)
+    lengths = torch.tensor([11, 16, 26, 13])  # 5+5+1, 5+5+5+1, 5 x 5 + 1 (level 2: 5+1 chunks again), none
+    h = torch.randn(len(lengths), 26, 16)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        roots, scores = rir_encode(model.encoder.tree, h, lengths, k, "string_it")
+    assert (scores > NEG / 2).all(), scores  # every beam alive
+    assert torch.isfinite(roots).all()

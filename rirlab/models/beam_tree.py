@@ -3,26 +3,32 @@
 This is the readable reference of the search. Each step scores every adjacent child pair of every
 beam with the light scorer (eq. 12; EBT eq. 6-7), takes the top-k pairs per beam (Gumbel-perturbed
 "stochastic top-k" while training, plain top-k at eval), adds their log-softmax scores to the beam
-scores, keeps the best b of the b x k candidates, and composes ONLY the chosen pair of each kept beam
-with the GRC cell (eq. 10-11). The caller marginalises the b roots with a softmax over the beam
+scores, keeps b of the b x k candidates (:func:`keep_survivors`: Gumbel-perturbed top-b while training
+under ``beam_select="stochastic"``, plain top-b otherwise) and composes ONLY the chosen pair of each
+kept beam with the GRC cell (eq. 10-11). The caller marginalises the b roots with a softmax over the beam
 scores (:func:`marginalize`). With ``straight_through=True`` and beam 1 it is GT-GRC: value of the
 argmax merge forward, gradient of its Gumbel-softmax probability backward.
 
 Batching: every row (a sequence, or a chunk under RIR) is one search; rows are sorted by length so
 the rows still merging at step t are a prefix (:func:`merging_rows`) and finished rows cost nothing.
 Pair scores are cached per beam: a merge re-scores only the two pairs touching the new node.
-Invalid beams (fewer distinct trees than b) carry the score ``NEG`` and get zero weight. Rows may
-start from b input beams with scores (RIR levels >= 2) or from one beam (B_in = 1).
+Invalid beams (fewer distinct trees than b) carry the score ``NEG`` and get zero weight, with one
+exception (:func:`one_leaf_beams`): a row of ONE item with one input beam returns that item as the root
+of all b beams, each with the input beam's score, as the authors' code does; otherwise a one-token
+last chunk under RIR would kill every beam but the first at the next level. Rows may start from b
+input beams with scores (RIR levels >= 2) or from one beam (B_in = 1).
 
 The same search as one autograd node with a hand-written backward is the fast path
 :class:`rirlab.models.fused_beam.FusedBeamTree`; it imports its shared pieces from here (``NEG``,
-:class:`Noise`, :func:`merging_rows`, :func:`initial_scores`) and the tests hold the two equal in
-values and gradients, and both equal to a literal Algorithm 1.
+:class:`Noise`, :func:`merging_rows`, :func:`initial_scores`, :func:`keep_survivors`,
+:func:`one_leaf_beams`) and the tests hold the two equal in values and gradients (training mode
+included: same draws, same survivors), and both equal to a literal Algorithm 1.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -31,11 +37,16 @@ from torch import nn
 from rirlab.models.grc import dropout_keep_mask
 
 NEG = -1e9  # score of an impossible beam or pair; finite so that no NaN can appear
+BeamSelect = Literal["stochastic", "top"]  # survivor selection while training (eval: always plain top-b)
+
+
+GUMBEL_MIN = -math.log(24 * math.log(2))  # -log(-log U) at the smallest positive float32 U = 2^-24
 
 
 def gumbel_like(t: torch.Tensor) -> torch.Tensor:
-    """Gumbel(0, 1) noise -log(-log U), U ~ U[0, 1) (U = 0 gives -inf: that pair is never drawn, p = 2^-24)."""
-    return torch.rand_like(t).log_().neg_().log_().neg_()  # 4x cheaper on CPU than -log(exponential_())
+    """Gumbel(0, 1) noise -log(-log U), U ~ U[0, 1). U = 0 (p = 2^-24) is read as U = 2^-24: a -inf key would
+    let an impossible survivor (score NEG) beat a possible one (the authors' code adds eps = 1e-20 for this)."""
+    return torch.rand_like(t).log_().neg_().log_().neg_().clamp_(min=GUMBEL_MIN)  # 4x cheaper than exponential_()
 
 
 def merging_rows(lens: list[int]) -> list[int]:
@@ -50,6 +61,42 @@ def initial_scores(m: int, b: int, like: torch.Tensor) -> torch.Tensor:
     return s
 
 
+def perturbs_survivors(big_b: int) -> bool:
+    """Whether a training step with B input beams draws survivor noise: when B > 1, as in the authors' code, which
+    runs the stochastic top-b whenever B k > b (B = b once beams exist; where k = 1 it only reorders the beams,
+    and the authors' code reorders finished rows at every later step too). A fresh search's first step (B = 1)
+    keeps every valid candidate (at most b), as there."""
+    return big_b > 1
+
+
+def keep_survivors(cand: torch.Tensor, b: int, gumbel: torch.Tensor | None):
+    """Keep b of the b x k1 candidates of every row: cand (n, b k1) accumulated log-scores -> scores (n, b), sel (n, b).
+
+    ``gumbel`` None: plain top-b (eval, or ``beam_select="top"``). Else ``gumbel`` (n, b k1) Gumbel(0, 1)
+    noise: the stochastic top-b (Gumbel-top-k, Kool et al. 2019) of the authors' code (``stochastic_topk`` on
+    the accumulated scores): survivors are the top-b of score + noise, temperature 1, sorted by the perturbed
+    key, and each keeps its UNPERTURBED score (the noise decides only who survives). Impossible candidates
+    (score about NEG) stay below every possible one, as the authors' beam mask keeps them.
+    """
+    if gumbel is None:
+        return cand.topk(b, dim=-1)  # (n, b), (n, b)
+    sel = (cand + gumbel).topk(b, dim=-1).indices  # (n, b) by perturbed key
+    return cand.gather(1, sel), sel  # (n, b) unperturbed scores
+
+
+def one_leaf_beams(final: torch.Tensor, lengths: torch.Tensor, b_in: int) -> torch.Tensor:
+    """Scores (M, b) of a search's output with rows of one item and one input beam given b equal live beams.
+
+    Such a row makes no merge; its b roots are all the item, and each gets the input beam's score (column 0)
+    instead of [s, NEG, ...]. This is what the authors' code yields for a one-token chunk (b copies of the leaf
+    with equal scores); with NEG, string-it alignment and RIR inference would string that NEG into b - 1 of the
+    next level's beams and leave one beam alive. Rows with b input beams keep their own scores.
+    """
+    if b_in != 1 or final.size(1) == 1:
+        return final
+    return torch.where((lengths <= 1)[:, None], final[:, :1], final)  # (M, b)
+
+
 def marginalize(roots: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
     """sum_i softmax(scores)_i * root_i: (M, b, D), (M, b) -> (M, D)."""
     return (F.softmax(scores, dim=-1).unsqueeze(-1) * roots).sum(1)  # (M, D)
@@ -58,14 +105,21 @@ def marginalize(roots: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
 class Noise:
     """The random draws of one training-mode search, taken up front in two generator calls.
 
-    Step t draws Gumbel noise of shape (n_t, B_t, W - 1 - t) and its n_t * b compositions draw one
-    dropout keep row (d_cell wide, drop probability p) each, in step order. The reference and the
-    fused search both read this stream, so they see the same draws.
+    Step t draws Gumbel noise of shape (n_t, B_t, W - 1 - t) for the per-beam top-k, then, with
+    ``survivors`` and where :func:`perturbs_survivors` (B_t > 1), (n_t, b k_t) for the top-b of the candidates
+    (k_t = min(b, W - 1 - t)); its n_t * b compositions draw one dropout keep row (d_cell wide, drop
+    probability p) each, in step order. The reference and the fused search both read this stream, so they
+    see the same draws. Without ``survivors`` the stream is the pair noise alone (``beam_select="top"``).
     """
 
-    def __init__(self, n_merging: list[int], b_in: int, b: int, width: int, d_cell: int, p: float, like: torch.Tensor):
+    def __init__(self, n_merging: list[int], b_in: int, b: int, width: int, d_cell: int, p: float, like: torch.Tensor,
+                 survivors: bool = False):
         steps = n_merging[:-1]
-        total = sum(n * (b_in if t == 0 else b) * (width - 1 - t) for t, n in enumerate(steps))
+        total = 0
+        for t, n in enumerate(steps):
+            big_b, k1 = (b_in if t == 0 else b), min(b, width - 1 - t)
+            total += n * big_b * (width - 1 - t) + (n * b * k1 if survivors and perturbs_survivors(big_b) else 0)
+        self.survivors = survivors
         self.g, self.g_at = gumbel_like(like.new_empty(total)), 0
         rows = b * sum(steps)
         self.keep = dropout_keep_mask((rows, d_cell), p, like.device) if p > 0 else None  # (rows, d_cell)
@@ -76,6 +130,10 @@ class Noise:
         out = self.g[self.g_at : self.g_at + n].view(shape)
         self.g_at += n
         return out
+
+    def survivor_gumbel(self, n: int, big_b: int, b: int, k1: int) -> torch.Tensor | None:
+        """Noise (n, b k1) for :func:`keep_survivors` at a step with B = ``big_b``, or None where it draws none."""
+        return self.gumbel((n, b * k1)) if self.survivors and perturbs_survivors(big_b) else None
 
     def keep_rows(self, rows: int) -> torch.Tensor | None:
         if self.keep is None:
@@ -92,17 +150,22 @@ class BeamTree(nn.Module):
     keep rows (a :class:`~rirlab.models.grc.GRC`); ``scorer(left, right) -> score`` (a
     :class:`~rirlab.models.scorer.Scorer`).
     forward(x (M, B_in, L, D), lengths (M,), scores (M, b) or None) -> roots (M, b, D), scores (M, b),
-    beams sorted by score (best first) for every row that made at least one merge.
+    beams sorted by score (best first) for every row that made at least one merge (in training under
+    ``beam_select="stochastic"``: by the perturbed key of the row's last merge, as in the authors' code).
+    ``beam_select``: survivor selection while training (:func:`keep_survivors`); eval is always plain top-b.
     """
 
     def __init__(self, cell: nn.Module, scorer: nn.Module, beam_size: int, straight_through: bool = False,
-                 tau: float = 1.0):
+                 tau: float = 1.0, beam_select: BeamSelect = "stochastic"):
         super().__init__()
+        if beam_select not in ("stochastic", "top"):
+            raise ValueError(f"beam_select must be 'stochastic' or 'top', not {beam_select!r}")
         self.cell = cell
         self.scorer = scorer
         self.beam_size = beam_size
         self.straight_through = straight_through
         self.tau = tau
+        self.beam_select = beam_select
         self.register_buffer("offsets", torch.tensor([-1, 0, 1, 2]), persistent=False)  # j-1, j, j+1, j+2
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor, scores: torch.Tensor | None = None):
@@ -110,10 +173,11 @@ class BeamTree(nn.Module):
         b = self.beam_size
         if scores is None:
             scores = initial_scores(m, b, x)  # (M, b)
+        lengths_in = lengths
         lengths, order = lengths.sort(descending=True)  # (M,): the rows still merging are a prefix
         h, scores = x[order], scores[order]  # (M, B_in, W, D) node states per beam, (M, b)
         n_merging = merging_rows(lengths.tolist())
-        noise = Noise(n_merging, b_in, b, width, self.cell.d_cell, self.cell.p, x) if self.training else None
+        noise = self.noise(n_merging, b_in, width, x)
         pieces = []  # (roots (rows, b, D), scores (rows, b)) of finished row ranges, last rows in sorted order first
 
         n = n_merging[0]
@@ -136,7 +200,14 @@ class BeamTree(nn.Module):
         inv[order] = torch.arange(m, device=x.device)  # (M,) sorted position of each row
         roots = torch.cat([r for r, _ in reversed(pieces)])[inv]  # (M, b, D)
         final = torch.cat([s for _, s in reversed(pieces)])[inv]  # (M, b)
-        return roots, final
+        return roots, one_leaf_beams(final, lengths_in, b_in)
+
+    def noise(self, n_merging: list[int], b_in: int, width: int, like: torch.Tensor) -> Noise | None:
+        """The draws of a training-mode search (None at eval)."""
+        if not self.training:
+            return None
+        return Noise(n_merging, b_in, self.beam_size, width, self.cell.d_cell, self.cell.p, like,
+                     survivors=self.beam_select == "stochastic")
 
     def step(self, h: torch.Tensor, ps: torch.Tensor, scores: torch.Tensor, cur_len: torch.Tensor,
              noise: Noise | None):
@@ -152,7 +223,8 @@ class BeamTree(nn.Module):
         k1 = min(b, w - 1)
         top_pos = key.topk(k1, dim=-1).indices  # (n, B, k1) per-beam (stochastic) top-k
         cand = scores.view(n, b, 1) + logp.gather(-1, top_pos)  # (n, b, k1) accumulated log-scores
-        new_scores, sel = cand.view(n, -1).topk(b, dim=-1)  # (n, b) best b of b x k1
+        gumbel = noise.survivor_gumbel(n, big_b, b, k1) if noise is not None else None  # (n, b k1) or None
+        new_scores, sel = keep_survivors(cand.view(n, -1), b, gumbel)  # (n, b) b of b x k1
         parent = torch.div(sel, k1, rounding_mode="floor")  # (n, b) the beam each kept candidate extends
         src = parent.clamp(max=big_b - 1)  # (n, b) its row in h (B = 1: the one input beam)
         j = top_pos.expand(n, b, k1).reshape(n, -1).gather(1, sel)  # (n, b) merged pair = (j, j+1)

@@ -14,7 +14,7 @@ from torch import nn
 
 from rirlab.config import STRICT
 from rirlab.models.base import EncoderOutput
-from rirlab.models.beam_tree import marginalize
+from rirlab.models.beam_tree import BeamSelect, marginalize
 from rirlab.models.fused_beam import FusedBeamTree
 from rirlab.models.grc import GRC
 from rirlab.models.heads import TaskModel
@@ -30,11 +30,14 @@ class EBTConfig(PreChunkConfig):
 
     beam_size: int = Field(5, ge=1)
     d_s: int = Field(64, ge=1)  # features of each child the scorer reads (EBT Fix 2)
+    # survivors of the b x k candidates while training: Gumbel-perturbed top-b (the authors' code; the papers say
+    # "stochastic Top-K") or plain top-b; eval is always plain top-b (rirlab.models.beam_tree.keep_survivors)
+    beam_select: BeamSelect = "stochastic"
 
 
 def search(cfg: EBTConfig) -> FusedBeamTree:
-    """The EBT-GRC search of a config: GRC cell (eq. 10-11), scorer (eq. 12), beam ``beam_size``."""
-    return FusedBeamTree(GRC.from_config(cfg), Scorer(cfg.hidden_size, cfg.d_s), cfg.beam_size)
+    """The EBT-GRC search of a config: GRC cell (eq. 10-11), scorer (eq. 12), beam ``beam_size``, ``beam_select``."""
+    return FusedBeamTree(GRC.from_config(cfg), Scorer(cfg.hidden_size, cfg.d_s), cfg.beam_size, cfg.beam_select)
 
 
 class EBTEncoder(nn.Module):

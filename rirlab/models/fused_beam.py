@@ -10,8 +10,10 @@ small steps (29 for a chunk of 30, 999 for a non-RIR pass over 1000 tokens):
   pool; a beam is a row of node ids and a row of score ids, so keeping beams, deleting the right
   child and shifting the cached pair scores are integer gathers, and a merge re-scores only the
   two pairs touching the new node;
-- the random draws of a search (Gumbel noise of every step, dropout masks of every composition)
-  are the reference's :class:`~rirlab.models.beam_tree.Noise` stream, taken up front;
+- the random draws of a search (Gumbel noise of every step's per-beam top-k and survivor top-b,
+  dropout masks of every composition) are the reference's :class:`~rirlab.models.beam_tree.Noise`
+  stream, taken up front, and the survivors are kept by the reference's
+  :func:`~rirlab.models.beam_tree.keep_survivors`, so both searches pick the same beams;
 - backward (see :meth:`Search.backward`) runs the cheap beam-score chain in reverse step order,
   then the scorer of all LIVE compositions in one batch, then the GRC cells one batch per tree
   depth: a node in no final beam's tree has exactly zero gradient and is skipped (about two thirds
@@ -33,7 +35,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rirlab.models.beam_tree import NEG, BeamTree, Noise, initial_scores, merging_rows
+from rirlab.models.beam_tree import (NEG, BeamSelect, BeamTree, initial_scores, keep_survivors, merging_rows,
+                                     one_leaf_beams)
 from rirlab.models.grc import GRC, GRCWeights, dropout_scale
 from rirlab.models.scorer import Scorer, ScorerWeights
 
@@ -74,7 +77,7 @@ class Search:
         self.n_sc0 = self.n_merging[0] * b_in * max(w0 - 1, 0)  # leaf pair scores
         self.pool = x.new_empty(self.n_leaf + self.n_rows, d)
         self.spool = x.new_empty(self.n_sc0 + 2 * self.n_rows)
-        self.noise = Noise(self.n_merging, b_in, self.b, w0, self.w1.size(0), self.p, x) if tree.training else None
+        self.noise = tree.noise(self.n_merging, b_in, w0, x)
         self.steps = []  # per step: the indices the backward's score pass reads
         self.buf = None
         if save:  # what the backward reads, one row per composition (scorer: two rows) over all steps
@@ -155,7 +158,8 @@ class Search:
             k1 = min(b, w - 1)
             top_pos = key.topk(k1, dim=-1).indices  # (n, B, k1) per-beam (stochastic) top-k
             cand = scores.view(n, b, 1) + logp.gather(-1, top_pos)  # (n, b, k1) accumulated log-scores
-            new_scores, sel = cand.view(n, -1).topk(b, dim=-1)  # (n, b) best b of b x k1
+            gumbel = self.noise.survivor_gumbel(n, big_b, b, k1) if self.noise is not None else None
+            new_scores, sel = keep_survivors(cand.view(n, -1), b, gumbel)  # (n, b) b of b x k1
             parent = torch.div(sel, k1, rounding_mode="floor")  # (n, b) kept beam's predecessor
             jj = torch.empty_like(parent).unsqueeze_(2)  # (n, b, 1) merged pair = (j, j+1)
             flat = state.view(n, -1)
@@ -359,9 +363,11 @@ def fused_search(tree: BeamTree, x: torch.Tensor, lengths: torch.Tensor, scores:
     cw, sw = tree.cell.weights(), tree.scorer.weights()
     params = (cw.w1, cw.b1, cw.w2, cw.b2, cw.gamma, cw.beta, sw.w1, sw.b1, sw.w2, sw.b2)  # Search.backward's order
     if torch.is_grad_enabled() and (x.requires_grad or scores.requires_grad or any(p.requires_grad for p in params)):
-        return _FusedSearch.apply(tree, cw, sw, x, lengths, scores, *params)
-    with torch.no_grad():
-        return Search(tree, cw, sw, x, lengths, scores, save=False).run()
+        roots, final = _FusedSearch.apply(tree, cw, sw, x, lengths, scores, *params)
+    else:
+        with torch.no_grad():
+            roots, final = Search(tree, cw, sw, x, lengths, scores, save=False).run()
+    return roots, one_leaf_beams(final, lengths, x.size(1))  # outside the node: autograd routes its gradient
 
 
 class FusedBeamTree(BeamTree):
@@ -372,9 +378,9 @@ class FusedBeamTree(BeamTree):
 
     fused = True
 
-    def __init__(self, cell: GRC, scorer: Scorer, beam_size: int):
+    def __init__(self, cell: GRC, scorer: Scorer, beam_size: int, beam_select: BeamSelect = "stochastic"):
         check_fusable(cell, scorer)
-        super().__init__(cell, scorer, beam_size)
+        super().__init__(cell, scorer, beam_size, beam_select=beam_select)
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor, scores: torch.Tensor | None = None):
         if not self.fused:

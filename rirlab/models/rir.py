@@ -19,7 +19,8 @@ Chunking, one rule for every RIR model (the paper pads a sequence to a multiple 
 authors' code also keeps a sequence shorter than 1.5 chunks whole, and we follow both): a sequence
 of L >= 1.5k items gets ceil(L/k) chunks, k items each but the last, which holds the remainder
 (between 1 and k items: a short last chunk is encoded on its own like any chunk, and a chunk of one
-item is its own root); a sequence of L < 1.5k items is one chunk, so the inner RvNN sees it whole
+item is its own root, in all b beams with equal scores, as in the authors' code, so that string-it alignment
+and RIR inference keep every beam alive: :func:`rirlab.models.beam_tree.one_leaf_beams`); a sequence of L < 1.5k items is one chunk, so the inner RvNN sees it whole
 (chunk >= L is exactly the inner RvNN alone, and k = 2 is exactly the balanced binary tree). The
 rule is applied per sequence, so a padded batch gives each sequence what it gets alone, and at every
 level of the outer recursion.
@@ -67,7 +68,8 @@ class Inner:
 
 
 INNERS = {
-    "ebt_grc": Inner(ebt_grc.search, ("beam_size", "d_s"), "rir_ebt_grc"),  # EBT-GRC beam search (RIR §3)
+    # EBT-GRC beam search (RIR §3)
+    "ebt_grc": Inner(ebt_grc.search, ("beam_size", "d_s", "beam_select"), "rir_ebt_grc"),
     "grc_rnn": Inner(GRCRNN, (), "rir_grc"),  # GRC RNN over each chunk (RIR-GRC, §4.1)
 }
 

@@ -12,6 +12,7 @@ from pydantic import Field
 from pydantic.dataclasses import dataclass
 
 from rirlab.config import STRICT
+from rirlab.models.beam_tree import BeamSelect
 from rirlab.models.heads import TaskModel
 from rirlab.models.registry import register
 from rirlab.models.rir import Inference, InnerName, RIRConfig, RIREncoder
@@ -24,6 +25,7 @@ class RIREBTConfig(RIRConfig):
     inner: InnerName = "ebt_grc"
     beam_size: int = Field(7, ge=1)
     d_s: int = Field(64, ge=1)  # features of each child the scorer reads (EBT Fix 2)
+    beam_select: BeamSelect = "stochastic"  # training survivors: Gumbel top-b (authors' code) or plain top-b
     inference: Inference = "non_rir"
 
 

@@ -1,10 +1,23 @@
 """S4D: diagonal state space layer (Gu et al. 2022) and the RIR pre-chunk layer (RIR §3.2, Appendix J eq. 13-17).
 
 Kernel: A_n = -1/2 + i * imag_n (S4D-Inv: imag_n = N/pi (N/(2n+1) - 1); S4D-Lin: imag_n = pi n),
-bilinear discretisation (RIR Appendix K): dA = (1 + dt A/2) / (1 - dt A/2), dB = dt / (1 - dt A/2),
+bilinear discretisation (RIR Appendix K): dA = (1 + dt A/2) / (1 - dt A/2), dB = dt B / (1 - dt A/2),
 Vandermonde kernel K_l = 2 Re(sum_n C_n dB_n dA_n^l), causal FFT convolution y = K * u + D u.
 Padding: sequences are right-padded; pads are zeroed before the causal convolution, and the
 backward direction reverses each sequence within its own length, so pads never leak in.
+
+Choices the RIR paper's eq. 13-16 leave open, taken from the authors' code (their S4D pre-chunk layer is
+the S4 reference block of Gu et al. in diagonal mode, ``freeze_B=False``, ``dropout=s4_dropout`` with
+``s4_dropout = dropout = 0.1`` in their RIR configs, and ``GLU`` on a biased ``Linear(2d, 2d)``):
+
+- B is a trainable complex (H, N/2) parameter initialised to 1 (S4D's "constant" B init), as in S4D itself;
+  eq. 13-14 do not fix it. It lives in :class:`S4DKernel` with A, dt and C.
+- dropout ``s4d_dropout`` (default 0.1) twice per direction, before and after the GELU of eq. 13-14, each
+  mask drawn per (sequence, channel) and shared by all positions (the reference block's tied ``DropoutNd``);
+  the equations show no dropout, the published numbers were trained with it.
+- eq. 16 writes x_cat W_u and x_cat W_v without biases while the authors' GLU has them; the equations also
+  leave out the bias of eq. 17 that every implementation has, so we read them as omitting biases, not as
+  forbidding them: ``s4d_glu_bias=True`` (the code, default) or ``False`` (eq. 16 literally).
 """
 
 from __future__ import annotations
@@ -31,6 +44,8 @@ class PreChunkConfig(GRCConfig):
     s4d: bool = False
     s4d_state: int = Field(64, ge=2)  # N, the state size of each S4D channel
     s4d_init: S4DInit = "inv"
+    s4d_dropout: float = Field(0.1, ge=0, lt=1)  # tied dropout around the GELU of eq. 13-14 (authors: = dropout)
+    s4d_glu_bias: bool = True  # biases in W_u, W_v of eq. 16 (authors' code); False: eq. 16 as printed
 
 
 def flip_valid(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -39,6 +54,14 @@ def flip_valid(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     pos = torch.arange(s, device=x.device)  # (S,)
     idx = torch.where(pos < lengths[:, None], lengths[:, None] - 1 - pos, pos)  # (N, S)
     return x.gather(1, idx[..., None].expand_as(x))  # (N, S, D)
+
+
+def tied_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """Inverted dropout on (N, S, H) with one keep mask per (sequence, channel), shared by all S positions."""
+    if not training or p == 0:
+        return x
+    keep = torch.rand(x.size(0), 1, x.size(2), device=x.device) >= p  # (N, 1, H)
+    return x * keep * (1.0 / (1 - p))  # (N, S, H)
 
 
 def cexp(z: torch.Tensor) -> torch.Tensor:
@@ -54,6 +77,7 @@ class S4DKernel(nn.Module):
         n2 = n_state // 2
         self.log_dt = nn.Parameter(torch.rand(h) * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min))  # (H,)
         self.c = nn.Parameter(torch.randn(h, n2, 2) * math.sqrt(0.5))  # (H, N/2) complex as pairs
+        self.b = nn.Parameter(torch.stack([torch.ones(h, n2), torch.zeros(h, n2)], -1))  # (H, N/2) complex, B = 1
         self.log_a_real = nn.Parameter(torch.full((h, n2), math.log(0.5)))  # (H, N/2)
         n = torch.arange(n2, dtype=torch.float)
         imag = n_state / math.pi * (n_state / (2 * n + 1) - 1) if init == "inv" else math.pi * n  # (N/2,)
@@ -64,7 +88,7 @@ class S4DKernel(nn.Module):
         a = torch.complex(-self.log_a_real.exp(), self.a_imag)  # (H, N/2)
         dta = a * dt  # (H, N/2)
         da = (1 + dta / 2) / (1 - dta / 2)  # bilinear
-        db = dt / (1 - dta / 2)  # (H, N/2), B = 1
+        db = dt * torch.view_as_complex(self.b) / (1 - dta / 2)  # (H, N/2)
         coef = torch.view_as_complex(self.c) * db  # (H, N/2)
         # Vandermonde product with l = q B + r: dA^l = dA^r (dA^B)^q, so only O(sqrt L) powers per mode
         # need a complex exp and the sum over modes becomes one batched matrix product.
@@ -97,29 +121,40 @@ class S4D(nn.Module):
 
 
 class BiS4D(nn.Module):
-    """Forward and backward (per-sequence flipped) S4D, each followed by GELU: eq. 13-14 -> [x_f; x_b] (eq. 15)."""
+    """Forward and backward (per-sequence flipped) S4D, each followed by GELU: eq. 13-14 -> [x_f; x_b] (eq. 15).
 
-    def __init__(self, h: int, n_state: int = 64, init: str = "inv"):
+    ``dropout``: the authors' tied dropout before and after each GELU (:func:`tied_dropout`); 0 for none.
+    """
+
+    def __init__(self, h: int, n_state: int = 64, init: str = "inv", dropout: float = 0.0):
         super().__init__()
         self.fwd = S4D(h, n_state, init)
         self.bwd = S4D(h, n_state, init)
+        self.p = dropout
+
+    def act(self, y: torch.Tensor) -> torch.Tensor:
+        """dropout, GELU, dropout (N, S, H); the identity on the dropouts at eval."""
+        return tied_dropout(F.gelu(tied_dropout(y, self.p, self.training)), self.p, self.training)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         lengths = mask.sum(1)
         x = x * mask[..., None]  # pads must not enter the causal convolution
-        xf = F.gelu(self.fwd(x))  # (N, S, H) eq. 13
-        xb = flip_valid(F.gelu(self.bwd(flip_valid(x, lengths))), lengths)  # (N, S, H) eq. 14
+        xf = self.act(self.fwd(x))  # (N, S, H) eq. 13
+        xb = flip_valid(self.act(self.bwd(flip_valid(x, lengths))), lengths)  # (N, S, H) eq. 14
         return torch.cat([xf, xb], dim=-1)  # (N, S, 2H) eq. 15
 
 
 class PreChunkS4D(nn.Module):
-    """RIR pre-chunk layer: bidirectional S4D, GLU mixing + residual (eq. 16), leaf transform (eq. 17)."""
+    """RIR pre-chunk layer: bidirectional S4D, GLU mixing + residual (eq. 16), leaf transform (eq. 17).
 
-    def __init__(self, d: int, n_state: int = 64, init: str = "inv"):
+    ``dropout``: tied dropout around each GELU (authors' code); ``glu_bias``: biases in W_u, W_v (authors' code) or
+    none (eq. 16 as printed)."""
+
+    def __init__(self, d: int, n_state: int = 64, init: str = "inv", dropout: float = 0.0, glu_bias: bool = True):
         super().__init__()
-        self.s4d = BiS4D(d, n_state, init)
-        self.w_u = nn.Linear(2 * d, d, bias=False)
-        self.w_v = nn.Linear(2 * d, d, bias=False)
+        self.s4d = BiS4D(d, n_state, init, dropout)
+        self.w_u = nn.Linear(2 * d, d, bias=glu_bias)  # gate
+        self.w_v = nn.Linear(2 * d, d, bias=glu_bias)  # value
         self.leaf = LeafTransform(d)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -133,5 +168,5 @@ class PreChunkS4D(nn.Module):
 def leaf_layer(cfg: PreChunkConfig) -> nn.Module:
     """The layer before the RvNN: the S4D pre-chunk layer (eq. 13-17) or the leaf transform alone (eq. 17)."""
     if cfg.s4d:
-        return PreChunkS4D(cfg.hidden_size, cfg.s4d_state, cfg.s4d_init)
+        return PreChunkS4D(cfg.hidden_size, cfg.s4d_state, cfg.s4d_init, cfg.s4d_dropout, cfg.s4d_glu_bias)
     return LeafTransform(cfg.hidden_size)
