@@ -3,12 +3,11 @@ split's neighbours into a generated run."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pyarrow.parquet as pq
 import pytest
 
 from rirlab.tasks import cache, registry
+from tests.conftest import SHARED
 
 LISTOPS = registry.get("listops")
 SMALL = dict(n_train=300, n_dev=30, n_test=60, n_eval=20)
@@ -155,8 +154,6 @@ def test_logic_train_files_become_train_and_every_tenth_pair_dev(cli, tmp_path):
     assert r.exit_code == 2 and f"{files[1]}:1: a pair with 2 operators in split ops_7" in r.output
     assert cli("data", "import", "logic", files[1], "--split", "ops_7", "--as-is").exit_code == 0
 
-
-from tests.conftest import SHARED
 
 REAL_LOGIC = SHARED / "data" / "propositional_logic"
 
