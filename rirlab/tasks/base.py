@@ -146,8 +146,10 @@ class Task(abc.ABC):
     # --- provenance ---
 
     def split_params(self, cfg, split: str) -> dict:
-        """The generator parameters a generated split's content depends on (its cache key before imported
-        digests). Default: every config field except the evaluation list and the cache location."""
+        """The generator parameters a generated split's content depends on: the ``params`` the task's
+        :meth:`split_table` passes to ``cache.load_split`` (a task that caches splits overrides this with its own
+        function; the default, every config field but the evaluation list and the cache location, suits a task
+        that caches nothing)."""
         skip = ("eval_splits", "imported", "cache_dir")
         return {"split": split, **{k: v for k, v in dataclasses.asdict(cfg).items() if k not in skip}}
 

@@ -78,10 +78,21 @@ def write_atomic(table: pa.Table, path: Path) -> None:
 IMPORT_META = b"rirlab.import"
 
 
+def _plain_type(t: pa.DataType) -> pa.DataType:
+    """``t`` without names a Parquet round trip changes (a list's child is "item" written, "element" read)."""
+    if pa.types.is_list(t):
+        return pa.list_(_plain_type(t.value_type))
+    if pa.types.is_large_list(t):
+        return pa.large_list(_plain_type(t.value_type))
+    return t
+
+
 def content_digest(table: pa.Table) -> str:
-    """SHA-256 (16 hex digits) of a table's rows: columns, types and values, not its schema metadata."""
+    """SHA-256 (16 hex digits) of a table's rows: column names, types and values; not its metadata, chunking or
+    a list's child name, so a table and its Parquet file read back have the same digest."""
     sink = pa.BufferOutputStream()
-    plain = table.replace_schema_metadata(None).combine_chunks()
+    schema = pa.schema([pa.field(f.name, _plain_type(f.type)) for f in table.schema])
+    plain = table.replace_schema_metadata(None).cast(schema).combine_chunks()
     with pa.ipc.new_stream(sink, plain.schema) as writer:
         writer.write_table(plain)
     return hashlib.sha256(sink.getvalue().to_pybytes()).hexdigest()[:16]
