@@ -29,6 +29,15 @@ def _trial_error(trial) -> str:
     return "trial raised an error (see the Ray logs in the sweep's output directory)"
 
 
+def trial_datasets(resolved) -> list[dict]:
+    """The datasets a trial reads (``Task.datasets``: name, source, params, digest, rows), as dicts for MLflow."""
+    import dataclasses
+
+    from rirlab.tasks import registry
+
+    return [dataclasses.asdict(d) for d in registry.get(resolved.task).datasets(resolved.task_cfg)]
+
+
 _BOUND: dict[str, "DriverCallback"] = {}
 
 
@@ -97,8 +106,10 @@ class MLflowTrialCallback(DriverCallback):
             self.last_step[key] = max((m.step for m in history), default=-1)
         else:
             record = self.space.trial(trial.config)
-            run_id = self.tracker.start_child(self.exp_id, self.parent_id, record.name, resolve(record.config).flat(),
+            resolved = resolve(record.config)
+            run_id = self.tracker.start_child(self.exp_id, self.parent_id, record.name, resolved.flat(),
                                               record.tags(key))
+            self.tracker.log_datasets(run_id, trial_datasets(resolved))
         self.runs[key] = run_id
         return run_id
 

@@ -111,10 +111,14 @@ def _ray_init(address: Optional[str], log_dir: Path, tracking_uri: Optional[str]
         lg.setLevel(logging.INFO)
     if ray.is_initialized():
         return
+    from sweeps.tracking import worker_env
+
     kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
     if address in (None, "local"):
-        # no --address: always a fresh local Ray sized to this machine, never an unrelated `ray start` cluster
-        ray.init(address="local", **kwargs)
+        # no --address: always a fresh local Ray sized to this machine, never an unrelated `ray start` cluster;
+        # workers get the same environment as on a cluster ($RIRLAB_CACHE made absolute: trials run in their own
+        # directories)
+        ray.init(address="local", runtime_env={"env_vars": worker_env(tracking_uri)}, **kwargs)
         return
     # a running cluster (ray start, `ray up`, KubeRay, Slurm): workers need only the Python environment; the
     # trial code travels as py_modules (this checkout's rirlab and sweeps, so every node runs the driver's
@@ -124,7 +128,6 @@ def _ray_init(address: Optional[str], log_dir: Path, tracking_uri: Optional[str]
 
     import rirlab
     import sweeps
-    from sweeps.tracking import worker_env
 
     plugins = {m.strip().split(".")[0] for m in os.environ.get("RIRLAB_PLUGINS", "").split(",") if m.strip()}
     modules = [rirlab, sweeps] + [importlib.import_module(p) for p in sorted(plugins - {"rirlab", "sweeps"})]

@@ -53,6 +53,12 @@ RESUMED = "rirlab.resumed"
 INTERRUPTED = "rirlab.interrupted"  # also on the parent
 TRUE = "true"
 CHECKPOINT_ARTIFACT = "checkpoint"
+# Each child run's dataset inputs (MLflow "Datasets used"): one per split the trial reads, named
+# "<task>/<split>"; source type "local" (an imported file: the source holds the cached Parquet path and the
+# import record) or "generated" (the source holds the generator parameters); the digest is the imported rows'
+# content digest or the generated split's cache key; the profile holds the rows. The split is the context tag.
+DATASET_CONTEXT = "mlflow.data.context"
+DATASET_GENERATED = "generated"
 
 # ------------------------------------------------------------------ params and metrics
 # Params are the trial's whole flat config (rirlab.config field names); analysis reads these by name:

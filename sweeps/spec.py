@@ -24,12 +24,15 @@ class LoadedSpec:
     def __init__(self, spec: Spec, path: Path, text: str, lines: dict, quick: bool, overrides: dict):
         self.spec, self.path, self.text, self.lines = spec, path, text, lines
         self.quick, self.overrides = quick, overrides
+        self.imported: dict[str, str] = {}  # path -> content digest of each imported split the trials read
 
     @property
     def hash(self) -> str:
-        """Hash of the effective spec (file content + --quick + --set), 12 hex digits."""
+        """Hash of the effective spec (file content + --quick + --set) and of the content of every imported split
+        its trials read (re-importing a changed file makes another sweep), 12 hex digits."""
         blob = json.dumps({"spec": self.spec.model_dump(mode="json"), "quick": self.quick,
-                           "overrides": self.overrides}, sort_keys=True, default=str)
+                           "overrides": self.overrides, **({"imported": self.imported} if self.imported else {})},
+                          sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
     def where(self, *keypath) -> str:
@@ -91,10 +94,22 @@ def validate_params(loaded: LoadedSpec) -> None:
     spec = loaded.spec
     for trial in expand(spec, sample_random=True):
         try:
-            resolve(trial.config, where="spec")
+            resolved = resolve(trial.config, where="spec")
+            loaded.imported.update(imported_digests(resolved))
         except UserError as err:
             msg = str(err)
             m = re.search(r"unknown parameter '([^']+)'|: ([A-Za-z_0-9]+)=", msg)
             key = next((g for g in (m.groups() if m else ()) if g), None)
             where = _key_location(loaded, key) if key else str(loaded.path)
             raise UserError(msg.replace("spec:", f"{where}:", 1)) from None
+
+
+def imported_digests(resolved) -> dict[str, str]:
+    """Path -> content digest of each imported split a resolved trial config reads (from its Parquet footer
+    only); UserError naming the import command when one was never imported."""
+    from rirlab.tasks import cache
+
+    cfg = resolved.task_cfg
+    records = [cache.imported_record(resolved.task, split, getattr(cfg, "cache_dir", None))
+               for split in getattr(cfg, "imported", None) or ()]
+    return {r["path"]: r["digest"] for r in records}

@@ -7,6 +7,7 @@ tag ``schema.TRIAL_KEY`` so a resumed sweep finds and continues its own runs.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -26,11 +27,11 @@ DEFAULT_URI_FILE = "mlruns.db"
 RAY_KEYS = {"time_this_iter_s", "timestamp", "training_iteration", "time_total_s", "time_since_restore",
             "iterations_since_restore", "pid", "done", schema.STEP, "checkpoint_dir_name", "should_checkpoint"}
 SECRET_MARKERS = ("PASSWORD", "SECRET", "TOKEN", "KEY", "CREDENTIAL")
-# forwarded to Ray workers on a remote cluster (when set): MLflow server auth/TLS, S3/MinIO artifact store, plugins
+# forwarded to Ray workers (when set): MLflow server auth/TLS, S3/MinIO artifact store, plugins, the data cache
 WORKER_ENV = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN",
               "MLFLOW_TRACKING_INSECURE_TLS", "MLFLOW_TRACKING_SERVER_CERT_PATH", "MLFLOW_S3_ENDPOINT_URL",
               "MLFLOW_S3_IGNORE_TLS", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-              "AWS_DEFAULT_REGION", "AWS_REGION", "RIRLAB_PLUGINS")
+              "AWS_DEFAULT_REGION", "AWS_REGION", "RIRLAB_PLUGINS", "RIRLAB_CACHE")
 
 
 def resolve_tracking_uri(cli_value: Optional[str] = None) -> str:
@@ -124,6 +125,22 @@ class Tracker:
         self.client.log_batch(run_id, metrics=[Metric(k, v, now, step) for k, v in metrics.items()],
                               tags=[RunTag(k, v) for k, v in tags.items()], synchronous=True)
 
+    def log_datasets(self, run_id: str, datasets: list[dict]) -> None:
+        """Record a trial's splits as MLflow dataset inputs (``Task.datasets`` as dicts; see schema.DATASET_*)."""
+        from mlflow.entities import Dataset, DatasetInput, InputTag
+
+        inputs = []
+        for d in datasets:
+            generated = d["source"] == schema.DATASET_GENERATED
+            source = {"params": d["params"]} if generated else {"uri": d["source"], **d["params"]}
+            dataset = Dataset(name=d["name"], digest=d["digest"],
+                              source_type=schema.DATASET_GENERATED if generated else "local",
+                              source=json.dumps(source, sort_keys=True, default=str),
+                              profile=json.dumps({"rows": d["rows"], "rows_from": d["rows_from"]}))
+            inputs.append(DatasetInput(dataset, tags=[InputTag(schema.DATASET_CONTEXT, d["split"])]))
+        if inputs:
+            self.client.log_inputs(run_id, datasets=inputs)
+
     def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
         self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()], synchronous=True)
 
@@ -148,9 +165,12 @@ def redact_env(env: Optional[dict[str, str]] = None) -> dict[str, str]:
 
 
 def worker_env(tracking_uri: Optional[str] = None) -> dict[str, str]:
-    """What Ray workers on other machines need to reach MLflow and its artifact store: the tracking URI and
-    the credentials set in this (driver's) environment. Sent through Ray's runtime_env, never logged."""
+    """What Ray workers need from the driver's environment: the tracking URI, MLflow's credentials, the plugins
+    and $RIRLAB_CACHE (trials read imported splits and share generated ones there; a task config's cache_dir
+    travels in the trial config itself). Sent through Ray's runtime_env, never logged."""
     env = {k: os.environ[k] for k in WORKER_ENV if os.environ.get(k)}
+    if "RIRLAB_CACHE" in env:  # a relative path would resolve against each worker's own directory (a trial's)
+        env["RIRLAB_CACHE"] = str(Path(env["RIRLAB_CACHE"]).expanduser().resolve())
     uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
     if uri:
         env["MLFLOW_TRACKING_URI"] = uri

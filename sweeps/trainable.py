@@ -7,6 +7,7 @@ inside a Ray Tune Checkpoint directory; a retried or resumed trial starts from t
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -20,9 +21,13 @@ from sweeps.specfile import TrialSpace
 STATE_FILE = "state.pt"
 
 
-def trainable(config: dict, space: TrialSpace = TrialSpace(), checkpoint_every: int = 0) -> None:
-    """One trial. ``checkpoint_every`` 0 means "only the final state" (kept as the run's checkpoint artifact)."""
+def trainable(config: dict, space: TrialSpace = TrialSpace(), checkpoint_every: int = 0, driver_cwd: str = "") -> None:
+    """One trial. ``checkpoint_every`` 0 means "only the final state" (kept as the run's checkpoint artifact).
+    A relative ``cache_dir`` means the driver's directory (``driver_cwd``), not the trial's own one."""
     trial = space.trial(config)
+    trial_config = dict(trial.config)
+    if driver_cwd and trial_config.get("cache_dir") and not os.path.isabs(os.path.expanduser(trial_config["cache_dir"])):
+        trial_config["cache_dir"] = os.path.join(driver_cwd, trial_config["cache_dir"])
     state = None
     ckpt = tune.get_checkpoint()
     if ckpt is not None:
@@ -38,7 +43,7 @@ def trainable(config: dict, space: TrialSpace = TrialSpace(), checkpoint_every: 
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(d))
 
     try:
-        run_trial(trial.config, report, state=state, checkpoint_every=checkpoint_every or 10**12)
+        run_trial(trial_config, report, state=state, checkpoint_every=checkpoint_every or 10**12)
     except NonFiniteLoss as err:
         # deterministic: a retry would fail the same way, so the trial ends (not raises) with its reason,
         # which the driver records as the run's FAILED status and failure-reason tag
@@ -46,5 +51,5 @@ def trainable(config: dict, space: TrialSpace = TrialSpace(), checkpoint_every: 
 
 
 def bind(space: TrialSpace, checkpoint_every: int):
-    """The trainable with this sweep's settings bound (``tune.with_parameters``)."""
-    return tune.with_parameters(trainable, space=space, checkpoint_every=checkpoint_every)
+    """The trainable with this sweep's settings bound (``tune.with_parameters``), the driver's directory too."""
+    return tune.with_parameters(trainable, space=space, checkpoint_every=checkpoint_every, driver_cwd=os.getcwd())

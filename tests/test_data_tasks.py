@@ -85,6 +85,9 @@ def test_a_new_task_gets_every_data_command(cli, tmp_path):
     assert r.exit_code == 1 and f"{out}:2: label" in r.stdout and "1 wrong label(s)" in r.stdout
     r = cli("data", "stats", "tmp_parity", out, "--json")
     assert json.loads(r.stdout)["count"] == 5
+    r = cli("data", "import", "tmp_parity", out, "--split", "dev")  # import checks labels: nothing written
+    assert r.exit_code == 2 and f"{out}:2: label" in r.stderr and not cache.imported_path("tmp_parity", "dev").exists()
+    out.write_text("\n".join(lines) + "\n")
     r = cli("data", "import", "tmp_parity", out, "--split", "dev")
     assert r.exit_code == 0 and cache.imported_path("tmp_parity", "dev").exists()
     r = cli("data", "import", "tmp_parity", out, "--split", "ops_7")

@@ -4,11 +4,17 @@ Every task reads and writes its standard text format (see the task modules):
 ``listops`` ``LABEL<TAB>TEXT`` (LRA's ``Source<TAB>Target`` files are read too),
 ``logic`` ``RELATION<TAB>premise<TAB>hypothesis``, ``flipflop`` one
 space-separated token sequence per line. A malformed line is reported as
-``file:line: reason`` and exits 2; a wrong label found by ``verify`` exits 1.
+``file:line: reason`` and exits 2, and so does a file that is empty, binary, not
+UTF-8 or starts with a byte-order mark; a wrong label found by ``verify`` exits 1.
 
-``import`` converts files into ``<cache>/<task>/imported/<split>.parquet``; a
-trial then reads that split instead of generating it when the task config lists
-it in ``imported`` (``--set imported=[test]`` or ``imported: [test]`` in a spec).
+``import`` checks every label, applies the papers' protocol (a ListOps training
+file becomes train and dev, logic train0..train6 become train and dev; see
+``rirlab data import --help`` and ``Task.import_protocol``; ``--as-is`` stores
+the files unchanged) and writes ``<cache>/<task>/imported/<split>.parquet`` with
+its import record (source files and SHA-256, protocol, rows, content digest); a
+wrong label exits 2 and writes nothing. A trial then reads that split instead of
+generating it when the task config lists it in ``imported`` (``--set
+imported=[test]`` or ``imported: [test]`` in a spec).
 """
 
 from __future__ import annotations
@@ -42,18 +48,40 @@ def _config(task, sets: tuple, seed=None):
     return build(task.config, values, f"data {task.name}")
 
 
+BOM = b"\xef\xbb\xbf"
+
+
+def _lines(path):
+    """(line number, text) of a data file read as UTF-8; UserError for what is not a text file of lines."""
+    with open(path, "rb") as f:
+        for no, raw in enumerate(f, 1):
+            if no == 1 and raw.startswith(BOM):
+                raise UserError(f"{path}:1: the file starts with a UTF-8 byte-order mark; save it as UTF-8 without "
+                                f"one (e.g. sed -i '1s/^\\xEF\\xBB\\xBF//' {path})")
+            if b"\0" in raw:
+                raise UserError(f"{path}:{no}: NUL bytes: a binary file, not a data file of text lines")
+            try:
+                yield no, raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise UserError(f"{path}:{no}: not UTF-8 text (byte 0x{raw[err.start]:02x} at column {err.start + 1}); "
+                                f"a data file is UTF-8 text, one example per line") from None
+
+
 def read_rows(task, paths) -> list[tuple[str, int, object]]:
-    """(file, line number, parsed row) of every line; UserError listing file:line: reason when malformed."""
+    """(file, line number, parsed row) of every line; UserError listing file:line: reason when malformed, and
+    for a file that is empty, not UTF-8 text, binary or starts with a byte-order mark."""
     rows, errors = [], []
     for path in paths:
-        with open(path) as f:
-            for no, line in enumerate(f, 1):
-                if not line.strip() or (no == 1 and task.is_header(line)):
-                    continue
-                try:
-                    rows.append((path, no, task.parse_line(line)))
-                except ValueError as err:
-                    errors.append(f"{path}:{no}: {err}")
+        before = len(rows)
+        for no, line in _lines(path):
+            if not line.strip() or (no == 1 and task.is_header(line)):
+                continue
+            try:
+                rows.append((path, no, task.parse_line(line)))
+            except ValueError as err:
+                errors.append(f"{path}:{no}: {err}")
+        if len(rows) == before and not errors:
+            raise UserError(f"{path}: no examples (an empty file); give a {task.name} data file, one example per line")
     if errors:
         more = f" (and {len(errors) - 1} more malformed lines)" if len(errors) > 1 else ""
         for e in errors[1:20]:
@@ -150,22 +178,55 @@ def stats(task, files, as_json):
 @task_argument
 @files_argument
 @click.option("--split", required=True, help="Split the files replace, e.g. train, test, len_900_1000, ops_7.")
+@click.option("--as-is", "as_is", is_flag=True,
+              help="Store FILES unchanged as SPLIT: no dev carved out of a training file, no filter, no protocol checks.")
 @click.option("--cache-dir", default=None, type=click.Path(file_okay=False),
               help="Cache root (default $RIRLAB_CACHE, else ~/.cache/rirlab).")
-def import_(task, files, split, cache_dir):
-    """Convert FILES into the cache as split SPLIT; trials use it with --set imported=[SPLIT].
+def import_(task, files, split, as_is, cache_dir):
+    """Convert FILES into the cache as split SPLIT, with the papers' protocol; trials use it with --set imported=[...].
+
+    Every label is checked with the task's solver/labeler first: a malformed line or a wrong label is one
+    file:line error (exit 2) and nothing is written.
 
     \b
-    rirlab data import listops lra_test.tsv --split lra
-    rirlab train --model rir_ebt_grc --task listops --set imported=[lra] --set eval_splits=[lra]
+    The papers' protocol (--as-is turns it off):
+      listops --split train   dev = the file's first 1,000 lines (unfiltered), train = the rest with <= 100
+                              tokens: writes splits train AND dev
+      logic --split train     files train0 ... train6 in the order given (pairs of N <= 6 operators): every
+                              10th pair is dev, the others train: writes train AND dev
+      logic --split ops_N     file testN: every pair must have N operators (ops_12: 12 or more)
+      any other split         the files as they are
+
+    \b
+    rirlab data import listops train_d20s.tsv --split train
+    rirlab data import logic train0 train1 train2 train3 train4 train5 train6 --split train
+    rirlab data import logic test7 --split ops_7
+    rirlab data import listops basic_test.tsv --split lra
+    rirlab train --model rir_ebt_grc --task listops --set imported=[train,dev,lra]
     """
+    import os
+
     from rirlab.tasks import cache
 
     t = _task(task)
     if split not in t.all_splits:
         raise UserError(f"{task}: unknown split '{split}'; choose from {', '.join(t.all_splits)}")
-    rows = [row for _, _, row in read_rows(t, files)]
-    path = cache.imported_path(task, split, cache_dir)
-    cache.write_atomic(t.import_rows(rows), path)
-    click.echo(f"imported {len(rows)} examples as {task} split '{split}' -> {path}")
-    click.echo(f"use it: --set imported=[{split}]   (or `imported: [{split}]` in a sweep spec)")
+    rows = read_rows(t, files)
+    wrong = [f"{path}:{no}: {problem}" for path, no, row in rows for problem in t.verify(row)]
+    if wrong:
+        for line in wrong[1:20]:
+            click.echo(line, err=True)
+        more = f" (and {len(wrong) - 1} more wrong labels)" if len(wrong) > 1 else ""
+        raise UserError(f"{wrong[0]}{more}; nothing imported: fix the labels (`rirlab data verify {task} FILE` "
+                        f"lists them)")
+    protocol, parts = ("as-is (--as-is)", {split: rows}) if as_is else t.import_protocol(split, rows)
+    lines = {path: sum(1 for p, _, _ in rows if p == path) for path in files}
+    record = {"files": [{"path": os.path.abspath(path), "sha256": cache.file_sha256(path), "examples": lines[path]}
+                        for path in files], "protocol": protocol, "imported_as": split}
+    tables = {name: t.import_rows([row for _, _, row in part]) for name, part in parts.items()}  # all, then write
+    for name, table in tables.items():
+        path = cache.write_imported(task, name, table, record, cache_dir)
+        click.echo(f"imported {table.num_rows} examples as {task} split '{name}' -> {path}")
+    click.echo(protocol)
+    names = ",".join(tables)
+    click.echo(f"use it: --set imported=[{names}]   (or `imported: [{names}]` in a sweep spec)")

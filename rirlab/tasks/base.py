@@ -5,12 +5,32 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any, Callable, ClassVar, Iterator, Sequence
+from typing import Any, Callable, ClassVar, Iterator, Optional, Sequence
 
 import pyarrow as pa
 import torch
 
 PAD = "<pad>"
+# deepest nesting a data file's line may have (ListOps operators, logic formulas): the real data stays below 25
+# levels; thousands mean a wrong file, and are refused with file:line instead of failing deep in a recursion
+MAX_NESTING = 1000
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetInfo:
+    """What a trial's run records about one of its splits (MLflow dataset input): ``name`` ``<task>/<split>``,
+    ``source`` the imported Parquet file or ``generated``, ``params`` the import record (source files, their
+    SHA-256, the protocol) or the generator parameters (the cache key), ``digest`` the imported rows' content
+    digest or the cache key's hash, ``rows`` from the stored file when there is one, else the configured count
+    (None when the task does not know it before generating)."""
+
+    name: str
+    split: str
+    source: str
+    params: dict
+    digest: str
+    rows: Optional[int]
+    rows_from: str  # "file" | "config" | "unknown"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +136,54 @@ class Task(abc.ABC):
     @abc.abstractmethod
     def stats(self, rows: Sequence) -> dict:
         """A summary of parsed rows: count, length distribution, the task's own counts, label shares."""
+
+    def import_protocol(self, split: str, rows: list) -> tuple[str, dict[str, list]]:
+        """How ``rirlab data import`` stores files given as ``split`` without ``--as-is``: (a one-line
+        description of the protocol, {split name: rows}). ``rows`` are (file, line number, row) triples;
+        UserError naming file:line for a row the protocol refuses. Default: the files as they are."""
+        return "as-is", {split: rows}
+
+    # --- provenance ---
+
+    def split_params(self, cfg, split: str) -> dict:
+        """The generator parameters a generated split's content depends on: the ``params`` the task's
+        :meth:`split_table` passes to ``cache.load_split`` (a task that caches splits overrides this with its own
+        function; the default, every config field but the evaluation list and the cache location, suits a task
+        that caches nothing)."""
+        skip = ("eval_splits", "imported", "cache_dir")
+        return {"split": split, **{k: v for k, v in dataclasses.asdict(cfg).items() if k not in skip}}
+
+    def split_rows(self, cfg, split: str) -> Optional[int]:
+        """How many rows the config asks of a generated split (None: not known before generating)."""
+        return None
+
+    def datasets(self, cfg) -> list[DatasetInfo]:
+        """The splits a trial of ``cfg`` uses (train, dev, ``cfg.eval_splits``), described without loading rows:
+        imported splits from their Parquet footer, generated ones from their cache key (and cached file)."""
+        import pyarrow.parquet as pq
+
+        from rirlab.tasks import cache
+
+        root, imported = getattr(cfg, "cache_dir", None), list(getattr(cfg, "imported", []) or [])
+        out = []
+        for split in ("train", "dev", *getattr(cfg, "eval_splits", ())):
+            if split in imported:
+                rec = cache.imported_record(self.name, split, root)
+                params = {k: v for k, v in rec.items() if k not in ("path", "digest", "rows")}
+                out.append(DatasetInfo(f"{self.name}/{split}", split, rec["path"], params, rec["digest"],
+                                       rec["rows"], "file"))
+                continue
+            key = cache.key_params(self.name, self.split_params(cfg, split), imported, root)
+            path = cache.split_path(self.name, split, key, root)
+            if path.exists():
+                rows, rows_from = pq.read_metadata(path).num_rows, "file"
+            else:
+                rows = self.split_rows(cfg, split)
+                rows_from = "unknown" if rows is None else "config"
+            digest = path.stem.split("-")[-1]  # the cache file's key: finds the file
+            out.append(DatasetInfo(f"{self.name}/{split}", split, "generated", {"generator": self.name, **key},
+                                   digest, rows, rows_from))
+        return out
 
 
 def pad(seqs: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -7,10 +7,20 @@ else ``~/.cache/rirlab``)::
     <root>/<task>/imported/<split>.parquet   written by `rirlab data import TASK FILE... --split NAME`
 
 A generated split is built once and read back afterwards; the generator
-parameters travel in the Parquet schema metadata. Writes go to a temporary file
-in the same directory and are renamed into place (``os.replace`` is atomic), so
-Ray trials that build the same split concurrently never see a half-written file:
-each writes its own temporary file and the last rename wins with equal bytes.
+parameters travel in the Parquet schema metadata. Its key also holds the
+content digest of every imported split the task config lists (``imported``):
+generated dev/test splits are de-duplicated against the splits before them, so a
+split built beside an imported train is a different split from the one built
+beside the generated train and must never be read back in its place.
+
+An imported split carries its import record in the Parquet schema metadata
+(``rirlab.import``: source files with their SHA-256 and line counts, the protocol
+applied, rows, and the content digest of the stored rows).
+
+Writes go to a temporary file in the same directory and are renamed into place
+(``os.replace`` is atomic), so Ray trials that build the same split concurrently
+never see a half-written file: each writes its own temporary file and the last
+rename wins with equal bytes.
 """
 
 from __future__ import annotations
@@ -39,8 +49,14 @@ def param_key(params: dict) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
+# 2: keys hold the imported splits' digests. Files of format 1 may be dev/test splits built beside an imported
+# train under the key of the generated one, so no key of format 1 is ever read again.
+KEY_FORMAT = 2
+
+
 def split_path(task: str, split: str, params: dict, root: Optional[str] = None) -> Path:
-    return cache_root(root) / task / f"{split}-{param_key(params)}.parquet"
+    """Where a generated split with key ``params`` is cached."""
+    return cache_root(root) / task / f"{split}-{param_key({**params, 'key_format': KEY_FORMAT})}.parquet"
 
 
 def imported_path(task: str, split: str, root: Optional[str] = None) -> Path:
@@ -59,8 +75,71 @@ def write_atomic(table: pa.Table, path: Path) -> None:
             tmp.unlink()
 
 
+IMPORT_META = b"rirlab.import"
+
+
+def _plain_type(t: pa.DataType) -> pa.DataType:
+    """``t`` without names a Parquet round trip changes (a list's child is "item" written, "element" read)."""
+    if pa.types.is_list(t):
+        return pa.list_(_plain_type(t.value_type))
+    if pa.types.is_large_list(t):
+        return pa.large_list(_plain_type(t.value_type))
+    return t
+
+
+def content_digest(table: pa.Table) -> str:
+    """SHA-256 (16 hex digits) of a table's rows: column names, types and values; not its metadata, chunking or
+    a list's child name, so a table and its Parquet file read back have the same digest."""
+    sink = pa.BufferOutputStream()
+    schema = pa.schema([pa.field(f.name, _plain_type(f.type)) for f in table.schema])
+    plain = table.replace_schema_metadata(None).cast(schema).combine_chunks()
+    with pa.ipc.new_stream(sink, plain.schema) as writer:
+        writer.write_table(plain)
+    return hashlib.sha256(sink.getvalue().to_pybytes()).hexdigest()[:16]
+
+
+def file_sha256(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_imported(task: str, split: str, table: pa.Table, record: dict, root: Optional[str] = None) -> Path:
+    """Store an imported split with its import record (``record`` plus rows and content digest); returns the path."""
+    record = {**record, "task": task, "split": split, "rows": table.num_rows, "digest": content_digest(table)}
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                           IMPORT_META: json.dumps(record, sort_keys=True).encode()})
+    path = imported_path(task, split, root)
+    write_atomic(table, path)
+    return path
+
+
+def imported_record(task: str, split: str, root: Optional[str] = None) -> dict:
+    """The import record of an imported split, read from the Parquet footer only (no rows are loaded).
+
+    A file imported before records existed gets its rows from the footer and the SHA-256 of its bytes as digest.
+    UserError when the split was never imported."""
+    path = imported_path(task, split, root)
+    if not path.exists():
+        raise UserError(f"{task}: no imported split '{split}' in {path.parent}; "
+                        f"run `rirlab data import {task} FILE... --split {split}` first")
+    meta = pq.read_metadata(path)
+    raw = (meta.schema.to_arrow_schema().metadata or {}).get(IMPORT_META)
+    record = json.loads(raw) if raw else {"rows": meta.num_rows, "digest": file_sha256(path)[:16]}
+    return {**record, "path": str(path)}
+
+
+def key_params(task: str, params: dict, imported, root: Optional[str] = None) -> dict:
+    """The cache key of a generated split: its generator parameters, the key format and the content digest of
+    every imported split the same config lists."""
+    digests = {s: imported_record(task, s, root)["digest"] for s in sorted(imported or ())}
+    return {**params, "imported": digests} if digests else params
+
+
 def cached(task: str, split: str, params: dict, build: Callable[[], pa.Table], root: Optional[str] = None) -> pa.Table:
-    """The split's table from the cache, building and storing it first when absent."""
+    """The split's table from the cache, building and storing it first when absent (``params``: its key)."""
     path = split_path(task, split, params, root)
     if path.exists():
         return pq.read_table(path)
@@ -72,11 +151,8 @@ def cached(task: str, split: str, params: dict, build: Callable[[], pa.Table], r
 
 
 def read_imported(task: str, split: str, root: Optional[str] = None) -> pa.Table:
-    path = imported_path(task, split, root)
-    if not path.exists():
-        raise UserError(f"{task}: no imported split '{split}' in {path.parent}; "
-                        f"run `rirlab data import {task} FILE... --split {split}` first")
-    return pq.read_table(path)
+    imported_record(task, split, root)  # UserError naming the import command when absent
+    return pq.read_table(imported_path(task, split, root))
 
 
 def list_imported(task: str, root: Optional[str] = None) -> list[str]:
@@ -86,10 +162,11 @@ def list_imported(task: str, root: Optional[str] = None) -> list[str]:
 
 def load_split(task: str, split: str, params: dict, build: Callable[[], pa.Table], imported: list,
                root: Optional[str] = None) -> pa.Table:
-    """An imported split when ``split`` is listed in ``imported``, else the generated (cached) one."""
+    """An imported split when ``split`` is listed in ``imported``, else the generated (cached) one, keyed by
+    :func:`key_params` (a generated split may be de-duplicated against imported ones)."""
     if split in imported:
         return read_imported(task, split, root)
-    return cached(task, split, params, build, root)
+    return cached(task, split, key_params(task, params, imported, root), build, root)
 
 
 def id_lists(column: pa.ChunkedArray | pa.Array) -> list:

@@ -198,5 +198,13 @@ class FlipFlop(Task):
                 "read_bits": summary.shares(Counter(t[j + 1] for t in rows for j in range(0, len(t), 2)
                                                     if t[j] == "r"))}
 
+    def split_params(self, cfg: FlipFlopConfig, split: str) -> dict:
+        return split_params(cfg, split)
+
+    def split_rows(self, cfg: FlipFlopConfig, split: str) -> int:
+        if split in ("train", "dev"):
+            return cfg.n_train if split == "train" else cfg.n_dev * len(SETTINGS)
+        return cfg.n_eval
+
 
 load = FlipFlop().load  # load(cfg) -> TaskData, for callers that hold the module (tests, notebooks)

@@ -53,7 +53,7 @@ from pydantic.dataclasses import dataclass
 from rirlab.config import STRICT
 from rirlab.errors import UserError
 from rirlab.tasks import cache, summary
-from rirlab.tasks.base import PAD, Task, collate_classify, split_validator
+from rirlab.tasks.base import MAX_NESTING, PAD, Task, collate_classify, split_validator
 from rirlab.tasks.registry import register
 
 OPS = ("[MIN", "[MAX", "[MED", "[SM")
@@ -264,11 +264,15 @@ def parse_line(line: str) -> tuple[str, int]:
             label, text = text.strip(), label
         else:
             raise ValueError(f"label {label!r} is not a digit 0-9")
-    depth = 0
+    depth = ops = 0
     for tok in text.split():
         depth += (tok == "(") - (tok == ")")
+        ops += (tok in OPS) - (tok == END)
         if depth < 0:
             raise ValueError("')' without matching '('")
+        if ops > MAX_NESTING:
+            raise ValueError(f"operators nested deeper than {MAX_NESTING} levels (ListOps data nests at most 20); "
+                             f"is this a ListOps file?")
     if depth:
         raise ValueError(f"{depth} unclosed '('")
     solve(tokenize(text))  # raises on unknown tokens or bad operator structure
@@ -390,5 +394,43 @@ class ListOps(Task):
                 "max_args_per_example": summary.histogram(max(c, default=0) for _, c in shapes),
                 "labels": summary.shares(Counter(y for _, y in rows))}
 
+    # --- import protocol and provenance (rirlab data import, MLflow dataset inputs) ---
+
+    def import_protocol(self, split: str, rows: list) -> tuple[str, dict[str, list]]:
+        """A training file (``--split train``) is split as the papers do: dev = its first 1,000 lines,
+        unfiltered; train = the rest with at most 100 tokens. Any other split is stored as it is."""
+        if split != "train":
+            return "as-is", {split: rows}
+        return import_train(rows)
+
+    def split_params(self, cfg: ListOpsConfig, split: str) -> dict:
+        return split_params(cfg, split)
+
+    def split_rows(self, cfg: ListOpsConfig, split: str) -> int:
+        return {"train": cfg.n_train, "dev": cfg.n_dev, "test": cfg.n_test}.get(split, cfg.n_eval)
+
 
 load = ListOps().load  # load(cfg) -> TaskData, for callers that hold the module (tests, notebooks)
+
+
+# --- the papers' import protocol (rirlab data import listops FILE --split train) ---
+
+IMPORT_DEV_LINES = 1000  # dev = the training file's first 1,000 lines (RIR / BT-Cell supplements)
+IMPORT_MAX_TOKENS = 100  # train = the rest with at most 100 tokens (parentheses are not tokens)
+
+
+def import_train(rows: list) -> tuple[str, dict[str, list]]:
+    """(file, line, (text, label)) rows of a training file -> the papers' train and dev."""
+    if len(rows) <= IMPORT_DEV_LINES:
+        where = rows[0][0] if rows else "the files"
+        raise UserError(f"{where}: {len(rows)} examples, but the papers' protocol takes the first {IMPORT_DEV_LINES} "
+                        f"as dev and trains on the rest; give the full training file, or --as-is to store it as train")
+    dev = rows[:IMPORT_DEV_LINES]
+    train = [r for r in rows[IMPORT_DEV_LINES:] if len(tokenize(r[2][0])) <= IMPORT_MAX_TOKENS]
+    dropped = len(rows) - IMPORT_DEV_LINES - len(train)
+    if not train:
+        raise UserError(f"{rows[0][0]}: no example after the first {IMPORT_DEV_LINES} has <= {IMPORT_MAX_TOKENS} "
+                        f"tokens, so the papers' train would be empty; --as-is stores the file unfiltered")
+    return (f"papers' protocol: dev = first {IMPORT_DEV_LINES} lines (unfiltered), train = the other "
+            f"{len(rows) - IMPORT_DEV_LINES} with <= {IMPORT_MAX_TOKENS} tokens ({dropped} longer ones dropped)"), \
+        {"train": train, "dev": dev}

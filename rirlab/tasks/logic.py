@@ -41,7 +41,7 @@ from pydantic.dataclasses import dataclass
 from rirlab.config import STRICT
 from rirlab.errors import UserError
 from rirlab.tasks import cache, summary
-from rirlab.tasks.base import PAD, Task, collate_pair, split_validator
+from rirlab.tasks.base import MAX_NESTING, PAD, Task, collate_pair, split_validator
 from rirlab.tasks.registry import register
 
 VARS = "abcdef"
@@ -66,45 +66,69 @@ ALL_SPLITS = ("train", "dev", *SPLITS)
 # --- parsing and labelling ---
 
 def parse(text: str):
-    """Formula text -> tree: a variable name, ("not", F) or (op, F, G). ValueError when malformed."""
+    """Formula text -> tree: a variable name, ("not", F) or (op, F, G). ValueError when malformed or nested
+    deeper than MAX_NESTING. A loop with an explicit stack: no recursion, so depth cannot crash it."""
     toks = text.split()
+    n, i = len(toks), 0
+    # open constructs, innermost last: ["not"], ["bin"] (left operand next), ["bin", left, op] (right next)
+    stack: list[list] = []
 
-    def formula(i: int):
-        if i >= len(toks):
-            raise ValueError("formula ends early")
-        t = toks[i]
-        if t in _VAR_WORLDS:
-            return t, i + 1
-        if t != "(":
-            raise ValueError(f"unexpected token {t!r}" if t in ("not", "and", "or", ")") else f"unknown token {t!r}")
-        if i + 1 < len(toks) and toks[i + 1] == "not":
-            f, i = formula(i + 2)
-            return ("not", f), _close(i)
-        left, i = formula(i + 1)
-        if i + 1 >= len(toks) or toks[i] != "(" or toks[i + 1] not in ("and", "or"):
-            raise ValueError("expected '( and' or '( or' after a left operand")
-        right, j = formula(i + 2)
-        return (toks[i + 1], left, right), _close(_close(j))
-
-    def _close(i: int) -> int:
-        if i >= len(toks) or toks[i] != ")":
+    def close(i: int) -> int:
+        if i >= n or toks[i] != ")":
             raise ValueError("missing ')'")
         return i + 1
 
-    tree, end = formula(0)
-    if end != len(toks):
-        raise ValueError(f"extra tokens after the formula: {' '.join(toks[end:end + 3])!r}")
-    return tree
+    while True:
+        if i >= n:
+            raise ValueError("formula ends early")
+        t = toks[i]
+        if t == "(":
+            if len(stack) >= MAX_NESTING:
+                raise ValueError(f"formula nested deeper than {MAX_NESTING} levels (the logic data nests at most "
+                                 f"about 20); is this a logic file?")
+            stack.append(["not"] if i + 1 < n and toks[i + 1] == "not" else ["bin"])
+            i += 2 if stack[-1] == ["not"] else 1
+            continue
+        if t not in _VAR_WORLDS:
+            raise ValueError(f"unexpected token {t!r}" if t in ("not", "and", "or", ")") else f"unknown token {t!r}")
+        value, i = t, i + 1
+        while stack:  # ``value`` is a complete formula: finish the constructs it completes
+            frame = stack[-1]
+            if frame[0] == "not":
+                stack.pop()
+                value, i = ("not", value), close(i)
+            elif len(frame) == 1:  # a left operand: its operator follows, then the right operand
+                if i + 1 >= n or toks[i] != "(" or toks[i + 1] not in ("and", "or"):
+                    raise ValueError("expected '( and' or '( or' after a left operand")
+                frame += [value, toks[i + 1]]
+                i += 2
+                break
+            else:
+                stack.pop()
+                value, i = (frame[2], frame[1], value), close(close(i))
+        else:
+            if i != n:
+                raise ValueError(f"extra tokens after the formula: {' '.join(toks[i:i + 3])!r}")
+            return value
 
 
 def worlds(tree) -> int:
-    """Truth table of a formula as a 64-bit mask: bit w set iff the formula holds in world w."""
-    if isinstance(tree, str):
-        return _VAR_WORLDS[tree]
-    if tree[0] == "not":
-        return _ALL & ~worlds(tree[1])
-    a, b = worlds(tree[1]), worlds(tree[2])
-    return a & b if tree[0] == "and" else a | b
+    """Truth table of a formula as a 64-bit mask: bit w set iff the formula holds in world w (no recursion)."""
+    values: list[int] = []
+    todo = [(tree, False)]
+    while todo:
+        node, ready = todo.pop()
+        if isinstance(node, str):
+            values.append(_VAR_WORLDS[node])
+        elif not ready:
+            todo.append((node, True))
+            todo.extend((child, False) for child in reversed(node[1:]))
+        elif node[0] == "not":
+            values.append(_ALL & ~values.pop())
+        else:
+            b, a = values.pop(), values.pop()
+            values.append(a & b if node[0] == "and" else a | b)
+    return values[0]
 
 
 def relation_of(p: int, h: int) -> str:
@@ -305,5 +329,59 @@ class Logic(Task):
                 "operator_shares": summary.shares(words),
                 "relations": summary.shares(Counter(r for r, _, _ in rows))}
 
+    # --- import protocol and provenance (rirlab data import, MLflow dataset inputs) ---
+
+    def import_protocol(self, split: str, rows: list) -> tuple[str, dict[str, list]]:
+        """The papers' splits (BT-Cell / EBT / RIR, after Tran et al.): files train0..train6 given as
+        ``--split train`` become train and dev, every 10th pair (in file order) to dev; a file given as ``ops_N``
+        must hold pairs of exactly N operators (ops_12: 12 or more, as test12 does)."""
+        return import_protocol(split, rows)
+
+    def split_params(self, cfg: LogicConfig, split: str) -> dict:
+        return split_params(cfg, split)
+
+    def split_rows(self, cfg: LogicConfig, split: str) -> int:
+        if split in ("train", "dev"):
+            return cfg.n_train if split == "train" else cfg.n_dev
+        return cfg.n_eval or TEST_SIZES[int(split[4:])]
+
 
 load = Logic().load  # load(cfg) -> TaskData, for callers that hold the module (tests, notebooks)
+
+
+# --- the papers' import protocol (rirlab data import logic train0 ... train6 --split train) ---
+
+IMPORT_DEV_EVERY = 10  # every 10th pair of train0..train6, counted across the files in order, is dev
+IMPORT_TRAIN_MAX_OPS = 6  # the papers train on N <= 6 operators
+
+
+def pair_ops(row: tuple[str, str, str]) -> int:
+    """N of a pair: the larger of its two formulas' operator counts."""
+    return max(n_ops(row[1]), n_ops(row[2]))
+
+
+def import_protocol(split: str, rows: list) -> tuple[str, dict[str, list]]:
+    """(file, line, row) triples given as ``split`` -> the papers' splits (Logic.import_protocol)."""
+    if split == "train":
+        for path, no, row in rows:
+            if pair_ops(row) > IMPORT_TRAIN_MAX_OPS:
+                raise UserError(f"{path}:{no}: a pair with {pair_ops(row)} operators; the papers train on "
+                                f"train0..train{IMPORT_TRAIN_MAX_OPS} (N <= {IMPORT_TRAIN_MAX_OPS}); import those, "
+                                f"or pass --as-is")
+        dev = rows[IMPORT_DEV_EVERY - 1::IMPORT_DEV_EVERY]
+        train = [r for k, r in enumerate(rows, 1) if k % IMPORT_DEV_EVERY]
+        if not dev:
+            raise UserError(f"{rows[0][0]}: {len(rows)} pairs, fewer than the {IMPORT_DEV_EVERY} the papers' protocol "
+                            f"needs to take one for dev; give train0..train{IMPORT_TRAIN_MAX_OPS}, or pass --as-is")
+        return (f"papers' protocol: every {IMPORT_DEV_EVERY}th pair of the files, in the order given, is dev "
+                f"({len(dev)}), the other {len(train)} are train"), {"train": train, "dev": dev}
+    if split in SPLITS:
+        want, last = int(split[4:]), max(TEST_SIZES)
+        for path, no, row in rows:
+            n = pair_ops(row)
+            if n != want and not (want == last and n > last):
+                raise UserError(f"{path}:{no}: a pair with {n} operators in split {split} "
+                                f"(test{want}: {'>= ' if want == last else ''}{want}); is this test{want}? "
+                                f"--as-is imports it anyway")
+        return f"papers' test{want} file: every pair has {'>= ' if want == last else ''}{want} operators", {split: rows}
+    return "as-is", {split: rows}
