@@ -240,7 +240,8 @@ class Trainer:
             "best_weights": self.best_weights,
             "bad_epochs": self.bad_epochs,
             "stopped": self.stopped,
-            "model": self.model.state_dict(),
+            "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},  # not aliases: the
+            # final checkpoint must keep the last weights after the best-dev ones are loaded for evaluation
             "opt": self.opt.state_dict(),
             "sched": self.sched.state_dict(),
             "torch_rng": torch.get_rng_state(),
