@@ -218,6 +218,19 @@ class Trainer:
     def dev_split(self):
         return next(iter(self.data.eval_splits.values()))  # "dev" comes first
 
+    def selection_point(self) -> Optional[dict]:
+        """After a step: at an epoch end (and at the last step) of a recipe that selects, schedules or stops on
+        dev, evaluate dev and act on it (:meth:`consider`); returns the dev metrics, or None where none is due."""
+        t = self.cfg.train
+        if not t.per_epoch_dev:
+            return None
+        epoch_end = self.step % self.batches_per_epoch == 0
+        if not (epoch_end or self.step == self.total_steps):
+            return None
+        dev = self.evaluate(self.dev_split())
+        self.consider(dev, epoch_end)
+        return dev
+
     def consider(self, dev: dict, epoch_end: bool) -> None:
         """A dev evaluation at an epoch end (or the last step): plateau scheduler, best weights, early stopping."""
         t = self.cfg.train
@@ -288,11 +301,7 @@ def run_trial(config: dict, report: Optional[Report] = None, *, state: Optional[
         window.append(trainer.train_step())
         steps_timed += 1
         s = trainer.step
-        epoch_end = t.per_epoch_dev and s % trainer.batches_per_epoch == 0
-        dev = None
-        if epoch_end or (t.per_epoch_dev and s == total):  # selection points: epoch ends and the last step
-            dev = trainer.evaluate(trainer.dev_split())
-            trainer.consider(dev, epoch_end)
+        dev = trainer.selection_point()
         last = s == total or trainer.stopped
         if s % t.log_every == 0 or s % t.eval_every == 0 or last or dev is not None:
             elapsed = time.perf_counter() - t0
