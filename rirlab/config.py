@@ -28,11 +28,35 @@ from rirlab.errors import UserError
 STRICT = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+# A recipe is a preset of the training fields below that are left unset (None); a value set explicitly wins.
+# "adamw": AdamW, the warm-up / lr_decay schedule per step, a fixed number of steps, every split evaluated with
+#   the weights of the last step (this project's original behaviour).
+# "paper": what the RIR and EBT papers' public code runs for ListOps and logical inference (the papers say their
+#   hyperparameters follow BT-RvNN's): Ranger (RAdam + Lookahead; rirlab/optim.py), ReduceLROnPlateau
+#   (factor 0.5, patience 2) stepped once per epoch on the dev score, early stopping after 4 epochs without dev
+#   improvement (the code stops when its counter exceeds the patience), batches from length buckets of 5
+#   batches, gradient-norm clip 1, S4D parameters in their own group with lr min(1e-3, lr), and every test split
+#   evaluated with the best-dev weights (dev accuracy for RIR-EBT-GRC / RIR-GRC, dev loss for the others:
+#   rirlab.train.SELECT_BY_ACCURACY). The training length stays `steps` / `epochs` (the specs set epochs: 100).
+RECIPES: dict[str, dict[str, Any]] = {
+    "adamw": {"optimizer": "adamw", "scheduler": "schedule", "grad_clip": 5.0, "bucket_factor": 1,
+              "early_stop_patience": 0, "select_by": "last", "s4d_lr_cap": 0.0},
+    "paper": {"optimizer": "ranger", "scheduler": "plateau", "grad_clip": 1.0, "bucket_factor": 5,
+              "early_stop_patience": 4, "select_by": "auto", "s4d_lr_cap": 1e-3},
+}
+
+
 @dataclass(config=STRICT)
 class TrainConfig:
-    """Optimisation settings shared by every model (defaults: the papers' ListOps settings)."""
+    """Optimisation settings shared by every model (defaults: the papers' ListOps settings).
+
+    ``recipe`` fills every field of ``RECIPES`` left at None (see there); the filled values are what a trial
+    logs as its params.
+    """
 
     seed: int = Field(0, ge=0)
+    recipe: Literal["adamw", "paper"] = "adamw"
+    optimizer: Optional[Literal["adamw", "ranger"]] = None
     lr: float = Field(1e-3, gt=0, le=1.0)
     weight_decay: float = Field(1e-2, ge=0)
     batch_size: int = Field(128, ge=1)
@@ -41,14 +65,37 @@ class TrainConfig:
     epochs: Optional[int] = Field(None, ge=1)  # when set, overrides steps (epochs x batches per epoch)
     log_every: int = Field(50, ge=1)
     eval_every: int = Field(1000, ge=1)
-    grad_clip: float = Field(5.0, ge=0)
-    warmup_steps: int = Field(0, ge=0)  # linear warm-up of the learning rate
-    lr_decay: Literal["none", "linear", "cosine"] = "none"  # after warm-up, down to 0 at the last step
+    grad_clip: Optional[float] = Field(None, ge=0)  # gradient-norm clip; 0 = none
+    # "schedule": warm-up_steps then lr_decay, per step; "plateau": ReduceLROnPlateau on the dev score per epoch
+    scheduler: Optional[Literal["schedule", "plateau"]] = None
+    warmup_steps: int = Field(0, ge=0)  # linear warm-up of the learning rate (scheduler: schedule)
+    lr_decay: Literal["none", "linear", "cosine"] = "none"  # after warm-up, down to 0 at the last step (schedule)
+    plateau_factor: float = Field(0.5, gt=0, lt=1)  # scheduler plateau: lr *= factor ...
+    plateau_patience: int = Field(2, ge=0)  # ... after this many epochs without dev improvement beyond these
+    early_stop_patience: Optional[int] = Field(None, ge=0)  # stop once this many epochs passed without improvement
+    # (the counter must exceed it, as in the papers' code); 0 = never stop early
+    select_by: Optional[Literal["last", "accuracy", "loss", "auto"]] = None  # weights the test splits see: the
+    # last step's, or the epoch with the best dev accuracy / dev loss; auto: per model (train.SELECT_BY_ACCURACY)
+    s4d_lr_cap: Optional[float] = Field(None, ge=0)  # S4D kernel params get lr min(cap, lr); 0 = no own group
+    s4d_weight_decay: Optional[float] = Field(None, ge=0)  # their weight decay; None = weight_decay (papers' code)
     device: Literal["cpu", "cuda", "auto"] = "auto"
     max_eval_examples: Optional[int] = Field(None, ge=1)
     num_threads: int = Field(0, ge=0)
-    bucket_factor: int = Field(1, ge=1)  # >1: batches from length-sorted pools of this many batches
+    bucket_factor: Optional[int] = Field(None, ge=1)  # >1: batches from length-sorted pools of this many batches
     num_workers: int = Field(0, ge=0)  # torch DataLoader worker processes collating training batches
+
+    def __post_init__(self):
+        for key, value in RECIPES[self.recipe].items():
+            if getattr(self, key) is None:
+                setattr(self, key, value)
+        if self.scheduler == "plateau" and (self.warmup_steps or self.lr_decay != "none"):
+            raise UserError(f"scheduler=plateau steps the lr on the dev score; warmup_steps={self.warmup_steps} / "
+                            f"lr_decay={self.lr_decay!r} belong to scheduler=schedule: set one or the other")
+
+    @property
+    def per_epoch_dev(self) -> bool:
+        """Whether the trainer evaluates dev at every epoch end (for the plateau scheduler, selection or stopping)."""
+        return self.scheduler == "plateau" or self.select_by != "last" or self.early_stop_patience > 0
 
 
 def field_names(cls) -> list[str]:

@@ -1,9 +1,16 @@
 """Training and evaluation of ONE trial: a flat config dict in, metrics out through a report callback.
 
-Knows nothing of Ray or MLflow. ``report(metrics, checkpoint=None)`` is called
-every ``log_every`` steps (``checkpoint`` is a state dict when the trainer
-wants one persisted, every ``checkpoint_every`` steps); the last report holds
-the final metrics of every evaluation split and ``final: True``.
+Knows nothing of Ray or MLflow (and imports neither: ``rirlab bench`` runs it on machines without them).
+``report(metrics, checkpoint=None)`` is called every ``log_every`` steps and at every epoch end where dev is
+evaluated (``checkpoint`` is a state dict when the trainer wants one persisted, every ``checkpoint_every``
+steps); the last report holds the final metrics of every evaluation split and ``final: True``.
+
+The recipe (rirlab.config.RECIPES) decides the optimiser, the lr scheduler, early stopping and which weights
+the evaluation splits see. Under ``select_by`` accuracy / loss (recipe paper: auto) dev is evaluated at every
+epoch end and at the last step; the best of those (improvement > 1e-4, as the papers' code) is kept and every
+split is evaluated with it at the end. The final report then carries ``best/step``, ``best/epoch``,
+``best/dev_accuracy``, ``best/dev_loss``, ``stopped_epoch`` and ``early_stopped`` (1 when early stopping ended
+the trial).
 """
 
 from __future__ import annotations
@@ -19,12 +26,58 @@ import torch
 import torch.nn.functional as F
 
 from rirlab.config import TrialConfig, resolve
+from rirlab.optim import Ranger
 from rirlab.models import registry as models
 from rirlab.perf import tune_allocator
 from rirlab.tasks import registry as tasks
 from rirlab.tasks.batching import BatchPlan, example_length, loader
 
 Report = Callable[..., None]
+
+# select_by: auto -> the dev metric the papers' code selects (and schedules, and stops) by: save_by "accuracy"
+# for RIR-EBT-GRC (HEBT_GRC) and RIR-GRC (HGRC) in configs/listopsc_configs.py, "loss" for the other RvNNs.
+SELECT_BY_ACCURACY = frozenset({"rir_ebt_grc", "rir_grc"})
+IMPROVEMENT = 1e-4  # a dev score must beat the best by more than this to count (papers' code)
+
+
+def selection_metric(model: str, select_by: str) -> str:
+    """"accuracy" or "loss": what the dev score is (for selection, the plateau scheduler and early stopping)."""
+    if select_by in ("accuracy", "loss"):
+        return select_by
+    return "accuracy" if model in SELECT_BY_ACCURACY else "loss"
+
+
+def s4d_parameters(model: torch.nn.Module) -> list:
+    """The S4D kernels' parameters and the D skip of the layer holding each (the papers' code's "S4 group")."""
+    from rirlab.models.s4d import S4DKernel
+
+    out, seen = [], set()
+    for module in model.modules():
+        if any(isinstance(child, S4DKernel) for child in module.children()):
+            for p in module.parameters():  # the kernel's and the layer's own (D)
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    out.append(p)
+    return out
+
+
+def param_groups(model: torch.nn.Module, t) -> list[dict]:
+    """One group, or (s4d_lr_cap > 0) the S4D group with lr min(cap, lr) and the rest (RIR code's agent)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    s4d = [p for p in s4d_parameters(model) if p.requires_grad] if t.s4d_lr_cap else []
+    if not s4d:
+        return [{"params": params, "lr": t.lr, "weight_decay": t.weight_decay}]
+    ids = {id(p) for p in s4d}
+    wd = t.weight_decay if t.s4d_weight_decay is None else t.s4d_weight_decay
+    return [{"params": s4d, "lr": min(t.s4d_lr_cap, t.lr), "weight_decay": wd},
+            {"params": [p for p in params if id(p) not in ids], "lr": t.lr, "weight_decay": t.weight_decay}]
+
+
+def make_optimizer(model: torch.nn.Module, t) -> torch.optim.Optimizer:
+    groups = param_groups(model, t)
+    if t.optimizer == "ranger":
+        return Ranger(groups, lr=t.lr, weight_decay=t.weight_decay)
+    return torch.optim.AdamW(groups, lr=t.lr, weight_decay=t.weight_decay)
 
 
 class NonFiniteLoss(RuntimeError):
@@ -50,7 +103,7 @@ def seed_everything(seed: int) -> None:
 
 
 class Trainer:
-    """Builds task data and model from a resolved config; trains with Adam(W); evaluates every split."""
+    """Builds task data and model from a resolved config; trains under its recipe; evaluates every split."""
 
     def __init__(self, cfg: TrialConfig):
         self.cfg = cfg
@@ -62,14 +115,23 @@ class Trainer:
         self.device = pick_device(t.device)
         self.data = tasks.get(cfg.task).load(cfg.task_cfg)
         self.model = models.get(cfg.model).build(cfg.model_cfg, self.data.info).to(self.device)
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=t.lr, weight_decay=t.weight_decay)
+        self.opt = make_optimizer(self.model, t)
         self.halt_loss_weight = float(getattr(cfg.model_cfg, "halt_loss_weight", 0.0))
         self.step = 0
         self.plan = BatchPlan([example_length(x) for x in self.data.train], t.batch_size, t.seed, t.bucket_factor)
         self.batches_per_epoch = self.plan.batches_per_epoch
         self._batches, self._batches_step = None, -1  # loader iterator and the step it yields next
         self.total_steps = t.epochs * self.batches_per_epoch if t.epochs else t.steps
-        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, self.lr_factor)
+        if t.scheduler == "plateau":  # mode max on the dev score (accuracy, or -loss), as the papers' code
+            self.sched = torch.optim.lr_scheduler.ReduceLROnPlateau(self.opt, mode="max", factor=t.plateau_factor,
+                                                                    patience=t.plateau_patience)
+        else:
+            self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, self.lr_factor)
+        self.metric = selection_metric(cfg.model, t.select_by)
+        self.best: dict = {}  # step, epoch, dev_accuracy, dev_loss, score of the best dev evaluation so far
+        self.best_weights: Optional[dict] = None
+        self.bad_epochs = 0  # epoch-end dev evaluations since the last improvement
+        self.stopped = False  # early stopping ended training
 
     def lr_factor(self, step: int) -> float:
         t = self.cfg.train
@@ -119,7 +181,8 @@ class Trainer:
         if self.cfg.train.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.train.grad_clip)
         self.opt.step()
-        self.sched.step()
+        if not isinstance(self.sched, torch.optim.lr_scheduler.ReduceLROnPlateau):
+            self.sched.step()
         self.step += 1
         m = {"train/loss": loss.item(), "train/accuracy": correct / max(n, 1)}
         if out.aux_loss is not None:
@@ -144,10 +207,54 @@ class Trainer:
             count += n
         return {"accuracy": 100.0 * correct / max(count, 1), "loss": loss_sum / max(count, 1)}
 
+    @property
+    def epoch(self) -> float:
+        return self.step / self.batches_per_epoch
+
+    @property
+    def lr(self) -> float:
+        return self.opt.param_groups[-1]["lr"]
+
+    def dev_split(self):
+        return next(iter(self.data.eval_splits.values()))  # "dev" comes first
+
+    def selection_point(self) -> Optional[dict]:
+        """After a step: at an epoch end (and at the last step) of a recipe that selects, schedules or stops on
+        dev, evaluate dev and act on it (:meth:`consider`); returns the dev metrics, or None where none is due."""
+        t = self.cfg.train
+        if not t.per_epoch_dev:
+            return None
+        epoch_end = self.step % self.batches_per_epoch == 0
+        if not (epoch_end or self.step == self.total_steps):
+            return None
+        dev = self.evaluate(self.dev_split())
+        self.consider(dev, epoch_end)
+        return dev
+
+    def consider(self, dev: dict, epoch_end: bool) -> None:
+        """A dev evaluation at an epoch end (or the last step): plateau scheduler, best weights, early stopping."""
+        t = self.cfg.train
+        score = dev["accuracy"] if self.metric == "accuracy" else -dev["loss"]
+        if epoch_end and isinstance(self.sched, torch.optim.lr_scheduler.ReduceLROnPlateau):
+            self.sched.step(score)
+        if not self.best or score - self.best["score"] > IMPROVEMENT:
+            self.best = {"score": score, "step": self.step, "epoch": self.epoch, "dev_accuracy": dev["accuracy"],
+                         "dev_loss": dev["loss"]}
+            self.best_weights = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+            self.bad_epochs = 0
+        elif epoch_end:
+            self.bad_epochs += 1
+            self.stopped = bool(t.early_stop_patience) and self.bad_epochs > t.early_stop_patience
+
     def state_dict(self) -> dict:
         return {
             "step": self.step,
-            "model": self.model.state_dict(),
+            "best": dict(self.best),
+            "best_weights": self.best_weights,
+            "bad_epochs": self.bad_epochs,
+            "stopped": self.stopped,
+            "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},  # not aliases: the
+            # final checkpoint must keep the last weights after the best-dev ones are loaded for evaluation
             "opt": self.opt.state_dict(),
             "sched": self.sched.state_dict(),
             "torch_rng": torch.get_rng_state(),
@@ -157,6 +264,8 @@ class Trainer:
 
     def load_state_dict(self, state: dict) -> None:
         self.step = state["step"]
+        self.best, self.best_weights = dict(state.get("best", {})), state.get("best_weights")
+        self.bad_epochs, self.stopped = state.get("bad_epochs", 0), state.get("stopped", False)
         self.model.load_state_dict(state["model"])
         self.opt.load_state_dict(state["opt"])
         self.sched.load_state_dict(state["sched"])
@@ -188,23 +297,33 @@ def run_trial(config: dict, report: Optional[Report] = None, *, state: Optional[
     final, final_ckpt = {"step": trainer.step}, None  # stays so when resumed from a finished checkpoint
     t0 = time.perf_counter()
     steps_timed = 0
-    while trainer.step < total:
+    while trainer.step < total and not trainer.stopped:
         window.append(trainer.train_step())
         steps_timed += 1
         s = trainer.step
-        if s % t.log_every == 0 or s % t.eval_every == 0 or s == total:
+        dev = trainer.selection_point()
+        last = s == total or trainer.stopped
+        if s % t.log_every == 0 or s % t.eval_every == 0 or last or dev is not None:
             elapsed = time.perf_counter() - t0
             metrics = {k: sum(w[k] for w in window) / len(window) for k in window[0]}
-            metrics.update(step=s, time_per_step_ms=1000 * elapsed / steps_timed)
+            metrics.update(step=s, time_per_step_ms=1000 * elapsed / steps_timed, lr=trainer.lr,
+                           epoch=trainer.epoch)
             window = []
-            if s % t.eval_every == 0 and s < total:
-                metrics.update({f"dev/{k}": v for k, v in trainer.evaluate(next(iter(trainer.data.eval_splits.values()))).items()})
-            ckpt = trainer.state_dict() if checkpoint_every and (s % checkpoint_every == 0 or s == total) else None
-            if s < total:
+            if dev is None and s % t.eval_every == 0 and not last:
+                dev = trainer.evaluate(trainer.dev_split())
+            if dev is not None and not last:  # at the end dev is reported with the other splits
+                metrics.update({f"dev/{k}": v for k, v in dev.items()})
+            ckpt = trainer.state_dict() if checkpoint_every and (s % checkpoint_every == 0 or last) else None
+            if not last:
                 report(metrics, checkpoint=ckpt)
             else:
                 final = metrics
                 final_ckpt = ckpt
+    if t.select_by != "last" and trainer.best_weights is not None:
+        trainer.model.load_state_dict(trainer.best_weights)  # every split sees the best-dev weights
+    if trainer.best:
+        final.update({f"best/{k}": v for k, v in trainer.best.items() if k != "score"})
+        final.update(stopped_epoch=trainer.epoch, early_stopped=int(trainer.stopped))
     for name, examples in trainer.data.eval_splits.items():
         final.update({f"{name}/{k}": v for k, v in trainer.evaluate(examples).items()})
     for name, obj in getattr(trainer.model, "artifacts", dict)().items():

@@ -11,9 +11,9 @@ from rirlab.cli.options import set_option
 
 @click.command()
 @click.option("--protocol", "name", default="step", show_default=True,
-              help="step (one step of one model), table1 (RIR Table 1 length bins) or gut_halt (dynamic-halt §7); "
-                   "see rirlab/bench.py.")
-@click.option("--model", default="rir_ebt_grc", show_default=True, help="step: the model to time.")
+              help="step (one step of one model), table1 (RIR Table 1 length bins), gut_halt (dynamic-halt §7) or "
+                   "learn (time to reach dev-accuracy thresholds under a training recipe); see rirlab/bench.py.")
+@click.option("--model", default="rir_ebt_grc", show_default=True, help="step, learn: the model.")
 @click.option("--models", default="rir_ebt_grc", show_default=True, help="table1: comma-separated models.")
 @click.option("--batch", default=16, show_default=True, type=click.IntRange(min=1))
 @click.option("--length", default=100, show_default=True, type=click.IntRange(min=1))
@@ -25,25 +25,64 @@ from rirlab.cli.options import set_option
 @click.option("--warmup", default=2, show_default=True, type=click.IntRange(min=0), help="step: untimed steps first.")
 @click.option("--samples", default=100, show_default=True, type=click.IntRange(min=1), help="table1: samples per bin.")
 @click.option("--threads", default=0, show_default=True, type=click.IntRange(min=0), help="torch threads (0: default).")
+@click.option("--task", default="listops", show_default=True, help="learn: the task.")
+@click.option("--recipe", type=click.Choice(["paper", "adamw"]), default="paper", show_default=True,
+              help="learn: the training recipe (rirlab/config.py RECIPES).")
+@click.option("--minutes", default=20.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="learn: budget of training time (evaluation excluded).")
+@click.option("--thresholds", default="50,80,95,99", show_default=True,
+              help="learn: comma-separated dev accuracies (%) to time.")
+@click.option("--eval-every", default=100, show_default=True, type=click.IntRange(min=1),
+              help="learn: steps between curve points (dev-subset evaluations).")
+@click.option("--dev-examples", default=1000, show_default=True, type=click.IntRange(min=1),
+              help="learn: dev examples per curve point.")
 @set_option
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Also write the result here.")
-def bench(name, model, models, batch, length, mode, inference, device, repeats, warmup, samples, threads, sets,
-          json_path):
-    """Time models: median step time and peak memory (step), RIR Table 1 (table1) or dynamic halting (gut_halt).
+@click.option("--png", "png_path", default=None, type=click.Path(dir_okay=False),
+              help="learn: also plot the curve (dev accuracy vs training seconds) here.")
+def bench(name, model, models, batch, length, mode, inference, device, repeats, warmup, samples, threads, task,
+          recipe, minutes, thresholds, eval_every, dev_examples, sets, json_path, png_path):
+    """Time models: median step time and peak memory (step), RIR Table 1 (table1), dynamic halting (gut_halt)
+    or time to learn (learn).
+
+    For learn, --set takes any trial key (model, task or training: n_train=20000, batch_size=64, lr=...);
+    --batch and --length do not apply (the task's data and the recipe's batch size do).
 
     \b
     rirlab bench --model rir_ebt_grc --batch 16 --length 500 --mode eval
     rirlab bench --protocol table1 --models rir_ebt_grc,ebt_grc --device cuda
     rirlab bench --model rir_grc --set chunk_size=20 --json step.json
+    rirlab bench --protocol learn --device cuda --minutes 20 --json learn.json --png learn.png
     """
     from rirlab.bench import BenchOptions, run
     from rirlab.config import parse_overrides
+    from rirlab.errors import UserError
 
+    if png_path and name != "learn":
+        raise UserError(f"bench: --png plots the learn protocol's curve; drop it for --protocol {name}")
+    try:
+        levels = tuple(float(t) for t in thresholds.split(",") if t.strip())
+    except ValueError:
+        raise UserError(f"bench: --thresholds {thresholds!r} must be comma-separated numbers, e.g. 50,80,95,99") from None
     opts = BenchOptions(model=model, models=tuple(m.strip() for m in models.split(",") if m.strip()), batch=batch,
                         length=length, mode=mode, inference=inference, device=device, repeats=repeats,
-                        warmup=warmup, samples=samples, threads=threads, overrides=parse_overrides(sets))
+                        warmup=warmup, samples=samples, threads=threads, overrides=parse_overrides(sets), task=task,
+                        recipe=recipe, minutes=minutes, thresholds=levels, eval_every=eval_every,
+                        dev_examples=dev_examples, progress=lambda line: click.echo(line))
     result = run(name, opts)
-    if "table" in result:  # protocols that format their own table (gut_halt)
+    if name == "learn":
+        for t in result["thresholds"]:
+            click.echo(f"dev accuracy >= {t['threshold']:g}%: " + (
+                f"{t['train_seconds']:.1f} s of training ({t['wall_seconds']:.1f} s with evaluation), step "
+                f"{t['step']}, {t['samples']} samples" if t["reached"] else "not reached"))
+        click.echo(f"{result['steps']} steps, {result['samples']} samples, {result['train_seconds']:.1f} s training + "
+                   f"{result['eval_seconds']:.1f} s evaluation; stopped by {result['stopped_by']}; best dev accuracy "
+                   f"{result['best_dev_accuracy']:.2f} ({result['device']})")
+        if png_path:
+            from rirlab.bench import plot_learn
+
+            plot_learn(result, png_path)
+    elif "table" in result:  # protocols that format their own table (gut_halt)
         click.echo(f"{result['table']}\n({result['device']})")
     elif "rows" in result:
         click.echo(f"{'model':14s} {'bin':>10s} {'minutes':>9s} {'peak GB':>8s}   ({result['device']})")

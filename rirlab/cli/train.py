@@ -25,6 +25,7 @@ def train(model, task, quick, sets, tracking_uri, experiment):
     \b
     rirlab train --model rir_grc --task listops --quick
     rirlab train --model rir_ebt_grc --task logic --set chunk_size=20 --set beam_size=5 --set steps=5000
+    rirlab train --model rir_grc --task listops --quick --set recipe=paper   # Ranger, plateau, best-dev weights
     """
     from rirlab.config import field_names, parse_overrides, resolve
     from rirlab.models import registry as models

@@ -1,0 +1,90 @@
+"""Ranger: RAdam with Lookahead, the optimiser of the RIR / EBT papers' public code for ListOps and logic.
+
+Written from the two definitions:
+
+- RAdam ("On the Variance of the Adaptive Learning Rate and Beyond", Liu et al., ICLR 2020, arXiv 1908.03265,
+  Algorithm 2): Adam's moments m_t, v_t; the length of the approximated simple moving average
+  rho_t = rho_inf - 2 t beta2^t / (1 - beta2^t), rho_inf = 2 / (1 - beta2) - 1. When rho_t > the threshold
+  (5) the step is adaptive and rectified,
+  ``p -= lr * r_t * m_t / (1 - beta1^t) / (sqrt(v_t / (1 - beta2^t)) + eps)`` with
+  r_t = sqrt((rho_t - 4)(rho_t - 2) rho_inf / ((rho_inf - 4)(rho_inf - 2) rho_t)); before that it is
+  bias-corrected momentum SGD, ``p -= lr * m_t / (1 - beta1^t)``. As in the Ranger code the papers used,
+  eps is added to sqrt(v_t) (not to the bias-corrected one: the sqrt(1 - beta2^t) factor sits in the step
+  size) and weight decay is decoupled, ``p -= lr * wd * p`` before the step.
+- Lookahead ("Lookahead Optimizer: k steps forward, 1 step back", Zhang et al., NeurIPS 2019, arXiv
+  1907.08610, Algorithm 1): slow weights phi start at the initial weights; every k fast steps
+  ``phi += alpha * (theta - phi)`` and the fast weights theta restart from phi.
+
+Defaults are the papers' code settings: betas (0.9, 0.999), rho threshold 5, k 5, alpha 0.8, eps 1e-5
+(Ranger's). Everything, slow weights included, lives in the optimiser state, so ``state_dict`` /
+``load_state_dict`` resume it exactly.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+class Ranger(torch.optim.Optimizer):
+    """RAdam (rectified Adam) + Lookahead; per-group ``lr`` and ``weight_decay`` (ReduceLROnPlateau-friendly)."""
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-5,
+                 weight_decay: float = 0.0, alpha: float = 0.8, k: int = 5, rho_threshold: float = 5.0):
+        if not 0.0 <= alpha <= 1.0:
+            raise ValueError(f"Ranger: alpha={alpha} must be in [0, 1]")
+        if k < 1:
+            raise ValueError(f"Ranger: lookahead steps k={k} must be >= 1")
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, alpha=alpha, k=k,
+                        rho_threshold=rho_threshold)
+        super().__init__(params, defaults)
+
+    @staticmethod
+    def rectification(step: int, beta2: float) -> tuple[float, float]:
+        """(rho_t, r_t) of RAdam Algorithm 2 at step t >= 1; r_t is 0 where rho_t <= 4 (undefined there)."""
+        rho_inf = 2 / (1 - beta2) - 1
+        b2t = beta2**step
+        rho = rho_inf - 2 * step * b2t / (1 - b2t)
+        if rho <= 4:
+            return rho, 0.0
+        return rho, math.sqrt((rho - 4) * (rho - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            lr, wd = group["lr"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if p.grad.is_sparse:
+                    raise RuntimeError("Ranger does not support sparse gradients")
+                state = self.state[p]
+                if not state:
+                    state["step"] = 0
+                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["slow"] = p.detach().clone()  # Lookahead phi_0 = theta_0
+                state["step"] += 1
+                t = state["step"]
+                m, v = state["exp_avg"], state["exp_avg_sq"]
+                m.mul_(beta1).add_(p.grad, alpha=1 - beta1)
+                v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+                if wd:
+                    p.mul_(1 - lr * wd)
+                rho, r = self.rectification(t, beta2)
+                if rho > group["rho_threshold"]:
+                    step_size = lr * r * math.sqrt(1 - beta2**t) / (1 - beta1**t)
+                    p.addcdiv_(m, v.sqrt().add_(group["eps"]), value=-step_size)
+                else:
+                    p.add_(m, alpha=-lr / (1 - beta1**t))
+                if t % group["k"] == 0:  # Lookahead: slow weights move toward the fast ones, fast restart there
+                    slow = state["slow"]
+                    slow.add_(p - slow, alpha=group["alpha"])
+                    p.copy_(slow)
+        return loss

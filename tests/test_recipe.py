@@ -1,0 +1,175 @@
+"""The papers' training recipe: Ranger against a hand computation, recipe presets, the S4D lr group,
+ReduceLROnPlateau + early stopping, best-dev selection, and an exact resume."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+
+from rirlab.config import TrainConfig, build, resolve
+from rirlab.errors import UserError
+from rirlab.optim import Ranger
+from rirlab.train import Trainer, run_trial, s4d_parameters, selection_metric
+
+TINY = {"task": "listops", "hidden_size": 16, "batch_size": 16, "n_train": 64, "n_dev": 32, "n_test": 32,
+        "eval_splits": ["test"], "log_every": 1, "eval_every": 10**6, "num_threads": 1, "device": "cpu"}
+
+
+# --- Ranger ---
+
+def ranger_by_hand(x0: float, a: float, lr: float, wd: float, steps: int, k: int = 5, alpha: float = 0.8,
+                   b1: float = 0.9, b2: float = 0.999, eps: float = 1e-5) -> list[float]:
+    """Ranger on f(x) = a x^2 / 2 in plain floats, straight from RAdam Algorithm 2 and Lookahead Algorithm 1."""
+    x, slow, m, v, out = x0, x0, 0.0, 0.0, []
+    rho_inf = 2 / (1 - b2) - 1
+    for t in range(1, steps + 1):
+        g = a * x
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        x = x * (1 - lr * wd)
+        rho = rho_inf - 2 * t * b2**t / (1 - b2**t)
+        if rho > 5:
+            r = math.sqrt((rho - 4) * (rho - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho))
+            x -= lr * r * (m / (1 - b1**t)) / (math.sqrt(v) / math.sqrt(1 - b2**t) + eps / math.sqrt(1 - b2**t))
+        else:
+            x -= lr * m / (1 - b1**t)
+        if t % k == 0:
+            slow = slow + alpha * (x - slow)
+            x = slow
+        out.append(x)
+    return out
+
+
+def ranger_steps(x0: float, a: float, lr: float, wd: float, steps: int, **kw) -> list[float]:
+    p = torch.nn.Parameter(torch.tensor([x0], dtype=torch.float64))
+    opt = Ranger([p], lr=lr, weight_decay=wd, **kw)
+    out = []
+    for _ in range(steps):
+        opt.zero_grad()
+        (0.5 * a * p**2).sum().backward()
+        opt.step()
+        out.append(p.item())
+    return out
+
+
+def test_ranger_matches_a_hand_computation_on_a_quadratic():
+    x0, a, lr, wd = 2.0, 3.0, 0.1, 0.01
+    got, want = ranger_steps(x0, a, lr, wd, 12), ranger_by_hand(x0, a, lr, wd, 12)
+    assert got == pytest.approx(want, rel=1e-12, abs=1e-12)
+    # step 1 is bias-corrected momentum SGD (rho_1 = 1 <= 5): x1 = x0 (1 - lr wd) - lr g0
+    assert got[0] == pytest.approx(x0 * (1 - lr * wd) - lr * a * x0, rel=1e-12)
+    # rectification starts at step 6 (rho_5 < 5 < rho_6 for beta2 = 0.999)
+    assert Ranger.rectification(5, 0.999)[0] < 5 < Ranger.rectification(6, 0.999)[0]
+    # without Lookahead (k huge) step 5 lands elsewhere: the sync at step 5 is really applied
+    assert ranger_steps(x0, a, lr, wd, 5, k=10**6)[-1] != pytest.approx(got[4], rel=1e-6)
+
+
+def test_ranger_without_lookahead_is_torch_radam_with_decoupled_weight_decay():
+    torch.manual_seed(0)
+    w0 = torch.randn(3, 4, dtype=torch.float64)
+    runs = []
+    for make in (lambda p: Ranger([p], lr=0.01, weight_decay=0.1, alpha=1.0, eps=1e-12),
+                 lambda p: torch.optim.RAdam([p], lr=0.01, weight_decay=0.1, decoupled_weight_decay=True,
+                                             eps=1e-12)):
+        p = torch.nn.Parameter(w0.clone())
+        opt = make(p)
+        for i in range(10):
+            opt.zero_grad()
+            ((p - i) ** 2).sum().backward()
+            opt.step()
+        runs.append(p.detach())
+    torch.testing.assert_close(runs[0], runs[1], rtol=1e-9, atol=1e-9)
+
+
+# --- presets ---
+
+def test_recipe_presets_fill_unset_fields_and_explicit_values_win():
+    adamw, paper = TrainConfig(), TrainConfig(recipe="paper")
+    assert (adamw.optimizer, adamw.scheduler, adamw.grad_clip, adamw.bucket_factor, adamw.select_by) == \
+        ("adamw", "schedule", 5.0, 1, "last")
+    assert (paper.optimizer, paper.scheduler, paper.grad_clip, paper.bucket_factor, paper.early_stop_patience,
+            paper.select_by, paper.s4d_lr_cap) == ("ranger", "plateau", 1.0, 5, 4, "auto", 1e-3)
+    mixed = TrainConfig(recipe="paper", optimizer="adamw", early_stop_patience=10)
+    assert (mixed.optimizer, mixed.early_stop_patience, mixed.scheduler) == ("adamw", 10, "plateau")
+    flat = resolve({"model": "rir_grc", **TINY, "recipe": "paper"}).flat()
+    assert flat["optimizer"] == "ranger" and resolve(flat).flat() == flat  # filled values survive a re-resolve
+    with pytest.raises(UserError, match="scheduler=plateau .* lr_decay='cosine'"):
+        build(TrainConfig, {"recipe": "paper", "lr_decay": "cosine"}, "x")
+    with pytest.raises(UserError, match="select_by"):
+        build(TrainConfig, {"select_by": "best"}, "x")
+
+
+def test_auto_selection_follows_the_papers_code():
+    assert selection_metric("rir_ebt_grc", "auto") == selection_metric("rir_grc", "auto") == "accuracy"
+    assert selection_metric("ebt_grc", "auto") == selection_metric("bbt_grc", "auto") == "loss"
+    assert selection_metric("rir_grc", "loss") == "loss"
+
+
+def test_s4d_parameters_get_their_own_group_with_capped_lr():
+    base = {"model": "rir_ebt_grc", **TINY, "chunk_size": 6, "d_s": 8}
+    trainer = Trainer(resolve({**base, "recipe": "paper", "lr": 3e-3, "s4d_weight_decay": 0.0}))
+    s4d, rest = trainer.opt.param_groups
+    assert isinstance(trainer.opt, Ranger) and (s4d["lr"], rest["lr"]) == (1e-3, 3e-3)
+    assert (s4d["weight_decay"], rest["weight_decay"]) == (0.0, 1e-2)
+    names = {n for n, p in trainer.model.named_parameters() if any(p is q for q in s4d["params"])}
+    assert names and all(n.rsplit(".", 1)[-1] in ("log_dt", "c", "log_a_real", "a_imag", "d") for n in names)
+    assert len(s4d["params"]) + len(rest["params"]) == len(list(trainer.model.parameters()))
+    plain = Trainer(resolve({**base, "lr": 3e-3}))
+    assert len(plain.opt.param_groups) == 1 and isinstance(plain.opt, torch.optim.AdamW)
+    assert s4d_parameters(Trainer(resolve({**base, "s4d": False})).model) == []
+
+
+# --- plateau, early stopping, selection, resume ---
+
+def test_plateau_halves_the_lr_and_early_stopping_ends_the_trial():
+    cfg = {"model": "rir_grc", **TINY, "recipe": "paper", "lr": 1e-6, "epochs": 10, "plateau_patience": 0,
+           "early_stop_patience": 1}  # lr ~0: dev never improves after epoch 1
+    reports = []
+    final = run_trial(cfg, lambda m, checkpoint=None: reports.append(m))
+    assert final["early_stopped"] == 1 and final["stopped_epoch"] == 3 and final["step"] == 12
+    assert final["best/epoch"] == 1 and final["best/step"] == 4
+    lrs = {r["epoch"]: r["lr"] for r in reports if "dev/accuracy" in r or r.get("final")}
+    assert lrs == pytest.approx({1.0: 1e-6, 2.0: 0.5e-6, 3.0: 0.25e-6})
+
+
+def test_every_split_is_evaluated_with_the_best_dev_weights():
+    cfg = {"model": "rir_grc", **TINY, "recipe": "paper", "select_by": "loss", "lr": 0.05, "epochs": 5,
+           "early_stop_patience": 0}
+    reports, ckpts = [], []
+    final = run_trial(cfg, lambda m, checkpoint=None: (reports.append(m), ckpts.append(checkpoint)),
+                      checkpoint_every=10**9)
+    epoch_dev = [r["dev/loss"] for r in reports if "dev/loss" in r]
+    assert final["best/step"] < final["step"]  # the last epoch was not the best: selection matters here
+    assert final["best/dev_loss"] == min(epoch_dev)
+    assert final["dev/loss"] == pytest.approx(final["best/dev_loss"], rel=1e-6)  # re-evaluated with best weights
+    last = Trainer(resolve(cfg))
+    last.model.load_state_dict(ckpts[-1]["model"])  # the last step's weights score differently on dev
+    assert last.evaluate(last.dev_split())["loss"] != pytest.approx(final["dev/loss"], rel=1e-6)
+
+
+def test_resume_restores_best_weights_plateau_early_stop_counters_and_lookahead_exactly():
+    cfg = {"model": "rir_grc", **TINY, "recipe": "paper", "lr": 0.05, "epochs": 4, "plateau_patience": 0,
+           "early_stop_patience": 10}
+    saved = {}
+
+    def keep(metrics, checkpoint=None):
+        if checkpoint is not None:
+            saved[metrics["step"]] = copy.deepcopy(checkpoint)  # the trainable serialises it at once
+
+    reference = run_trial(cfg, keep, checkpoint_every=7)  # step 7: mid-epoch 2, between Lookahead syncs
+    mid = saved[7]
+    assert mid["best_weights"] is not None and mid["opt"]["state"][0]["step"] == 7
+    resumed_ckpts = {}
+    resumed = run_trial(cfg, lambda m, checkpoint=None: resumed_ckpts.update({m["step"]: copy.deepcopy(checkpoint)}),
+                        state=mid, checkpoint_every=7)
+    keys = [k for k in reference if k.startswith(("dev/", "test/", "best/")) or k in ("step", "lr", "stopped_epoch")]
+    assert {k: resumed[k] for k in keys} == {k: reference[k] for k in keys}
+    a, b = saved[16], resumed_ckpts[16]
+    for name in a["model"]:
+        torch.testing.assert_close(a["model"][name], b["model"][name], rtol=0, atol=0)
+    for i, st in a["opt"]["state"].items():
+        torch.testing.assert_close(st["slow"], b["opt"]["state"][i]["slow"], rtol=0, atol=0)
+    assert a["sched"] == b["sched"] and a["bad_epochs"] == b["bad_epochs"]
