@@ -77,9 +77,20 @@ def _scheduler(loaded: LoadedSpec):
         return None
     from ray.tune.schedulers import ASHAScheduler
 
-    steps = int(base_config(spec).get("steps", TrainConfig().steps))  # budget.steps is folded in there
-    return ASHAScheduler(time_attr=schema.STEP, max_t=steps, grace_period=spec.scheduler.grace_period,
+    return ASHAScheduler(time_attr=schema.STEP, max_t=asha_max_t(base_config(spec)), grace_period=spec.scheduler.grace_period,
                          reduction_factor=spec.scheduler.reduction_factor)
+
+
+def asha_max_t(base: dict) -> int:
+    """ASHA's step cap: ``steps``, or with ``epochs`` set (which overrides steps) an upper bound of
+    epochs x batches per epoch, so ASHA never cuts a trial the recipe would still train."""
+    if base.get("epochs") is None:
+        return int(base.get("steps", TrainConfig().steps))  # budget.steps is folded in there
+    n_train = base.get("n_train")
+    if n_train is None:  # the task's default, when the task has a training-set size
+        n_train = getattr(resolve(base).task_cfg, "n_train", None)
+    batch = int(base.get("batch_size", TrainConfig().batch_size))
+    return int(base["epochs"]) * -(-int(n_train) // batch) if n_train else 10**9
 
 
 def dry_run(loaded: LoadedSpec, out=sys.stdout) -> None:

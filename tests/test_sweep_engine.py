@@ -63,6 +63,19 @@ def test_conditional_axis_only_applies_when_its_condition_holds(tmp_path):
         ["model=rir_grc,chunk_size=2,seed=0", "model=rir_grc,chunk_size=4,seed=0", "model=bbt_grc,seed=0"])
 
 
+def test_asha_cap_covers_an_epoch_budget():
+    """ASHA stops trials at max_t steps: with ``epochs`` (which overrides ``steps``) the cap must cover
+    epochs x batches per epoch, not the unused ``steps`` default (a paper-recipe trial would be cut short)."""
+    from sweeps.runner import asha_max_t
+
+    base = {"model": "rir_ebt_grc", "task": "listops", "batch_size": 128}
+    assert asha_max_t({**base, "steps": 300}) == 300
+    assert asha_max_t({**base, "epochs": 3, "n_train": 1000}) == 3 * 8
+    from rirlab.tasks.listops import ListOpsConfig
+
+    assert asha_max_t({**base, "epochs": 2}) == 2 * math.ceil(ListOpsConfig().n_train / 128)  # task default
+
+
 def test_dry_run_lists_trials_and_hash_without_starting_anything(workdir):
     spec = write_spec(workdir / "s.yaml", seeds=3)
     proc = run_cli(["sweep", spec, "--dry-run", "--set", "steps=7"], cwd=workdir, check=True)
