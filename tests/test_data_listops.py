@@ -11,7 +11,7 @@ from rirlab.config import resolve
 from rirlab.errors import UserError
 from rirlab.tasks import cache, listops
 
-SMALL = dict(n_train=300, n_dev=40, n_test=40, n_eval=25)
+SMALL = dict(n_train=300, n_dev=40, n_test=40, n_eval=25, iid_pool=500)
 _INNER = re.compile(r"\[(MIN|MAX|MED|SM) ((?:\d )+)\]")
 
 
@@ -37,15 +37,17 @@ def cfg(tmp_path):
 
 
 def test_every_split_respects_its_constraints_and_labels_match_independent_solver(cfg):
-    seen = set()
+    ood = set()
     for split in listops.ALL_SPLITS:
         table = listops.split_table(cfg, split)
         texts = table.column("text").to_pylist()
-        assert len(set(texts)) == len(texts) and not (set(texts) & seen), split  # de-duplicated, disjoint
-        seen |= set(texts)
+        assert len(set(texts)) == len(texts), split  # each split is a set, like the original files
+        if split not in ("train", "dev", "test"):
+            assert not (set(texts) & ood), split  # long expressions never repeat across splits
+            ood |= set(texts)
         spec = listops.SPLITS.get(split)
         max_args, max_depth = (spec[1] or 5, spec[2] or 20) if spec else (5, 20)
-        lo, hi = (spec[3], spec[4]) if spec else (1, 100)
+        lo, hi = (spec[3], spec[4]) if spec else (1, 100 if split == "train" else 10**6)
         wide = 0
         for text, label in zip(texts, table.column("label").to_pylist()):
             toks = listops.tokenize(text)
@@ -56,18 +58,41 @@ def test_every_split_respects_its_constraints_and_labels_match_independent_solve
             assert regex_value(toks) == label == listops.solve(toks)
         if split in ("args_10", "args_15", "lra"):
             assert wide >= 0.8 * len(texts), (split, wide)  # unseen argument counts actually occur
+    assert max(len(listops.tokenize(t)) for t in listops.split_table(cfg, "dev").column("text").to_pylist()) > 100
 
 
-def test_sized_tree_hits_the_exact_size_within_the_depth_limit():
+def _features(tree):
+    toks = listops.tree_tokens(tree)
+    depth, counts = listops.shape(toks)
+    return len(toks), depth, counts[-1]  # counts[-1]: the root's argument count
+
+
+def test_size_model_samples_the_generator_conditioned_on_length_exactly():
+    """SizeModel vs plain rejection from the original generator on a range where rejection is cheap:
+    mean length, mean depth and the root's argument-count shares agree within 4 standard errors."""
     import random
 
+    import numpy as np
+
+    max_args, max_depth, lo, hi, n = 4, 5, 15, 40, 3000
     rng = random.Random(0)
-    for size in (1, 4, 5, 7, 57, 300, 999, 1500):
-        tree = listops.sized_tree(rng, size, 5, 20 if size < 1500 else 10)
-        toks = listops.tree_tokens(tree)
-        assert len(toks) == size and listops.shape(toks)[0] <= 19
-    with pytest.raises(ValueError):
-        listops.sized_tree(rng, 2, 5, 20)  # no tree has 2 tokens
+    rejected = []
+    while len(rejected) < n:
+        tree = listops.random_tree(rng, max_args, max_depth)
+        if lo <= len(listops.tree_tokens(tree)) <= hi:
+            rejected.append(_features(tree))
+    model = listops.size_model(max_args, max_depth, hi)
+    sizes = rng.choices(range(lo, hi + 1), model.lengths(lo, hi), k=n)
+    sampled = [_features(model.tree(rng, s)) for s in sizes]
+    assert all(f[0] == s for f, s in zip(sampled, sizes))
+    for i in (0, 1):
+        a, b = np.array([f[i] for f in rejected]), np.array([f[i] for f in sampled])
+        assert abs(a.mean() - b.mean()) <= 4 * np.sqrt((a.var() + b.var()) / n), i
+    for k in range(2, max_args + 1):
+        pa, pb = np.mean([f[2] == k for f in rejected]), np.mean([f[2] == k for f in sampled])
+        assert abs(pa - pb) <= 4 * np.sqrt(2 * pa * (1 - pa) / n), (k, pa, pb)
+    with pytest.raises(ValueError, match="no tree"):
+        listops.size_model(5, 20, 3).lengths(2, 3)  # no tree has 2 or 3 tokens
 
 
 def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):

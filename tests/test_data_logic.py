@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -9,7 +10,9 @@ import pytest
 
 from rirlab.tasks import logic
 
-REAL = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "propositional_logic"
+# the distributed files (Bowman, Manning & Potts, 2015): $RIRLAB_LOGIC_DATA, else ../shared beside the checkout
+REAL = Path(os.environ.get("RIRLAB_LOGIC_DATA")
+            or Path(__file__).resolve().parents[1].parent / "shared" / "data" / "propositional_logic")
 needs_real = pytest.mark.skipif(not REAL.is_dir(), reason=f"real logic files not found at {REAL} (../shared is absent)")
 
 
@@ -75,15 +78,20 @@ def test_generator_matches_the_real_train_distribution(tmp_path):
     assert max(ops) == 6 and ops[6] / len(ours) == pytest.approx(32952 / 135529, abs=0.01)
 
 
-def test_test_splits_hold_exactly_n_operators_and_pair_batches(tmp_path):
-    cfg = logic.LogicConfig(n_train=300, n_dev=30, n_eval=40, eval_splits=["ops_7", "ops_12"], cache_dir=str(tmp_path))
+def test_test_splits_hold_their_operator_counts_within_the_depth_cap_and_pair_batches(tmp_path):
+    cfg = logic.LogicConfig(n_train=300, n_dev=30, n_eval=60, eval_splits=["ops_7", "ops_12"], cache_dir=str(tmp_path))
     for n in (7, 12):
         t = logic.split_table(cfg, f"ops_{n}")
-        assert t.num_rows == 40
-        assert all(max(logic.n_ops(p), logic.n_ops(h)) == n
-                   for p, h in zip(t.column("premise").to_pylist(), t.column("hypothesis").to_pylist()))
+        assert t.num_rows == 60
+        pairs = list(zip(t.column("premise").to_pylist(), t.column("hypothesis").to_pylist()))
+        ns = [max(logic.n_ops(p), logic.n_ops(h)) for p, h in pairs]
+        assert set(ns) == {7} if n == 7 else (min(ns) == 12 and max(ns) > 12 and max(ns) <= 18), ns
+        assert max(logic.depth(logic.parse(f)) for pair in pairs for f in pair) <= logic.MAX_DEPTH
     data = logic.load(cfg)
     assert list(data.eval_splits) == ["dev", "ops_7", "ops_12"]
     b = data.collate(data.eval_splits["ops_12"][:5])
     assert set(b) == {"tokens", "mask", "tokens2", "mask2", "labels"}
+    assert "(" in [logic.VOCAB[i] for i in b["tokens"][b["mask"]].tolist()]  # parentheses are tokens by default
+    bare = logic.load(logic.LogicConfig(**{**cfg.__dict__, "keep_parens": False}))
+    b = bare.collate(bare.eval_splits["ops_12"][:5])
     assert "(" not in [logic.VOCAB[i] for i in b["tokens"][b["mask"]].tolist()]

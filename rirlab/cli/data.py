@@ -154,17 +154,58 @@ def verify(task, files):
 
 @data.command()
 @task_argument
-@files_argument
+@click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False))
+@click.option("--split", default=None, help="Describe this split: generated from the task config (cached), "
+              "or FILES when given; with --compare, the split whose target FILES/the split are held to.")
+@click.option("--compare", is_flag=True, help="Compare with the split's original data (targets in "
+              "rirlab/tasks/targets.py): ours, target, tolerance, ok; exit 1 when any is out of tolerance.")
+@click.option("--seed", type=int, default=None, help="Data seed of the generated split (default the task's).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def stats(task, files, as_json):
-    """Count, length distribution, depth/argument (listops) or operator (logic) counts, label shares of FILES.
+@set_option
+def stats(task, files, split, compare, seed, as_json, sets):
+    """Count, length distribution, depth/argument (listops) or operator (logic) counts, label shares of
+    FILES or of a generated --split; --compare holds them to the original data's statistics.
+
+    A statistic passes when |ours - target| <= 4 standard errors of the difference (+0.002); each
+    generated split is compared at its configured size (--set n_eval=500 for a faster, looser check;
+    listops dev/test keep their de-duplication pool, so compare them at the default iid_pool).
 
     \b
     rirlab data stats listops test.tsv
     rirlab data stats flipflop train.txt --json
+    rirlab data stats listops --split args_10 --compare --set n_eval=500
+    rirlab data stats listops lra_test.tsv --split lra --compare
+    rirlab data stats logic test12 --split ops_12 --compare
     """
     t = _task(task)
-    result = t.stats([row for _, _, row in read_rows(t, files)])
+    if files:
+        rows = [row for _, _, row in read_rows(t, files)]
+    elif split:
+        cfg = _config(t, sets, seed)
+        table = t.split_table(cfg, split)
+        rows = [t.parse_line(line) for line in t.to_lines(table)]
+    else:
+        raise UserError(f"data stats {task}: give FILES or --split NAME")
+    if compare:
+        if not split:
+            raise UserError(f"data stats {task}: --compare needs --split NAME (the target to compare with)")
+        from rirlab.tasks import targets
+
+        result = targets.compare(task, split, rows)
+        failed = [name for name, *_, ok in result if not ok]
+        if as_json:
+            click.echo(json.dumps({"count": len(rows), "failed": failed, "stats": [
+                dict(zip(("name", "ours", "target", "tolerance", "ok"), r)) for r in result]}, indent=1))
+        else:
+            click.echo(f"{task} {split}: {len(rows)} rows vs the original data")
+            click.echo(f"{'statistic':40s} {'ours':>8s} {'target':>8s} {'tol':>7s}")
+            for name, ours, target, tol, ok in result:
+                click.echo(f"{name:40s} {ours:8.4f} {target:8.4f} {tol:7.4f}  {'ok' if ok else 'FAIL'}")
+            click.echo(f"{len(result) - len(failed)}/{len(result)} within tolerance")
+        if failed:
+            sys.exit(1)
+        return
+    result = t.stats(rows)
     if as_json:
         click.echo(json.dumps(result, indent=1))
         return

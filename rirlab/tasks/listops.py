@@ -11,29 +11,43 @@ parentheses of the binarised text format are not tokens (``[MAX 2 9 ]`` has
 length 4). Depth is the operator nesting depth (a bare digit has depth 0,
 ``[MAX 2 9 ]`` depth 1; the generator's ``max_depth`` 20 allows operator depth 19).
 
-Splits (RIR Table 2, EBT supplement §2), in the papers' column order:
+Splits (RIR Table 2, EBT supplement §2), in the papers' column order, each drawn
+from its original generator with that generator's parameters:
 
-=============  ===========  ========  =========  ==========  ==========================
-name           paper label  max_args  max_depth  length      generator
-=============  ===========  ========  =========  ==========  ==========================
-train / dev    --           5         20         <= 100      original, rejection
-test           near-IID     5         20         <= 1000     original (unfiltered)
-len_200_300    200-300      5         20         200-300     size-steered
-len_500_600    500-600      5         20         500-600     size-steered
-len_900_1000   900-1000     5         20         900-1000    size-steered
-args_10        args 10      10        20         100-1000    size-steered
-args_15        args 15      15        20         100-1000    size-steered
-lra            LRA          10        10         500-2000    size-steered
-=============  ===========  ========  =========  ==========  ==========================
+=============  ===========  ========  =========  ==========  ==========================================
+name           paper label  max_args  max_depth  length      original generator
+=============  ===========  ========  =========  ==========  ==========================================
+train          --           5         20         <= 100      ListOps (Nangia & Bowman), papers' filter
+dev            --           5         20         any         ListOps train file, first lines, unfiltered
+test           near-IID     5         20         <= 1000     ListOps test file (10,000 rows)
+len_200_300    200-300      5         20         200-300     ListOps + rejection (Havrylov et al. 2019)
+len_500_600    500-600      5         20         500-600     same
+len_900_1000   900-1000     5         20         900-1000    same
+args_10        args 10      10        9          100-1000    BT-Cell ``make_ood_10arg_data.py``
+args_15        args 15      15        9          100-1000    BT-Cell ``make_ood_15arg_data.py``
+lra            LRA          10        10         501-1999    LRA ``listops.py`` (500 < length < 2000)
+=============  ===========  ========  =========  ==========  ==========================================
 
-Size-steered generation (:func:`sized_tree`) draws a target length uniformly in
-the bin and grows a tree of exactly that many tokens: each argument is a digit
-with probability 0.75 when the remaining budget allows it, otherwise an
-operator subtree whose size is drawn uniformly among the sizes that keep the
-rest feasible under the depth limit. No rejection, so 900-1000 costs about as
-much per token as 200-300. Its trees are not distributed exactly like the
-original generator conditioned on length (they are as deep as the budget
-forces); that is the price of not rejection-sampling.
+(BT-Cell: *Beam Tree Recursive Cells*, ICML 2023; LRA: Tay et al., 2021.) Every
+split is de-duplicated within itself, as the original files are sets. The
+original files were written from a Python set of generator draws, so a file's
+first lines are a random sample of the whole set, and de-duplication thins the
+few short expressions (10 of length 1, 400 of length 4) by the set's size: the
+original test file has 4.7% of rows of length <= 5, the share of a set of about
+90,000 draws (a set of 10,000 has 14.7%). dev and test are therefore ``n_dev`` /
+``n_test`` random rows of their own de-duplicated set of ``iid_pool`` (90,000)
+draws; they may repeat train's short expressions, as the originals do.
+
+The generators all reject trees outside the length range. Where that range is
+rare (900-1000 tokens: one tree in 74,000) the split is ``steered``: the same
+distribution is sampled length first, by dynamic programming over the
+generator's probabilities (:class:`SizeModel`): draw the length ``n`` with its
+probability under the generator restricted to the range, then the root's
+argument count and each argument's size in turn with their probabilities given
+the sizes still to fill. That is exact (the original generator conditioned on
+the length, not an approximation) and costs about 5 ms per 1000-token tree.
+``rirlab data stats listops --split NAME --compare`` checks a split against the
+statistics of its original generator (:mod:`rirlab.tasks.targets`).
 
 Imported files (``rirlab data import listops FILE --split NAME``) replace the
 generated split NAME when NAME is listed in the ``imported`` config field.
@@ -41,11 +55,13 @@ generated split NAME when NAME is listed in the ``imported`` config field.
 
 from __future__ import annotations
 
+import functools
 import random
 import statistics
 from collections import Counter
 from typing import Iterator, Optional
 
+import numpy as np
 import pyarrow as pa
 from pydantic import Field
 from pydantic.dataclasses import dataclass
@@ -61,15 +77,17 @@ END = "]"
 VOCAB = [PAD, *OPS, END, *(str(d) for d in range(10))]
 TOKEN_ID = {t: i for i, t in enumerate(VOCAB)}
 
-# name -> (paper label, max_args, max_depth, min_len, max_len, steered); train/dev/test use the config's settings
+# name -> (paper label, max_args, max_depth, min_len, max_len, steered): the parameters of the split's original
+# generator (module docstring); steered: sampled length-first by SizeModel rather than by rejection.
+# train/dev/test use the config's max_args/max_depth.
 SPLITS = {
     "test": ("near-IID", None, None, 1, 1000, False),
     "len_200_300": ("200-300", 5, 20, 200, 300, True),
     "len_500_600": ("500-600", 5, 20, 500, 600, True),
     "len_900_1000": ("900-1000", 5, 20, 900, 1000, True),
-    "args_10": ("args 10", 10, 20, 100, 1000, True),
-    "args_15": ("args 15", 15, 20, 100, 1000, True),
-    "lra": ("LRA", 10, 10, 500, 2000, True),
+    "args_10": ("args 10", 10, 9, 100, 1000, True),
+    "args_15": ("args 15", 15, 9, 100, 1000, True),
+    "lra": ("LRA", 10, 10, 501, 1999, True),
 }
 ALL_SPLITS = ("train", "dev", *SPLITS)
 
@@ -94,53 +112,65 @@ def random_tree(rng: random.Random, max_args: int, max_depth: int, depth: int = 
     return rng.randint(0, 9)
 
 
-def _caps(max_args: int, max_depth: int) -> list[int]:
-    """cap[d]: the most tokens a subtree rooted at generator depth d can have (cap[max_depth] = 1)."""
-    cap = [1] * (max_depth + 2)
-    for d in range(max_depth - 1, 0, -1):
-        cap[d] = 2 + max_args * cap[d + 1]
-    return cap
+class SizeModel:
+    """Token-count distribution of the original generator's subtrees, for sampling it conditioned on length.
 
+    ``size[d][n]``: probability that a subtree the generator starts at depth ``d`` (root 1, a node at
+    ``max_depth`` is a digit) has ``n`` tokens; ``sums[d][k][m]``: probability that ``k`` independent such
+    subtrees have ``m`` tokens together (``k``-fold convolution). Both exact up to ``max_len`` tokens.
+    """
 
-def _fits(total: int, n: int, cap: int) -> bool:
-    """Can ``n`` subtrees of at most ``cap`` tokens have ``total`` tokens? (sizes are 1 or >= 4)."""
-    return total == n or n + 3 <= total <= n * cap
+    def __init__(self, max_args: int, max_depth: int, max_len: int, p_op: float = 0.25):
+        self.max_args, self.max_depth, self.max_len = max_args, max_depth, max_len
+        n = max_len + 1
+        self.size: list = [None] * (max_depth + 1)
+        self.sums: list = [None] * (max_depth + 1)
+        for d in range(max_depth, 0, -1):
+            p = np.zeros(n)
+            p[1] = 1.0 if d == max_depth else 1 - p_op
+            if d < max_depth and n > 3:  # operator: 2 tokens ([OP and ]) plus k children, k uniform in 2..max_args
+                children = sum(self.sums[d + 1][k] for k in range(2, max_args + 1))
+                p[3:] += p_op / (max_args - 1) * children[1:n - 2]
+            sums = [None, p]
+            for _ in range(2, max_args + 1):
+                sums.append(np.convolve(sums[-1], p)[:n])
+            self.size[d], self.sums[d] = p, sums
 
+    def lengths(self, lo: int, hi: int) -> np.ndarray:
+        """P(length = n | lo <= length <= hi) for n = lo..hi."""
+        w = self.size[1][lo:hi + 1]
+        if not w.sum() > 0:
+            raise ValueError(f"the generator makes no tree of {lo}..{hi} tokens "
+                             f"(max_args={self.max_args}, max_depth={self.max_depth})")
+        return w / w.sum()
 
-def sized_tree(rng: random.Random, size: int, max_args: int, max_depth: int, p_op: float = 0.25):
-    """A random tree with exactly ``size`` tokens and depth <= ``max_depth`` (see module docstring)."""
-    cap = _caps(max_args, max_depth)
-    if not _fits(size, 1, cap[1]):
-        raise ValueError(f"no ListOps tree has {size} tokens with max_args={max_args}, max_depth={max_depth}")
-
-    def build(t: int, d: int):
-        if t == 1:
+    def tree(self, rng: random.Random, size: int, depth: int = 1):
+        """A tree of the original generator conditioned on having exactly ``size`` tokens."""
+        if size == 1:
             return rng.randint(0, 9)
-        c = cap[d + 1]
-        k = rng.choice([k for k in range(2, max_args + 1) if _fits(t - 2, k, c)])
-        sizes, rest = [], t - 2
-        for i in range(k):
-            r = k - i - 1  # arguments still to size after this one
-            if r == 0:
-                s = rest
-            elif _fits(rest - 1, r, c) and rng.random() >= p_op:
-                s = 1
-            else:
-                lo, hi = max(4, rest - r * c), min(c, rest - r - 3)
-                options = [(lo, hi)] if lo <= hi else []
-                if 4 <= rest - r <= c:  # every later argument a digit
-                    options.append((rest - r, rest - r))
-                if options:
-                    a, b = rng.choice(options) if len(options) == 1 or rng.random() < 0.9 else options[-1]
-                    s = rng.randint(a, b)
-                else:
-                    s = 1
+        sums = self.sums[depth + 1]
+        m = size - 2  # tokens of the children
+        k = 2 + _draw(rng, np.array([sums[k][m] for k in range(2, self.max_args + 1)]))
+        sizes = []
+        for r in range(k - 1, 0, -1):  # r children still to size after this one; each has >= 1 token
+            # P(this child has s tokens | the k children have m) ~ size[s] * sums[r][m - s], s = 1..m-r
+            w = self.size[depth + 1][1:m - r + 1] * sums[r][m - 1:r - 1:-1]
+            s = 1 + _draw(rng, w)
             sizes.append(s)
-            rest -= s
-        rng.shuffle(sizes)
-        return (rng.choice(OPS), [build(s, d + 1) for s in sizes])
+            m -= s
+        sizes.append(m)
+        return (rng.choice(OPS), [self.tree(rng, s, depth + 1) for s in sizes])
 
-    return build(size, 1)
+
+def _draw(rng: random.Random, weights: np.ndarray) -> int:
+    """Index i with probability weights[i] / sum(weights)."""
+    c = np.cumsum(weights)
+    return min(int(np.searchsorted(c, rng.random() * c[-1], side="right")), len(c) - 1)
+
+
+@functools.lru_cache(maxsize=8)
+def size_model(max_args: int, max_depth: int, max_len: int) -> SizeModel:
+    return SizeModel(max_args, max_depth, max_len)
 
 
 def tree_tokens(tree) -> list[str]:
@@ -221,17 +251,24 @@ def shape(tokens: list[str]) -> tuple[int, list[int]]:
 
 def generate(n: int, seed: int, max_args: int = 5, max_depth: int = 20, min_len: int = 1,
              max_len: Optional[int] = None, exclude: Optional[set] = None, steered: bool = False) -> list[tuple[str, int]]:
-    """``n`` distinct (text, label) examples whose token length lies in [min_len, max_len].
+    """``n`` distinct (text, label) examples of the original generator with token length in [min_len, max_len].
 
-    ``steered``: draw a target length uniformly in [min_len, max_len] and grow a tree of that size
-    (:func:`sized_tree`); otherwise sample the original generator and reject lengths outside the range.
+    Both ways draw from the same distribution, the original generator conditioned on the length range
+    (and, through de-duplication, on being distinct): ``steered=False`` rejects the generator's trees outside
+    the range (cheap when most trees fall inside, e.g. train's <= 100); ``steered=True`` (needs ``max_len``)
+    draws the length from :class:`SizeModel` and then a tree of exactly that length, for ranges the
+    generator rarely reaches (900-1000 tokens: 1 tree in 74,000).
     """
     rng = random.Random(seed)
     seen = set(exclude or ())
     out = []
+    if steered:
+        model = size_model(max_args, max_depth, max_len)
+        cum = np.cumsum(model.lengths(min_len, max_len))
     for _ in _attempts(n):
         if steered:
-            tree = sized_tree(rng, rng.randint(min_len, max_len), max_args, max_depth)
+            size = min_len + min(int(np.searchsorted(cum, rng.random(), side="right")), len(cum) - 1)
+            tree = model.tree(rng, size)
         else:
             tree = random_tree(rng, max_args, max_depth)
         toks = tree_tokens(tree)
@@ -308,7 +345,8 @@ class ListOpsConfig:
 
     n_train: int = Field(90000, ge=1)
     n_dev: int = Field(1000, ge=1)
-    n_test: int = Field(2000, ge=1)  # near-IID test split
+    n_test: int = Field(10000, ge=1)  # near-IID test split: the original test file's size (short rows: cheap)
+    iid_pool: int = Field(90000, ge=1)  # dev/test: random rows of a de-duplicated draw of this many (module doc)
     n_eval: int = Field(2000, ge=1)  # each generalisation split (length, arguments, LRA)
     max_args: int = Field(5, ge=2)
     max_depth: int = Field(20, ge=1)
@@ -322,18 +360,17 @@ class ListOpsConfig:
 
 
 def split_params(cfg: ListOpsConfig, split: str) -> dict:
-    """Every parameter the split's bytes depend on (its cache key)."""
-    core = {"n_train": cfg.n_train, "max_args": cfg.max_args, "max_depth": cfg.max_depth,
-            "max_train_len": cfg.max_train_len, "data_seed": cfg.data_seed, "version": 1}
+    """Every parameter the split's bytes depend on (its cache key); version 2: the originals' generators."""
+    shared = {"max_args": cfg.max_args, "max_depth": cfg.max_depth, "data_seed": cfg.data_seed}
     if split == "train":
-        return core
+        return {"n_train": cfg.n_train, **shared, "max_train_len": cfg.max_train_len, "version": 1}
     if split == "dev":
-        return {**core, "n_dev": cfg.n_dev}
+        return {"n_dev": cfg.n_dev, **shared, "iid_pool": cfg.iid_pool, "version": 2}
     if split == "test":
-        return {**core, "n_dev": cfg.n_dev, "n_test": cfg.n_test}
+        return {"n_test": cfg.n_test, **shared, "iid_pool": cfg.iid_pool, "version": 2}
     _, max_args, max_depth, lo, hi, _ = SPLITS[split]
     return {"n": cfg.n_eval, "max_args": max_args, "max_depth": max_depth, "lo": lo, "hi": hi,
-            "seed": cfg.data_seed, "version": 1}
+            "seed": cfg.data_seed, "version": 2}
 
 
 def split_table(cfg: ListOpsConfig, split: str) -> pa.Table:
@@ -343,16 +380,17 @@ def split_table(cfg: ListOpsConfig, split: str) -> pa.Table:
 
     def build() -> pa.Table:
         seed = cfg.data_seed + ALL_SPLITS.index(split)
-        if split in ("train", "dev", "test"):
-            exclude: set = set()
-            for earlier in ALL_SPLITS[: ALL_SPLITS.index(split)]:
-                exclude |= set(split_table(cfg, earlier).column("text").to_pylist())
-            if split == "test":
-                return to_table(generate(cfg.n_test, seed, cfg.max_args, cfg.max_depth, max_len=1000, exclude=exclude))
-            n = cfg.n_train if split == "train" else cfg.n_dev
-            return to_table(generate(n, seed, cfg.max_args, cfg.max_depth, max_len=cfg.max_train_len, exclude=exclude))
-        _, max_args, max_depth, lo, hi, _ = SPLITS[split]
-        return to_table(generate(cfg.n_eval, seed, max_args, max_depth, lo, hi, steered=True))
+        # each split is its own de-duplicated draw, as the original files are: dev and test may share
+        # (short) expressions with train, as the original test file and train file do
+        if split == "train":
+            return to_table(generate(cfg.n_train, seed, cfg.max_args, cfg.max_depth, max_len=cfg.max_train_len))
+        if split in ("dev", "test"):  # random lines of a de-duplicated file of iid_pool rows (module docstring)
+            n = cfg.n_dev if split == "dev" else cfg.n_test
+            pool = generate(max(n, cfg.iid_pool), seed, cfg.max_args, cfg.max_depth,
+                            max_len=None if split == "dev" else SPLITS["test"][4])
+            return to_table(random.Random(seed).sample(pool, n))
+        _, max_args, max_depth, lo, hi, steered = SPLITS[split]
+        return to_table(generate(cfg.n_eval, seed, max_args, max_depth, lo, hi, steered=steered))
 
     return cache.load_split("listops", split, split_params(cfg, split), build, cfg.imported, cfg.cache_dir)
 
@@ -367,7 +405,7 @@ class ListOps(Task):
 
     name, config, kind = "listops", ListOpsConfig, "classify"
     vocab, num_classes, collate = VOCAB, 10, staticmethod(collate_classify)
-    quick = {"n_train": 2000, "n_dev": 200, "n_test": 200, "n_eval": 50,
+    quick = {"n_train": 2000, "n_dev": 200, "n_test": 200, "iid_pool": 10000, "n_eval": 50,
              "eval_splits": ["test", "len_200_300", "args_10"]}
     splits = tuple((split, spec[0]) for split, spec in SPLITS.items())
     split_table = staticmethod(split_table)

@@ -13,19 +13,24 @@ The number of operators N of a pair is the larger of its two formulas' operator
 counts (that is how the distributed ``trainN``/``testN`` files are split; the
 other formula has 0..N operators). Splits (RIR Table 3, dynamic-halt Table 2):
 ``train``/``dev`` mix N = 0..6 in the proportions of the real train files;
-``ops_7`` .. ``ops_12`` hold exactly N operators.
+``ops_7`` .. ``ops_11`` hold exactly N operators; ``ops_12`` holds N = 12..18 in
+the proportions of the real ``test12`` (:data:`OPS_12`), which is what that file is.
 
 Generator: for a pair with N operators, one side (premise or hypothesis, even
 odds) gets N operators and the other m operators with m drawn from
 :data:`OTHER_OPS` (the real files' profile; m = N at half weight). A formula with
 k operators is ``not`` with probability :data:`P_NOT`, else ``and``/``or`` with the
-k-1 remaining operators split uniformly between the two sides; variables are
-uniform. Relations are then thinned by :data:`KEEP` (acceptance probability per
+k-1 remaining operators split binomially (each one left or right with even
+odds) between the two sides; variables are uniform. A formula deeper than
+:data:`MAX_DEPTH` (7, the deepest in the real test files) is drawn again. Relations are then thinned by :data:`KEEP` (acceptance probability per
 relation, fitted so the relation shares match the real files); pairs are
 de-duplicated across all splits.
 
-Model tokens drop the parentheses (``( not ( d ( or f ) ) )`` -> ``not d or f``),
-as the RvNN papers' loaders do; ``keep_parens=True`` keeps them.
+Model tokens keep the parentheses, as the original loaders feed them
+(``keep_parens``, default True); ``keep_parens=False`` drops them
+(``( not ( d ( or f ) ) )`` -> ``not d or f``). ``rirlab data stats logic
+--split ops_12 --compare`` checks a split against the real files' statistics
+(:mod:`rirlab.tasks.targets`).
 """
 
 from __future__ import annotations
@@ -51,11 +56,16 @@ TOKEN_ID = {t: i for i, t in enumerate(VOCAB)}
 _ALL = (1 << 64) - 1  # every one of the 2^6 worlds
 _VAR_WORLDS = {v: sum(1 << w for w in range(64) if (w >> i) & 1) for i, v in enumerate(VARS)}
 
-# P(other formula has m operators), m = 0..12: the real train12 file's profile
-OTHER_OPS = (0.405, 0.242, 0.064, 0.054, 0.049, 0.052, 0.048, 0.033, 0.022, 0.014, 0.010, 0.003, 0.003)
+# P(other formula has m operators), m = 0..12: the real train12 file's profile, m = 0 lowered from 0.405 so that
+# after the relation thinning (KEEP) its share matches the real train files' (0.466)
+OTHER_OPS = (0.36, 0.242, 0.064, 0.054, 0.049, 0.052, 0.048, 0.033, 0.022, 0.014, 0.010, 0.003, 0.003)
 P_NOT = 0.45
 # acceptance per relation: (real train share) / (share before thinning at N = 2..6), scaled to max 1
 KEEP = {"=": 0.739, "<": 0.411, ">": 0.417, "^": 1.0, "|": 0.757, "v": 0.767, "#": 0.393}
+# the real test files' formulas are never deeper than 7 (nor train12's); generated ones neither
+MAX_DEPTH = 7
+# the real test12 holds N = 12..18 (rows per N); ops_12 draws N with these weights
+OPS_12 = {12: 451, 13: 243, 14: 105, 15: 38, 16: 10, 17: 5, 18: 1}
 # real train0..train6 sizes; test7..test12 sizes
 TRAIN_SIZES = (30, 2319, 12451, 23252, 30373, 34152, 32952)
 TEST_SIZES = {7: 4707, 8: 3347, 9: 2230, 10: 1444, 11: 864, 12: 853}
@@ -162,33 +172,52 @@ def text_of(tree) -> str:
     return f"( {text_of(tree[1])} ( {tree[0]} {text_of(tree[2])} ) )"
 
 
+def depth(tree) -> int:
+    """Operator nesting depth of a parsed formula (a variable has depth 0)."""
+    if isinstance(tree, str):
+        return 0
+    return 1 + max(depth(t) for t in tree[1:])
+
+
 # --- generation ---
 
 def random_formula(rng: random.Random, k: int):
-    """A random formula with exactly ``k`` operators."""
+    """A random formula with exactly ``k`` operators (no depth limit)."""
     if k == 0:
         return rng.choice(VARS)
     if rng.random() < P_NOT:
         return ("not", random_formula(rng, k - 1))
-    left = rng.randint(0, k - 1)
+    left = sum(rng.random() < 0.5 for _ in range(k - 1))  # binomial split: the real files' depth profile
     return (rng.choice(("and", "or")), random_formula(rng, left), random_formula(rng, k - 1 - left))
+
+
+def capped_formula(rng: random.Random, k: int):
+    """A random formula with ``k`` operators and depth <= :data:`MAX_DEPTH` (by rejection)."""
+    while True:
+        tree = random_formula(rng, k)
+        if depth(tree) <= MAX_DEPTH:
+            return tree
 
 
 def random_pair(rng: random.Random, n: int) -> tuple[str, str]:
     """A (premise, hypothesis) pair whose larger formula has ``n`` operators."""
-    weights = [OTHER_OPS[m] if m < n else OTHER_OPS[m] / 2 for m in range(n + 1)]
+    weights = [OTHER_OPS[min(m, 12)] / (2 if m == n else 1) for m in range(n + 1)]
     m = rng.choices(range(n + 1), weights)[0]
-    a, b = text_of(random_formula(rng, n)), text_of(random_formula(rng, m))
+    a, b = text_of(capped_formula(rng, n)), text_of(capped_formula(rng, m))
     return (a, b) if rng.random() < 0.5 else (b, a)
 
 
-def generate(n_pairs: int, ops: int, seed: int, exclude: Optional[set] = None) -> list[tuple[str, str, str]]:
-    """``n_pairs`` distinct (relation, premise, hypothesis) triples with ``ops`` operators."""
+def generate(n_pairs: int, ops, seed: int, exclude: Optional[set] = None) -> list[tuple[str, str, str]]:
+    """``n_pairs`` distinct (relation, premise, hypothesis) triples with ``ops`` operators.
+
+    ``ops``: an int N, or {N: weight} to draw N per pair (ops_12: :data:`OPS_12`).
+    """
     rng = random.Random(seed)
     seen = set(exclude or ())
     out = []
     for _ in range(200 * n_pairs + 20000):
-        p, h = random_pair(rng, ops)
+        n = ops if isinstance(ops, int) else rng.choices(list(ops), list(ops.values()))[0]
+        p, h = random_pair(rng, n)
         if (p, h) in seen:
             continue
         rel = label(p, h)
@@ -240,7 +269,7 @@ class LogicConfig:
     n_eval: Optional[int] = Field(None, ge=1)  # per test split; default the real test files' sizes
     train_max_ops: int = Field(6, ge=0, le=6)
     data_seed: int = Field(1234, ge=0)
-    keep_parens: bool = False
+    keep_parens: bool = True  # parentheses are tokens, as in the original loaders; False drops them
     eval_splits: list[str] = Field(default_factory=lambda: list(SPLITS))
     imported: list[str] = Field(default_factory=list)
     cache_dir: Optional[str] = None
@@ -250,7 +279,7 @@ class LogicConfig:
 
 def split_params(cfg: LogicConfig, split: str) -> dict:
     core = {"n_train": cfg.n_train, "n_dev": cfg.n_dev, "train_max_ops": cfg.train_max_ops,
-            "data_seed": cfg.data_seed, "version": 1}
+            "data_seed": cfg.data_seed, "version": 2}
     return core if split in ("train", "dev") else {**core, "n": cfg.n_eval or TEST_SIZES[int(split[4:])]}
 
 
@@ -284,7 +313,7 @@ def split_table(cfg: LogicConfig, split: str) -> pa.Table:
             cache.cached("logic", other, split_params(cfg, other), lambda: tables[other], cfg.cache_dir)
             return tables[split]
         n = int(split[4:])
-        return to_table(generate(cfg.n_eval or TEST_SIZES[n], n, cfg.data_seed * 100 + n))
+        return to_table(generate(cfg.n_eval or TEST_SIZES[n], OPS_12 if n == 12 else n, cfg.data_seed * 100 + n))
 
     return cache.load_split("logic", split, split_params(cfg, split), build, cfg.imported, cfg.cache_dir)
 
