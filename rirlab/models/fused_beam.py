@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rirlab.models.base import at_least_fp32, full_precision
 from rirlab.models.beam_tree import (NEG, BeamSelect, BeamTree, initial_scores, keep_survivors, merging_rows,
                                      one_leaf_beams)
 from rirlab.models.grc import GRC, GRCWeights, dropout_scale
@@ -48,9 +49,12 @@ _ln_backward = torch.ops.aten.native_layer_norm_backward
 def state_shift(w: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """Column pattern of a merge at width W: the next state's column c reads column ``source[c]``, plus one
     where ``key[c] > j`` (past the merged pair). Node ids 0..W-2 from 0..W-2 (+1 past j), score ids
-    0..W-3 from W..2W-3 (+1 past j), the spare column from 2W-1."""
-    source = torch.tensor([*range(w - 1), *range(w, 2 * w - 2), 2 * w - 2], device=device)
-    key = torch.tensor([*range(w - 1), *range(w - 2), 2 * w], device=device)
+    0..W-3 from W..2W-3 (+1 past j), the spare column from 2W-1. Built on the device from ``arange`` (no
+    host-to-device copy), once per (W, device)."""
+    c = torch.arange(2 * w - 2, device=device)  # (2W-2,) columns of the next state
+    source = c + (c >= w - 1)  # [0..W-2, W..2W-3, 2W-2]
+    key = torch.where(c < w - 1, c, c - (w - 1))  # [0..W-2, 0..W-3, W-2] ...
+    key[-1] = 2 * w  # ... and the spare column never shifts: [0..W-2, 0..W-3, 2W]
     return source, key
 
 
@@ -363,8 +367,17 @@ def check_fusable(cell: nn.Module, scorer: nn.Module) -> None:
 
 
 def fused_search(tree: BeamTree, x: torch.Tensor, lengths: torch.Tensor, scores: torch.Tensor):
-    """roots (M, b, D), scores (M, b) of the beam search; one autograd node when gradients are wanted."""
+    """roots (M, b, D), scores (M, b) of the beam search; one autograd node when gradients are wanted.
+
+    In (at least) fp32 whatever autocast says: the hand-written backward's saved buffers and the beam scores
+    are fp32, and its small per-step products are launch-bound, not arithmetic-bound, so bf16 would gain little.
+    """
     check_fusable(tree.cell, tree.scorer)
+    with full_precision(x):
+        return _fused_search(tree, at_least_fp32(x), lengths, at_least_fp32(scores))
+
+
+def _fused_search(tree: BeamTree, x: torch.Tensor, lengths: torch.Tensor, scores: torch.Tensor):
     cw, sw = tree.cell.weights(), tree.scorer.weights()
     params = (cw.w1, cw.b1, cw.w2, cw.b2, cw.gamma, cw.beta, sw.w1, sw.b1, sw.w2, sw.b2)  # Search.backward's order
     if torch.is_grad_enabled() and (x.requires_grad or scores.requires_grad or any(p.requires_grad for p in params)):
