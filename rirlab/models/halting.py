@@ -143,15 +143,18 @@ class DepthHalting(nn.Module):
         return self._done(HaltResult(state, act, depth, units, calls, w))
 
     def _done(self, res: HaltResult) -> HaltResult:
-        if not self.training:  # accumulate the halting-depth histogram over evaluation passes
-            self.depth_counts += torch.bincount(res.depth[res.units].long().flatten(),
-                                                minlength=self.max_layers + 1)[: self.max_layers + 1]
+        if not self.training:  # accumulate the halting-depth histogram over evaluation passes (no host read)
+            self.depth_counts.scatter_add_(0, res.depth.flatten().long(), res.units.flatten().long())
         return res
 
     def stats(self, res: HaltResult) -> dict:
-        out = {"mean_layers": res.depth[res.units].float().mean().item(), "max_layers_used": float(res.calls)}
+        """Scalar stats of a forward; their values reach the host in ONE read."""
+        units = res.units.float()
+        mean = (res.depth * units).sum() / units.sum()  # mean halting depth over real units (NaN if none, as before)
+        vals = torch.stack([mean, res.act_loss.detach().float()] if res.act_loss is not None else [mean]).tolist()
+        out = {"mean_layers": vals[0], "max_layers_used": float(res.calls)}
         if res.act_loss is not None:
-            out["act_loss"] = res.act_loss.item()
+            out["act_loss"] = vals[1]
         return out
 
     def histogram(self, unit: str) -> dict:
