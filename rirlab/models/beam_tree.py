@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rirlab.models.base import at_least_fp32
 from rirlab.models.grc import dropout_keep_mask
 
 NEG = -1e9  # score of an impossible beam or pair; finite so that no NaN can appear
@@ -55,8 +56,9 @@ def merging_rows(lens: list[int]) -> list[int]:
 
 
 def initial_scores(m: int, b: int, like: torch.Tensor) -> torch.Tensor:
-    """Beam scores of a fresh search: beam 0 alive (0), the others impossible (NEG). (M, b)"""
-    s = like.new_full((m, b), NEG)
+    """Beam scores of a fresh search: beam 0 alive (0), the others impossible (NEG). (M, b), in ``like``'s dtype
+    but at least fp32 (beam scores stay fp32 under bf16 autocast)."""
+    s = like.new_full((m, b), NEG, dtype=torch.promote_types(like.dtype, torch.float32))
     s[:, 0] = 0.0
     return s
 
@@ -98,8 +100,8 @@ def one_leaf_beams(final: torch.Tensor, lengths: torch.Tensor, b_in: int) -> tor
 
 
 def marginalize(roots: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-    """sum_i softmax(scores)_i * root_i: (M, b, D), (M, b) -> (M, D)."""
-    return (F.softmax(scores, dim=-1).unsqueeze(-1) * roots).sum(1)  # (M, D)
+    """sum_i softmax(scores)_i * root_i: (M, b, D), (M, b) -> (M, D); the softmax and the sum in (at least) fp32."""
+    return (F.softmax(at_least_fp32(scores), dim=-1).unsqueeze(-1) * at_least_fp32(roots)).sum(1)  # (M, D)
 
 
 class Noise:
@@ -218,7 +220,7 @@ class BeamTree(nn.Module):
         """
         n, big_b, w, d = h.shape
         b = self.beam_size
-        logp = F.log_softmax(ps, dim=-1)  # (n, B, W-1) log-probability of merging each pair
+        logp = F.log_softmax(at_least_fp32(ps), dim=-1)  # (n, B, W-1) log-probability of merging each pair (fp32)
         key = logp + noise.gumbel(logp.shape) if noise is not None else logp  # (n, B, W-1) Gumbel-perturbed
         k1 = min(b, w - 1)
         top_pos = key.topk(k1, dim=-1).indices  # (n, B, k1) per-beam (stochastic) top-k

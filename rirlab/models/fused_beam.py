@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rirlab.models.base import at_least_fp32, full_precision
 from rirlab.models.beam_tree import (NEG, BeamSelect, BeamTree, initial_scores, keep_survivors, merging_rows,
                                      one_leaf_beams)
 from rirlab.models.grc import GRC, GRCWeights, dropout_scale
@@ -48,9 +49,12 @@ _ln_backward = torch.ops.aten.native_layer_norm_backward
 def state_shift(w: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """Column pattern of a merge at width W: the next state's column c reads column ``source[c]``, plus one
     where ``key[c] > j`` (past the merged pair). Node ids 0..W-2 from 0..W-2 (+1 past j), score ids
-    0..W-3 from W..2W-3 (+1 past j), the spare column from 2W-1."""
-    source = torch.tensor([*range(w - 1), *range(w, 2 * w - 2), 2 * w - 2], device=device)
-    key = torch.tensor([*range(w - 1), *range(w - 2), 2 * w], device=device)
+    0..W-3 from W..2W-3 (+1 past j), the spare column from 2W-1. Built on the device from ``arange`` (no
+    host-to-device copy), once per (W, device)."""
+    c = torch.arange(2 * w - 2, device=device)  # (2W-2,) columns of the next state
+    source = c + (c >= w - 1)  # [0..W-2, W..2W-3, 2W-2]
+    key = torch.where(c < w - 1, c, c - (w - 1))  # [0..W-2, 0..W-3, W-2] ...
+    key[-1] = 2 * w  # ... and the spare column never shifts: [0..W-2, 0..W-3, 2W]
     return source, key
 
 
@@ -233,9 +237,12 @@ class Search:
         self.sc_rows = []
         g_roots, g_final = g_roots[self.order], g_final[self.order]  # sorted order
         g_pool.index_add_(0, self.root_ids.reshape(-1), g_roots.reshape(-1, d))
-        depth = torch.full((self.n_rows,), -1, dtype=torch.long, device=dev)  # per composition; -1: dead
+        # depth per composition, -1: dead; one trash slot at n_rows takes the writes aimed at leaves, so every
+        # update below is a fixed-shape scatter (no host synchronisation inside the step loop)
+        trash = self.n_rows
+        depth = torch.full((self.n_rows + 1,), -1, dtype=torch.long, device=dev)
         roots = self.root_ids.reshape(-1)
-        depth[roots[roots >= off] - off] = 0
+        depth.index_fill_(0, torch.where(roots >= off, roots - off, trash), 0)
         g_prev = None  # gradient of the beam scores the next-later step started from
         for t in range(len(self.steps) - 1, -1, -1):
             n, big_b, w, r0, parent, lp_idx, sid, logp = self.steps[t]
@@ -250,18 +257,22 @@ class Search:
             g_lp = g_lp.view(n, big_b, w - 1)
             g_ps = g_lp - logp.exp() * g_lp.sum(-1, keepdim=True)  # log_softmax backward
             g_spool.index_add_(0, sid.reshape(-1), g_ps.reshape(-1))
-            # depth of the children of this step's live compositions
+            # depth of the children of this step's compositions: a live one's children get at least its depth
+            # + 1, a dead one's -1 (no effect under amax); leaf children go to the trash slot
             dv = depth[r0 : r0 + nb]
-            idx = (dv >= 0).nonzero().view(-1)
-            if idx.numel():
-                ch = buf["ids"][r0 : r0 + nb, 1:3].index_select(0, idx).view(-1) - off  # (2k,) composition rows
-                dd = (dv.index_select(0, idx) + 1).repeat_interleave(2)
-                composed = ch >= 0
-                depth.scatter_reduce_(0, ch[composed], dd[composed], reduce="amax")
+            ch = buf["ids"][r0 : r0 + nb, 1:3] - off  # (nb, 2) composition rows of the children
+            ch = torch.where(ch >= 0, ch, trash).view(-1)
+            dd = torch.where(dv >= 0, dv + 1, -1)[:, None].expand(nb, 2).reshape(-1)
+            depth.scatter_reduce_(0, ch, dd, reduce="amax")
         n0 = self.n_merging[0]
         g_scores = g_final if g_prev is None else torch.cat([g_prev, g_final[n0:]])
 
-        live = (depth >= 0).nonzero().view(-1)  # (K,) live compositions
+        # live compositions grouped by depth: ONE host synchronisation (the per-depth counts decide the loop and
+        # the sizes of the batches below); the dead come first in the sort (depth -1) and are skipped
+        depth = depth[: self.n_rows]
+        counts = torch.bincount(depth + 1, minlength=1).tolist() if self.n_rows else [0]  # [dead, depth 0, 1, ...]
+        n_dead, counts = counts[0], counts[1:]
+        live = depth.sort(stable=True).indices[n_dead:]  # (K,) live compositions, by depth, then by row
         k_all = live.numel()
         ids = buf["ids"].index_select(0, live)  # (K, 4) left neighbour, children, right neighbour
         # 2. scorer of the two new pairs of every live composition; a masked right pair is a constant
@@ -280,12 +291,10 @@ class Search:
         pair_live, act_live = self.pool.new_empty(k_all, 2 * d), self.pool.new_empty(k_all, c)
         g_gamma = torch.zeros_like(self.gamma)
         g_beta = torch.zeros_like(self.beta)
-        dl, perm = depth.index_select(0, live).sort(stable=True)
-        counts = torch.bincount(dl).tolist() if k_all else []
         a = 0
         for k in counts:
-            rows = live.index_select(0, perm[a : a + k])
-            children = ids.index_select(0, perm[a : a + k])[:, 1:3].reshape(-1)
+            rows = live[a : a + k]
+            children = ids[a : a + k, 1:3].reshape(-1)
             g_new = g_pool.index_select(0, rows + off)
             g_mixed, gg, gb = _ln_backward(g_new, buf["mixed"].index_select(0, rows), [d],
                                            buf["mean"].index_select(0, rows), buf["rstd"].index_select(0, rows),
@@ -358,8 +367,17 @@ def check_fusable(cell: nn.Module, scorer: nn.Module) -> None:
 
 
 def fused_search(tree: BeamTree, x: torch.Tensor, lengths: torch.Tensor, scores: torch.Tensor):
-    """roots (M, b, D), scores (M, b) of the beam search; one autograd node when gradients are wanted."""
+    """roots (M, b, D), scores (M, b) of the beam search; one autograd node when gradients are wanted.
+
+    In (at least) fp32 whatever autocast says: the hand-written backward's saved buffers and the beam scores
+    are fp32, and its small per-step products are launch-bound, not arithmetic-bound, so bf16 would gain little.
+    """
     check_fusable(tree.cell, tree.scorer)
+    with full_precision(x):
+        return _fused_search(tree, at_least_fp32(x), lengths, at_least_fp32(scores))
+
+
+def _fused_search(tree: BeamTree, x: torch.Tensor, lengths: torch.Tensor, scores: torch.Tensor):
     cw, sw = tree.cell.weights(), tree.scorer.weights()
     params = (cw.w1, cw.b1, cw.w2, cw.b2, cw.gamma, cw.beta, sw.w1, sw.b1, sw.w2, sw.b2)  # Search.backward's order
     if torch.is_grad_enabled() and (x.requires_grad or scores.requires_grad or any(p.requires_grad for p in params)):

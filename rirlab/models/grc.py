@@ -32,20 +32,28 @@ def dropout_scale(p: float) -> float:
     return 65536.0 / (65536 - round(p * 65536))
 
 
+def uniform_int16(n: int, device) -> torch.Tensor:
+    """n uniform int16 values from torch's generator of ``device`` by a bounded ``randint`` (the same call on every
+    device: CUDA's Philox and CPU's mt19937 are each seeded by torch.manual_seed, so runs repeat per device)."""
+    return torch.randint(-(2**15), 2**15, (n,), dtype=torch.int16, device=device)
+
+
 def random_bits16(n: int, device) -> torch.Tensor:
     """n uniform int16 values. On CPU from numpy's SFC64 seeded by one draw of torch's generator (so
-    torch.manual_seed still fixes them): about 1.8x faster than torch's mt19937 for a search's masks."""
-    words = (n + 3) // 4
+    torch.manual_seed still fixes them): about 1.8x faster than torch's mt19937 for a search's masks.
+    Elsewhere (CUDA) :func:`uniform_int16` on the device: no host round trip, reproducible under manual_seed."""
     if torch.device(device).type == "cpu":
+        words = (n + 3) // 4
         seed = int(torch.randint(0, 2**62, (1,)))
         return torch.from_numpy(np.random.SFC64(seed).random_raw(words).view(np.int16))[:n]
-    return torch.empty(words, dtype=torch.int64, device=device).random_(-(2**63), 2**63 - 1).view(torch.int16)[:n]
+    return uniform_int16(n, device)
 
 
 def dropout_keep_mask(shape, p: float, device, out: torch.Tensor | None = None) -> torch.Tensor:
     """Boolean keep mask of inverted dropout (keep with probability 1 - p'), from 16-bit uniform integers.
 
-    Four 16-bit lanes per 64-bit draw (:func:`random_bits16`): about 6x cheaper on CPU than ``rand(...) >= p``.
+    Four 16-bit lanes per 64-bit draw on CPU (:func:`random_bits16`): about 6x cheaper than ``rand(...) >= p``;
+    on other devices one bounded int16 ``randint`` (:func:`uniform_int16`).
     p' = p rounded to a multiple of 2^-16 (0.1 -> 0.100006); scale kept values by
     :func:`dropout_scale` (which uses p'), so the expectation is exactly preserved.
     """

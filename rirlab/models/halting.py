@@ -38,6 +38,7 @@ from pydantic.dataclasses import dataclass
 from torch import nn
 
 from rirlab.config import STRICT
+from rirlab.models.base import at_least_fp32, full_precision
 from rirlab.models.transformer import RTConfig, cumulative_mean, masked_mean
 
 Mode = Literal["dynamic", "upper_bound", "none"]  # §7: GUT, "GUT upper bound" (no break), "GUT no halt"
@@ -55,7 +56,8 @@ class HaltConfig(RTConfig):
 
 
 class HaltUnit(nn.Module):
-    """halt(x) = sigmoid(GeLU(x W_h1 + b_h1) W_h2 + b_h2), eq. 5 (W_h1 is 2d x d for eq. 17)."""
+    """halt(x) = sigmoid(GeLU(x W_h1 + b_h1) W_h2 + b_h2), eq. 5 (W_h1 is 2d x d for eq. 17); in fp32 under autocast
+    (the halting probabilities are multiplied over up to ``max_layers`` layers and compared with alpha_thresh)."""
 
     def __init__(self, d_in: int, d: int):
         super().__init__()
@@ -63,7 +65,9 @@ class HaltUnit(nn.Module):
         self.w2 = nn.Linear(d, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.sigmoid(self.w2(F.gelu(self.w1(x)))).squeeze(-1)  # (..., D_in) -> (...)
+        x = at_least_fp32(x)
+        with full_precision(x):
+            return torch.sigmoid(self.w2(F.gelu(self.w1(x)))).squeeze(-1)  # (..., D_in) -> (...)
 
 
 @dataclasses.dataclass
@@ -104,9 +108,10 @@ class DepthHalting(nn.Module):
             for _ in range(self.max_layers):
                 h = step(h, h)  # (N, S, D)
             return self._done(HaltResult(h, None, units * self.max_layers, units, self.max_layers))
-        cum = h0.new_zeros(units.shape)  # sum of alpha so far, (N, S')
-        remain = h0.new_ones(units.shape)  # prod (1 - alpha_hat) so far
-        expect = h0.new_zeros(units.shape)  # sum_l alpha_l * l
+        fp = torch.promote_types(h0.dtype, torch.float32)  # halting arithmetic in (at least) fp32
+        cum = h0.new_zeros(units.shape, dtype=fp)  # sum of alpha so far, (N, S')
+        remain = h0.new_ones(units.shape, dtype=fp)  # prod (1 - alpha_hat) so far
+        expect = h0.new_zeros(units.shape, dtype=fp)  # sum_l alpha_l * l
         depth = torch.zeros(units.shape, dtype=torch.long, device=h0.device)
         acc = torch.zeros_like(h0)  # sum_l alpha_l * H_l, (N, S, D)
         h, state, weights, calls = h0, h0, [], 0
@@ -131,22 +136,25 @@ class DepthHalting(nn.Module):
             if keep_weights:
                 weights.append(alpha)
         expect = expect + (1 - cum) * depth  # the remainder halts at the last layer run
-        fu = units.to(h0.dtype)
+        fu = units.to(fp)
         per_seq = (expect * fu).sum(1) / fu.sum(1).clamp_min(1)  # (N,), eq. 8: 1/T sum_t
         act = per_seq.sum() / units.any(1).sum().clamp_min(1)  # mean over sequences with real tokens
         w = torch.stack([*weights, 1 - cum]) if keep_weights else None  # (calls + 1, N, S')
         return self._done(HaltResult(state, act, depth, units, calls, w))
 
     def _done(self, res: HaltResult) -> HaltResult:
-        if not self.training:  # accumulate the halting-depth histogram over evaluation passes
-            self.depth_counts += torch.bincount(res.depth[res.units].long().flatten(),
-                                                minlength=self.max_layers + 1)[: self.max_layers + 1]
+        if not self.training:  # accumulate the halting-depth histogram over evaluation passes (no host read)
+            self.depth_counts.scatter_add_(0, res.depth.flatten().long(), res.units.flatten().long())
         return res
 
     def stats(self, res: HaltResult) -> dict:
-        out = {"mean_layers": res.depth[res.units].float().mean().item(), "max_layers_used": float(res.calls)}
+        """Scalar stats of a forward; their values reach the host in ONE read."""
+        units = res.units.float()
+        mean = (res.depth * units).sum() / units.sum()  # mean halting depth over real units (NaN if none, as before)
+        vals = torch.stack([mean, res.act_loss.detach().float()] if res.act_loss is not None else [mean]).tolist()
+        out = {"mean_layers": vals[0], "max_layers_used": float(res.calls)}
         if res.act_loss is not None:
-            out["act_loss"] = res.act_loss.item()
+            out["act_loss"] = vals[1]
         return out
 
     def histogram(self, unit: str) -> dict:

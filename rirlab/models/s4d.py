@@ -32,6 +32,7 @@ from pydantic.dataclasses import dataclass
 from torch import nn
 
 from rirlab.config import STRICT
+from rirlab.models.base import at_least_fp32, full_precision
 from rirlab.models.grc import GRCConfig, LeafTransform
 
 S4DInit = Literal["inv", "lin"]  # S4D-Inv or S4D-Lin initialisation of the imaginary parts of A
@@ -104,7 +105,8 @@ class S4DKernel(nn.Module):
 
 
 class S4D(nn.Module):
-    """One direction of an S4D layer without non-linearity: y = K * u + D u over (N, S, H)."""
+    """One direction of an S4D layer without non-linearity: y = K * u + D u over (N, S, H); in fp32 under autocast
+    (the kernel is a product of up to L powers of dA, and FFTs have no bf16 path on CUDA)."""
 
     def __init__(self, h: int, n_state: int = 64, init: str = "inv"):
         super().__init__()
@@ -112,6 +114,11 @@ class S4D(nn.Module):
         self.d = nn.Parameter(torch.randn(h))
 
     def forward(self, u: torch.Tensor) -> torch.Tensor:
+        u = at_least_fp32(u)
+        with full_precision(u):
+            return self.conv(u)
+
+    def conv(self, u: torch.Tensor) -> torch.Tensor:
         s = u.size(1)
         k = self.kernel(s)  # (H, S)
         uf = torch.fft.rfft(u.transpose(1, 2), n=2 * s)  # (N, H, S+1)

@@ -12,6 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rirlab.models.base import at_least_fp32, full_precision
+
 
 @dataclasses.dataclass(frozen=True)
 class ScorerWeights:
@@ -25,7 +27,11 @@ class ScorerWeights:
 
 
 class Scorer(nn.Module):
-    """e = W2 GELU(W1 [x[:d_s]; y[:d_s]] + b1) + b2, eq. 12 (W1: 2 d_s -> d_s, W2: d_s -> 1)."""
+    """e = W2 GELU(W1 [x[:d_s]; y[:d_s]] + b1) + b2, eq. 12 (W1: 2 d_s -> d_s, W2: d_s -> 1).
+
+    Always in fp32 (at least): its scores decide the merges and feed the beam scores, and it is light (d_s wide),
+    so under bf16 autocast it runs outside autocast on fp32 inputs.
+    """
 
     def __init__(self, d: int, d_s: int = 64):
         super().__init__()
@@ -34,8 +40,9 @@ class Scorer(nn.Module):
         self.w2 = nn.Linear(d_s, 1)
 
     def forward(self, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
-        pair = torch.cat([left[..., : self.ds], right[..., : self.ds]], dim=-1)  # (..., 2 d_s)
-        return self.w2(F.gelu(self.w1(pair))).squeeze(-1)  # (...,)
+        pair = at_least_fp32(torch.cat([left[..., : self.ds], right[..., : self.ds]], dim=-1))  # (..., 2 d_s)
+        with full_precision(pair):
+            return self.w2(F.gelu(self.w1(pair))).squeeze(-1)  # (...,)
 
     def weights(self) -> ScorerWeights:
         return ScorerWeights(self.w1.weight, self.w1.bias, self.w2.weight, self.w2.bias, self.ds)

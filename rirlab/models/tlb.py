@@ -114,8 +114,8 @@ class LatentBottleneckEncoder(nn.Module):
                 res = self.halting(step, c, cm)
                 c = res.states  # S_L, (N, g, D)
                 acts.append(res.act_loss)
-                depths.append(res.depth[res.units])
-                units.append(res.units)
+                depths.append((res.depth * res.units).sum())  # no boolean indexing: no host read per chunk
+                units.append(res.units.sum())
                 calls.append(res.calls)
             keep = cm.any(1)[:, None, None]  # (N, 1, 1): chunk holds real tokens
             memory = torch.where(keep, self.update(memory, c, cm), memory)  # M^{t+1}, (N, slots, D)
@@ -124,9 +124,11 @@ class LatentBottleneckEncoder(nn.Module):
         vec = self.readout.pool(self.norm(out), mask, end_at)
         if self.halting is None:
             return EncoderOutput(vec)
-        stats = {"mean_layers": torch.cat(depths).float().mean().item(), "max_layers_used": float(max(calls)),
-                 "act_loss": torch.stack(acts).mean().item()}
-        return EncoderOutput(vec, torch.stack(acts).mean(), stats)
+        act = torch.stack(acts).mean()
+        mean_layers, act_value = torch.stack([torch.stack(depths).sum() / torch.stack(units).sum(),
+                                              act.detach().float()]).tolist()  # one host read per forward
+        stats = {"mean_layers": mean_layers, "max_layers_used": float(max(calls)), "act_loss": act_value}
+        return EncoderOutput(vec, act, stats)
 
     def artifacts(self) -> dict:
         return {} if self.halting is None else self.halting.histogram("chunk")
