@@ -41,6 +41,7 @@ class BenchOptions:
     mode: str = "train"  # train | eval
     inference: Optional[str] = None  # rir | non_rir (models with an ``inference`` field)
     device: str = "cpu"
+    precision: str = "fp32"  # step, table1: fp32 | bf16 (autocast of the forward, as the trainer's precision)
     repeats: int = 5
     warmup: int = 2
     samples: int = 100  # table1: samples per bin
@@ -143,16 +144,20 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def one_step(model, opt, batch: dict, train: bool) -> None:
+def one_step(model, opt, batch: dict, train: bool, precision: str = "fp32") -> None:
     import torch.nn.functional as F
 
+    from rirlab.models.base import autocast
+
     if train:
-        loss = F.cross_entropy(model(batch).logits, batch["labels"])
+        with autocast(precision, batch["tokens"].device):
+            logits = model(batch).logits
+        loss = F.cross_entropy(logits.float(), batch["labels"])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
     else:
-        with torch.no_grad():
+        with torch.no_grad(), autocast(precision, batch["tokens"].device):
             model(batch)
 
 
@@ -169,15 +174,16 @@ def step(opts: BenchOptions) -> dict:
     times = []
     with PeakMemory(opts.device) as mem:  # warm-up inside: on CPU the RSS high-water mark is set by the first step
         for _ in range(opts.warmup):
-            one_step(model, opt, batch, opts.mode == "train")
+            one_step(model, opt, batch, opts.mode == "train", opts.precision)
         for _ in range(opts.repeats):
             sync(opts.device)
             t0 = time.perf_counter()
-            one_step(model, opt, batch, opts.mode == "train")
+            one_step(model, opt, batch, opts.mode == "train", opts.precision)
             sync(opts.device)
             times.append(1000 * (time.perf_counter() - t0))
     return {"model": opts.model, "batch": opts.batch, "length": opts.length, "mode": opts.mode,
-            "inference": opts.inference, "overrides": opts.overrides, "median_ms": statistics.median(times),
+            "inference": opts.inference, "precision": opts.precision, "overrides": opts.overrides,
+            "median_ms": statistics.median(times),
             "times_ms": times, "peak_mem_mb": mem.mb}
 
 
@@ -192,6 +198,8 @@ def listops_bin(lo: int, hi: int, n: int, seed: int) -> list[list[int]]:
 @protocol("table1")
 def table1(opts: BenchOptions) -> dict:
     """RIR Table 1: minutes and peak memory per length bin per model (batch 1, train forward + backward)."""
+    from rirlab.models.base import autocast
+
     rows = []
     for name in opts.models:
         model = build_model(name, opts)
@@ -203,7 +211,8 @@ def table1(opts: BenchOptions) -> dict:
                 sync(opts.device)
                 t0 = time.perf_counter()
                 for s in seqs:
-                    loss = model(as_batch(s, opts.device)).logits.sum()
+                    with autocast(opts.precision, opts.device):
+                        loss = model(as_batch(s, opts.device)).logits.float().sum()
                     loss.backward()
                     model.zero_grad(set_to_none=True)
                 sync(opts.device)

@@ -79,6 +79,9 @@ class TrainConfig:
     s4d_lr_cap: Optional[float] = Field(None, ge=0)  # S4D kernel params get lr min(cap, lr); 0 = no own group
     s4d_weight_decay: Optional[float] = Field(None, ge=0)  # their weight decay; None = weight_decay (papers' code)
     device: Literal["cpu", "cuda", "auto"] = "auto"
+    # bf16: the forward under bfloat16 autocast (rirlab.models.base.autocast); beam scores, the scorer, softmaxes,
+    # marginalisation and halting stay fp32 inside the models; the loss is computed in fp32; no grad scaler needed
+    precision: Literal["fp32", "bf16"] = "fp32"
     max_eval_examples: Optional[int] = Field(None, ge=1)
     num_threads: int = Field(0, ge=0)
     bucket_factor: Optional[int] = Field(None, ge=1)  # >1: batches from length-sorted pools of this many batches

@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from rirlab.config import TrialConfig, resolve
 from rirlab.optim import Ranger
 from rirlab.models import registry as models
+from rirlab.models.base import autocast
 from rirlab.perf import tune_allocator
 from rirlab.tasks import registry as tasks
 from rirlab.tasks.batching import BatchPlan, example_length, loader
@@ -160,13 +161,15 @@ class Trainer:
         return {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
 
     def loss_of(self, batch: dict):
-        out = self.model(batch)
-        logits, labels = out.logits, batch["labels"]
+        with autocast(self.cfg.train.precision, self.device):  # bf16: the models keep beam scores etc. in fp32
+            out = self.model(batch)
+        logits, labels = out.logits.float(), batch["labels"]
         if logits.dim() == 3:  # language modelling: loss only where labels >= 0
             keep = labels >= 0
             logits, labels = logits[keep], labels[keep]
         loss = F.cross_entropy(logits, labels)
-        total = loss if out.aux_loss is None else loss + self.halt_loss_weight * out.aux_loss
+        aux = None if out.aux_loss is None else out.aux_loss.float()
+        total = loss if aux is None else loss + self.halt_loss_weight * aux
         correct = (logits.argmax(-1) == labels).sum().item()
         return total, loss.detach(), correct, labels.numel(), out
 

@@ -115,7 +115,7 @@ def test_s4d_parameters_get_their_own_group_with_capped_lr():
     assert isinstance(trainer.opt, Ranger) and (s4d["lr"], rest["lr"]) == (1e-3, 3e-3)
     assert (s4d["weight_decay"], rest["weight_decay"]) == (0.0, 1e-2)
     names = {n for n, p in trainer.model.named_parameters() if any(p is q for q in s4d["params"])}
-    assert names and all(n.rsplit(".", 1)[-1] in ("log_dt", "c", "log_a_real", "a_imag", "d") for n in names)
+    assert names and all(n.rsplit(".", 1)[-1] in ("log_dt", "b", "c", "log_a_real", "a_imag", "d") for n in names)
     assert len(s4d["params"]) + len(rest["params"]) == len(list(trainer.model.parameters()))
     plain = Trainer(resolve({**base, "lr": 3e-3}))
     assert len(plain.opt.param_groups) == 1 and isinstance(plain.opt, torch.optim.AdamW)
@@ -173,3 +173,14 @@ def test_resume_restores_best_weights_plateau_early_stop_counters_and_lookahead_
     for i, st in a["opt"]["state"].items():
         torch.testing.assert_close(st["slow"], b["opt"]["state"][i]["slow"], rtol=0, atol=0)
     assert a["sched"] == b["sched"] and a["bad_epochs"] == b["bad_epochs"]
+
+
+def test_bf16_precision_runs_the_forward_under_autocast_with_a_finite_fp32_loss():
+    """precision: bf16 changes what the forward computes (bfloat16 matmuls) but the loss stays finite; fp32 does not
+    round. The same seed and data under both: equal would mean the switch never reached the forward."""
+    cfg = {"model": "rir_ebt_grc", **TINY, "steps": 3, "chunk_size": 5, "beam_size": 2, "d_s": 8}
+    fp32 = run_trial({**cfg, "precision": "fp32"})
+    bf16 = run_trial({**cfg, "precision": "bf16"})
+    assert math.isfinite(bf16["train/loss"]) and math.isfinite(bf16["test/loss"])
+    assert bf16["train/loss"] != fp32["train/loss"]
+    assert run_trial({**cfg, "precision": "fp32"})["train/loss"] == fp32["train/loss"]  # deterministic otherwise

@@ -21,6 +21,8 @@ from rirlab.cli.options import set_option
 @click.option("--inference", type=click.Choice(["rir", "non_rir"]), default=None,
               help="RIR models: inference mode used in eval (default: the model's).")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@click.option("--precision", type=click.Choice(["fp32", "bf16"]), default="fp32", show_default=True,
+              help="step, table1: bf16 autocast of the forward (beam scores stay fp32); learn: --set precision=bf16.")
 @click.option("--repeats", default=5, show_default=True, type=click.IntRange(min=1), help="step: timed steps.")
 @click.option("--warmup", default=2, show_default=True, type=click.IntRange(min=0), help="step: untimed steps first.")
 @click.option("--samples", default=100, show_default=True, type=click.IntRange(min=1), help="table1: samples per bin.")
@@ -40,8 +42,8 @@ from rirlab.cli.options import set_option
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Also write the result here.")
 @click.option("--png", "png_path", default=None, type=click.Path(dir_okay=False),
               help="learn: also plot the curve (dev accuracy vs training seconds) here.")
-def bench(name, model, models, batch, length, mode, inference, device, repeats, warmup, samples, threads, task,
-          recipe, minutes, thresholds, eval_every, dev_examples, sets, json_path, png_path):
+def bench(name, model, models, batch, length, mode, inference, device, precision, repeats, warmup, samples, threads,
+          task, recipe, minutes, thresholds, eval_every, dev_examples, sets, json_path, png_path):
     """Time models: median step time and peak memory (step), RIR Table 1 (table1), dynamic halting (gut_halt)
     or time to learn (learn).
 
@@ -65,8 +67,8 @@ def bench(name, model, models, batch, length, mode, inference, device, repeats, 
     except ValueError:
         raise UserError(f"bench: --thresholds {thresholds!r} must be comma-separated numbers, e.g. 50,80,95,99") from None
     opts = BenchOptions(model=model, models=tuple(m.strip() for m in models.split(",") if m.strip()), batch=batch,
-                        length=length, mode=mode, inference=inference, device=device, repeats=repeats,
-                        warmup=warmup, samples=samples, threads=threads, overrides=parse_overrides(sets), task=task,
+                        length=length, mode=mode, inference=inference, device=device, precision=precision,
+                        repeats=repeats, warmup=warmup, samples=samples, threads=threads, overrides=parse_overrides(sets), task=task,
                         recipe=recipe, minutes=minutes, thresholds=levels, eval_every=eval_every,
                         dev_examples=dev_examples, progress=lambda line: click.echo(line))
     result = run(name, opts)
