@@ -201,9 +201,10 @@ def test_causal_variant_does_not_leak(name):
 
 @pytest.mark.parametrize("name", ["transformer", "ut", "gut", "tlb", "gutlb"])
 def test_padding_does_not_change_a_sequence(name):
-    """START/END are placed after each sequence's last real token; padded batch == sequence alone."""
+    """START/END are placed after each sequence's last real token; padded batch == sequence alone (TLB/GUTLB
+    with fixed chunks of g; the paper's torch.chunk depends on the padded length, see the next test)."""
     torch.manual_seed(0)
-    kw = {"chunk_size": 4, "memory_slots": 3} if "tlb" in name else {}
+    kw = {"chunk_size": 4, "memory_slots": 3, "chunking": "fixed"} if "tlb" in name else {}
     model = build(name, **kw).eval()
     b = batch([11, 5])
     alone = {"tokens": b["tokens"][1:, :5], "mask": b["mask"][1:, :5]}
@@ -295,3 +296,56 @@ def test_tlb_fixed_recurrence_uses_the_same_number_of_chunks_at_any_length():
             calls.clear()
             model(batch([length]))
             assert len(calls) == 5
+
+
+@pytest.mark.parametrize("name", ["tlb", "gutlb"])
+def test_tlb_chunking_torch_follows_the_padded_length_fixed_does_not(name):
+    """Algorithm 2/4: k = ceil(len(H_0)/g), torch.chunk(H_0, k): padded length 25, g = 10 -> chunks 9, 9, 7."""
+    sizes = []
+    for chunking, want in (("torch", [9, 9, 7]), ("fixed", [10, 10, 5])):
+        model = build(name, chunk_size=10, memory_slots=3, chunking=chunking).eval()
+        model.encoder.update.register_forward_hook(lambda m, a, out: sizes.append(int(a[2][0].sum())))
+        sizes.clear()
+        with torch.no_grad():
+            model(batch([25, 12]))
+        assert sizes == want  # real tokens of sequence 0 in each chunk
+    model = build(name, chunk_size=10, memory_slots=3).eval()  # torch chunking (default)
+    b = batch([25, 12])
+    alone = {"tokens": b["tokens"][1:, :12], "mask": b["mask"][1:, :12]}
+    with torch.no_grad():
+        assert not torch.allclose(model(b).logits[1:], model(alone).logits, atol=1e-4)  # chunks 9+3 vs 10+2
+
+
+@pytest.mark.parametrize("name", ["tlb", "gutlb"])
+def test_tlb_reads_out_the_mean_of_the_normalised_final_memory(name):
+    model = build(name, chunk_size=4, memory_slots=3).eval()
+    enc = model.encoder
+    assert enc.update.ff[0].w1.out_features == D  # memory-update feed-forward d -> d -> d
+    assert not hasattr(enc.readout, "start")  # no START/END tokens
+    assert torch.count_nonzero(enc.memory0) == 0
+    mems = []
+    enc.update.register_forward_hook(lambda m, a, out: mems.append(out))
+    b = batch([11, 5])
+    with torch.no_grad():
+        vec = enc(model.embed(b["tokens"]), b["mask"]).vec
+    final = torch.stack([mems[2][0], mems[1][1]])  # sequence 0: 3 chunks of 4; sequence 1: 2 chunks
+    torch.testing.assert_close(vec, enc.mem_norm(final).mean(1))
+    tokens = build(name, chunk_size=4, memory_slots=3, readout="tokens").eval()
+    assert hasattr(tokens.encoder.readout, "start")
+
+
+def test_gutlb_act_loss_is_averaged_per_sequence_over_its_chunks():
+    model = build("gutlb", chunk_size=4, memory_slots=3, chunking="fixed").eval()
+    nn.init.zeros_(model.encoder.halting.halt.w2.weight)
+    nn.init.constant_(model.encoder.halting.halt.w2.bias, float(torch.logit(torch.tensor(0.6))))
+    nn.init.zeros_(model.encoder.halting.halt.w1.weight)
+    # alpha 0.6, 0.24, then 0.096 crosses 0.999? no: cumulative 0.6, 0.84, 0.936, 0.9744, ... up to the cap
+    b = batch([8, 2])  # sequence 0: chunks of 4 real tokens (cap 5 layers); sequence 1: one chunk of 2 (cap 3)
+    with torch.no_grad():
+        out = model(b)
+
+    def act(k):  # L_ACT of one chunk that keeps k layers, act_index_from = 1
+        alphas = [0.6 * 0.4 ** j for j in range(k)]
+        return sum(a * (j + 1) for j, a in enumerate(alphas)) + (1 - sum(alphas)) * k
+
+    assert out.aux_loss.item() == pytest.approx((act(5) + act(3)) / 2, rel=1e-4)  # not mean over 3 chunks
