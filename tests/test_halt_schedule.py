@@ -22,7 +22,7 @@ def test_inverse_sqrt_warms_up_then_decays_as_one_over_sqrt_step():
     assert factor(999, **kw) == pytest.approx(1.0)
     assert factor(3999, **kw) == pytest.approx(0.5)  # sqrt(1000 / 4000)
     assert factor(8999, **kw) == pytest.approx(math.sqrt(1000 / 9000))
-    assert factor(3999, warmup_steps=1000, lr_decay="linear") == pytest.approx(1 - 3000 / 9000)
+    assert factor(3999, warmup_steps=1000, lr_decay="linear") == pytest.approx(1 - 2999 / 9000)
 
 
 def test_adam_betas_reach_the_optimizer():
