@@ -59,6 +59,8 @@ class TrainConfig:
     optimizer: Optional[Literal["adamw", "ranger"]] = None
     lr: float = Field(1e-3, gt=0, le=1.0)
     weight_decay: float = Field(1e-2, ge=0)
+    adam_beta1: float = Field(0.9, ge=0, lt=1)  # AdamW betas (the dynamic-halt paper's code: 0.9, 0.98)
+    adam_beta2: float = Field(0.999, ge=0, lt=1)
     batch_size: int = Field(128, ge=1)
     eval_batch_size: int = Field(128, ge=1)
     steps: int = Field(20000, ge=1)
@@ -69,7 +71,8 @@ class TrainConfig:
     # "schedule": warm-up_steps then lr_decay, per step; "plateau": ReduceLROnPlateau on the dev score per epoch
     scheduler: Optional[Literal["schedule", "plateau"]] = None
     warmup_steps: int = Field(0, ge=0)  # linear warm-up of the learning rate (scheduler: schedule)
-    lr_decay: Literal["none", "linear", "cosine"] = "none"  # after warm-up, down to 0 at the last step (schedule)
+    # after warm-up: none, linear / cosine down to 0 at the last step, or inverse_sqrt: sqrt(warmup / step)
+    lr_decay: Literal["none", "linear", "cosine", "inverse_sqrt"] = "none"
     plateau_factor: float = Field(0.5, gt=0, lt=1)  # scheduler plateau: lr *= factor ...
     plateau_patience: int = Field(2, ge=0)  # ... after this many epochs without dev improvement beyond these
     early_stop_patience: Optional[int] = Field(None, ge=0)  # stop once this many epochs passed without improvement

@@ -78,7 +78,7 @@ def make_optimizer(model: torch.nn.Module, t) -> torch.optim.Optimizer:
     groups = param_groups(model, t)
     if t.optimizer == "ranger":
         return Ranger(groups, lr=t.lr, weight_decay=t.weight_decay)
-    return torch.optim.AdamW(groups, lr=t.lr, weight_decay=t.weight_decay)
+    return torch.optim.AdamW(groups, lr=t.lr, weight_decay=t.weight_decay, betas=(t.adam_beta1, t.adam_beta2))
 
 
 class NonFiniteLoss(RuntimeError):
@@ -140,6 +140,8 @@ class Trainer:
             return (step + 1) / t.warmup_steps
         if t.lr_decay == "none":
             return 1.0
+        if t.lr_decay == "inverse_sqrt":  # (fairseq-style) lr * sqrt(warmup / step) after the warm-up
+            return math.sqrt(max(1, t.warmup_steps) / (step + 1))
         frac = (step - t.warmup_steps) / max(1, self.total_steps - t.warmup_steps)
         return max(0.0, 1 - frac) if t.lr_decay == "linear" else 0.5 * (1 + math.cos(math.pi * min(frac, 1.0)))
 

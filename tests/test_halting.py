@@ -49,8 +49,9 @@ class PositionWise(nn.Module):
         return torch.tanh(self.lin(h))
 
 
-def literal_algorithm_1(step, halt, h0, max_layers, thresh, transition):
-    """Algorithm 1 for ONE position, written as the paper's loop (scalars, break on threshold)."""
+def literal_algorithm_1(step, halt, h0, max_layers, thresh, transition, keep_crossing):
+    """Algorithm 1 for ONE position, written as a loop (scalars, break on threshold). keep_crossing=False: the
+    paper's code (the layer whose cumulative alpha reaches thresh is computed, then discarded)."""
     h, s, cum, remain, acc, depth = h0, h0, 0.0, 1.0, torch.zeros_like(h0), 0
     for _ in range(max_layers):
         if not cum < thresh:
@@ -59,6 +60,8 @@ def literal_algorithm_1(step, halt, h0, max_layers, thresh, transition):
         x = torch.cat([h, h_new]) if transition else h
         a_hat = halt(x).item()
         alpha = a_hat * remain
+        if not keep_crossing and cum + alpha >= thresh:
+            break
         remain *= 1 - a_hat
         acc = acc + alpha * h
         cum += alpha
@@ -67,11 +70,12 @@ def literal_algorithm_1(step, halt, h0, max_layers, thresh, transition):
     return s, depth
 
 
+@pytest.mark.parametrize("keep_crossing", [False, True])
 @pytest.mark.parametrize("transition", [False, True])
-def test_token_halting_matches_the_literal_algorithm_and_weights_sum_to_one(transition):
+def test_token_halting_matches_the_literal_algorithm_and_weights_sum_to_one(transition, keep_crossing):
     torch.manual_seed(0)
     step = PositionWise()
-    halting = DepthHalting(D, max_layers=8, alpha_thresh=0.9, transition=transition)
+    halting = DepthHalting(D, max_layers=8, alpha_thresh=0.9, transition=transition, keep_crossing=keep_crossing)
     nn.init.normal_(halting.halt.w2.weight, std=3.0)  # halting probabilities that differ by position
     h0 = torch.randn(3, 7, D)
     mask = torch.arange(7)[None, :] < torch.tensor([7, 4, 2])[:, None]
@@ -79,18 +83,58 @@ def test_token_halting_matches_the_literal_algorithm_and_weights_sum_to_one(tran
     w = res.weights  # (calls + 1, N, S)
     assert w.shape[1:] == (3, 7) and (w >= 0).all()
     torch.testing.assert_close(w.sum(0)[mask], torch.ones(int(mask.sum())))
-    # alpha_thresh: a position stops right after its cumulative alpha reaches it, and not before
-    cum = w[:-1].cumsum(0)  # (calls, N, S)
+    cum = w[:-1].cumsum(0)  # (calls, N, S): cumulative alpha over kept layers
     for n, t in mask.nonzero().tolist():
         d = int(res.depth[n, t])
-        assert d == 8 or cum[d - 1, n, t] >= 0.9
-        assert d == 1 or cum[d - 2, n, t] < 0.9
+        if keep_crossing:  # a position stops right after its cumulative alpha reaches thresh, and not before
+            assert d == 8 or cum[d - 1, n, t] >= 0.9
+            assert d == 1 or cum[d - 2, n, t] < 0.9
+        else:  # the crossing layer is dropped: kept layers never reach thresh
+            assert d == 0 or cum[d - 1, n, t] < 0.9
     assert len({int(x) for x in res.depth[mask]}) > 1, "positions should halt at different depths"
     with torch.no_grad():
         for n, t in mask.nonzero().tolist():
-            s, d = literal_algorithm_1(step, halting.halt, h0[n, t], 8, 0.9, transition)
+            s, d = literal_algorithm_1(step, halting.halt, h0[n, t], 8, 0.9, transition, keep_crossing)
             torch.testing.assert_close(res.states[n, t], s)
             assert int(res.depth[n, t]) == d
+
+
+def constant_halting(p: float, **kw) -> DepthHalting:
+    """A DepthHalting whose halting unit outputs alpha_hat = p everywhere."""
+    halting = DepthHalting(D, **kw)
+    for lin in (halting.halt.w1, halting.halt.w2):
+        nn.init.zeros_(lin.weight)
+        nn.init.zeros_(lin.bias)
+    nn.init.constant_(halting.halt.w2.bias, float(torch.logit(torch.tensor(p))))
+    return halting
+
+
+@pytest.mark.parametrize("keep_crossing,act_from,depth,offset,act", [
+    (False, 1, 2, 0.56, 0.6 * 1 + 0.24 * 2 + 0.16 * 2),  # the code: layer 3 crosses 0.9 and is dropped
+    (True, 0, 3, 0.624, 0.24 * 1 + 0.096 * 2 + 0.064 * 3),  # rirlab before: kept, eq. 8 indexing
+    (False, 0, 2, 0.56, 0.24 * 1 + 0.16 * 2),
+])
+def test_threshold_crossing_layer_and_act_indexing(keep_crossing, act_from, depth, offset, act):
+    """alpha_hat = 0.6: alpha = 0.6, 0.24, 0.096 (cum 0.936 >= 0.9 at layer 3). H_l = H_0 + l."""
+    halting = constant_halting(0.6, max_layers=10, alpha_thresh=0.9, keep_crossing=keep_crossing, act_from=act_from)
+    h0 = torch.randn(1, 1, D)
+    res = halting(lambda h, s: h + 1, h0, torch.ones(1, 1, dtype=torch.bool))
+    assert int(res.depth) == depth
+    torch.testing.assert_close(res.states, h0 + offset)
+    assert res.act_loss.item() == pytest.approx(act, rel=1e-5)
+    assert halting.stats(res)["mean_layers"] == depth  # kept layers
+
+
+@pytest.mark.parametrize("global_halt", [False, True])
+def test_depth_cap_stops_each_example_after_its_length_plus_offset(global_halt):
+    halting = constant_halting(1e-6, max_layers=20, global_halt=global_halt, cap_offset=1)
+    mask = torch.arange(6)[None, :] < torch.tensor([2, 5])[:, None]
+    res = halting(lambda h, s: h + 1, torch.zeros(2, 6, D), mask)
+    assert res.depth[:, 0].tolist() == [3, 6]  # length + 1 layers kept
+    torch.testing.assert_close(res.states[:, 0, 0], torch.tensor([3.0, 6.0]), atol=1e-4, rtol=0)
+    assert res.calls == 7  # the last example's 7th layer is computed, then dropped (as in the code)
+    halting.cap_offset = None
+    assert halting(lambda h, s: h + 1, torch.zeros(2, 6, D), mask).depth[:, 0].tolist() == [20, 20]
 
 
 def test_global_halting_is_one_distribution_per_sequence():
@@ -117,7 +161,8 @@ def test_early_exit_skips_block_calls_when_halting_at_once(name):
     with torch.no_grad():
         out = model(b)
     assert len(calls) == 1 < 12
-    assert out.stats["max_layers_used"] == 1.0 and out.stats["mean_layers"] == 1.0
+    # the one layer computed crosses alpha_thresh and is dropped (the paper's code): no layer kept, S = H_0
+    assert out.stats["max_layers_used"] == 1.0 and out.stats["mean_layers"] == 0.0
     # "upper bound" (§7): same model without the break runs every layer and gives the same output
     model.encoder.halting.mode = "upper_bound"
     calls.clear()
@@ -156,9 +201,10 @@ def test_causal_variant_does_not_leak(name):
 
 @pytest.mark.parametrize("name", ["transformer", "ut", "gut", "tlb", "gutlb"])
 def test_padding_does_not_change_a_sequence(name):
-    """START/END are placed after each sequence's last real token; padded batch == sequence alone."""
+    """START/END are placed after each sequence's last real token; padded batch == sequence alone (TLB/GUTLB
+    with fixed chunks of g; the paper's torch.chunk depends on the padded length, see the next test)."""
     torch.manual_seed(0)
-    kw = {"chunk_size": 4, "memory_slots": 3} if "tlb" in name else {}
+    kw = {"chunk_size": 4, "memory_slots": 3, "chunking": "fixed"} if "tlb" in name else {}
     model = build(name, **kw).eval()
     b = batch([11, 5])
     alone = {"tokens": b["tokens"][1:, :5], "mask": b["mask"][1:, :5]}
@@ -227,9 +273,10 @@ def test_halting_models_train_through_the_trainer_and_log_depth(model, task):
            "steps": 4, "batch_size": 8, "log_every": 2, "eval_every": 100, "max_eval_examples": 16, "num_threads": 1}
     final = run_trial(cfg, lambda m, checkpoint=None: reports.append(m))
     assert {"train/mean_layers", "train/max_layers_used", "train/act_loss"} <= set(reports[0])
-    assert 1 <= reports[0]["train/mean_layers"] <= reports[0]["train/max_layers_used"] <= cfg.get("max_layers", 15)
+    # kept layers: 0 when the first layer already crosses alpha_thresh (the paper's code drops that layer)
+    assert 0 <= reports[0]["train/mean_layers"] <= reports[0]["train/max_layers_used"] <= cfg.get("max_layers", 15)
     hist = final["artifact:halting_depth.json"]
-    assert sum(hist["counts"]) > 0 and hist["counts"][0] == 0  # every unit runs at least one layer
+    assert sum(hist["counts"]) > 0
     assert 0 <= final["dev/accuracy"] <= 100
 
 
@@ -249,3 +296,56 @@ def test_tlb_fixed_recurrence_uses_the_same_number_of_chunks_at_any_length():
             calls.clear()
             model(batch([length]))
             assert len(calls) == 5
+
+
+@pytest.mark.parametrize("name", ["tlb", "gutlb"])
+def test_tlb_chunking_torch_follows_the_padded_length_fixed_does_not(name):
+    """Algorithm 2/4: k = ceil(len(H_0)/g), torch.chunk(H_0, k): padded length 25, g = 10 -> chunks 9, 9, 7."""
+    sizes = []
+    for chunking, want in (("torch", [9, 9, 7]), ("fixed", [10, 10, 5])):
+        model = build(name, chunk_size=10, memory_slots=3, chunking=chunking).eval()
+        model.encoder.update.register_forward_hook(lambda m, a, out: sizes.append(int(a[2][0].sum())))
+        sizes.clear()
+        with torch.no_grad():
+            model(batch([25, 12]))
+        assert sizes == want  # real tokens of sequence 0 in each chunk
+    model = build(name, chunk_size=10, memory_slots=3).eval()  # torch chunking (default)
+    b = batch([25, 12])
+    alone = {"tokens": b["tokens"][1:, :12], "mask": b["mask"][1:, :12]}
+    with torch.no_grad():
+        assert not torch.allclose(model(b).logits[1:], model(alone).logits, atol=1e-4)  # chunks 9+3 vs 10+2
+
+
+@pytest.mark.parametrize("name", ["tlb", "gutlb"])
+def test_tlb_reads_out_the_mean_of_the_normalised_final_memory(name):
+    model = build(name, chunk_size=4, memory_slots=3).eval()
+    enc = model.encoder
+    assert enc.update.ff[0].w1.out_features == D  # memory-update feed-forward d -> d -> d
+    assert not hasattr(enc.readout, "start")  # no START/END tokens
+    assert torch.count_nonzero(enc.memory0) == 0
+    mems = []
+    enc.update.register_forward_hook(lambda m, a, out: mems.append(out))
+    b = batch([11, 5])
+    with torch.no_grad():
+        vec = enc(model.embed(b["tokens"]), b["mask"]).vec
+    final = torch.stack([mems[2][0], mems[1][1]])  # sequence 0: 3 chunks of 4; sequence 1: 2 chunks
+    torch.testing.assert_close(vec, enc.mem_norm(final).mean(1))
+    tokens = build(name, chunk_size=4, memory_slots=3, readout="tokens").eval()
+    assert hasattr(tokens.encoder.readout, "start")
+
+
+def test_gutlb_act_loss_is_averaged_per_sequence_over_its_chunks():
+    model = build("gutlb", chunk_size=4, memory_slots=3, chunking="fixed").eval()
+    nn.init.zeros_(model.encoder.halting.halt.w2.weight)
+    nn.init.constant_(model.encoder.halting.halt.w2.bias, float(torch.logit(torch.tensor(0.6))))
+    nn.init.zeros_(model.encoder.halting.halt.w1.weight)
+    # alpha 0.6, 0.24, then 0.096 crosses 0.999? no: cumulative 0.6, 0.84, 0.936, 0.9744, ... up to the cap
+    b = batch([8, 2])  # sequence 0: chunks of 4 real tokens (cap 5 layers); sequence 1: one chunk of 2 (cap 3)
+    with torch.no_grad():
+        out = model(b)
+
+    def act(k):  # L_ACT of one chunk that keeps k layers, act_index_from = 1
+        alphas = [0.6 * 0.4 ** j for j in range(k)]
+        return sum(a * (j + 1) for j, a in enumerate(alphas)) + (1 - sum(alphas)) * k
+
+    assert out.aux_loss.item() == pytest.approx((act(5) + act(3)) / 2, rel=1e-4)  # not mean over 3 chunks

@@ -70,3 +70,53 @@ def test_paper_table_specs_validate(spec, n):
     loaded = load_spec(REPO / "search_spaces" / spec)  # resolves every trial config
     assert len(expand(loaded.spec)) == n
     assert len(expand(load_spec(REPO / "search_spaces" / spec, quick=True).spec)) >= 3
+
+
+def test_xpos_with_unit_scale_is_rope_and_its_scores_decay_with_offset():
+    from rirlab.models.transformer import xpos_zeta
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 2, 7, 8)
+    torch.testing.assert_close(rotate(x, torch.ones(4), 512.0), rotate(x))
+    torch.testing.assert_close(rotate(x, torch.ones(4), 512.0, downscale=True), rotate(x))
+    q, k = torch.randn(1, 1, 1, 8), torch.randn(1, 1, 1, 8)
+    zeta = xpos_zeta(8)
+    assert not torch.allclose(rotate(x, zeta, 512.0), rotate(x))
+    qx = rotate(q.expand(1, 1, 12, 8), zeta, 4.0)
+    kx = rotate(k.expand(1, 1, 12, 8), zeta, 4.0, downscale=True)
+    scores = (qx @ kx.transpose(-1, -2))[0, 0]  # depends on n - m only (the centre cancels)
+    for off in (-3, 0, 5):
+        diag = torch.diagonal(scores, offset=off)
+        torch.testing.assert_close(diag, diag[:1].expand_as(diag), rtol=1e-4, atol=1e-4)
+
+
+def test_positions_config_selects_xpos_by_default():
+    from rirlab.models import registry
+    from rirlab.tasks.base import TaskInfo
+
+    for name in ("transformer", "ut", "gut", "tlb", "gutlb"):
+        cfg = registry.get(name).config(hidden_size=16, num_heads=2)
+        model = registry.get(name).build(cfg, TaskInfo(12, 5, "classify"))
+        mhas = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+        assert {m.positions for m in mhas} - {"none"} == {"xpos"} and all(m.q.bias is None for m in mhas)
+    cfg = registry.get("gut").config(hidden_size=16, num_heads=2, positions="rope", attn_bias=True)
+    model = registry.get("gut").build(cfg, TaskInfo(12, 5, "classify"))
+    assert model.encoder.block.attn.mha.positions == "rope" and model.encoder.block.attn.mha.q.bias is not None
+
+
+@pytest.mark.parametrize("pair_act,factor", [("mean", 0.5), ("sum", 1.0)])
+def test_pair_tasks_average_the_two_act_losses(pair_act, factor):
+    from rirlab.models import registry
+    from rirlab.tasks.base import TaskInfo
+
+    torch.manual_seed(0)
+    cfg = registry.get("gut").config(hidden_size=16, num_heads=2, dropout=0.0, pair_act=pair_act, max_layers=4)
+    model = registry.get("gut").build(cfg, TaskInfo(12, 3, "pair")).eval()
+    g = torch.Generator().manual_seed(0)
+    t1, t2 = torch.randint(1, 12, (3, 6), generator=g), torch.randint(1, 12, (3, 9), generator=g)
+    m1, m2 = torch.ones(3, 6, dtype=torch.bool), torch.ones(3, 9, dtype=torch.bool)
+    with torch.no_grad():
+        out = model({"tokens": t1, "mask": m1, "tokens2": t2, "mask2": m2})
+        a, b = model.encode(t1, m1).aux_loss, model.encode(t2, m2).aux_loss
+    assert not torch.allclose(a, b)
+    torch.testing.assert_close(out.aux_loss, factor * (a + b))

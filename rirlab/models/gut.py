@@ -4,7 +4,9 @@ UT: token-level halting, attention A_l = Attention(H_{l-1}, S_{l-1}, S_{l-1}) (k
 marginalised states, Algorithm 1), plain FeedForward, mean pooling.
 GUT: GatedFeedForward (eq. 9-11), global mean halting (eq. 12-16), transition-aware halting input (eq. 17),
 A_l = Attention(H_{l-1}, H_{l-1}, H_{l-1}) (Algorithm 3), END-position pooling (Appendix A).
-The ablations "-Gate", "-Global Halt", "-Transition" switch one of these off. Defaults: the paper's
+The ablations "-Gate", "-Global Halt", "-Transition" switch one of these off. As in the paper's public code,
+keys/values come from H exactly when halting is global and from S otherwise, so "GUT-Global Halt" (token-level
+halting) reads them from S as UT does. Defaults: the paper's
 Appendix A (upper bound 15 layers, alpha_thresh 0.999, beta 0.1).
 """
 
@@ -15,8 +17,8 @@ from torch import nn
 
 from rirlab.config import STRICT
 from rirlab.models.base import EncoderOutput
-from rirlab.models.halting import DepthHalting, HaltConfig
-from rirlab.models.transformer import Block, Readout, register_encoder
+from rirlab.models.halting import HaltConfig, depth_halting
+from rirlab.models.transformer import Block, Readout, attn_options, register_encoder
 
 
 @dataclass(config=STRICT)
@@ -37,11 +39,11 @@ class UniversalEncoder(nn.Module):
         gut = isinstance(cfg, GUTConfig)
         gate, global_halt, transition = (cfg.gate, cfg.global_halt, cfg.transition) if gut else (False, False, False)
         d = cfg.hidden_size
-        self.block = Block(d, cfg.num_heads, cfg.d_ff, cfg.dropout, gate=gate)
-        self.halting = DepthHalting(d, cfg.max_layers, cfg.alpha_thresh, global_halt, transition, causal, cfg.halt_mode)
+        self.block = Block(d, cfg.num_heads, cfg.d_ff, cfg.dropout, gate=gate, **attn_options(cfg))
+        self.halting = depth_halting(cfg, global_halt, transition, causal)
         self.readout = Readout(d, lm, "end" if gut else "mean")
-        self.norm = nn.LayerNorm(d)
-        self.causal, self.attend_to_state = causal, not gut  # UT attends to S_{l-1}, GUT to H_{l-1}
+        self.norm = nn.LayerNorm(d) if cfg.final_norm else nn.Identity()
+        self.causal, self.attend_to_state = causal, not global_halt  # token halting: S_{l-1}; global: H_{l-1}
         self.unit = "sequence" if global_halt and not causal else "token"
 
     def forward(self, x, mask) -> EncoderOutput:

@@ -9,17 +9,23 @@ halting unit reads:
     global            mean(H_{l-1})             -> one per sequence                        (N, 1)
     global + causal   cumulative mean up to t   -> one per position, no look-ahead         (N, S)
 
-At layer l (run only while sum_{l'<l-1} alpha_l' < alpha_thresh for that unit)
-alpha_hat_{l-1} = halt(.), alpha_{l-1} = alpha_hat_{l-1} prod_{l'<l-1} (1 - alpha_hat_l')
-(eq. 6, 15) and S_l = (1 - sum_{l'<l} alpha_l') H_l + sum_{l'<l} alpha_l' H_l' (eq. 7, 16):
-the weights alpha_0..alpha_{l-1} plus the remainder on H_l form a distribution
-over the layers computed. A unit that has halted is frozen (h_l = h_{l-1},
-s_l = s_{l-1}); the loop stops once every unit of the batch has halted.
+At layer l (run only for units that have not halted) alpha_hat_{l-1} = halt(.),
+alpha_{l-1} = alpha_hat_{l-1} prod_{l'<l-1} (1 - alpha_hat_l') (eq. 6, 15) and
+S_l = (1 - sum_{l'<l} alpha_l') H_l + sum_{l'<l} alpha_l' H_l' (eq. 7, 16): the weights alpha_0..alpha_{l-1}
+plus the remainder on H_l form a distribution over the layers kept. A unit that has halted is frozen
+(h_l = h_{l-1}, s_l = s_{l-1}); the loop stops once every unit of the batch has halted.
 
-L_ACT (eq. 8) is sum_l alpha_l * l with the remainder 1 - sum alpha counted as
-the halting mass of the last layer run (it weights H_l in eq. 7); without it the
-penalty would be minimised by never halting. It is the expected halting depth,
-averaged over positions (eq. 8: 1/T sum_t) and then over the batch.
+The paper's public code, whose semantics are the defaults here:
+- The threshold-crossing layer is discarded: the layer in which the cumulative alpha reaches alpha_thresh is
+  computed, then the unit's state, H and penalty are reset to the previous layer's (Algorithm 1's sum runs
+  to l - 1); a unit can thus keep 0 layers (S = H_0). ``keep_crossing_layer=True`` keeps it instead.
+- Per-example depth cap: a unit keeps at most (positions its halting loop sees + ``depth_cap_offset``) layers
+  (UT/GUT: real tokens + START/END + 1; TLB/GUTLB: the chunk's real tokens + 1); None = no cap.
+- L_ACT (eq. 8) = sum_j alpha_j * (j + ``act_index_from``) over kept layers j = 0..k-1, plus the remainder
+  (1 - sum alpha) times k, the number of kept layers (without it the penalty would be minimised by never
+  halting). The code charges alpha_j as j + 1 (``act_index_from=1``); eq. 8 read literally charges j (0).
+  It is averaged over positions (eq. 8: 1/T sum_t) and then over the batch.
+- ``mean_layers`` / the depth histogram count kept layers.
 
 ``HaltConfig`` (the UT model's config) holds the halting settings every halting model shares; defaults
 follow the paper's Appendix A: alpha_thresh = 0.999, beta = halt_loss_weight = 0.1 (tuned on ListOps in
@@ -53,6 +59,10 @@ class HaltConfig(RTConfig):
     alpha_thresh: float = Field(0.999, gt=0, le=1)
     halt_loss_weight: float = Field(0.1, ge=0)  # beta in L = L_main + beta * L_ACT
     halt_mode: Mode = "dynamic"  # §7: GUT / GUT upper bound / GUT no halt
+    keep_crossing_layer: bool = False  # keep the layer that crosses alpha_thresh (the code discards it)
+    depth_cap_offset: Optional[int] = Field(1, ge=0)  # kept layers <= positions seen + this; None = no cap
+    act_index_from: Literal[0, 1] = 1  # L_ACT charges layer j's alpha as j + this (code: 1, eq. 8 literal: 0)
+    pair_act: Literal["mean", "sum"] = "mean"  # pair tasks: the two sentences' L_ACT averaged (code) or summed
 
 
 class HaltUnit(nn.Module):
@@ -77,17 +87,27 @@ class HaltResult:
     depth: torch.Tensor  # (N, S') layers run per halting unit (S' = 1 for global halting, else S)
     units: torch.Tensor  # (N, S') bool, halting units that hold real tokens
     calls: int  # block applications in this forward
-    weights: Optional[torch.Tensor] = None  # (calls + 1, N, S'): alpha_0..alpha_{calls-1}, remainder
+    weights: Optional[torch.Tensor] = None  # (calls + 1, N, S'): alpha_0..alpha_{calls-1} (0 if not kept), remainder
+    per_seq: Optional[torch.Tensor] = None  # (N,) L_ACT of each sequence (0 for one without real tokens)
+
+
+def depth_halting(cfg: HaltConfig, global_halt: bool = False, transition: bool = False,
+                  causal: bool = False) -> "DepthHalting":
+    """The :class:`DepthHalting` of a halting model's config."""
+    return DepthHalting(cfg.hidden_size, cfg.max_layers, cfg.alpha_thresh, global_halt, transition, causal,
+                        cfg.halt_mode, cfg.keep_crossing_layer, cfg.depth_cap_offset, cfg.act_index_from)
 
 
 class DepthHalting(nn.Module):
     """Runs ``step(H_{l-1}, S_{l-1}) -> H_l`` up to ``max_layers`` times with dynamic halting."""
 
     def __init__(self, d: int, max_layers: int, alpha_thresh: float = 0.999, global_halt: bool = False,
-                 transition: bool = False, causal: bool = False, mode: str = "dynamic"):
+                 transition: bool = False, causal: bool = False, mode: str = "dynamic",
+                 keep_crossing: bool = False, cap_offset: Optional[int] = None, act_from: int = 0):
         super().__init__()
         assert mode in MODES, mode
         self.max_layers, self.thresh, self.mode = max_layers, alpha_thresh, mode
+        self.keep_crossing, self.cap_offset, self.act_from = keep_crossing, cap_offset, act_from
         self.global_halt, self.transition, self.causal = global_halt, transition, causal
         self.halt = HaltUnit(2 * d if transition else d, d) if mode != "none" else None
         self.register_buffer("depth_counts", torch.zeros(max_layers + 1, dtype=torch.long), persistent=False)
@@ -109,14 +129,16 @@ class DepthHalting(nn.Module):
                 h = step(h, h)  # (N, S, D)
             return self._done(HaltResult(h, None, units * self.max_layers, units, self.max_layers))
         fp = torch.promote_types(h0.dtype, torch.float32)  # halting arithmetic in (at least) fp32
-        cum = h0.new_zeros(units.shape, dtype=fp)  # sum of alpha so far, (N, S')
-        remain = h0.new_ones(units.shape, dtype=fp)  # prod (1 - alpha_hat) so far
-        expect = h0.new_zeros(units.shape, dtype=fp)  # sum_l alpha_l * l
-        depth = torch.zeros(units.shape, dtype=torch.long, device=h0.device)
+        cum = h0.new_zeros(units.shape, dtype=fp)  # sum of alpha over kept layers, (N, S')
+        remain = h0.new_ones(units.shape, dtype=fp)  # prod (1 - alpha_hat) over kept layers
+        expect = h0.new_zeros(units.shape, dtype=fp)  # sum_j alpha_j * (j + act_from)
+        depth = torch.zeros(units.shape, dtype=torch.long, device=h0.device)  # layers kept
+        halted = ~units  # (N, S')
+        cap = None if self.cap_offset is None else mask.sum(1, keepdim=True) + self.cap_offset  # (N, 1)
         acc = torch.zeros_like(h0)  # sum_l alpha_l * H_l, (N, S, D)
         h, state, weights, calls = h0, h0, [], 0
         for layer in range(1, self.max_layers + 1):
-            active = (cum < self.thresh) & units  # (N, S'): not yet halted
+            active = ~halted  # (N, S'): not yet halted
             if self.mode == "dynamic" and not bool(active.any()):
                 break  # early exit: every unit has halted
             h_new = step(h, state)  # (N, S, D)
@@ -126,21 +148,26 @@ class DepthHalting(nn.Module):
                 x = torch.cat([x, self.pool(h_new, mask)], dim=-1)  # (N, S', 2D), eq. 17
             a_hat = self.halt(x) * active  # (N, S'), eq. 5 / 12-13
             alpha = a_hat * remain  # eq. 6 / 15
-            remain = remain * (1 - a_hat)
+            crossed = cum + alpha >= self.thresh
+            capped = torch.zeros_like(active) if cap is None else (layer > cap)  # (N, S')
+            keep = active & ~capped if self.keep_crossing else active & ~capped & ~crossed
+            halted = halted | ~keep | crossed  # a kept crossing layer halts the unit after it
+            alpha = alpha * keep
+            remain = torch.where(keep, remain * (1 - a_hat), remain)
             acc = acc + alpha[..., None] * h  # (N, S, D)
             cum = cum + alpha
-            expect = expect + alpha * (layer - 1)
-            depth = depth + active.long()
-            h = torch.where(active[..., None], h_new, h)  # halted units keep h_{l-1}
-            state = (1 - cum)[..., None] * h + acc  # (N, S, D), eq. 7 / 16
+            expect = expect + alpha * (layer - 1 + self.act_from)
+            depth = depth + keep.long()
+            h = torch.where(keep[..., None], h_new, h)  # halted units keep h_{l-1}
+            state = (1 - cum)[..., None] * h + acc  # (N, S, D), eq. 7 / 16; unchanged where not kept
             if keep_weights:
                 weights.append(alpha)
-        expect = expect + (1 - cum) * depth  # the remainder halts at the last layer run
+        expect = expect + (1 - cum) * depth  # the remainder is charged the number of layers kept
         fu = units.to(fp)
         per_seq = (expect * fu).sum(1) / fu.sum(1).clamp_min(1)  # (N,), eq. 8: 1/T sum_t
         act = per_seq.sum() / units.any(1).sum().clamp_min(1)  # mean over sequences with real tokens
         w = torch.stack([*weights, 1 - cum]) if keep_weights else None  # (calls + 1, N, S')
-        return self._done(HaltResult(state, act, depth, units, calls, w))
+        return self._done(HaltResult(state, act, depth, units, calls, w, per_seq))
 
     def _done(self, res: HaltResult) -> HaltResult:
         if not self.training:  # accumulate the halting-depth histogram over evaluation passes (no host read)

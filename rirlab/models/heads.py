@@ -26,7 +26,8 @@ class TaskModel(nn.Module):
 
     ``cfg``: the model config (its ``hidden_size`` and ``dropout``).
 
-    classify: MLP on the sentence vector; pair: siamese, MLP on [u; v; |u-v|; u*v];
+    classify: MLP on the sentence vector; pair: siamese, MLP on [u; v; |u-v|; u*v], the two sentences' auxiliary
+    losses summed, or averaged where ``cfg.pair_act == "mean"`` (halting models; the dynamic-halt paper's code);
     lm: a linear layer on every token state (the encoder must return (N, S, D)).
     """
 
@@ -34,6 +35,7 @@ class TaskModel(nn.Module):
         super().__init__()
         d, dropout = cfg.hidden_size, cfg.dropout  # every model config has both
         self.kind = info.kind
+        self.pair_act_mean = getattr(cfg, "pair_act", "sum") == "mean"  # halting models: the code averages
         self.embed = nn.Embedding(info.vocab_size, d, padding_idx=info.pad_id)
         self.drop = nn.Dropout(dropout)
         self.encoder = encoder
@@ -60,6 +62,6 @@ class TaskModel(nn.Module):
         b = self.encode(batch["tokens2"], batch["mask2"])
         u, v = a.vec, b.vec  # (N, D) each
         logits = self.head(torch.cat([u, v, (u - v).abs(), u * v], dim=-1))  # (N, C)
-        aux = None if a.aux_loss is None else a.aux_loss + b.aux_loss
+        aux = None if a.aux_loss is None else (a.aux_loss + b.aux_loss) / (2 if self.pair_act_mean else 1)
         stats = {k: (a.stats[k] + b.stats.get(k, a.stats[k])) / 2 for k in a.stats}
         return ModelOutput(logits, aux, stats)

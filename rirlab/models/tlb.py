@@ -8,12 +8,22 @@ TLB: L layers with their own parameters. GUTLB: one shared layer with GatedFeedF
 GUT's global transition-aware halting per chunk (halting restarts at every chunk); the memory reads S_L.
 A sequence whose chunk is all padding keeps its memory. ``num_chunks`` gives "TLB Fixed Recurrence"
 (§6.6, Table 3 "TLB FR"): k chunks of size ceil(S / k) for the batch's padded length S instead of size g.
+
+``chunking``: "torch" (default) is what Algorithm 2 and 4 write and the paper's code runs:
+k = ceil(len(H_0) / g), chunks = torch.chunk(H_0, k), i.e. k chunks of ceil(S / k) positions for the padded
+length S, so a sequence's chunks (and output) depend on how the batch is padded; "fixed" cuts every
+sequence into chunks of exactly g positions (batch-independent; rirlab's earlier behaviour).
+``readout``: "memory" (the code): no START/END; a sentence is classified from the mean over slots of
+LayerNorm(final memory), so the classifier sees the sequence only through the memory bottleneck; "tokens":
+START/END and pooling of the token states (rirlab's earlier behaviour). Language modelling reads token states.
+The memory-update feed-forward is d -> ``memory_ff_mult`` d -> d (the code: 1), M^0 starts at zero (the code).
+GUTLB's L_ACT is averaged per sequence over its chunks that hold real tokens, then over the batch (the code).
 Defaults (the paper's Appendix A): chunk size 10 and 10 memory slots; L = 2 for TLB, upper bound 5 for GUTLB.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Literal, Optional
 
 import torch
 import torch.nn.functional as F
@@ -24,8 +34,9 @@ from torch import nn
 from rirlab.config import STRICT
 from rirlab.models.base import EncoderOutput
 from rirlab.models.gut import GUTConfig
-from rirlab.models.halting import DepthHalting
-from rirlab.models.transformer import Attention, FeedForward, GatedFeedForward, Readout, RTConfig, register_encoder
+from rirlab.models.halting import depth_halting
+from rirlab.models.transformer import (Attention, FeedForward, GatedFeedForward, Readout, RTConfig, attn_options,
+                                       register_encoder)
 
 
 @dataclass(config=STRICT)
@@ -35,6 +46,9 @@ class TLBConfig(RTConfig):
     memory_slots: int = Field(10, ge=1)
     memory_layers: int = Field(1, ge=1)  # U
     num_chunks: Optional[int] = Field(None, ge=1)  # "TLB Fixed Recurrence": this many chunks, any length
+    chunking: Literal["torch", "fixed"] = "torch"  # module doc
+    readout: Literal["memory", "tokens"] = "memory"  # module doc
+    memory_ff_mult: int = Field(1, ge=1)  # memory-update feed-forward d -> this * d -> d
 
 
 @dataclass(config=STRICT)
@@ -43,16 +57,20 @@ class GUTLBConfig(GUTConfig):
     chunk_size: int = Field(10, ge=1)
     memory_slots: int = Field(10, ge=1)
     memory_layers: int = Field(1, ge=1)
+    chunking: Literal["torch", "fixed"] = "torch"
+    readout: Literal["memory", "tokens"] = "memory"
+    memory_ff_mult: int = Field(1, ge=1)
 
 
 class ChunkLayer(nn.Module):
     """A_l = Attention1(C, C, C); A_l = Attention2(A_l, M, M); C_l = FeedForward(A_l) or GatedFeedForward(C, A_l)."""
 
-    def __init__(self, d: int, heads: int, d_ff: int, dropout: float, gate: bool):
+    def __init__(self, d: int, heads: int, d_ff: int, dropout: float, gate: bool, **attn):
         super().__init__()
-        self.self_attn = Attention(d, heads, dropout, rotary=True)
-        self.mem_attn = Attention(d, heads, dropout, rotary=False)
-        self.ff = GatedFeedForward(d, d_ff, dropout) if gate else FeedForward(d, d_ff, dropout)
+        self.self_attn = Attention(d, heads, dropout, rotary=True, **attn)  # chunk-local positions
+        self.mem_attn = Attention(d, heads, dropout, rotary=False, **attn)  # no positions on memory
+        code = attn.get("code_init", False)
+        self.ff = GatedFeedForward(d, d_ff, dropout, shared_norm=code) if gate else FeedForward(d, d_ff, dropout)
         self.gated = gate
 
     def forward(self, c, mask, memory, causal: bool) -> torch.Tensor:
@@ -64,9 +82,9 @@ class ChunkLayer(nn.Module):
 class MemoryUpdate(nn.Module):
     """M_l = FeedForward_l(Attention3_l(M_{l-1}, C, C)) for l = 1..U (Algorithm 2, 4)."""
 
-    def __init__(self, d: int, heads: int, d_ff: int, dropout: float, layers: int):
+    def __init__(self, d: int, heads: int, d_ff: int, dropout: float, layers: int, **attn):
         super().__init__()
-        self.attn = nn.ModuleList(Attention(d, heads, dropout, rotary=False) for _ in range(layers))
+        self.attn = nn.ModuleList(Attention(d, heads, dropout, rotary=False, **attn) for _ in range(layers))
         self.ff = nn.ModuleList(FeedForward(d, d_ff, dropout) for _ in range(layers))
 
     def forward(self, m, c, mask) -> torch.Tensor:
@@ -82,20 +100,25 @@ class LatentBottleneckEncoder(nn.Module):
         super().__init__()
         gutlb = isinstance(cfg, GUTLBConfig)
         d, heads, d_ff, dropout = cfg.hidden_size, cfg.num_heads, cfg.d_ff, cfg.dropout
-        self.halting = DepthHalting(d, cfg.max_layers, cfg.alpha_thresh, cfg.global_halt, cfg.transition, causal,
-                                    cfg.halt_mode) if gutlb else None  # GUT's halting per chunk
+        self.halting = depth_halting(cfg, cfg.global_halt, cfg.transition, causal) if gutlb else None  # per chunk
         n_layers = 1 if gutlb else cfg.num_layers
-        self.layers = nn.ModuleList(ChunkLayer(d, heads, d_ff, dropout, gutlb and cfg.gate) for _ in range(n_layers))
-        self.memory0 = nn.Parameter(torch.randn(1, cfg.memory_slots, d) * 0.02)  # M^0
-        self.update = MemoryUpdate(d, heads, d_ff, dropout, cfg.memory_layers)
-        self.readout = Readout(d, lm, "end" if gutlb else "mean")
-        self.norm = nn.LayerNorm(d)
+        attn = attn_options(cfg)
+        self.layers = nn.ModuleList(ChunkLayer(d, heads, d_ff, dropout, gutlb and cfg.gate, **attn)
+                                    for _ in range(n_layers))
+        self.memory0 = nn.Parameter(torch.zeros(1, cfg.memory_slots, d))  # M^0 (zero, as the code)
+        self.update = MemoryUpdate(d, heads, cfg.memory_ff_mult * d, dropout, cfg.memory_layers, **attn)
+        self.from_memory = cfg.readout == "memory" and not lm
+        self.readout = Readout(d, True if self.from_memory else lm, "end" if gutlb else "mean")  # lm: no START/END
+        self.mem_norm = nn.LayerNorm(d) if self.from_memory else None
+        self.norm = nn.LayerNorm(d) if cfg.final_norm else nn.Identity()
         self.g, self.causal, self.num_chunks = cfg.chunk_size, causal, None if gutlb else cfg.num_chunks
+        self.torch_chunking = cfg.chunking == "torch"
 
     def forward(self, x, mask) -> EncoderOutput:
         h, mask, end_at = self.readout.wrap(x, mask)  # (N, S, D)
         n, s, d = h.shape
-        g = -(-s // self.num_chunks) if self.num_chunks else self.g  # TLB fixed recurrence: k chunks whatever S
+        k = self.num_chunks or (-(-s // self.g) if self.torch_chunking else None)  # torch.chunk(H, k)
+        g = -(-s // k) if k else self.g  # k chunks of ceil(S / k) (Algorithm 2), or chunks of g
         extra = (-s) % g
         hp = F.pad(h, (0, 0, 0, extra))  # (N, k*g, D)
         mp = F.pad(mask, (0, extra), value=False)  # (N, k*g)
@@ -113,7 +136,7 @@ class LatentBottleneckEncoder(nn.Module):
 
                 res = self.halting(step, c, cm)
                 c = res.states  # S_L, (N, g, D)
-                acts.append(res.act_loss)
+                acts.append(res.per_seq * cm.any(1))  # (N,): 0 for a chunk without real tokens
                 depths.append((res.depth * res.units).sum())  # no boolean indexing: no host read per chunk
                 units.append(res.units.sum())
                 calls.append(res.calls)
@@ -121,10 +144,15 @@ class LatentBottleneckEncoder(nn.Module):
             memory = torch.where(keep, self.update(memory, c, cm), memory)  # M^{t+1}, (N, slots, D)
             outs.append(c)
         out = torch.cat(outs, dim=1)[:, :s]  # (N, S, D)
-        vec = self.readout.pool(self.norm(out), mask, end_at)
+        if self.from_memory:
+            vec = self.mem_norm(memory).mean(1)  # (N, D): mean of LayerNorm(final memory)
+        else:
+            vec = self.readout.pool(self.norm(out), mask, end_at)
         if self.halting is None:
             return EncoderOutput(vec)
-        act = torch.stack(acts).mean()
+        n_chunks = torch.stack([c.any(1) for c in mp.split(g, dim=1)]).sum(0)  # (N,) chunks with real tokens
+        per_seq = torch.stack(acts).sum(0) / n_chunks.clamp_min(1)  # (N,)
+        act = per_seq.sum() / (n_chunks > 0).sum().clamp_min(1)  # per sequence over its chunks, then the batch
         mean_layers, act_value = torch.stack([torch.stack(depths).sum() / torch.stack(units).sum(),
                                               act.detach().float()]).tolist()  # one host read per forward
         stats = {"mean_layers": mean_layers, "max_layers_used": float(max(calls)), "act_loss": act_value}

@@ -1,13 +1,18 @@
 """Pre-LayerNorm Transformer pieces (Recurrent Transformers paper §3, eq. 1-4; gated FFN eq. 9-11).
 
-Relative positions: rotary embeddings (RoPE) on queries and keys of self-attention.
-The paper uses xPos (§6.1), which is RoPE times a per-position exponential scale
-zeta^(n/gamma) on q and zeta^(-m/gamma) on k. That scale was designed for causal
-attention: in a bidirectional encoder (ListOps, logic) keys to the right of the
-query get a factor > 1 that grows with distance and overflows on long inputs
-unless blocked attention is added. RoPE keeps the same relative-rotation
-mechanism, is parameter-free, is well defined for causal and bidirectional
-attention and for any length, so the encoders here use it.
+Relative positions (``positions``): xPos (the paper §6.1 and its public code; default), RoPE, or none.
+xPos is RoPE times a per-dimension scale zeta_i^((n - c)/gamma) on the query at position n and
+zeta_i^(-(m - c)/gamma) on the key at m, zeta_i = (2i + 0.4 Dh) / (1.4 Dh), gamma = ``xpos_scale_base`` (512).
+The paper's code applies it unchanged to bidirectional encoders, with positions 0..len-1 shifted by
+-S // 2 (half the padded length) before scaling, c = S // 2 above, which keeps each factor near 1 while the score q.k only sees zeta^((n - m)/gamma) (c cancels); keys to the right of a query
+are thus up-weighted, as in the code. Memory (cross) attentions of TLB/GUTLB use no positions; TLB/GUTLB
+chunks use chunk-local positions. With zeta = 1 xPos is exactly RoPE (tests/test_transformer.py).
+Other defaults follow the paper's code: no bias on the Q/K/V/output projections, Xavier-uniform init with
+gain 1/sqrt(2) on Q/K/V (gain 1 on the output projection), a separate attention dropout (``attn_dropout``),
+one LayerNorm shared by the gate and the feed-forward of GatedFeedForward, START/END drawn from N(0, 1), and
+no final LayerNorm before pooling (``final_norm``; rirlab used one before, in neither paper nor code).
+Documented differences: the code applies dropout inside the gate as well; here dropout sits after the GELU
+of the feed-forward and on the residual branch. The paper trained with mixed precision: ``precision: bf16``.
 
 Attention runs through ``torch.nn.functional.scaled_dot_product_attention``.
 
@@ -19,7 +24,8 @@ Transformer sizes (d = 512, 8 heads, d_ff = 4d, 6 layers).
 from __future__ import annotations
 
 import functools
-from typing import Optional
+import math
+from typing import Literal, Optional
 
 import torch
 import torch.nn.functional as F
@@ -45,6 +51,11 @@ class RTConfig:
     ff_mult: int = Field(4, ge=1)  # d_ff = ff_mult * hidden_size (and d_gff = d_ff)
     dropout: float = Field(0.1, ge=0, lt=1)
     causal: Optional[bool] = None  # None: causal exactly for language-modelling tasks (flip-flop)
+    positions: Literal["xpos", "rope", "none"] = "xpos"  # relative positions in self-attention (module doc)
+    xpos_scale_base: float = Field(512.0, gt=0)  # gamma of xPos
+    attn_bias: bool = False  # bias on the Q/K/V/output projections (the paper's code: none)
+    attn_dropout: Optional[float] = Field(None, ge=0, lt=1)  # dropout on attention weights; None = dropout
+    final_norm: bool = False  # a LayerNorm on the states before pooling (neither paper nor code)
 
     @model_validator(mode="after")
     def _heads(self):
@@ -86,12 +97,25 @@ class TransformerConfig(RTConfig):
     num_layers: int = Field(6, ge=1)
 
 
-def rotate(x: torch.Tensor) -> torch.Tensor:
-    """Apply RoPE to (N, H, S, Dh) with positions 0..S-1 (Dh even)."""
+def xpos_zeta(dh: int, device=None) -> torch.Tensor:
+    """xPos's per-frequency scale zeta_i = (2i + 0.4 Dh) / (1.4 Dh), i = 0..Dh/2-1."""
+    return (torch.arange(0, dh, 2, device=device, dtype=torch.float32) + 0.4 * dh) / (1.4 * dh)
+
+
+def rotate(x: torch.Tensor, zeta: Optional[torch.Tensor] = None, base: float = 512.0,
+           downscale: bool = False) -> torch.Tensor:
+    """Apply RoPE to (N, H, S, Dh) with positions 0..S-1 (Dh even); with ``zeta`` (Dh/2,), xPos: the rotated pair i
+    times zeta_i^((n - S//2)/base) (queries) or its inverse (``downscale``, keys), as the paper's code."""
     s, dh = x.size(-2), x.size(-1)
     inv_freq = 1.0 / (10000 ** (torch.arange(0, dh, 2, device=x.device, dtype=torch.float32) / dh))  # (Dh/2,)
-    ang = torch.arange(s, device=x.device, dtype=torch.float32)[:, None] * inv_freq  # (S, Dh/2)
-    cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+    pos = torch.arange(s, device=x.device, dtype=torch.float32)  # (S,)
+    ang = pos[:, None] * inv_freq  # (S, Dh/2)
+    cos, sin = ang.cos(), ang.sin()
+    if zeta is not None:
+        scale = zeta.to(x.device)[None, :] ** ((pos[:, None] + float(-s // 2)) / base)  # (S, Dh/2)
+        scale = 1 / scale if downscale else scale
+        cos, sin = cos * scale, sin * scale
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     x1, x2 = x[..., 0::2], x[..., 1::2]  # (N, H, S, Dh/2) each
     out = torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)  # (N, H, S, Dh/2, 2)
     return out.flatten(-2)  # (N, H, S, Dh)
@@ -114,35 +138,63 @@ def attention_mask(key_mask: Optional[torch.Tensor], sq: int, causal: bool, devi
 
 
 class MultiHeadAttention(nn.Module):
-    """Standard multi-head attention MHA(Q, K, V) with optional RoPE (self-attention only)."""
+    """Standard multi-head attention MHA(Q, K, V) with xPos / RoPE / no positions (self-attention only).
 
-    def __init__(self, d: int, heads: int, dropout: float, rotary: bool = True):
+    ``positions``: "xpos", "rope" or "none" (``rotary=False`` = "none"); ``bias``: on the projections;
+    ``code_init``: Xavier-uniform, gain 1/sqrt(2) on Q/K/V and 1 on the output (the paper's code).
+    """
+
+    def __init__(self, d: int, heads: int, dropout: float, rotary: bool = True, positions: str = "rope",
+                 bias: bool = True, xpos_base: float = 512.0, code_init: bool = False):
         super().__init__()
-        self.h, self.rotary, self.p = heads, rotary, dropout
-        self.q = nn.Linear(d, d)
-        self.kv = nn.Linear(d, 2 * d)
-        self.o = nn.Linear(d, d)
+        self.h, self.p = heads, dropout
+        self.positions = positions if rotary else "none"
+        self.xpos_base = xpos_base
+        self.q = nn.Linear(d, d, bias=bias)
+        self.kv = nn.Linear(d, 2 * d, bias=bias)
+        self.o = nn.Linear(d, d, bias=bias)
+        self.register_buffer("zeta", xpos_zeta(d // heads), persistent=False)
+        if code_init:
+            nn.init.xavier_uniform_(self.q.weight, gain=1 / math.sqrt(2))
+            for w in self.kv.weight.chunk(2, dim=0):  # K and V, each as its own d x d projection
+                with torch.no_grad():
+                    w.copy_(nn.init.xavier_uniform_(torch.empty_like(w), gain=1 / math.sqrt(2)))
+            nn.init.xavier_uniform_(self.o.weight)
 
     def forward(self, q_in, kv_in, key_mask=None, causal: bool = False) -> torch.Tensor:
         n, sq, d = q_in.shape
         sk, dh = kv_in.size(1), d // self.h
         q = self.q(q_in).view(n, sq, self.h, dh).transpose(1, 2)  # (N, H, Sq, Dh)
         k, v = self.kv(kv_in).view(n, sk, 2, self.h, dh).permute(2, 0, 3, 1, 4)  # 2 x (N, H, Sk, Dh)
-        if self.rotary:
+        if self.positions == "rope":
             q, k = rotate(q), rotate(k)
+        elif self.positions == "xpos":
+            q = rotate(q, self.zeta, self.xpos_base)
+            k = rotate(k, self.zeta, self.xpos_base, downscale=True)
         mask = attention_mask(key_mask, sq, causal, q_in.device)
         p = self.p if self.training else 0.0
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (N, H, Sq, Dh)
         return self.o(out.transpose(1, 2).reshape(n, sq, d))  # (N, Sq, D)
 
 
-class Attention(nn.Module):
-    """Attention(Q, K, V) = MHA(LN(Q), LN(K), LN(V)) + Q, eq. 3 (pre-LN with residual)."""
+def attn_options(cfg: RTConfig) -> dict:
+    """Keyword arguments of :class:`Attention` / :class:`Block` from a model config."""
+    return {"positions": cfg.positions, "bias": cfg.attn_bias, "xpos_base": cfg.xpos_scale_base,
+            "code_init": True, "attn_dropout": cfg.attn_dropout}
 
-    def __init__(self, d: int, heads: int, dropout: float, rotary: bool = True):
+
+class Attention(nn.Module):
+    """Attention(Q, K, V) = MHA(LN(Q), LN(K), LN(V)) + Q, eq. 3 (pre-LN with residual).
+
+    ``attn_dropout`` (None = ``dropout``) on the attention weights, ``dropout`` on the output branch."""
+
+    def __init__(self, d: int, heads: int, dropout: float, rotary: bool = True, positions: str = "rope",
+                 bias: bool = True, xpos_base: float = 512.0, code_init: bool = False,
+                 attn_dropout: Optional[float] = None):
         super().__init__()
         self.ln = nn.LayerNorm(d)
-        self.mha = MultiHeadAttention(d, heads, dropout, rotary)
+        self.mha = MultiHeadAttention(d, heads, dropout if attn_dropout is None else attn_dropout, rotary,
+                                      positions, bias, xpos_base, code_init)
         self.drop = nn.Dropout(dropout)
 
     def forward(self, q, kv=None, key_mask=None, causal: bool = False) -> torch.Tensor:
@@ -166,12 +218,14 @@ class FeedForward(nn.Module):
 
 
 class GatedFeedForward(nn.Module):
-    """H_l = G * FeedForward(A_l) + (1 - G) * H_{l-1}, G = sigmoid(GeLU(LN(A_l) Wg1 + bg1) Wg2 + bg2), eq. 9-11."""
+    """H_l = G * FeedForward(A_l) + (1 - G) * H_{l-1}, G = sigmoid(GeLU(LN(A_l) Wg1 + bg1) Wg2 + bg2), eq. 9-11.
 
-    def __init__(self, d: int, d_ff: int, dropout: float):
+    ``shared_norm`` (the paper's code): the gate reads the feed-forward's LayerNorm; else its own."""
+
+    def __init__(self, d: int, d_ff: int, dropout: float, shared_norm: bool = False):
         super().__init__()
         self.ff = FeedForward(d, d_ff, dropout)
-        self.ln = nn.LayerNorm(d)
+        self.ln = self.ff.ln if shared_norm else nn.LayerNorm(d)
         self.g1 = nn.Linear(d, d_ff)  # d_gff = d_ff (Appendix A)
         self.g2 = nn.Linear(d_ff, d)
 
@@ -186,10 +240,11 @@ class GatedFeedForward(nn.Module):
 class Block(nn.Module):
     """One Transformer layer: A = Attention(H, KV, KV) (eq. 1, 3), then FeedForward (eq. 2, 4) or GatedFeedForward."""
 
-    def __init__(self, d: int, heads: int, d_ff: int, dropout: float, gate: bool = False):
+    def __init__(self, d: int, heads: int, d_ff: int, dropout: float, gate: bool = False, **attn):
         super().__init__()
-        self.attn = Attention(d, heads, dropout)
-        self.ff = GatedFeedForward(d, d_ff, dropout) if gate else FeedForward(d, d_ff, dropout)
+        code = attn.get("code_init", False)  # the paper's code's module choices (attn_options)
+        self.attn = Attention(d, heads, dropout, **attn)
+        self.ff = GatedFeedForward(d, d_ff, dropout, shared_norm=code) if gate else FeedForward(d, d_ff, dropout)
         self.gated = gate
 
     def forward(self, h, mask=None, causal: bool = False, kv=None) -> torch.Tensor:
@@ -235,8 +290,8 @@ class Readout(nn.Module):
         super().__init__()
         self.lm, self.how = lm, pool
         if not lm:
-            self.start = nn.Parameter(torch.randn(1, 1, d) * 0.02)
-            self.end = nn.Parameter(torch.randn(1, 1, d) * 0.02)
+            self.start = nn.Parameter(torch.randn(1, 1, d))  # N(0, 1), as the paper's code
+            self.end = nn.Parameter(torch.randn(1, 1, d))
 
     def wrap(self, x: torch.Tensor, mask: torch.Tensor):
         if self.lm:
@@ -254,15 +309,16 @@ class Readout(nn.Module):
 class TransformerEncoder(nn.Module):
     """Vanilla pre-LN Transformer: ``num_layers`` blocks with their own parameters (eq. 1-4), mean pooling.
 
-    A final LayerNorm (usual for pre-LN stacks; not in the paper's equations) normalises the pooled states.
+    ``final_norm``: a LayerNorm on the states before pooling (usual for pre-LN stacks; not in the paper).
     """
 
     def __init__(self, cfg: TransformerConfig, causal: bool, lm: bool):
         super().__init__()
         d = cfg.hidden_size
-        self.blocks = nn.ModuleList(Block(d, cfg.num_heads, cfg.d_ff, cfg.dropout) for _ in range(cfg.num_layers))
+        self.blocks = nn.ModuleList(Block(d, cfg.num_heads, cfg.d_ff, cfg.dropout, **attn_options(cfg))
+                                    for _ in range(cfg.num_layers))
         self.readout = Readout(d, lm, "mean")
-        self.norm = nn.LayerNorm(d)
+        self.norm = nn.LayerNorm(d) if cfg.final_norm else nn.Identity()
         self.causal = causal
 
     def forward(self, x, mask) -> EncoderOutput:
@@ -273,4 +329,4 @@ class TransformerEncoder(nn.Module):
 
 
 register_encoder("transformer", TransformerConfig, TransformerEncoder,
-                 "Pre-LN Transformer with RoPE (Recurrent Transformers paper eq. 1-4), mean pooling.")
+                 "Pre-LN Transformer with xPos (Recurrent Transformers paper eq. 1-4), mean pooling.")

@@ -1,0 +1,142 @@
+"""The dynamic-halt specs and their published numbers ("Investigating Recurrent Transformers with Dynamic Halt",
+arXiv:2402.00976): every halting spec dry-runs through the CLI, every published row of ``analysis/references/
+halt.yaml`` finds a row of ours in the spec it belongs to (by ``analysis.references``' own matching), and the
+specs carry the paper's public code's settings the issue lists."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis import references as refs
+from analysis.layouts import ablation_rows
+from sweeps.spec import load_spec
+from tests.conftest import REPO, run_cli, sqlite_uri
+
+SPECS = ["halting", "gut_ablation", "flipflop", "halt_logic"]
+# reference table -> the specs whose rows it is printed beside (the comment at the top of halt.yaml)
+TABLE_SPECS = {"table1": ["gut_ablation", "halting"], "table2": ["halt_logic"],
+               "table3_median": ["flipflop"], "table3_mean": ["flipflop"]}
+# specs whose every row is a paper row (variants named after the paper's rows); halting is a beta grid
+FULLY_MATCHED = ["gut_ablation", "halt_logic", "flipflop"]
+
+
+def spec_path(name: str):
+    return REPO / "search_spaces" / f"{name}.yaml"
+
+
+def our_rows(name: str, quick: bool = False):
+    spec = load_spec(spec_path(name), quick=quick).spec
+    return spec, ablation_rows(spec, [])
+
+
+def matched(table_ref: str, name: str, quick: bool = False) -> dict[str, str]:
+    """{paper row name: our row label} for one reference table (as ``--reference halt:<table>``)."""
+    tables = refs.load(table_ref)
+    spec, rows = our_rows(name, quick)
+    out = {}
+    for row in rows:
+        paper = refs.find_row(tables, row.label, getattr(spec, "model", None), row.is_base)
+        if paper is not None:
+            out.setdefault(paper.name, row.label)
+    return out
+
+
+def test_every_table_is_assigned_to_specs():
+    assert {t.id for t in refs.load("halt")} == set(TABLE_SPECS)
+
+
+@pytest.mark.parametrize("table_id", sorted(TABLE_SPECS))
+def test_every_published_row_finds_a_row_of_ours(table_id):
+    (table,) = refs.load(f"halt:{table_id}")
+    found: dict[str, str] = {}
+    for name in TABLE_SPECS[table_id]:
+        spec, _ = our_rows(name)
+        assert spec.task == table.task, f"{name}.yaml is task {spec.task}, table {table_id} is {table.task}"
+        found.update(matched(f"halt:{table_id}", name))
+    missing = [r.name for r in table.rows if r.name not in found]
+    assert not missing, f"{table_id}: no row of ours for {missing} (ours matched: {found})"
+
+
+@pytest.mark.parametrize("name", FULLY_MATCHED)
+def test_every_row_of_ours_has_a_paper_row_under_the_whole_reference(name):
+    """``rirlab tables SPEC --reference halt`` (all tables of the task): no row in 'no paper row for'."""
+    spec, rows = our_rows(name)
+    tables = refs.for_task(refs.load("halt"), spec.task, [], {})
+    unmatched = [r.label for r in rows
+                 if refs.find_row(tables, r.label, getattr(spec, "model", None), r.is_base) is None]
+    assert not unmatched
+
+
+def test_halting_grid_rows_for_ut_and_gut_are_the_papers_beta():
+    _, rows = our_rows("halting")
+    by_label = {r.label: r for r in rows}
+    for paper_name, model in (("UT", "ut"), ("GUT", "gut")):
+        label = matched("halt:table1", "halting")[paper_name]
+        values = by_label[label].values
+        assert values["model"] == model and values["halt_loss_weight"] == 0.1, (paper_name, label, values)
+
+
+@pytest.mark.parametrize("name", SPECS)
+def test_reference_columns_are_our_split_names(name):
+    from rirlab.tasks import registry as tasks
+
+    spec, _ = our_rows(name)
+    ours = {s for s, _ in tasks.get(spec.task).splits}
+    for t in refs.for_task(refs.load("halt"), spec.task, sorted(ours), {}):
+        assert set(t.columns) <= ours, f"{t.id}: {sorted(set(t.columns) - ours)} are not {spec.task} splits"
+
+
+@pytest.mark.parametrize("name", SPECS)
+def test_quick_profile_rows_still_match(name):
+    """The quick profile keeps at least one published row per table, so `--quick` sweeps show the paper."""
+    for table_id, names in TABLE_SPECS.items():
+        if name in names:
+            assert matched(f"halt:{table_id}", name, quick=True), (name, table_id)
+
+
+def trial_configs(name: str, quick: bool = False) -> dict[str, dict]:
+    from sweeps.schema import expand
+
+    spec = load_spec(spec_path(name), quick=quick).spec
+    return {t.swept.get("variant", str(t.swept)): t.config for t in expand(spec)}
+
+
+def test_paper_code_settings():
+    """The settings of the paper's public code the issue lists (d_ff = ff_mult x hidden_size)."""
+    for name in ("halting", "gut_ablation"):
+        for cfg in trial_configs(name).values():
+            assert cfg["ff_mult"] * cfg.get("hidden_size", 512) == 1024
+            assert (cfg["batch_size"], cfg["weight_decay"], cfg["grad_clip"], cfg["adam_beta2"]) == (32, 0.1, 1.0, 0.98)
+            assert (cfg["epochs"], cfg["early_stop_patience"], cfg["lr_decay"]) == (100, 10, "inverse_sqrt")
+    abl = trial_configs("gut_ablation")
+    assert (abl["TLB"]["lr"], abl["TLB"]["warmup_steps"], abl["TLB"]["chunk_size"], abl["TLB"]["memory_slots"]) \
+        == (0.0125, 8000, 20, 20)
+    assert (abl["GUT"]["lr"], abl["GUT"]["warmup_steps"], abl["GUT"]["max_layers"]) == (0.05, 1000, 10)
+
+    ff = trial_configs("flipflop")
+    for cfg in ff.values():
+        assert (cfg["batch_size"], cfg["lr"], cfg["warmup_steps"], cfg["lr_decay"], cfg["epochs"]) \
+            == (16, 0.0003, 50, "linear", 1)
+        assert (cfg["weight_decay"], cfg["grad_clip"]) == (0.1, 1.0)
+    assert (ff["UT"]["max_layers"], ff["GUT"]["max_layers"], ff["GUTLB"]["max_layers"]) == (10, 20, 10)
+    assert (ff["TLB"]["num_layers"], ff["TLB"]["memory_layers"], ff["GUTLB"]["memory_layers"]) == (3, 2, 2)
+    assert ff["TLB"]["chunk_size"] == ff["GUTLB"]["chunk_size"] == 100  # the code; Appendix A says 10
+    assert ff["TLB FR"]["num_chunks"] == 5
+
+    lg = trial_configs("halt_logic")
+    for v, cfg in lg.items():
+        assert (cfg["batch_size"], cfg["lr"], cfg["warmup_steps"], cfg["ff_mult"]) == (256, 0.0007, 4000, 2)
+        assert (cfg["dropout"], cfg["attn_dropout"]) == (0.2, 0.5)
+        if "halt_loss_weight" in cfg:
+            assert cfg["halt_loss_weight"] == 0, v
+    assert lg["UT"]["max_layers"] == lg["GUT"]["max_layers"] == 15 and lg["GUTLB"]["max_layers"] == 5
+    assert (lg["TLB"]["chunk_size"], lg["TLB"]["memory_slots"], lg["Transformer"]["num_layers"]) == (10, 10, 4)
+
+
+@pytest.mark.parametrize("name", SPECS)
+def test_spec_dry_runs_and_tables_through_the_cli(name, tmp_path):
+    run_cli(["sweep", spec_path(name), "--dry-run"], cwd=tmp_path, check=True, timeout=300)
+    proc = run_cli(["tables", spec_path(name), "--reference", "halt", "--tracking-uri",
+                    sqlite_uri(tmp_path / "m.db")], cwd=tmp_path, check=True, timeout=300)
+    if name in FULLY_MATCHED:
+        assert "no paper row for" not in proc.stdout, proc.stdout
