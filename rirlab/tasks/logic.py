@@ -13,18 +13,30 @@ The number of operators N of a pair is the larger of its two formulas' operator
 counts (that is how the distributed ``trainN``/``testN`` files are split; the
 other formula has 0..N operators). Splits (RIR Table 3, dynamic-halt Table 2):
 ``train``/``dev`` mix N = 0..6 in the proportions of the real train files;
-``ops_7`` .. ``ops_11`` hold exactly N operators; ``ops_12`` holds N = 12..18 in
-the proportions of the real ``test12`` (:data:`OPS_12`), which is what that file is.
+``ops_7`` .. ``ops_11`` hold exactly N operators; ``ops_12`` holds N >= 12 (:data:`OPS_12`; 12..18 in the
+real ``test12``), which is what that file is.
 
-Generator: for a pair with N operators, one side (premise or hypothesis, even
-odds) gets N operators and the other m operators with m drawn from
-:data:`OTHER_OPS` (the real files' profile; m = N at half weight). A formula with
-k operators is ``not`` with probability :data:`P_NOT`, else ``and``/``or`` with the
-k-1 remaining operators split binomially (each one left or right with even
-odds) between the two sides; variables are uniform. A formula deeper than
-:data:`MAX_DEPTH` (7, the deepest in the real test files) is drawn again. Relations are then thinned by :data:`KEEP` (acceptance probability per
-relation, fitted so the relation shares match the real files); pairs are
-de-duplicated across all splits.
+Generator: the process of the authors' public script (``propositionallogic/generate_neg_set_data.py`` in
+sleepinyourhat/vector-entailment), whose traces the real files carry: over all 249,069 pairs, no pair uses
+more than 4 distinct variables, and/or never nests more than 3 deep, no ``not`` sits on a ``not``, no
+formula is a tautology or a contradiction, and no formula is deeper than 7. A pair draws a random
+:data:`SUBSET` (4) of the six variables; each formula, from the top: a node is ``and``/``or`` with
+probability :data:`P_BINARY` (4/9: the script's operator list, two and, two or, five none) while fewer
+than :data:`BINARY_LEVELS` (3: its length budget 12 halves to 6, 3, 1) and/or levels lie above it, else a
+variable of the subset; then a ``not`` goes over the node with probability :data:`P_NOT` (1/3). Depth is at
+most 2 * 3 + 1 = :data:`MAX_DEPTH` by construction. A pair whose formula is a tautology or a contradiction
+is skipped; N files the pair by min(N, 12). The generator samples this process exactly given N, without
+rejection on N: the operator-count distribution of each level is computed (``_tables``), the two sizes are
+drawn from their joint distribution given max = N, and each formula is built top-down with every choice
+weighted by the probability of completing it with the remaining operators. Nothing is fitted, and the
+real files' profile follows: the other formula's count (0/1/2 operators: 0.370/0.226/0.070 before the
+skip; train12: 0.405/0.242/0.064), P(N | N >= 12) (of test12's 853: 469/232/100/37/12/3/1, real
+451/243/105/38/10/5/1), the share of ``not`` growing with N (at most 7 and/or fit, so larger N takes more
+``not``: 0.47 at N = 7 to 0.52 at 12), the depth profile and the relation shares (no thinning). The real
+``trainN`` is the first 85% of the distinct pairs of the script's stream for that N; train/dev at N <= 4,
+where the stream repeats pairs, are therefore drawn from the first :data:`TRAIN_SIZES` [N] distinct pairs
+(``generate``'s ``pool``; de-duplication at that size drops 'not' among operators at N = 1 from 0.47 to the
+real 0.23). Pairs are de-duplicated across the train/dev splits.
 
 Model tokens keep the parentheses, as the original loaders feed them
 (``keep_parens``, default True); ``keep_parens=False`` drops them
@@ -68,6 +80,10 @@ MAX_DEPTH = 2 * BINARY_LEVELS + 1  # 7: each and/or level and the variable under
 MAX_OPS = 2 ** BINARY_LEVELS - 1 + 2 ** (BINARY_LEVELS + 1) - 1  # 22: seven and/or, a not over each of 15 nodes
 # the original files N by min(N, 12): test12 holds N = 12.. (up to 18 in the real one); ops_12 draws N >= 12
 OPS_12 = range(12, MAX_OPS + 1)
+# train/dev at N <= 4 come from the first TRAIN_SIZES[N] distinct pairs (generate's pool): the stream repeats
+# pairs there (79,200 draws for train1's 2,319, 32,058 for train4's 30,373); at N >= 5 it does not (34,224 for
+# train5's 34,152), so a pool would change nothing but the time
+POOL_MAX_OPS = 4
 # real train0..train6 sizes; test7..test12 sizes
 TRAIN_SIZES = (30, 2319, 12451, 23252, 30373, 34152, 32952)
 TEST_SIZES = {7: 4707, 8: 3347, 9: 2230, 10: 1444, 11: 864, 12: 853}
@@ -214,24 +230,33 @@ def _split(d: int, j: int) -> tuple[range, list[float]]:
     return _SPLITS[d, j]
 
 
-def random_formula(rng: random.Random, k: int, variables=VARS, d: int = BINARY_LEVELS):
-    """A formula of the original process (module docstring) at binary level ``d``, given that it has exactly
-    ``k`` operators: each choice (``not`` or none, variable or and/or, how the remaining operators split
-    between the two sides) is drawn with its probability under the process given the count, so the result
-    is distributed as the process's formulas of ``k`` operators. No rejection; depth <= 2 d + 1."""
+def _formula(rng: random.Random, k: int, variables, d: int) -> tuple[str, int]:
+    """(text, truth table) of :func:`random_formula`'s formula, built together (no tree, no second pass)."""
     core, full = _CORE[d], _FULL[d]
-    if not 0 <= k < len(full) or full[k] == 0:
-        raise ValueError(f"no formula of {k} operators within {d} and/or levels")
     negate = k > 0 and rng.random() * full[k] < P_NOT * core[k - 1]
     j = k - negate
     if j == 0:
-        tree = rng.choice(variables)
+        v = rng.choice(variables)
+        text, mask = v, _VAR_WORLDS[v]
     else:
         sides, cum = _split(d, j)
         left = rng.choices(sides, cum_weights=cum)[0]
-        tree = (rng.choice(("and", "or")), random_formula(rng, left, variables, d - 1),
-                random_formula(rng, j - 1 - left, variables, d - 1))
-    return ("not", tree) if negate else tree
+        (a, ma), (b, mb) = _formula(rng, left, variables, d - 1), _formula(rng, j - 1 - left, variables, d - 1)
+        if rng.random() < 0.5:
+            text, mask = f"( {a} ( and {b} ) )", ma & mb
+        else:
+            text, mask = f"( {a} ( or {b} ) )", ma | mb
+    return (f"( not {text} )", _ALL & ~mask) if negate else (text, mask)
+
+
+def random_formula(rng: random.Random, k: int, variables=VARS, d: int = BINARY_LEVELS):
+    """A formula of the original process (module docstring) at and/or level ``d``, given that it has exactly
+    ``k`` operators: each choice (``not`` or none, variable or and/or, how the remaining operators split
+    between the two sides) is drawn with its probability under the process given the count, so the result
+    is distributed as the process's formulas of ``k`` operators. No rejection; depth <= 2 d + 1."""
+    if not 0 <= k < len(_FULL[d]) or _FULL[d][k] == 0:
+        raise ValueError(f"no formula of {k} operators within {d} and/or levels")
+    return parse(_formula(rng, k, variables, d)[0])
 
 
 @functools.lru_cache(maxsize=None)
@@ -248,10 +273,12 @@ def _draw(rng: random.Random, ns: tuple[int, ...]) -> tuple[str, str, str]:
     while True:  # the original skips a pair when either formula is a tautology or a contradiction
         a, b = rng.choices(sizes, cum_weights=cum)[0]
         variables = rng.sample(VARS, SUBSET)
-        p, h = random_formula(rng, a, variables), random_formula(rng, b, variables)
-        wp, wh = worlds(p), worlds(h)
-        if wp not in (0, _ALL) and wh not in (0, _ALL):
-            return relation_of(wp, wh), text_of(p), text_of(h)
+        p, wp = _formula(rng, a, variables, BINARY_LEVELS)
+        if wp in (0, _ALL):
+            continue
+        h, wh = _formula(rng, b, variables, BINARY_LEVELS)
+        if wh not in (0, _ALL):
+            return relation_of(wp, wh), p, h
 
 
 def _ns(ops) -> tuple[int, ...]:
@@ -339,7 +366,7 @@ class LogicConfig:
 
 def split_params(cfg: LogicConfig, split: str) -> dict:
     core = {"n_train": cfg.n_train, "n_dev": cfg.n_dev, "train_max_ops": cfg.train_max_ops,
-            "data_seed": cfg.data_seed, "version": 2}
+            "data_seed": cfg.data_seed, "version": 3}
     return core if split in ("train", "dev") else {**core, "n": cfg.n_eval or TEST_SIZES[int(split[4:])]}
 
 
@@ -351,7 +378,8 @@ def _train_dev(cfg: LogicConfig) -> tuple[list, list]:
     for n, size in enumerate(sizes):
         want_train = max(1, round(cfg.n_train * size / total))
         want_dev = max(1, round(cfg.n_dev * size / total))
-        rows = generate(want_train + want_dev, n, cfg.data_seed * 100 + n, exclude=seen, pool=size)
+        rows = generate(want_train + want_dev, n, cfg.data_seed * 100 + n, exclude=seen,
+                        pool=size if n <= POOL_MAX_OPS else 0)
         seen |= {(p, h) for _, p, h in rows}
         cut = len(rows) * want_train // (want_train + want_dev)
         train += rows[:cut]
