@@ -85,7 +85,7 @@ def test_test_splits_hold_their_operator_counts_within_the_depth_cap_and_pair_ba
         assert t.num_rows == 60
         pairs = list(zip(t.column("premise").to_pylist(), t.column("hypothesis").to_pylist()))
         ns = [max(logic.n_ops(p), logic.n_ops(h)) for p, h in pairs]
-        assert set(ns) == {7} if n == 7 else (min(ns) == 12 and max(ns) > 12 and max(ns) <= 18), ns
+        assert set(ns) == {7} if n == 7 else (min(ns) == 12 and max(ns) > 12 and max(ns) <= logic.MAX_OPS), ns
         assert max(logic.depth(logic.parse(f)) for pair in pairs for f in pair) <= logic.MAX_DEPTH
     data = logic.load(cfg)
     assert list(data.eval_splits) == ["dev", "ops_7", "ops_12"]
@@ -95,3 +95,38 @@ def test_test_splits_hold_their_operator_counts_within_the_depth_cap_and_pair_ba
     bare = logic.load(logic.LogicConfig(**{**cfg.__dict__, "keep_parens": False}))
     b = bare.collate(bare.eval_splits["ops_12"][:5])
     assert "(" not in [logic.VOCAB[i] for i in b["tokens"][b["mask"]].tolist()]
+
+
+def _process_formula(rng, d=logic.BINARY_LEVELS, variables="abcd"):
+    """The original script's formula process, unconditioned (module docstring): the reference for the sampler."""
+    tree = (rng.choice(("and", "or")), _process_formula(rng, d - 1), _process_formula(rng, d - 1)) \
+        if d and rng.random() < logic.P_BINARY else rng.choice(variables)
+    return ("not", tree) if rng.random() < logic.P_NOT else tree
+
+
+def test_formulas_given_their_operator_count_follow_the_unconditioned_process():
+    """random_formula(k) is the process conditioned on k operators: its shapes match the process's draws of
+    k operators (share of 'not', depth), and the computed size distribution matches the draws' sizes."""
+    import random
+
+    rng = random.Random(5)
+    drawn = [_process_formula(rng) for _ in range(30000)]
+    sizes = Counter(logic.n_ops(logic.text_of(t)) for t in drawn)
+    for k in range(6):
+        assert sizes[k] / len(drawn) == pytest.approx(logic._FULL[logic.BINARY_LEVELS][k], abs=0.01), k
+    for k in (4, 7):
+        ref = [t for t in drawn if logic.n_ops(logic.text_of(t)) == k][:1500]
+        ours = [logic.random_formula(rng, k, "abcd") for _ in range(len(ref))]
+        for stat in (lambda t: logic.text_of(t).split().count("not") / k, lambda t: logic.depth(t) / 7):
+            a, b = sum(map(stat, ref)) / len(ref), sum(map(stat, ours)) / len(ours)
+            assert abs(a - b) < 0.03, (k, a, b)
+        assert max(logic.depth(t) for t in ours) <= logic.MAX_DEPTH
+
+
+def test_generated_pairs_carry_the_real_files_traces():
+    """As every real pair: at most 4 variables, no 'not' over a 'not', no tautology or contradiction."""
+    for rel, p, h in logic.generate(300, 9, seed=3):
+        assert len({t for t in (p + " " + h).split() if t in logic.VARS}) <= logic.SUBSET
+        assert "not ( not" not in p + h
+        assert all(logic.worlds(logic.parse(f)) not in (0, logic._ALL) for f in (p, h))
+        assert rel == logic.label(p, h) and max(logic.n_ops(p), logic.n_ops(h)) == 9

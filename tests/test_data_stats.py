@@ -55,13 +55,9 @@ def test_compare_cli_exits_1_on_a_mismatch_and_needs_a_split(tmp_path):
     assert result.exit_code == 2 and "--compare needs --split" in result.output
 
 
-# Known gaps of the logic generator (issue 14 follow-up): the real test files' share of 'not' grows with N
-# (0.47 at N = 7 to 0.52 at 12; the generator keeps P_NOT = 0.45), and ops_11/ops_12 are deeper than the real
-# files (depth 7: 29%/36% vs 13%/20%). Listed so that any *other* statistic drifting still fails.
-LOGIC_GAPS = {"ops_8": {"'not' among operators"}, "ops_9": {"'not' among operators"},
-              "ops_10": {"'not' among operators"},
-              "ops_11": {"'not' among operators", "depth (mean)", "depth >= 7"},
-              "ops_12": {"'not' among operators", "depth (mean)", "depth >= 7"}}
+# Known gaps of the logic generator: none since it follows the original script's process (the 'not' share that
+# grows with N and the depth of ops_11/ops_12 come out of it). A gap listed here is allowed to fail.
+LOGIC_GAPS: dict[str, set[str]] = {}
 
 
 @pytest.mark.parametrize("split", ["dev", *logic.SPLITS])

@@ -13,18 +13,30 @@ The number of operators N of a pair is the larger of its two formulas' operator
 counts (that is how the distributed ``trainN``/``testN`` files are split; the
 other formula has 0..N operators). Splits (RIR Table 3, dynamic-halt Table 2):
 ``train``/``dev`` mix N = 0..6 in the proportions of the real train files;
-``ops_7`` .. ``ops_11`` hold exactly N operators; ``ops_12`` holds N = 12..18 in
-the proportions of the real ``test12`` (:data:`OPS_12`), which is what that file is.
+``ops_7`` .. ``ops_11`` hold exactly N operators; ``ops_12`` holds N >= 12 (:data:`OPS_12`; 12..18 in the
+real ``test12``), which is what that file is.
 
-Generator: for a pair with N operators, one side (premise or hypothesis, even
-odds) gets N operators and the other m operators with m drawn from
-:data:`OTHER_OPS` (the real files' profile; m = N at half weight). A formula with
-k operators is ``not`` with probability :data:`P_NOT`, else ``and``/``or`` with the
-k-1 remaining operators split binomially (each one left or right with even
-odds) between the two sides; variables are uniform. A formula deeper than
-:data:`MAX_DEPTH` (7, the deepest in the real test files) is drawn again. Relations are then thinned by :data:`KEEP` (acceptance probability per
-relation, fitted so the relation shares match the real files); pairs are
-de-duplicated across all splits.
+Generator: the process of the authors' public script (``propositionallogic/generate_neg_set_data.py`` in
+sleepinyourhat/vector-entailment), whose traces the real files carry: over all 249,069 pairs, no pair uses
+more than 4 distinct variables, and/or never nests more than 3 deep, no ``not`` sits on a ``not``, no
+formula is a tautology or a contradiction, and no formula is deeper than 7. A pair draws a random
+:data:`SUBSET` (4) of the six variables; each formula, from the top: a node is ``and``/``or`` with
+probability :data:`P_BINARY` (4/9: the script's operator list, two and, two or, five none) while fewer
+than :data:`BINARY_LEVELS` (3: its length budget 12 halves to 6, 3, 1) and/or levels lie above it, else a
+variable of the subset; then a ``not`` goes over the node with probability :data:`P_NOT` (1/3). Depth is at
+most 2 * 3 + 1 = :data:`MAX_DEPTH` by construction. A pair whose formula is a tautology or a contradiction
+is skipped; N files the pair by min(N, 12). The generator samples this process exactly given N, without
+rejection on N: the operator-count distribution of each level is computed (``_tables``), the two sizes are
+drawn from their joint distribution given max = N, and each formula is built top-down with every choice
+weighted by the probability of completing it with the remaining operators. Nothing is fitted, and the
+real files' profile follows: the other formula's count (0/1/2 operators: 0.370/0.226/0.070 before the
+skip; train12: 0.405/0.242/0.064), P(N | N >= 12) (of test12's 853: 469/232/100/37/12/3/1, real
+451/243/105/38/10/5/1), the share of ``not`` growing with N (at most 7 and/or fit, so larger N takes more
+``not``: 0.47 at N = 7 to 0.52 at 12), the depth profile and the relation shares (no thinning). The real
+``trainN`` is the first 85% of the distinct pairs of the script's stream for that N; train/dev at N <= 4,
+where the stream repeats pairs, are therefore drawn from the first :data:`TRAIN_SIZES` [N] distinct pairs
+(``generate``'s ``pool``; de-duplication at that size drops 'not' among operators at N = 1 from 0.47 to the
+real 0.23). Pairs are de-duplicated across the train/dev splits.
 
 Model tokens keep the parentheses, as the original loaders feed them
 (``keep_parens``, default True); ``keep_parens=False`` drops them
@@ -35,6 +47,8 @@ Model tokens keep the parentheses, as the original loaders feed them
 
 from __future__ import annotations
 
+import functools
+import itertools
 import random
 from collections import Counter
 from typing import Iterator, Optional
@@ -56,16 +70,20 @@ TOKEN_ID = {t: i for i, t in enumerate(VOCAB)}
 _ALL = (1 << 64) - 1  # every one of the 2^6 worlds
 _VAR_WORLDS = {v: sum(1 << w for w in range(64) if (w >> i) & 1) for i, v in enumerate(VARS)}
 
-# P(other formula has m operators), m = 0..12: the real train12 file's profile, m = 0 lowered from 0.405 so that
-# after the relation thinning (KEEP) its share matches the real train files' (0.466)
-OTHER_OPS = (0.36, 0.242, 0.064, 0.054, 0.049, 0.052, 0.048, 0.033, 0.022, 0.014, 0.010, 0.003, 0.003)
-P_NOT = 0.45
-# acceptance per relation: (real train share) / (share before thinning at N = 2..6), scaled to max 1
-KEEP = {"=": 0.739, "<": 0.411, ">": 0.417, "^": 1.0, "|": 0.757, "v": 0.767, "#": 0.393}
-# the real test files' formulas are never deeper than 7 (nor train12's); generated ones neither
-MAX_DEPTH = 7
-# the real test12 holds N = 12..18 (rows per N); ops_12 draws N with these weights
-OPS_12 = {12: 451, 13: 243, 14: 105, 15: 38, 16: 10, 17: 5, 18: 1}
+# the original process (module docstring): an and/or node with probability 4/9, a not over each node with 1/3,
+# and/or nested at most 3 levels (max length 12 halved to 6, 3, then 1: a variable), variables from a random 4 of 6
+P_BINARY = 4 / 9
+P_NOT = 1 / 3
+BINARY_LEVELS = 3
+SUBSET = 4
+MAX_DEPTH = 2 * BINARY_LEVELS + 1  # 7: each and/or level and the variable under a not; the real files' deepest
+MAX_OPS = 2 ** BINARY_LEVELS - 1 + 2 ** (BINARY_LEVELS + 1) - 1  # 22: seven and/or, a not over each of 15 nodes
+# the original files N by min(N, 12): test12 holds N = 12.. (up to 18 in the real one); ops_12 draws N >= 12
+OPS_12 = range(12, MAX_OPS + 1)
+# train/dev at N <= 4 come from the first TRAIN_SIZES[N] distinct pairs (generate's pool): the stream repeats
+# pairs there (79,200 draws for train1's 2,319, 32,058 for train4's 30,373); at N >= 5 it does not (34,224 for
+# train5's 34,152), so a pool would change nothing but the time
+POOL_MAX_OPS = 4
 # real train0..train6 sizes; test7..test12 sizes
 TRAIN_SIZES = (30, 2319, 12451, 23252, 30373, 34152, 32952)
 TEST_SIZES = {7: 4707, 8: 3347, 9: 2230, 10: 1444, 11: 864, 12: 853}
@@ -181,53 +199,122 @@ def depth(tree) -> int:
 
 # --- generation ---
 
-def random_formula(rng: random.Random, k: int):
-    """A random formula with exactly ``k`` operators (no depth limit)."""
-    if k == 0:
-        return rng.choice(VARS)
-    if rng.random() < P_NOT:
-        return ("not", random_formula(rng, k - 1))
-    left = sum(rng.random() < 0.5 for _ in range(k - 1))  # binomial split: the real files' depth profile
-    return (rng.choice(("and", "or")), random_formula(rng, left), random_formula(rng, k - 1 - left))
+def _tables() -> tuple[list[list[float]], list[list[float]]]:
+    """(core, full)[d][k]: P(a formula at binary level d has k operators), before and after its optional ``not``
+    (level 0: a variable; level d: and/or of two level d-1 formulas with probability P_BINARY, else a variable)."""
+    core: list[list[float]] = [[1.0]]
+    full: list[list[float]] = []
+    for d in range(BINARY_LEVELS + 1):
+        if d:
+            below = full[d - 1]
+            pair = [sum(below[i] * below[k - i] for i in range(max(0, k - len(below) + 1), min(k, len(below) - 1) + 1))
+                    for k in range(2 * len(below) - 1)]
+            core.append([1 - P_BINARY] + [P_BINARY * p for p in pair])
+        c = core[d] + [0.0]
+        full.append([(1 - P_NOT) * c[k] + P_NOT * (c[k - 1] if k else 0.0) for k in range(len(c))])
+    return core, full
 
 
-def capped_formula(rng: random.Random, k: int):
-    """A random formula with ``k`` operators and depth <= :data:`MAX_DEPTH` (by rejection)."""
-    while True:
-        tree = random_formula(rng, k)
-        if depth(tree) <= MAX_DEPTH:
-            return tree
+_CORE, _FULL = _tables()
+_SPLITS: dict[tuple[int, int], tuple[range, list[float]]] = {}
 
 
-def random_pair(rng: random.Random, n: int) -> tuple[str, str]:
-    """A (premise, hypothesis) pair whose larger formula has ``n`` operators."""
-    weights = [OTHER_OPS[min(m, 12)] / (2 if m == n else 1) for m in range(n + 1)]
-    m = rng.choices(range(n + 1), weights)[0]
-    a, b = text_of(capped_formula(rng, n)), text_of(capped_formula(rng, m))
-    return (a, b) if rng.random() < 0.5 else (b, a)
+def _split(d: int, j: int) -> tuple[range, list[float]]:
+    """Cumulative weights of the left side's operator count when an and/or at level d holds j operators."""
+    if (d, j) not in _SPLITS:
+        below, cum, acc = _FULL[d - 1], [], 0.0
+        for i in range(j):
+            acc += below[i] * below[j - 1 - i] if i < len(below) and j - 1 - i < len(below) else 0.0
+            cum.append(acc)
+        _SPLITS[d, j] = range(j), cum
+    return _SPLITS[d, j]
 
 
-def generate(n_pairs: int, ops, seed: int, exclude: Optional[set] = None) -> list[tuple[str, str, str]]:
-    """``n_pairs`` distinct (relation, premise, hypothesis) triples with ``ops`` operators.
+def _formula(rng: random.Random, k: int, variables, d: int) -> tuple[str, int]:
+    """(text, truth table) of :func:`random_formula`'s formula, built together (no tree, no second pass)."""
+    core, full = _CORE[d], _FULL[d]
+    negate = k > 0 and rng.random() * full[k] < P_NOT * core[k - 1]
+    j = k - negate
+    if j == 0:
+        v = rng.choice(variables)
+        text, mask = v, _VAR_WORLDS[v]
+    else:
+        sides, cum = _split(d, j)
+        left = rng.choices(sides, cum_weights=cum)[0]
+        (a, ma), (b, mb) = _formula(rng, left, variables, d - 1), _formula(rng, j - 1 - left, variables, d - 1)
+        if rng.random() < 0.5:
+            text, mask = f"( {a} ( and {b} ) )", ma & mb
+        else:
+            text, mask = f"( {a} ( or {b} ) )", ma | mb
+    return (f"( not {text} )", _ALL & ~mask) if negate else (text, mask)
 
-    ``ops``: an int N, or {N: weight} to draw N per pair (ops_12: :data:`OPS_12`).
+
+def random_formula(rng: random.Random, k: int, variables=VARS, d: int = BINARY_LEVELS):
+    """A formula of the original process (module docstring) at and/or level ``d``, given that it has exactly
+    ``k`` operators: each choice (``not`` or none, variable or and/or, how the remaining operators split
+    between the two sides) is drawn with its probability under the process given the count, so the result
+    is distributed as the process's formulas of ``k`` operators. No rejection; depth <= 2 d + 1."""
+    if not 0 <= k < len(_FULL[d]) or _FULL[d][k] == 0:
+        raise ValueError(f"no formula of {k} operators within {d} and/or levels")
+    return parse(_formula(rng, k, variables, d)[0])
+
+
+@functools.lru_cache(maxsize=None)
+def _pair_sizes(ns: tuple[int, ...]) -> tuple[list[tuple[int, int]], list[float]]:
+    """The two formulas' operator counts (independent under the process) given that the larger is in ``ns``."""
+    f = _FULL[BINARY_LEVELS]
+    sizes = [(a, b) for a in range(len(f)) for b in range(len(f)) if max(a, b) in ns]
+    return sizes, list(itertools.accumulate(f[a] * f[b] for a, b in sizes))
+
+
+def _draw(rng: random.Random, ns: tuple[int, ...]) -> tuple[str, str, str]:
+    """(relation, premise, hypothesis) of the original process given that N is in ``ns``."""
+    sizes, cum = _pair_sizes(ns)
+    while True:  # the original skips a pair when either formula is a tautology or a contradiction
+        a, b = rng.choices(sizes, cum_weights=cum)[0]
+        variables = rng.sample(VARS, SUBSET)
+        p, wp = _formula(rng, a, variables, BINARY_LEVELS)
+        if wp in (0, _ALL):
+            continue
+        h, wh = _formula(rng, b, variables, BINARY_LEVELS)
+        if wh not in (0, _ALL):
+            return relation_of(wp, wh), p, h
+
+
+def _ns(ops) -> tuple[int, ...]:
+    return (ops,) if isinstance(ops, int) else tuple(ops)
+
+
+def random_pair(rng: random.Random, ops) -> tuple[str, str]:
+    """A (premise, hypothesis) pair of the original process whose larger formula has ``ops`` operators (an
+    int, or several N such as :data:`OPS_12`): both formulas over one random :data:`SUBSET`-variable subset."""
+    return _draw(rng, _ns(ops))[1:]
+
+
+def generate(n_pairs: int, ops, seed: int, exclude: Optional[set] = None,
+             pool: int = 0) -> list[tuple[str, str, str]]:
+    """``n_pairs`` distinct (relation, premise, hypothesis) triples with ``ops`` operators (int, or a range of N:
+    ops_12 takes :data:`OPS_12`), the first distinct ones of a stream of the original process.
+
+    ``pool``: when larger than ``n_pairs``, the first ``pool`` distinct pairs are drawn and ``n_pairs`` of them
+    returned at random. The real train files are the first distinct pairs of a stream (of their own size:
+    :data:`TRAIN_SIZES`); at small N that stream repeats pairs often, so de-duplicating the real file's count
+    of pairs is what gives its statistics (e.g. 'not' among operators: 0.23 at N = 1, 0.47 in the first 300).
     """
     rng = random.Random(seed)
+    ns = _ns(ops)
     seen = set(exclude or ())
+    want = max(n_pairs, pool)
     out = []
-    for _ in range(200 * n_pairs + 20000):
-        n = ops if isinstance(ops, int) else rng.choices(list(ops), list(ops.values()))[0]
-        p, h = random_pair(rng, n)
+    for _ in range(200 * want + 20000):
+        rel, p, h = _draw(rng, ns)
         if (p, h) in seen:
-            continue
-        rel = label(p, h)
-        if rng.random() >= KEEP[rel]:
             continue
         seen.add((p, h))
         out.append((rel, p, h))
-        if len(out) == n_pairs:
-            return out
-    return out  # small N: fewer distinct pairs exist than asked for (N = 0 has 36)
+        if len(out) == want:
+            break
+    return out if len(out) <= n_pairs else rng.sample(out, n_pairs)  # small N: fewer exist (N = 0 has 36)
 
 
 # --- files ---
@@ -279,7 +366,7 @@ class LogicConfig:
 
 def split_params(cfg: LogicConfig, split: str) -> dict:
     core = {"n_train": cfg.n_train, "n_dev": cfg.n_dev, "train_max_ops": cfg.train_max_ops,
-            "data_seed": cfg.data_seed, "version": 2}
+            "data_seed": cfg.data_seed, "version": 3}
     return core if split in ("train", "dev") else {**core, "n": cfg.n_eval or TEST_SIZES[int(split[4:])]}
 
 
@@ -291,7 +378,8 @@ def _train_dev(cfg: LogicConfig) -> tuple[list, list]:
     for n, size in enumerate(sizes):
         want_train = max(1, round(cfg.n_train * size / total))
         want_dev = max(1, round(cfg.n_dev * size / total))
-        rows = generate(want_train + want_dev, n, cfg.data_seed * 100 + n, exclude=seen)
+        rows = generate(want_train + want_dev, n, cfg.data_seed * 100 + n, exclude=seen,
+                        pool=size if n <= POOL_MAX_OPS else 0)
         seen |= {(p, h) for _, p, h in rows}
         cut = len(rows) * want_train // (want_train + want_dev)
         train += rows[:cut]
