@@ -5,7 +5,8 @@ Outer recursion: cut every sequence into chunks of about k items, run the inner 
 of ALL sequences as one batch, string the chunk outputs back into a shorter sequence, repeat until
 one item is left. The inner RvNN is a config value (``inner``, table :data:`INNERS`): ``ebt_grc``,
 the EBT-GRC beam search (RIR-EBT-GRC, §3), or ``grc_rnn``, a GRC RNN over each chunk (RIR-GRC,
-§4.1; with k = 2 it is the balanced binary tree BBT-GRC of eq. 3). An inner RvNN maps
+§4.1; with k = 2 it is the balanced binary tree BBT-GRC of eq. 3), ``om``, Ordered Memory (RIR-OM), or
+``crvnn``, a CRvNN (RIR-CRvNN; both RIR Table 5). An inner RvNN maps
 x (M, B_in, L, D), lengths (M,), beam scores (M, b) or None to roots (M, b, D) and scores (M, b) and
 has a ``beam_size``; adding one (Ordered Memory, CRvNN, ...) is its module in its family file, one
 :data:`INNERS` entry and its name in ``InnerName``; its RIR model is a config with ``inner`` defaulting to it.
@@ -48,13 +49,15 @@ from torch import nn
 
 from rirlab.config import STRICT
 from rirlab.models import ebt_grc
+from rirlab.models.crvnn import CRvNN
 from rirlab.models.base import EncoderOutput
 from rirlab.models.beam_tree import NEG, marginalize
+from rirlab.models.om import OrderedMemory
 from rirlab.models.rnn_grc import GRCRNN
 from rirlab.models.s4d import PreChunkConfig, leaf_layer
 
 ALIGNMENTS = ("beam", "string_it", "random")
-InnerName = Literal["ebt_grc", "grc_rnn"]  # keys of INNERS
+InnerName = Literal["ebt_grc", "grc_rnn", "om", "crvnn"]  # keys of INNERS
 Inference = Literal["rir", "non_rir"]  # eval mode: the outer recursion, or the inner RvNN alone (Appendix D)
 
 
@@ -71,6 +74,9 @@ INNERS = {
     # EBT-GRC beam search (RIR §3)
     "ebt_grc": Inner(ebt_grc.search, ("beam_size", "d_s", "beam_select"), "rir_ebt_grc"),
     "grc_rnn": Inner(GRCRNN, (), "rir_grc"),  # GRC RNN over each chunk (RIR-GRC, §4.1)
+    "om": Inner(OrderedMemory, ("om_slots", "om_memory_dropout"), "rir_om"),  # Ordered Memory (RIR-OM, Table 5)
+    # CRvNN (RIR-CRvNN, Table 5)
+    "crvnn": Inner(CRvNN, ("crvnn_halt", "crvnn_stop_threshold", "crvnn_window"), "rir_crvnn"),
 }
 
 

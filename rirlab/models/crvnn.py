@@ -1,0 +1,172 @@
+"""``crvnn``: Continuous Recursive Neural Network (Ray Chowdhury & Caragea, "Modeling Hierarchical Structures with
+Continuous Recursive Neural Networks", ICML 2021, arXiv:2106.06038) with the GRC cell, as the RIR paper runs it
+(Table 2 "CRvNN" row). Also the inner RvNN of ``rir_crvnn`` (RIR Table 5 "RIR-CRvNN" row).
+
+Every item i of the sequence [START, x_1..x_L, END] carries an existential probability e_i (1 at the start,
+CRvNN §3.1). One iteration (CRvNN §3.2-3.4):
+
+- neighbour retrieval (§3.2): the soft right neighbour of i is R_ij = e_j while sum_{i<k<=j} e_k <= 1, then the
+  remaining mass max(0, 1 - sum_{i<k<j} e_k); the left neighbour L is the same from the right. Repeated products
+  give the k-th neighbours.
+- composition probabilities (§3.3): a scorer s_i = w^T GELU(W [left_2; left_1; x_i; right_1; right_2]) over a window
+  of 5 soft neighbours; exp(s_i) competes with a no-op (score 0) and with the compose scores of the soft left and
+  right neighbours: c_i = e^{s_i} / (e^{s_i} + 1 + (L e^{s})_i + (R e^{s})_i); c = 0 at START, END and the last
+  token (which is never absorbed and ends as the root).
+- update (§3.4): item i is absorbed into its right neighbour with probability c_i: the right neighbour becomes
+  x_j <- (L c)_j cell(left_1(j), x_j) + (1 - (L c)_j) x_j, and e_i <- e_i (1 - c_i).
+- dynamic halting (§3.5, ``crvnn_halt``): a sequence stops once at most one item (besides START and END) has
+  e_i > ``crvnn_stop_threshold`` (0.1), or after L iterations.
+
+The root is the state of the last token. The cell is the RIR paper's GRC (eq. 10-11).
+
+``crvnn_halt`` (the authors' code offers two files; the RIR paper uses the second for timing, Table 1, "CRvNN in
+the no halting mode"):
+- ``dynamic`` (default, accuracy runs; the authors' CRvNN.py): per-sequence halting, the loop ends once every
+  sequence has halted;
+- ``full_loop`` (the authors' CRvNN_nohalt.py, RIR Table 1 timing): the same per-sequence halting, so the same
+  outputs, but the loop always runs max(L) iterations (the worst-case cost);
+- ``off``: no threshold halting: every sequence runs its L iterations.
+
+Choices: the authors' code lets a sequence of a batch run L+1 iterations when a longer sequence is present and L when
+alone; we stop every sequence after its own L iterations, so a padded batch gives each sequence what it gets alone.
+The exponentials are shifted by each sequence's own maximum (no epsilon in the normaliser: the no-op term is > 0).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from pydantic import Field
+from pydantic.dataclasses import dataclass
+from torch import nn
+
+from rirlab.config import STRICT
+from rirlab.models.base import EncoderOutput
+from rirlab.models.grc import GRC, GRCConfig, LeafTransform
+from rirlab.models.heads import TaskModel
+from rirlab.models.registry import register
+
+CRvNNHalt = Literal["dynamic", "full_loop", "off"]
+
+
+@dataclass(config=STRICT)
+class CRvNNConfig(GRCConfig):
+    """CRvNN with the GRC cell (RIR/BT-RvNN ListOps settings: hidden 128, dropout 0.1, window 5, threshold 0.1)."""
+
+    crvnn_halt: CRvNNHalt = "dynamic"
+    crvnn_stop_threshold: float = Field(0.1, ge=0, lt=1)
+    crvnn_window: int = Field(5, ge=3)  # scorer window, odd: the item and (window-1)/2 soft neighbours each side
+
+
+def neighbours(e: torch.Tensor, valid: torch.Tensor):
+    """Soft left and right neighbour matrices L, R (M, S, S) from existential probabilities e (M, S) (CRvNN §3.2)."""
+    def right_of(ev, vv):
+        s = ev.size(1)
+        mat = torch.triu((ev * vv)[:, None, :].expand(-1, s, -1), diagonal=1)  # (M, S, S) e_j for j > i
+        csum = mat.cumsum(-1)
+        before = torch.cat([torch.zeros_like(csum[..., :1]), csum[..., :-1]], dim=-1)  # sum_{i<k<j} e_k
+        rest = (1 - before).clamp(min=0)
+        return torch.where(csum > 1, rest, mat) * vv[:, None, :]
+
+    right = right_of(e, valid.to(e.dtype))
+    left = right_of(e.flip(1), valid.to(e.dtype).flip(1)).flip(1, 2)
+    return left, right
+
+
+class CRvNN(nn.Module):
+    """CRvNN over each row as an inner RvNN (one beam, score 0).
+
+    forward(x (M, 1, L, D), lengths (M,), scores (M, 1) or None) -> roots (M, 1, D), scores (M, 1).
+    After a forward: ``last_steps`` (M,) iterations each row ran, ``last_probs`` (M, S, 4) the normalised
+    [compose, no-op, left compose, right compose] terms of the last iteration.
+    """
+
+    beam_size = 1
+
+    def __init__(self, cfg: CRvNNConfig):
+        super().__init__()
+        d = cfg.hidden_size
+        self.start = nn.Parameter(torch.randn(d))
+        self.end = nn.Parameter(torch.randn(d))
+        self.conv = nn.Linear(cfg.crvnn_window * d, d)
+        self.score = nn.Linear(d, 1)
+        self.cell = GRC.from_config(cfg)
+        self.halt, self.threshold, self.window = cfg.crvnn_halt, cfg.crvnn_stop_threshold, cfg.crvnn_window
+        self.last_steps = self.last_probs = None
+
+    def window_of(self, seq, left, right):
+        """[left_k .. left_1, x, right_1 .. right_k] (M, S, W, D) by repeated soft neighbour retrieval."""
+        lefts, rights, lk, rk = [], [], seq, seq
+        for _ in range(self.window // 2):
+            lk, rk = left @ lk, right @ rk
+            lefts.insert(0, lk)
+            rights.append(rk)
+        return torch.stack(lefts + [seq] + rights, dim=2)
+
+    def probs(self, win, left, right, selectable):
+        """Normalised [compose, no-op, left compose, right compose] (M, S, 4) (CRvNN §3.3); column 0 is c."""
+        m, s, w, d = win.shape
+        logit = self.score(F.gelu(self.conv(win.reshape(m, s, w * d)))).squeeze(-1)  # (M, S)
+        shift = torch.where(selectable, logit, torch.zeros_like(logit)).amax(1, keepdim=True).clamp(min=0).detach()
+        e_c = torch.exp(torch.where(selectable, logit, torch.full_like(logit, -1e4)) - shift) * selectable
+        terms = torch.stack([e_c, torch.exp(-shift).expand_as(e_c), (left @ e_c[..., None])[..., 0],
+                             (right @ e_c[..., None])[..., 0]], dim=-1)  # (M, S, 4)
+        return terms / terms.sum(-1, keepdim=True)
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor, scores: torch.Tensor | None = None):
+        m, b_in, width, d = x.shape
+        assert b_in == 1, "CRvNN keeps one beam"
+        s = width + 2
+        pos = torch.arange(s, device=x.device)  # (S,)
+        valid = pos <= (lengths + 1)[:, None]  # (M, S) START, tokens, END
+        end = pos == (lengths + 1)[:, None]
+        last = pos == lengths[:, None]  # the last token: the root
+        selectable = valid & (pos > 0) & ~end & ~last  # items that can be absorbed
+        seq = torch.cat([self.start.expand(m, 1, d), x[:, 0], x.new_zeros(m, 1, d)], dim=1)  # (M, S, D)
+        seq = torch.where(end[..., None], self.end.expand(m, s, d), seq) * valid[..., None]
+        e = valid.to(seq.dtype)  # (M, S)
+        steps = torch.zeros_like(lengths)
+        active = lengths > 0
+        probs = None
+        for t in range(int(lengths.max())):
+            left, right = neighbours(e, valid)
+            win = self.window_of(seq, left, right)
+            probs = self.probs(win, left, right, selectable)
+            c = probs[..., 0] * selectable  # (M, S)
+            lc = (left @ c[..., None])  # (M, S, 1) compose prob of the left neighbour
+            composed = self.cell(win[:, :, self.window // 2 - 1], seq)  # cell(left_1, x)
+            new_seq = (lc * composed + (1 - lc) * seq) * valid[..., None]
+            new_e = e * (1 - c) * valid
+            seq = torch.where(active[:, None, None], new_seq, seq)
+            e = torch.where(active[:, None], new_e, e)
+            steps = steps + active.long()
+            active = active & (steps < lengths)
+            if self.halt != "off":
+                alive = ((e > self.threshold) & valid).sum(1) - 2  # items besides START and END
+                active = active & (alive > 1)
+            if self.halt == "dynamic" and not bool(active.any()):
+                break
+        self.last_steps, self.last_probs = steps, None if probs is None else probs.detach()
+        root = seq[torch.arange(m, device=x.device), lengths]  # (M, D) the last token
+        return root[:, None], x.new_zeros(m, 1) if scores is None else scores
+
+
+class CRvNNEncoder(nn.Module):
+    """Leaf transform (RIR eq. 17; CRvNN's initial transform) then CRvNN over the whole sequence."""
+
+    def __init__(self, cfg: CRvNNConfig):
+        super().__init__()
+        self.leaf = LeafTransform(cfg.hidden_size)
+        self.tree = CRvNN(cfg)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> EncoderOutput:
+        roots, _ = self.tree(self.leaf(x).unsqueeze(1), mask.sum(1))  # (N, 1, D)
+        return EncoderOutput(roots[:, 0])  # (N, D)
+
+
+@register("crvnn", CRvNNConfig)
+def crvnn(cfg: CRvNNConfig, info):
+    """Continuous Recursive Neural Network (Ray Chowdhury & Caragea, ICML 2021) with the GRC cell."""
+    return TaskModel(CRvNNEncoder(cfg), info, cfg)

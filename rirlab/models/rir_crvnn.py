@@ -1,0 +1,34 @@
+"""``rir_crvnn``: RIR-CRvNN (RIR paper, Appendix Table 5 "RIR-CRvNN" row): the outer recursion of
+:mod:`rirlab.models.rir` with a CRvNN (:mod:`rirlab.models.crvnn`) as the inner RvNN of every chunk.
+
+Defaults: the RIR ListOps settings of the outer recursion (chunk 30, S4D pre-chunk layer, the one chunk rule) and
+CRvNN's (window 5, dynamic halting at 0.1). CRvNN keeps one beam, so alignment has nothing to do. The paper does not
+say which inference RIR-CRvNN used; we default to RIR inference (``inference: rir``).
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic.dataclasses import dataclass
+
+from rirlab.config import STRICT
+from rirlab.models.crvnn import CRvNNHalt
+from rirlab.models.heads import TaskModel
+from rirlab.models.registry import register
+from rirlab.models.rir import InnerName, RIRConfig, RIREncoder
+
+
+@dataclass(config=STRICT)
+class RIRCRvNNConfig(RIRConfig):
+    """RIR-CRvNN: CRvNN inside a balanced k-ary outer recursion (RIR Table 5)."""
+
+    inner: InnerName = "crvnn"
+    crvnn_halt: CRvNNHalt = "dynamic"
+    crvnn_stop_threshold: float = Field(0.1, ge=0, lt=1)
+    crvnn_window: int = Field(5, ge=3)
+
+
+@register("rir_crvnn", RIRCRvNNConfig)
+def rir_crvnn(cfg: RIRCRvNNConfig, info):
+    """RIR with CRvNN as inner RvNN: k-ary outer recursion over chunks (RIR §2 eq. 6-7, Table 5)."""
+    return TaskModel(RIREncoder(cfg), info, cfg)

@@ -1,0 +1,151 @@
+"""Ordered Memory (``om``, Shen et al. NeurIPS 2019) and RIR-OM (``rir_om``, RIR Table 5): shapes, gradients,
+padding, eval determinism, the stick-breaking semantics, RIR with one chunk = OM, a tiny ListOps learning run."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from rirlab.models import registry
+from rirlab.models.rir import INNERS, RIRConfig
+from rirlab.tasks import listops
+from rirlab.tasks.base import TaskInfo, collate_classify
+
+INFO = TaskInfo(16, 10, "classify")
+
+
+def build(name, **kw):
+    entry = registry.get(name)
+    return entry.build(entry.config(**kw), INFO)
+
+
+def batch_of(seqs):
+    s = max(len(x) for x in seqs)
+    tokens = torch.zeros(len(seqs), s, dtype=torch.long)
+    for i, x in enumerate(seqs):
+        tokens[i, : len(x)] = torch.tensor(x)
+    return {"tokens": tokens, "mask": tokens != 0, "labels": torch.zeros(len(seqs), dtype=torch.long)}
+
+
+def random_seqs(lengths, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(1, 16, (L,), generator=g).tolist() for L in lengths]
+
+
+SMALL = {"om": dict(hidden_size=16, om_slots=5), "rir_om": dict(hidden_size=16, om_slots=5, chunk_size=4)}
+
+
+def test_defaults_are_the_papers_listops_settings():
+    cfg = registry.get("om").config()
+    assert (cfg.hidden_size, cfg.om_slots, cfg.om_memory_dropout, cfg.dropout) == (128, 21, 0.1, 0.1)
+    rir = registry.get("rir_om").config()
+    assert (rir.inner, rir.chunk_size, rir.om_slots, rir.s4d) == ("om", 30, 21, True)
+    with pytest.raises(ValueError, match="rir_om"):  # an inner RvNN needs its settings: OM's live in rir_om
+        RIRConfig(inner="om")
+    assert INNERS["om"].model == "rir_om"
+
+
+@pytest.mark.parametrize("name", ["om", "rir_om"])
+def test_shapes_and_gradients_reach_every_parameter(name):
+    torch.manual_seed(0)
+    model = build(name, **SMALL[name]).train()
+    batch = batch_of(random_seqs([9, 3, 1]))
+    logits = model(batch).logits
+    assert logits.shape == (3, 10)
+    logits.sum().backward()
+    missing = [n for n, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
+    assert not missing, missing
+
+
+@pytest.mark.parametrize("name", ["om", "rir_om"])
+def test_padded_batch_equals_each_sequence_alone_and_eval_is_deterministic(name):
+    torch.manual_seed(1)
+    model = build(name, **SMALL[name]).eval()
+    seqs = random_seqs([11, 4, 1, 7], seed=3)
+    with torch.no_grad():
+        together = model(batch_of(seqs)).logits
+        again = model(batch_of(seqs)).logits
+        for i, s in enumerate(seqs):
+            assert torch.allclose(model(batch_of([s])).logits[0], together[i], atol=1e-5)
+    assert torch.equal(together, again)
+
+
+def test_attention_is_a_stick_breaking_distribution_over_opened_slots():
+    """OM eq. 1-3: p_t sums to 1 and only reaches slots i with cumsum(p_{t-1})^{i+1} > 0, or the last one."""
+    torch.manual_seed(2)
+    model = build("om", hidden_size=16, om_slots=6).eval()
+    with torch.no_grad():
+        model(batch_of(random_seqs([12])))
+    p = model.encoder.tree.last_p[0]  # (L, n)
+    assert torch.equal(p[0], torch.zeros(6))  # nothing in memory at the first step
+    assert torch.allclose(p[1:].sum(-1), torch.ones(11))
+    for t in range(2, 12):
+        opened = torch.cat([p[t - 1].cumsum(0)[1:] >= 1e-5, torch.tensor([True])])
+        assert p[t][~opened].abs().sum() == 0
+    assert (p[2:] > 0).sum(-1).min() >= 1
+
+
+def test_all_attention_on_the_last_slot_is_the_cell_as_an_rnn():
+    """With p_t on the last slot at every step, eq. 4-6 leave o_t = cell(x_t, o_{t-1}), o_1 = x_1: a GRC RNN."""
+    torch.manual_seed(3)
+    model = build("om", hidden_size=16, om_slots=4, dropout=0.0, om_memory_dropout=0.0).eval()
+    tree = model.encoder.tree
+    tree.attn.scores = lambda x, m: torch.tensor([-1e9, -1e9, -1e9, 0.0]).expand(x.size(0), 4)
+    x = torch.randn(2, 1, 6, 16)
+    roots, _ = tree(x, torch.tensor([6, 4]))
+    for row, length in ((0, 6), (1, 4)):
+        h = x[row, 0, 0]
+        for t in range(1, length):
+            h = tree.cell(x[row, 0, t], h)
+        assert torch.allclose(roots[row, 0], h, atol=1e-5)
+
+
+def test_rir_om_with_chunk_at_least_length_is_om():
+    torch.manual_seed(4)
+    om = build("om", hidden_size=16, om_slots=5).eval()
+    rir = build("rir_om", hidden_size=16, om_slots=5, chunk_size=40, s4d=False)
+    rir.load_state_dict(om.state_dict())
+    rir.eval()
+    batch = batch_of(random_seqs([25, 13, 1]))
+    with torch.no_grad():
+        assert torch.allclose(rir(batch).logits, om(batch).logits, atol=1e-5)
+        short = build("rir_om", hidden_size=16, om_slots=5, chunk_size=4, s4d=False)
+        short.load_state_dict(om.state_dict())
+        assert not torch.allclose(short.eval()(batch).logits, om(batch).logits, atol=1e-3)  # chunks do change it
+
+
+def learn(name, steps, **kw):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        examples = listops.generate(1200, 7, max_args=3, max_depth=2, min_len=5, max_len=16)
+        data = [([listops.TOKEN_ID[t] for t in listops.tokenize(x)], y) for x, y in examples]
+        train, dev = data[:1000], data[1000:]
+        majority = max(collections.Counter(y for _, y in dev).values()) / len(dev)
+        torch.manual_seed(0)
+        entry = registry.get(name)
+        model = entry.build(entry.config(**kw), TaskInfo(len(listops.VOCAB), 10, "classify"))
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+        g = torch.Generator().manual_seed(0)
+        model.train()
+        for _ in range(steps):
+            batch = collate_classify([train[i] for i in torch.randint(0, len(train), (32,), generator=g).tolist()])
+            loss = F.cross_entropy(model(batch).logits, batch["labels"])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        model.eval()
+        with torch.no_grad():
+            batch = collate_classify(dev)
+            acc = (model(batch).logits.argmax(-1) == batch["labels"]).float().mean().item()
+        return acc, majority
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_tiny_om_learns_listops_above_majority():
+    acc, majority = learn("om", 150, hidden_size=32, om_slots=6, dropout=0.0, om_memory_dropout=0.0)
+    assert acc > majority + 0.08, (acc, majority)
