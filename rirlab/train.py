@@ -36,8 +36,9 @@ from rirlab.tasks.batching import BatchPlan, example_length, loader
 Report = Callable[..., None]
 
 # select_by: auto -> the dev metric the papers' code selects (and schedules, and stops) by: save_by "accuracy"
-# for RIR-EBT-GRC (HEBT_GRC) and RIR-GRC (HGRC) in configs/listopsc_configs.py, "loss" for the other RvNNs.
-SELECT_BY_ACCURACY = frozenset({"rir_ebt_grc", "rir_grc"})
+# for RIR-EBT-GRC (HEBT_GRC), RIR-GRC (HGRC), the S4D stack and MEGA in configs/listopsc_configs.py, "loss" for
+# the other RvNNs (RIR-OM and RIR-CRvNN, HOM / HCRvNN there, included).
+SELECT_BY_ACCURACY = frozenset({"rir_ebt_grc", "rir_grc", "s4d", "mega"})
 IMPROVEMENT = 1e-4  # a dev score must beat the best by more than this to count (papers' code)
 
 

@@ -105,6 +105,7 @@ def test_recipe_presets_fill_unset_fields_and_explicit_values_win():
 def test_auto_selection_follows_the_papers_code():
     assert selection_metric("rir_ebt_grc", "auto") == selection_metric("rir_grc", "auto") == "accuracy"
     assert selection_metric("ebt_grc", "auto") == selection_metric("bbt_grc", "auto") == "loss"
+    assert selection_metric("s4d", "auto") == "accuracy" and selection_metric("rir_om", "auto") == "loss"
     assert selection_metric("rir_grc", "loss") == "loss"
 
 
