@@ -1,0 +1,221 @@
+"""``mega``: Moving-average Equipped Gated Attention, the MEGA row of RIR Tables 1-3.
+
+Ma et al., "Mega: Moving Average Equipped Gated Attention", ICLR 2023, arXiv:2209.10655 (equation numbers
+below are that paper's); used as a baseline by Ray Chowdhury & Caragea, "Recursion in Recursion: Two-Level
+Nested Recursion for Length Generalization with Scalability", NeurIPS 2023, arXiv:2311.04449, which trains it
+on ListOps-O and logical inference "with the same hyperparameters as used for ListOps LRA" by Ma et al.
+(RIR App. K). Defaults are therefore MEGA's ListOps-LRA setting (its public LRA script and ``mega_lra_listop``
+architecture): 6 layers, d = 80, z = 64 (shared Q/K dim), v = 2d = 160 (value / attention output), FFN 2d = 160,
+EMA expansion h = 16, bidirectional EMA, softmax attention, LayerNorm *after* each residual sub-layer (post-norm:
+the ListOps script does not pass ``--encoder-normalize-before``), full (un-chunked) attention (MEGA's ListOps
+result 63.14 that RIR quotes is the full model, not Mega-chunk), mean pooling, dropout 0.1, attention and
+hidden dropout 0. Optimisation (AdamW, betas (0.9, 0.98), lr 1e-3, weight decay 0.01, batch 64, clip 1, 3000
+warm-up steps then linear decay to 0) lives in the training config: see ``search_spaces/rir_table3.yaml``.
+
+One Mega layer (single head; Q and K share one representation Z):
+
+* Multi-dimensional damped EMA (eq. 2-3): every channel j is expanded by beta_j in R^h, u_t = beta_j x_{t,j};
+  h_t = alpha_j * u_t + (1 - alpha_j * delta_j) * h_{t-1}; y_{t,j} = eta_j^T h_t (alpha, delta in (0, 1) via
+  sigmoids; eta scaled by 1/sqrt(h)). Computed as a convolution with the kernel
+  K_t = sum_n eta_n alpha_n beta_n (1 - alpha_n delta_n)^t (eq. 4-5) via FFT. Bidirectional (MEGA's LRA
+  setting): a second kernel runs right-to-left and the two outputs are added, plus a residual omega * x (the
+  code's skip term). X' = SiLU(EMA(X)) (the public code applies SiLU to the EMA output; the paper's eq. 6 writes
+  X' = EMA(X)); we follow the code.
+* Z = SiLU(X' W_z + b_z) (eq. 7); Q = kappa_q * Z + mu_q, K = kappa_k * Z + mu_k (eq. 8-9);
+  V = SiLU(X W_v + b_v) (eq. 10, from the layer input, not X').
+* O = f(Q K^T + b_rel) V (eq. 11), f = softmax with Q scaled by 1/sqrt(z) (the setting's
+  ``--attention-activation-fn softmax``; ``mega_attention: laplace`` gives eq. 16's Laplace function with the
+  scores divided by the number of valid keys, as MEGA does for non-softmax functions); b_rel a learned relative
+  position bias b[i - j] (distances clamped to +-(``mega_max_positions`` - 1) on longer inputs: our choice).
+* gamma = SiLU(X' W_g + b_g) (reset, eq. 12), phi = sigmoid(X' W_phi + b_phi) (update, eq. 13),
+  H = SiLU(X' W_h + (gamma * O) U_h + b_h) (eq. 14), Y = phi * H + (1 - phi) * X (eq. 15), then LayerNorm.
+* FFN: Y + W_2 SiLU(W_1 Y), then LayerNorm (post-norm).
+
+Chunking (Mega-chunk, §3.5): ``mega_chunk_size`` > 0 splits the sequence into chunks of that length and attends
+within each chunk only (the EMA still spans the whole sequence); -1 (default, the ListOps setting) is full
+attention.
+
+Padding (right padding, as every rirlab task collates): the EMA input is zeroed at padded positions, so the
+right-to-left direction of a valid token sees nothing from padding; padded keys are masked out of attention; the
+mean pooling uses valid positions only. Differences: the task head is rirlab's shared MLP (MEGA's LRA head is
+one linear layer of width 160 on the mean-pooled state); the EMA kernel is never truncated (the code's
+``truncation_length`` 1024 is longer than every ListOps-O / logic input).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal, Optional
+
+import torch
+import torch.nn.functional as F
+from pydantic import Field
+from pydantic.dataclasses import dataclass
+from torch import nn
+
+from rirlab.config import STRICT
+from rirlab.models.base import EncoderOutput
+from rirlab.models.heads import TaskModel
+from rirlab.models.registry import register
+
+
+@dataclass(config=STRICT)
+class MegaConfig:
+    """MEGA encoder; defaults = MEGA's ListOps-LRA setting (module docstring)."""
+
+    hidden_size: int = Field(80, ge=2)  # d (encoder_embed_dim)
+    num_layers: int = Field(6, ge=1)
+    dropout: float = Field(0.1, ge=0, lt=1)
+    mega_z_dim: int = Field(64, ge=1)  # shared Q/K representation Z (eq. 7)
+    mega_v_dim: Optional[int] = Field(None, ge=1)  # value / attention output; None = 2 * hidden_size (160)
+    mega_ffn_dim: Optional[int] = Field(None, ge=1)  # FFN inner size; None = 2 * hidden_size (160)
+    mega_ema_dim: int = Field(16, ge=1)  # EMA expansion h (n_dim)
+    mega_bidirectional: bool = True
+    mega_attention: Literal["softmax", "laplace"] = "softmax"
+    mega_chunk_size: int = Field(-1, ge=-1)  # -1 = full attention; > 0 = Mega-chunk
+    mega_attn_dropout: float = Field(0.0, ge=0, lt=1)  # on attention weights (the script: 0)
+    mega_act_dropout: float = Field(0.0, ge=0, lt=1)  # on V and the FFN activation (the script: 0)
+    mega_max_positions: int = Field(2048, ge=1)  # relative-position bias table covers distances below this
+
+    def __post_init__(self):
+        if self.mega_chunk_size == 0:
+            raise ValueError("mega_chunk_size must be -1 (full attention) or a positive chunk length")
+
+
+class MultiDimEMA(nn.Module):
+    """Multi-dimensional damped EMA (eq. 2-5), optionally bidirectional, as an FFT convolution; (N, S, D) in/out."""
+
+    def __init__(self, d: int, h: int, bidirectional: bool = True):
+        super().__init__()
+        self.d, self.h, self.bidirectional = d, h, bidirectional
+        k = 2 * d if bidirectional else d  # kernels: forward then (if bidirectional) backward
+        self.alpha_logit = nn.Parameter(torch.randn(k, h, 1) * 0.2)  # alpha = sigmoid(.)
+        self.delta_logit = nn.Parameter(torch.randn(k, h, 1) * 0.2)  # delta = sigmoid(.)
+        sign = torch.ones(k, h, 1)
+        sign[:, 1::2] = -1  # expansion beta initialised around +-1 alternately (as MEGA's code)
+        self.beta = nn.Parameter(sign + 0.02 * torch.randn(k, h, 1))
+        self.eta = nn.Parameter(torch.randn(k, h))
+        self.omega = nn.Parameter(torch.randn(d))  # residual skip omega * x
+
+    def coeffs(self):
+        """(alpha, delta, beta, eta * 1/sqrt(h)) with shapes (K, h, 1) x3 and (K, h)."""
+        return (torch.sigmoid(self.alpha_logit), torch.sigmoid(self.delta_logit), self.beta,
+                self.eta / math.sqrt(self.h))
+
+    def kernel(self, length: int) -> torch.Tensor:
+        """K_t = sum_n eta_n alpha_n beta_n (1 - alpha_n delta_n)^t, t = 0..length-1 -> (K, length)."""
+        alpha, delta, beta, eta = self.coeffs()
+        t = torch.arange(length, device=alpha.device, dtype=alpha.dtype)
+        decay = torch.exp(t * torch.log1p(-alpha * delta))  # (K, h, L)
+        return torch.einsum("khl,kh->kl", alpha * beta * decay, eta)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        n, s, d = x.shape
+        dtype = x.dtype
+        x = x.masked_fill(~mask[..., None], 0.0).transpose(1, 2).float()  # (N, D, S), padding contributes 0
+        k = self.kernel(s).float()  # (K, S)
+        if self.bidirectional:
+            kf, kb = k[:d], k[d:]
+            # one circular length-2S kernel: forward taps at lags 0..S-1, backward taps at lags -1..-(S-1) wrapped
+            # to the end; both directions' lag-0 taps act on x_t (as MEGA's code)
+            full = torch.zeros(d, 2 * s, device=x.device, dtype=k.dtype)
+            full[:, :s] = kf
+            full[:, s + 1:] = kb[:, 1:].flip(-1)
+            full[:, 0] = full[:, 0] + kb[:, 0]
+        else:
+            full = F.pad(k, (0, s))
+        y = torch.fft.irfft(torch.fft.rfft(x, n=2 * s) * torch.fft.rfft(full, n=2 * s), n=2 * s)[..., :s]
+        y = y + x * self.omega[:, None]
+        return y.transpose(1, 2).to(dtype)  # (N, S, D)
+
+
+class MegaLayer(nn.Module):
+    """Moving-average gated attention (eq. 6-15) + FFN, each followed by LayerNorm (post-norm)."""
+
+    def __init__(self, cfg: MegaConfig):
+        super().__init__()
+        d, z = cfg.hidden_size, cfg.mega_z_dim
+        v = cfg.mega_v_dim or 2 * d
+        f = cfg.mega_ffn_dim or 2 * d
+        self.z, self.v, self.d = z, v, d
+        self.attention, self.chunk = cfg.mega_attention, cfg.mega_chunk_size
+        self.ema = MultiDimEMA(d, cfg.mega_ema_dim, cfg.mega_bidirectional)
+        self.v_proj = nn.Linear(d, v)  # eq. 10
+        self.mx_proj = nn.Linear(d, z + v + d + d)  # from X': Z (eq. 7), reset (12), update (13), W_h (14)
+        self.h_proj = nn.Linear(v, d, bias=False)  # U_h (eq. 14)
+        self.kappa = nn.Parameter(torch.randn(2, z) * 0.02)  # kappa_q, kappa_k (eq. 8-9)
+        self.mu = nn.Parameter(torch.zeros(2, z))  # mu_q, mu_k
+        self.max_pos = cfg.mega_max_positions
+        self.rel_bias = nn.Parameter(torch.randn(2 * cfg.mega_max_positions - 1) * 0.02)  # b_rel[i - j]
+        self.norm1 = nn.LayerNorm(d)
+        self.fc1, self.fc2 = nn.Linear(d, f), nn.Linear(f, d)
+        self.norm2 = nn.LayerNorm(d)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.attn_drop = nn.Dropout(cfg.mega_attn_dropout)
+        self.act_drop = nn.Dropout(cfg.mega_act_dropout)
+
+    def bias(self, s: int, device) -> torch.Tensor:
+        i = torch.arange(s, device=device)
+        rel = (i[:, None] - i[None, :]).clamp(-(self.max_pos - 1), self.max_pos - 1)
+        return self.rel_bias[rel + self.max_pos - 1]  # (S, S)
+
+    def attend(self, q, k, v, mask):
+        """O = f(Q K^T + b_rel) V within each chunk (or the whole sequence); q, k (N, S, z), v (N, S, v)."""
+        n, s, _ = q.shape
+        c = s if self.chunk <= 0 or self.chunk >= s else self.chunk
+        pad = (-s) % c
+        if pad:
+            q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
+            mask = F.pad(mask, (0, pad), value=False)
+        m = (s + pad) // c
+        q, k, v = (t.reshape(n * m, c, t.size(-1)) for t in (q, k, v))
+        km = mask.reshape(n * m, c)  # (B, c) valid keys
+        scores = q @ k.transpose(1, 2) + self.bias(c, q.device)  # (B, c, c)
+        if self.attention == "softmax":
+            scores = scores.masked_fill(~km[:, None, :], float("-inf"))
+            attn = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # an all-padding chunk attends to nothing
+        else:  # Laplace (eq. 16): 0.5 * (1 + erf((x - mu) / (sigma sqrt 2))), mu = sqrt(1/2), sigma = sqrt(1/(4 pi))
+            lengths = km.sum(-1).clamp(min=1)[:, None, None]
+            x = scores / lengths
+            attn = 0.5 * (1 + torch.erf((x - math.sqrt(0.5)) / (math.sqrt(0.25 / math.pi) * math.sqrt(2.0))))
+            attn = attn * km[:, None, :]
+        out = self.attn_drop(attn) @ v  # (B, c, v)
+        return out.reshape(n, m * c, -1)[:, :s]
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        residual = x
+        v = self.act_drop(F.silu(self.v_proj(x)))  # (N, S, v), eq. 10
+        mx = self.drop(F.silu(self.ema(x, mask)))  # X' (N, S, D), eq. 6 (SiLU: the code)
+        zz, r, u, hx = self.mx_proj(mx).split([self.z, self.v, self.d, self.d], dim=-1)
+        zz, r, u = F.silu(zz), F.silu(r), torch.sigmoid(u)  # eq. 7, 12, 13
+        qk = zz[..., None, :] * self.kappa + self.mu  # (N, S, 2, z), eq. 8-9
+        q, k = qk.unbind(-2)
+        if self.attention == "softmax":
+            q = q / math.sqrt(self.z)
+        o = self.attend(q, k, v, mask)  # (N, S, v), eq. 11
+        h = self.drop(F.silu(hx + self.h_proj(o * r)))  # eq. 14
+        x = self.norm1(residual + u * (h - residual))  # eq. 15, then post-norm
+        y = self.fc2(self.act_drop(F.silu(self.fc1(x))))
+        return self.norm2(x + self.drop(y))
+
+
+class MegaEncoder(nn.Module):
+    """Stacked Mega layers, masked mean pooling -> (N, D) (MEGA's LRA ``sen_rep_type mp``; post-norm: no final norm)."""
+
+    def __init__(self, cfg: MegaConfig):
+        super().__init__()
+        self.layers = nn.ModuleList(MegaLayer(cfg) for _ in range(cfg.num_layers))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> EncoderOutput:
+        x = x * mask[..., None]
+        for layer in self.layers:
+            x = layer(x, mask)
+        m = mask[..., None].to(x.dtype)  # (N, S, 1)
+        return EncoderOutput((x * m).sum(1) / m.sum(1).clamp(min=1))  # (N, D)
+
+
+@register("mega", MegaConfig)
+def mega(cfg: MegaConfig, info):
+    """MEGA (Ma et al., ICLR 2023): bidirectional multi-dim EMA + single-head gated softmax attention, post-norm,
+    mean pooling; defaults = MEGA's ListOps-LRA setting."""
+    return TaskModel(MegaEncoder(cfg), info, cfg)
