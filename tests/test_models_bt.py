@@ -106,3 +106,24 @@ def test_stochastic_topk_draws_noise_in_training_only():
 def test_tiny_model_learns_listops_above_majority(name):
     acc, majority = learns_listops(name, steps=100, hidden_size=32, beam_size=3, dropout=0.0)
     assert acc > majority + 0.08, (acc, majority)
+
+
+def test_table2_specs_validate_and_every_row_matches_its_paper_row():
+    """search_spaces/rir_table2.yaml and ebt_table2.yaml: every trial resolves, every variant has a paper row."""
+    from pathlib import Path
+
+    from analysis.references import find_row, load
+    from sweeps.spec import load_spec
+    from sweeps.specfile import expand
+
+    from rirlab.models import registry
+
+    root = Path(__file__).parents[1] / "search_spaces"
+    for spec, ref in (("rir_table2.yaml", "rir:table2"), ("ebt_table2.yaml", "ebt:table2")):
+        loaded = load_spec(root / spec)  # resolves every trial config (refuses unregistered models)
+        variants = loaded.spec.variants
+        assert len(expand(loaded.spec)) == 3 * len(variants) and len(expand(load_spec(root / spec, quick=True).spec))
+        tables = load(ref)
+        for v in variants:
+            assert v.set["model"] in registry.names()
+            assert find_row(tables, v.name, v.set["model"], True) is not None, (spec, v.name)
