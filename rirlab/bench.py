@@ -268,8 +268,8 @@ def table1(opts: BenchOptions) -> dict:
     Default models: the rows of RIR Table 1 that are registered (``notes`` names the others). A cell that runs
     out of memory (CUDA OOM, a CPU allocation failure, or the ``mem_cap_gb`` cap) is reported with ``status``
     "OOM" and null figures instead of failing the table; one that passes ``time_cap_s`` seconds stops after the
-    sample that crossed it with ``status`` "TIMEOUT". A model's larger bins after an OOM or TIMEOUT are not run and
-    carry the same status (``skipped``: true), as the paper's table marks them.
+    sample that crossed it with ``status`` "TIMEOUT" (a bin whose samples all finished is "ok"). A model's larger
+    bins after an OOM or TIMEOUT are not run and carry the same status (``skipped``: true), as the paper's table marks them.
     """
     from rirlab.models.base import autocast
 
@@ -299,7 +299,8 @@ def table1(opts: BenchOptions) -> dict:
                             model.zero_grad(set_to_none=True)
                             loss = None
                             row["samples"] += 1
-                            if opts.time_cap_s and time.perf_counter() - t0 > opts.time_cap_s:
+                            if (opts.time_cap_s and row["samples"] < len(seqs)
+                                    and time.perf_counter() - t0 > opts.time_cap_s):
                                 row["status"] = "TIMEOUT"
                                 break
                         sync(opts.device)
