@@ -5,7 +5,8 @@ A protocol is ``fn(opts: BenchOptions) -> dict`` (JSON-able). Add one with ``@pr
 - ``step``: median wall time of one step (train: forward + backward + AdamW; eval: forward
   under no_grad) after warm-up, and peak memory, for one model at batch x length.
 - ``table1``: RIR paper Table 1 -- 100 ListOps samples per length bin, batch 1, training-mode
-  forward + backward, the ListOps hyperparameters; minutes and peak memory per bin per model.
+  forward + backward, the ListOps hyperparameters; minutes and peak memory per bin per model; OOM / TIMEOUT
+  (under ``mem_cap_gb`` / ``time_cap_s``) reported in the cell.
 - ``learn``: time to learn -- trains one model on a task under a recipe (rirlab.train.Trainer, no Ray or
   MLflow) for a budget of training minutes and reports the training seconds, steps and samples at which dev
   accuracy first reaches each threshold, and the curve (dev accuracy vs seconds).
@@ -35,7 +36,7 @@ LISTOPS_VOCAB, LISTOPS_CLASSES = 16, 10
 @dataclasses.dataclass
 class BenchOptions:
     model: str = "rir_ebt_grc"
-    models: tuple = ("rir_ebt_grc",)
+    models: tuple = ()  # table1: empty = the registered models of RIR Table 1 (TABLE1_MODELS)
     batch: int = 16
     length: int = 100
     mode: str = "train"  # train | eval
@@ -46,6 +47,8 @@ class BenchOptions:
     warmup: int = 2
     samples: int = 100  # table1: samples per bin
     bins: tuple = TABLE1_BINS
+    mem_cap_gb: float = 0.0  # table1: memory cap per cell (0: none); exceeding it is reported as OOM
+    time_cap_s: float = 0.0  # table1: time cap per cell (0: none); exceeding it is reported as TIMEOUT
     overrides: dict = dataclasses.field(default_factory=dict)  # extra model config fields
     threads: int = 0
     seed: int = 0
@@ -195,31 +198,127 @@ def listops_bin(lo: int, hi: int, n: int, seed: int) -> list[list[int]]:
     return [[listops.TOKEN_ID[t] for t in listops.tokenize(text)] for text, _ in examples]
 
 
+TABLE1_MODELS = ("rnn_grc", "mega", "s4d", "bbt_grc", "rir_grc", "om", "crvnn", "bt_grc", "bt_grc_os", "ebt_grc",
+                 "rir_ebt_grc")  # the rows of RIR Table 1, in its order
+
+
+def is_oom(err: BaseException) -> bool:
+    """Out of memory on any device: torch.OutOfMemoryError (CUDA) or a CPU allocator failure (RuntimeError)."""
+    if isinstance(err, getattr(torch, "OutOfMemoryError", ())) or isinstance(err, MemoryError):
+        return True
+    msg = str(err).lower()
+    return isinstance(err, RuntimeError) and ("out of memory" in msg or "can't allocate memory" in msg
+                                               or "cannot allocate memory" in msg)
+
+
+class MemoryCap:
+    """Cap the memory of the work inside the ``with`` block at ``gb`` GB (0: no cap), so that exceeding it raises
+    an out-of-memory error that :func:`is_oom` recognises. CUDA: the per-process memory fraction of the device;
+    CPU: the address-space limit (RLIMIT_AS) of this process, set to its current size + ``gb`` and restored after."""
+
+    def __init__(self, gb: float, device: str):
+        self.gb, self.device = gb, device
+
+    def __enter__(self):
+        if not self.gb:
+            return self
+        if self.device == "cuda":
+            total = torch.cuda.get_device_properties(0).total_memory
+            torch.cuda.set_per_process_memory_fraction(min(1.0, (torch.cuda.memory_allocated() + self.gb * 2**30)
+                                                           / total))
+        else:
+            import resource
+
+            self.old = resource.getrlimit(resource.RLIMIT_AS)
+            with open("/proc/self/statm") as f:
+                size = int(f.read().split()[0]) * resource.getpagesize()
+            cap = size + int(self.gb * 2**30)
+            if self.old[1] != resource.RLIM_INFINITY:
+                cap = min(cap, self.old[1])
+            resource.setrlimit(resource.RLIMIT_AS, (cap, self.old[1]))
+        return self
+
+    def __exit__(self, *exc):
+        if not self.gb:
+            return
+        if self.device == "cuda":
+            torch.cuda.set_per_process_memory_fraction(1.0)
+            torch.cuda.empty_cache()
+        else:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_AS, self.old)
+
+
+def table1_models(opts: BenchOptions) -> tuple[list[str], list[str]]:
+    """The models to run (``--models``, else the registered rows of RIR Table 1) and notes on the ones skipped."""
+    from rirlab.models import registry
+
+    if opts.models:
+        return list(opts.models), []
+    known = set(registry.names())
+    return [m for m in TABLE1_MODELS if m in known], [f"{m}: not registered, skipped" for m in TABLE1_MODELS
+                                                      if m not in known]
+
+
 @protocol("table1")
 def table1(opts: BenchOptions) -> dict:
-    """RIR Table 1: minutes and peak memory per length bin per model (batch 1, train forward + backward)."""
+    """RIR Table 1: minutes and peak memory per length bin per model (batch 1, train forward + backward).
+
+    Default models: the rows of RIR Table 1 that are registered (``notes`` names the others). A cell that runs
+    out of memory (CUDA OOM, a CPU allocation failure, or the ``mem_cap_gb`` cap) is reported with ``status``
+    "OOM" and null figures instead of failing the table; one that passes ``time_cap_s`` seconds stops after the
+    sample that crossed it with ``status`` "TIMEOUT" (a bin whose samples all finished is "ok"). A model's larger
+    bins after an OOM or TIMEOUT are not run and carry the same status (``skipped``: true), as the paper's table marks them.
+    """
     from rirlab.models.base import autocast
 
+    names, notes = table1_models(opts)
     rows = []
-    for name in opts.models:
+    for name in names:
         model = build_model(name, opts)
         model.train()
+        failed = None
         for lo, hi in opts.bins:
+            row = {"model": name, "bin": f"{lo}-{hi}", "minutes": None, "peak_mem_gb": None, "samples": 0,
+                   "status": "ok"}
+            if failed:
+                rows.append({**row, "status": failed, "skipped": True})
+                continue
             seqs = listops_bin(lo, hi, opts.samples, opts.seed)
-            one_step(model, None, as_batch(seqs[0], opts.device), False)  # warm-up (allocator, kernels)
-            with PeakMemory(opts.device) as mem:
-                sync(opts.device)
-                t0 = time.perf_counter()
-                for s in seqs:
-                    with autocast(opts.precision, opts.device):
-                        loss = model(as_batch(s, opts.device)).logits.float().sum()
-                    loss.backward()
-                    model.zero_grad(set_to_none=True)
-                sync(opts.device)
-                minutes = (time.perf_counter() - t0) / 60
-            rows.append({"model": name, "bin": f"{lo}-{hi}", "minutes": minutes, "peak_mem_gb": mem.mb / 1024,
-                         "samples": len(seqs)})
-    return {"rows": rows}
+            try:
+                with MemoryCap(opts.mem_cap_gb, opts.device):
+                    one_step(model, None, as_batch(seqs[0], opts.device), False)  # warm-up (allocator, kernels)
+                    with PeakMemory(opts.device) as mem:
+                        sync(opts.device)
+                        t0 = time.perf_counter()
+                        for s in seqs:
+                            with autocast(opts.precision, opts.device):
+                                loss = model(as_batch(s, opts.device)).logits.float().sum()
+                            loss.backward()
+                            model.zero_grad(set_to_none=True)
+                            loss = None
+                            row["samples"] += 1
+                            if (opts.time_cap_s and row["samples"] < len(seqs)
+                                    and time.perf_counter() - t0 > opts.time_cap_s):
+                                row["status"] = "TIMEOUT"
+                                break
+                        sync(opts.device)
+                        minutes = (time.perf_counter() - t0) / 60
+                row.update(minutes=minutes, peak_mem_gb=mem.mb / 1024)
+            except Exception as err:  # noqa: BLE001 -- only out-of-memory is a cell result; the rest re-raises
+                if not is_oom(err):
+                    raise
+                loss = None
+                model.zero_grad(set_to_none=True)
+                if opts.device == "cuda":
+                    torch.cuda.empty_cache()
+                row.update(status="OOM", error=str(err).splitlines()[0][:200])
+            if row["status"] != "ok":
+                failed = row["status"]
+            rows.append(row)
+    return {"rows": rows, "notes": notes, "samples_per_bin": opts.samples, "mem_cap_gb": opts.mem_cap_gb,
+            "time_cap_s": opts.time_cap_s}
 
 
 def as_batch(ids: list[int], device: str) -> dict:

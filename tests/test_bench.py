@@ -93,3 +93,32 @@ def test_bench_cuda_without_cuda_is_one_line_exit_2(tmp_path):
     proc = run_cli(["bench", "--protocol", "learn", "--device", "cuda"], cwd=tmp_path)  # checked for every protocol
     assert proc.returncode == 2 and "no CUDA device" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+def test_bench_table1_reports_oom_in_its_cell_and_runs_the_other_models(tmp_path):
+    """BT-GRC (every pair composed at every step) exceeds a 0.5 GB cap where EBT-GRC does not; the table goes on."""
+    out = tmp_path / "t1.json"
+    proc = run_cli(["bench", "--protocol", "table1", "--models", "bt_grc,ebt_grc", "--samples", "1", "--threads", "1",
+                    "--mem-cap-gb", "0.5", "--set", "hidden_size=16", "--json", out], cwd=tmp_path, check=True)
+    rows = {(r["model"], r["bin"]): r for r in json.loads(out.read_text())["rows"]}
+    assert rows[("bt_grc", "1500-2000")]["status"] == "OOM" and rows[("bt_grc", "1500-2000")]["minutes"] is None
+    assert rows[("bt_grc", "200-250")]["status"] == "ok"  # the cap binds only where the L^2 memory grows past it
+    assert all(rows[("ebt_grc", b)]["status"] == "ok" and rows[("ebt_grc", b)]["minutes"] > 0
+               for b in ("200-250", "500-600", "900-1000", "1500-2000"))
+    assert "OOM" in proc.stdout
+
+
+def test_bench_table1_time_cap_and_default_model_list():
+    from rirlab.bench import TABLE1_MODELS, BenchOptions, run, table1_models
+
+    names, notes = table1_models(BenchOptions())
+    assert {"bt_grc", "bt_grc_os", "ebt_grc", "rir_ebt_grc", "rnn_grc"} <= set(names)
+    assert names == [m for m in TABLE1_MODELS if m in names]  # the paper's row order
+    assert len(names) + len(notes) == len(TABLE1_MODELS)  # unregistered rows are named, not silently dropped
+    r = run("table1", BenchOptions(models=("rnn_grc",), samples=3, bins=((30, 40), (50, 60)), time_cap_s=1e-6,
+                                   overrides={"hidden_size": 8}))
+    assert [(x["status"], x["samples"]) for x in r["rows"]] == [("TIMEOUT", 1), ("TIMEOUT", 0)]
+    assert r["rows"][1]["skipped"]
+    r = run("table1", BenchOptions(models=("rnn_grc",), samples=1, bins=((30, 40),), time_cap_s=1e-6,
+                                   overrides={"hidden_size": 8}))
+    assert r["rows"][0]["status"] == "ok"  # every sample ran: over the cap, but nothing was cut

@@ -162,7 +162,7 @@ def test_an_inner_rvnn_whose_settings_the_model_lacks_is_refused_naming_the_mode
 
 
 @pytest.mark.parametrize("name,kw", [("ebt_grc", {}), ("rir_ebt_grc", {"inference": "rir"}), ("rir_ebt_grc", {}),
-                                     ("gt_grc", {}), ("s4d", {"n_layers": 2}), ("rir_grc", {})])
+                                     ("egt_grc", {}), ("gt_grc", {}), ("s4d", {"n_layers": 2}), ("rir_grc", {})])
 def test_eval_deterministic_and_padding_invariant(name, kw):
     torch.manual_seed(5)
     model = build(name, hidden_size=32, **({"chunk_size": 6} if "rir" in name else {}), **kw).eval()
@@ -174,7 +174,7 @@ def test_eval_deterministic_and_padding_invariant(name, kw):
             assert torch.allclose(model(batch_of([s])).logits[0], full[i], atol=1e-5), (name, i)
 
 
-@pytest.mark.parametrize("name", ["ebt_grc", "rir_ebt_grc", "gt_grc"])
+@pytest.mark.parametrize("name", ["ebt_grc", "rir_ebt_grc", "egt_grc"])
 def test_scorer_gets_gradients(name):
     torch.manual_seed(6)
     model = build(name, hidden_size=32, **({"chunk_size": 5} if "rir" in name else {})).train()

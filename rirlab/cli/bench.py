@@ -14,7 +14,7 @@ from rirlab.cli.options import set_option
               help="step (one step of one model), table1 (RIR Table 1 length bins), gut_halt (dynamic-halt §7) or "
                    "learn (time to reach dev-accuracy thresholds under a training recipe); see rirlab/bench.py.")
 @click.option("--model", default="rir_ebt_grc", show_default=True, help="step, learn: the model.")
-@click.option("--models", default="rir_ebt_grc", show_default=True, help="table1: comma-separated models.")
+@click.option("--models", default="", help="table1: comma-separated models (default: the registered RIR Table 1 rows).")
 @click.option("--batch", default=16, show_default=True, type=click.IntRange(min=1))
 @click.option("--length", default=100, show_default=True, type=click.IntRange(min=1))
 @click.option("--mode", type=click.Choice(["train", "eval"]), default="train", show_default=True)
@@ -26,6 +26,10 @@ from rirlab.cli.options import set_option
 @click.option("--repeats", default=5, show_default=True, type=click.IntRange(min=1), help="step: timed steps.")
 @click.option("--warmup", default=2, show_default=True, type=click.IntRange(min=0), help="step: untimed steps first.")
 @click.option("--samples", default=100, show_default=True, type=click.IntRange(min=1), help="table1: samples per bin.")
+@click.option("--mem-cap-gb", default=0.0, type=click.FloatRange(min=0),
+              help="table1: memory cap per cell in GB (0: none); a cell over it reads OOM.")
+@click.option("--time-cap-s", default=0.0, type=click.FloatRange(min=0),
+              help="table1: time cap per cell in seconds (0: none); a cell over it reads TIMEOUT.")
 @click.option("--threads", default=0, show_default=True, type=click.IntRange(min=0), help="torch threads (0: default).")
 @click.option("--task", default="listops", show_default=True, help="learn: the task.")
 @click.option("--recipe", type=click.Choice(["paper", "adamw"]), default="paper", show_default=True,
@@ -42,7 +46,8 @@ from rirlab.cli.options import set_option
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Also write the result here.")
 @click.option("--png", "png_path", default=None, type=click.Path(dir_okay=False),
               help="learn: also plot the curve (dev accuracy vs training seconds) here.")
-def bench(name, model, models, batch, length, mode, inference, device, precision, repeats, warmup, samples, threads,
+def bench(name, model, models, batch, length, mode, inference, device, precision, repeats, warmup, samples, mem_cap_gb,
+          time_cap_s, threads,
           task, recipe, minutes, thresholds, eval_every, dev_examples, sets, json_path, png_path):
     """Time models: median step time and peak memory (step), RIR Table 1 (table1), dynamic halting (gut_halt)
     or time to learn (learn).
@@ -68,7 +73,8 @@ def bench(name, model, models, batch, length, mode, inference, device, precision
         raise UserError(f"bench: --thresholds {thresholds!r} must be comma-separated numbers, e.g. 50,80,95,99") from None
     opts = BenchOptions(model=model, models=tuple(m.strip() for m in models.split(",") if m.strip()), batch=batch,
                         length=length, mode=mode, inference=inference, device=device, precision=precision,
-                        repeats=repeats, warmup=warmup, samples=samples, threads=threads, overrides=parse_overrides(sets), task=task,
+                        repeats=repeats, warmup=warmup, samples=samples, mem_cap_gb=mem_cap_gb,
+                        time_cap_s=time_cap_s, threads=threads, overrides=parse_overrides(sets), task=task,
                         recipe=recipe, minutes=minutes, thresholds=levels, eval_every=eval_every,
                         dev_examples=dev_examples, progress=lambda line: click.echo(line))
     result = run(name, opts)
@@ -89,7 +95,13 @@ def bench(name, model, models, batch, length, mode, inference, device, precision
     elif "rows" in result:
         click.echo(f"{'model':14s} {'bin':>10s} {'minutes':>9s} {'peak GB':>8s}   ({result['device']})")
         for r in result["rows"]:
-            click.echo(f"{r['model']:14s} {r['bin']:>10s} {r['minutes']:9.3f} {r['peak_mem_gb']:8.3f}")
+            if r.get("status", "ok") not in ("ok", "TIMEOUT") or r["minutes"] is None:
+                click.echo(f"{r['model']:14s} {r['bin']:>10s} {r['status']:>9s} {r['status']:>8s}")
+            else:
+                note = f"  TIMEOUT after {r['samples']} samples" if r.get("status") == "TIMEOUT" else ""
+                click.echo(f"{r['model']:14s} {r['bin']:>10s} {r['minutes']:9.3f} {r['peak_mem_gb']:8.3f}{note}")
+        for note in result.get("notes", []):
+            click.echo(f"note: {note}")
     else:
         click.echo(f"{result.get('model')} {result.get('mode')} batch {result.get('batch')} x length "
                    f"{result.get('length')}: median {result['median_ms']:.1f} ms (min {min(result['times_ms']):.1f}, "

@@ -1,0 +1,182 @@
+"""``bt_grc`` and ``bt_grc_os``: Beam Tree Recursive Cells with the GRC cell (BT-GRC, BT-GRC OneSoft).
+
+Beam Tree Recursive Cells (Ray Chowdhury & Caragea, ICML 2023, arXiv:2305.19999), as the EBT paper
+(Efficient Beam Tree Recursion, NeurIPS 2023, arXiv:2307.10779) restates it in §2: at every step of every
+beam ALL adjacent pairs are composed with the GRC cell (EBT eq. 3, the cell of eq. 1-2 = RIR eq. 10-11), each
+candidate parent is scored by ``scorer(p) = W_v p`` (a linear map d -> 1 of the *composed parent*), the scores
+are log-softmaxed over the pairs, the top-k pairs of each beam extend it (accumulating their log-probabilities),
+b of the b x k candidates survive, and the b roots are marginalised with a softmax over the beam scores.
+Because eq. 3 runs the cell on every position at every step, memory grows with L^2 (L steps x L positions
+x b beams x d_cell features held for backward): the cost the EBT fixes remove and RIR Table 1 reports as OOM
+at lengths 1500-2000 on a 48 GB GPU.
+
+Selection while training (``bt_topk``): the papers call it a "stochastic Top-K"; the authors' public code
+(BeamRecursionFamily, BT_GRC.py) calls its top-k with ``training=False``, i.e. a plain top-k in both stages
+(per-beam pairs and surviving candidates) with gradients only through the accumulated scores. ``"top"``
+(default) is the code; ``"stochastic"`` perturbs both stages with Gumbel noise (Gumbel-top-k) in training.
+Eval is always plain top-k.
+
+OneSoft (``bt_grc_os``, BT-RvNN §"OneSoft top-k"; the authors' BT_GRC_OS.py): in training, of the b x k
+candidates sorted by accumulated score the first b - 1 survive as they are and ALL the others are merged into
+one soft beam, weighted by the softmax of their scores: its score, selection mask, candidate parents and node
+states are the weighted sums, and its next state is ``sel * P + (1 - cumsum(sel)) * H_left +
+(cumsum(sel) - sel) * H_right`` on those sums (as the code computes it). Eval is plain top-b.
+
+The search keeps b beam slots from the start (beam 0 alive, the others at score ``NEG``, as
+:func:`rirlab.models.beam_tree.initial_scores`), so every row always has b beams; impossible beams get zero
+weight in :func:`rirlab.models.beam_tree.marginalize`. A row that has reached its root keeps it (a "stay"
+option of log-probability 0) while longer rows of the batch still merge, so a padded batch equals each
+sequence alone. With ``beam_size`` >= the number of merge orders ((L-1)! for L leaves) and eval, the search
+is exhaustive: the output is the softmax-of-total-log-probability marginal over all merge orders.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from pydantic import Field
+from pydantic.dataclasses import dataclass
+from torch import nn
+
+from rirlab.config import STRICT
+from rirlab.models.base import EncoderOutput, at_least_fp32
+from rirlab.models.beam_tree import NEG, gumbel_like, initial_scores, keep_survivors, marginalize
+from rirlab.models.grc import GRC, GRCConfig, LeafTransform
+from rirlab.models.heads import TaskModel
+from rirlab.models.registry import register
+
+BTTopK = Literal["top", "stochastic"]
+
+
+@dataclass(config=STRICT)
+class BTConfig(GRCConfig):
+    """BT-GRC / BT-GRC OS (EBT paper §2; BT-RvNN): beam ``beam_size`` over merge orders, parent scorer.
+
+    ``bt_topk``: selection in training, ``top`` (the authors' code, default) or ``stochastic`` (the papers'
+    "stochastic Top-K": Gumbel-perturbed pairs and survivors). Eval is always plain top-k.
+    """
+
+    beam_size: int = Field(5, ge=1)
+    bt_topk: BTTopK = "top"
+
+
+def update_nodes(h: torch.Tensor, parents: torch.Tensor, sel: torch.Tensor) -> torch.Tensor:
+    """Next node sequence from a selection over pairs (EBT eq. 4 in mask form, as the authors' code writes it).
+
+    h (..., W, D) nodes, parents (..., W-1, D) candidate parents, sel (..., W-1) one-hot, soft or zero (no merge:
+    the row keeps its nodes). Returns (..., W-1, D): sel * P + (1 - cumsum sel) * h[:-1] + (cumsum sel - sel) * h[1:].
+    """
+    c = sel.cumsum(-1)  # (..., W-1)
+    return (sel[..., None] * parents + (1 - c)[..., None] * h[..., :-1, :]
+            + (c - sel)[..., None] * h[..., 1:, :])  # (..., W-1, D)
+
+
+def pair_log_probs(e: torch.Tensor, cur_len: torch.Tensor) -> torch.Tensor:
+    """Masked log-softmax of pair scores e (n, B, W-1) over the valid pairs j < cur_len - 1 of each row; rows that
+    are done (cur_len <= 1) get the "stay" option: 0 at j = 0, ``NEG`` elsewhere."""
+    pos = torch.arange(e.size(-1), device=e.device)  # (W-1,)
+    valid = (pos < (cur_len - 1)[:, None])[:, None]  # (n, 1, W-1)
+    logp = F.log_softmax(at_least_fp32(e).masked_fill(~valid, NEG), dim=-1)  # (n, B, W-1)
+    stay = torch.where(pos == 0, 0.0, NEG).to(logp.dtype)  # (W-1,)
+    return torch.where((cur_len <= 1)[:, None, None], stay, logp)  # (n, B, W-1)
+
+
+class ParentBeamSearch(nn.Module):
+    """Beam search over merge orders with the scorer on composed parents (BT-RvNN; beam 1 + ST is GT-RvNN).
+
+    forward(x (N, L, D), lengths (N,)) -> roots (N, b, D), scores (N, b) (accumulated pair log-probabilities;
+    ``NEG`` for impossible beams). ``one_soft``: the OneSoft survivor rule in training. ``straight_through``
+    (beam 1 only): Choi et al.'s straight-through Gumbel-softmax selection (see :mod:`rirlab.models.gt_grc`).
+    """
+
+    def __init__(self, cell: GRC, d: int, beam_size: int, topk: BTTopK = "top", one_soft: bool = False,
+                 straight_through: bool = False, tau: float = 1.0):
+        super().__init__()
+        if straight_through and beam_size != 1:
+            raise ValueError("straight-through selection is the greedy (beam 1) search")
+        self.cell = cell
+        self.scorer = nn.Linear(d, 1)  # scorer(p) = W_v p on the composed parent (EBT §2)
+        self.beam_size, self.topk, self.one_soft = beam_size, topk, one_soft
+        self.straight_through, self.tau = straight_through, tau
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor):
+        n, width, d = x.shape
+        b = self.beam_size
+        h = x.unsqueeze(1).expand(n, b, width, d)  # (N, b, W, D) every slot starts from the leaves
+        scores = initial_scores(n, b, x)  # (N, b): beam 0 alive
+        row = torch.arange(n, device=x.device)[:, None]  # (N, 1)
+        for t in range(width - 1):
+            h, scores = self.step(h, scores, lengths - t, row)  # (N, b, W-1-t, D), (N, b)
+        return h[:, :, 0], scores  # (N, b, D), (N, b)
+
+    def step(self, h: torch.Tensor, scores: torch.Tensor, cur_len: torch.Tensor, row: torch.Tensor):
+        n, b, w, d = h.shape
+        parents = self.cell.compose(torch.cat([h[:, :, :-1], h[:, :, 1:]], dim=-1))  # (n, b, W-1, D) EBT eq. 3
+        e = self.scorer(parents).squeeze(-1)  # (n, b, W-1) e_i = scorer(p_i)
+        logp = pair_log_probs(e, cur_len)  # (n, b, W-1)
+        active = (cur_len >= 2).to(h.dtype)[:, None, None]  # (n, 1, 1) rows still merging
+        noisy = self.training and (self.topk == "stochastic" or self.straight_through)
+        key = logp + gumbel_like(logp) if noisy else logp  # (n, b, W-1)
+        if self.straight_through:  # GT-RvNN: one-hot forward, Gumbel-softmax gradient backward
+            soft = F.softmax(key / self.tau, dim=-1)  # (n, 1, W-1)
+            hard = F.one_hot(key.argmax(-1), w - 1).to(soft.dtype)  # (n, 1, W-1)
+            sel = (hard + soft - soft.detach()) * active
+            return update_nodes(h, parents, sel.to(h.dtype)), scores
+        k = min(b, w - 1)
+        top_pos = key.topk(k, dim=-1).indices  # (n, b, k) per-beam top-k pairs
+        cand = (scores[..., None] + logp.gather(-1, top_pos)).view(n, b * k)  # (n, b k) accumulated log-scores
+        pos_flat = top_pos.view(n, b * k)  # (n, b k)
+        if k == 1:  # b candidates for b slots: nothing to select (as the authors' code: B k <= b)
+            new_scores, keep = cand, torch.arange(b, device=h.device).expand(n, b)
+        elif self.one_soft and self.training:
+            return self.one_soft_step(h, parents, cand, pos_flat, k, active, row)
+        else:
+            gumbel = gumbel_like(cand) if self.training and self.topk == "stochastic" else None
+            new_scores, keep = keep_survivors(cand, b, gumbel)  # (n, b), (n, b)
+        src = torch.div(keep, k, rounding_mode="floor")  # (n, b) beam each survivor extends
+        j = pos_flat.gather(1, keep)  # (n, b) merged pair (j, j+1)
+        sel = F.one_hot(j, w - 1).to(h.dtype) * active  # (n, b, W-1); done rows merge nothing
+        return update_nodes(h[row, src], parents[row, src], sel), new_scores
+
+    def one_soft_step(self, h, parents, cand, pos_flat, k, active, row):
+        """OneSoft survivors (training): the top b - 1 candidates kept, the rest merged into one soft beam."""
+        n, b, w, d = h.shape
+        order = cand.argsort(dim=-1, descending=True)  # (n, b k) no gradient through the ranking
+        cand_s = cand.gather(1, order)  # (n, b k)
+        src = torch.div(order, k, rounding_mode="floor")  # (n, b k)
+        sel = F.one_hot(pos_flat.gather(1, order), w - 1).to(h.dtype) * active  # (n, b k, W-1)
+        hard = update_nodes(h[row, src[:, : b - 1]], parents[row, src[:, : b - 1]], sel[:, : b - 1])  # (n, b-1, ..)
+        rest = cand_s[:, b - 1 :]  # (n, r) r = b k - b + 1
+        wgt = F.softmax(rest, dim=-1)  # (n, r)
+        mix = lambda t: (wgt.view(n, -1, *([1] * (t.dim() - 2))).to(t.dtype) * t).sum(1, keepdim=True)  # noqa: E731
+        soft = update_nodes(mix(h[row, src[:, b - 1 :]]), mix(parents[row, src[:, b - 1 :]]),
+                            mix(sel[:, b - 1 :]))  # (n, 1, W-1, D)
+        scores = torch.cat([cand_s[:, : b - 1], (wgt * rest.clamp(min=NEG)).sum(1, keepdim=True)], dim=1)  # (n, b)
+        return torch.cat([hard, soft], dim=1), scores
+
+
+class BTEncoder(nn.Module):
+    """Leaf transform (RIR eq. 17), BT search over the whole sequence, softmax-marginalised root."""
+
+    def __init__(self, cfg: BTConfig, one_soft: bool = False):
+        super().__init__()
+        self.leaf = LeafTransform(cfg.hidden_size)
+        self.tree = ParentBeamSearch(GRC.from_config(cfg), cfg.hidden_size, cfg.beam_size, cfg.bt_topk, one_soft)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> EncoderOutput:
+        roots, scores = self.tree(self.leaf(x), mask.sum(1))  # (N, b, D), (N, b)
+        return EncoderOutput(marginalize(roots, scores))  # (N, D)
+
+
+@register("bt_grc", BTConfig)
+def bt_grc(cfg: BTConfig, info):
+    """Beam Tree GRC (BT-RvNN, ICML 2023; EBT paper §2): beam search, scorer on composed parents."""
+    return TaskModel(BTEncoder(cfg), info, cfg)
+
+
+@register("bt_grc_os", BTConfig)
+def bt_grc_os(cfg: BTConfig, info):
+    """BT-GRC with the OneSoft top-k in training (BT-RvNN; the authors' BT_GRC_OS)."""
+    return TaskModel(BTEncoder(cfg, one_soft=True), info, cfg)

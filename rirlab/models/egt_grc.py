@@ -1,0 +1,52 @@
+"""``egt_grc``: greedy Gumbel-Tree GRC with the EBT fixes (EGT-GRC of the EBT paper, arXiv:2307.10779, Table 2).
+
+GT-GRC (``gt_grc``, :mod:`rirlab.models.gt_grc`) plus EBT Fix 1 (score the child pair, compose only the chosen one)
+and Fix 2 (the scorer reads the first d_s = 64 features of each child), eq. 6-7 / RIR eq. 12.
+
+Beam 1 and straight-through Gumbel-softmax selection: the argmax merge's value forward, the
+gradient of its Gumbel-softmax probability backward. Runs on the reference search
+(:class:`~rirlab.models.beam_tree.BeamTree`), the one that implements straight-through.
+"""
+
+from __future__ import annotations
+
+import torch
+from pydantic import Field
+from pydantic.dataclasses import dataclass
+from torch import nn
+
+from rirlab.config import STRICT
+from rirlab.models.base import EncoderOutput
+from rirlab.models.beam_tree import BeamTree
+from rirlab.models.grc import GRC, GRCConfig, LeafTransform
+from rirlab.models.heads import TaskModel
+from rirlab.models.registry import register
+from rirlab.models.scorer import Scorer
+
+
+@dataclass(config=STRICT)
+class EGTConfig(GRCConfig):
+    """EGT-GRC: greedy (beam 1) merges, straight-through Gumbel-softmax selection."""
+
+    d_s: int = Field(64, ge=1)
+    gumbel_tau: float = Field(1.0, gt=0)
+
+
+class EGTEncoder(nn.Module):
+    """Leaf transform (eq. 17), greedy straight-through merges over the whole sequence; the root."""
+
+    def __init__(self, cfg: EGTConfig):
+        super().__init__()
+        self.leaf = LeafTransform(cfg.hidden_size)
+        self.tree = BeamTree(GRC.from_config(cfg), Scorer(cfg.hidden_size, cfg.d_s), 1, straight_through=True,
+                             tau=cfg.gumbel_tau)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> EncoderOutput:
+        roots, _ = self.tree(self.leaf(x).unsqueeze(1), mask.sum(1))  # (N, 1, D): one beam
+        return EncoderOutput(roots[:, 0])  # (N, D)
+
+
+@register("egt_grc", EGTConfig)
+def egt_grc(cfg: EGTConfig, info):
+    """Efficient Gumbel-Tree GRC: beam 1, straight-through Gumbel-softmax, EBT child-pair scorer (EBT paper EGT-GRC)."""
+    return TaskModel(EGTEncoder(cfg), info, cfg)
