@@ -2,7 +2,13 @@
 
 One file per model family (config dataclass + encoder + ``@register`` builder):
   ebt_grc.py      ebt_grc      EBT-GRC: beam search over merge orders (EBT paper §3, Algorithm 1)
-  gt_grc.py       gt_grc       greedy straight-through Gumbel-Tree GRC with the EBT scorer
+  gt_grc.py       gt_grc       the original Gumbel-Tree GRC (Choi et al.): greedy, scorer on composed parents
+  egt_grc.py      egt_grc      GT-GRC with the EBT fixes (scorer on the sliced child pair; EBT paper §3)
+  bt_grc.py       bt_grc, bt_grc_os  Beam Tree Recursive Cells and their OneSoft variant (BT-RvNN, ICML 2023)
+  om.py           om           Ordered Memory (Shen et al., NeurIPS 2019) with the GRC cell
+  crvnn.py        crvnn        Continuous Recursive Neural Network (Ray Chowdhury & Caragea, ICML 2021)
+  rir_om.py, rir_crvnn.py      rir_om, rir_crvnn: OM / CRvNN inside the RIR outer recursion (RIR Table 5)
+  mega.py         mega         MEGA: moving-average equipped gated attention (Ma et al., ICLR 2023)
   rnn_grc.py      rnn_grc      the GRC cell as an RNN (RIR eq. 2); RIR-GRC's inner RvNN
   rir_grc.py      rir_grc      RIR with a GRC RNN inside (RIR §4.1); bbt_grc, the same with k = 2 (eq. 3)
   rir_ebt_grc.py  rir_ebt_grc  RIR with EBT-GRC inside (RIR §3)
