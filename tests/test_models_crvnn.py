@@ -9,7 +9,8 @@ import torch
 
 from rirlab.models import registry
 from rirlab.models.crvnn import neighbours
-from test_models_om import batch_of, build, learn, random_seqs
+from model_helpers import batch_of, build, learns_listops, random_seqs
+from test_models_om import TINY_LISTOPS
 
 SMALL = {"crvnn": dict(hidden_size=16), "rir_crvnn": dict(hidden_size=16, chunk_size=4)}
 
@@ -104,5 +105,5 @@ def test_rir_crvnn_with_chunk_at_least_length_is_crvnn():
 
 
 def test_tiny_crvnn_learns_listops_above_majority():
-    acc, majority = learn("crvnn", 150, hidden_size=32, dropout=0.0)
+    acc, majority = learns_listops("crvnn", 150, **TINY_LISTOPS, hidden_size=32, dropout=0.0)
     assert acc > majority + 0.08, (acc, majority)

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bt_helpers import (batch_of, build, check_padding_and_determinism, check_shapes_and_gradients, learns_listops,
+from model_helpers import (batch_of, build, check_padding_and_determinism, check_shapes_and_gradients, learns_listops,
                         random_seqs)
 
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import collections
-
 import pytest
 import torch
-import torch.nn.functional as F
 
+from model_helpers import learns_listops
 from rirlab.models import registry
 from rirlab.models.mega import MegaConfig, MultiDimEMA
 from rirlab.tasks import listops
@@ -133,28 +131,7 @@ def test_full_attention_is_bidirectional_and_chunks_are_local():
 
 
 def test_tiny_mega_learns_listops_above_majority():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        examples = listops.generate(2000, 7, max_args=4, max_depth=3, min_len=5, max_len=30)
-        data = [([listops.TOKEN_ID[t] for t in listops.tokenize(x)], y) for x, y in examples]
-        train, dev = data[:1600], data[1600:]
-        majority = max(collections.Counter(y for _, y in dev).values()) / len(dev)
-        model = build(hidden_size=32, num_layers=2, mega_z_dim=16, dropout=0.0)
-        opt = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.98), weight_decay=0.01)
-        g = torch.Generator().manual_seed(0)
-        model.train()
-        for _ in range(200):
-            b = collate_classify([train[i] for i in torch.randint(0, len(train), (32,), generator=g).tolist()])
-            loss = F.cross_entropy(model(b).logits, b["labels"])
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-        model.eval()
-        with torch.no_grad():
-            b = collate_classify(dev)
-            acc = (model(b).logits.argmax(-1) == b["labels"]).float().mean().item()
-        assert acc > majority + 0.08, (acc, majority)
-    finally:
-        torch.set_num_threads(threads)
+    acc, majority = learns_listops("mega", 200, n=2000, n_train=1600, max_args=4, max_depth=3, max_len=30,
+                                   opt={"betas": (0.9, 0.98), "weight_decay": 0.01}, clip=1.0, hidden_size=32,
+                                   num_layers=2, mega_z_dim=16, mega_ema_dim=4, dropout=0.0)
+    assert acc > majority + 0.08, (acc, majority)

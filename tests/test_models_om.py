@@ -3,37 +3,12 @@ padding, eval determinism, the stick-breaking semantics, RIR with one chunk = OM
 
 from __future__ import annotations
 
-import collections
-
 import pytest
 import torch
-import torch.nn.functional as F
 
+from model_helpers import batch_of, build, learns_listops, random_seqs
 from rirlab.models import registry
 from rirlab.models.rir import INNERS, RIRConfig
-from rirlab.tasks import listops
-from rirlab.tasks.base import TaskInfo, collate_classify
-
-INFO = TaskInfo(16, 10, "classify")
-
-
-def build(name, **kw):
-    entry = registry.get(name)
-    return entry.build(entry.config(**kw), INFO)
-
-
-def batch_of(seqs):
-    s = max(len(x) for x in seqs)
-    tokens = torch.zeros(len(seqs), s, dtype=torch.long)
-    for i, x in enumerate(seqs):
-        tokens[i, : len(x)] = torch.tensor(x)
-    return {"tokens": tokens, "mask": tokens != 0, "labels": torch.zeros(len(seqs), dtype=torch.long)}
-
-
-def random_seqs(lengths, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return [torch.randint(1, 16, (L,), generator=g).tolist() for L in lengths]
-
 
 SMALL = {"om": dict(hidden_size=16, om_slots=5), "rir_om": dict(hidden_size=16, om_slots=5, chunk_size=4)}
 
@@ -117,35 +92,10 @@ def test_rir_om_with_chunk_at_least_length_is_om():
         assert not torch.allclose(short.eval()(batch).logits, om(batch).logits, atol=1e-3)  # chunks do change it
 
 
-def learn(name, steps, **kw):
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        examples = listops.generate(1200, 7, max_args=3, max_depth=2, min_len=5, max_len=16)
-        data = [([listops.TOKEN_ID[t] for t in listops.tokenize(x)], y) for x, y in examples]
-        train, dev = data[:1000], data[1000:]
-        majority = max(collections.Counter(y for _, y in dev).values()) / len(dev)
-        torch.manual_seed(0)
-        entry = registry.get(name)
-        model = entry.build(entry.config(**kw), TaskInfo(len(listops.VOCAB), 10, "classify"))
-        opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-        g = torch.Generator().manual_seed(0)
-        model.train()
-        for _ in range(steps):
-            batch = collate_classify([train[i] for i in torch.randint(0, len(train), (32,), generator=g).tolist()])
-            loss = F.cross_entropy(model(batch).logits, batch["labels"])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        model.eval()
-        with torch.no_grad():
-            batch = collate_classify(dev)
-            acc = (model(batch).logits.argmax(-1) == batch["labels"]).float().mean().item()
-        return acc, majority
-    finally:
-        torch.set_num_threads(threads)
+# the tiny ListOps run of the OM/CRvNN learning tests: short, shallow expressions
+TINY_LISTOPS = dict(n=1200, n_train=1000, max_args=3, max_depth=2, min_len=5, max_len=16)
 
 
 def test_tiny_om_learns_listops_above_majority():
-    acc, majority = learn("om", 150, hidden_size=32, om_slots=6, dropout=0.0, om_memory_dropout=0.0)
+    acc, majority = learns_listops("om", 150, **TINY_LISTOPS, hidden_size=32, om_slots=6, dropout=0.0, om_memory_dropout=0.0)
     assert acc > majority + 0.08, (acc, majority)

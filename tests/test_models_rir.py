@@ -8,30 +8,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from rirlab.models import registry
+from model_helpers import batch_of, build, random_seqs
 from rirlab.models.beam_tree import NEG
 from rirlab.models.rir import align, n_chunks, rir_encode
-from rirlab.tasks.base import TaskInfo
-
-INFO = TaskInfo(16, 10, "classify")
-
-
-def build(name, **kw):
-    entry = registry.get(name)
-    return entry.build(entry.config(**kw), INFO)
-
-
-def batch_of(seqs):
-    s = max(len(x) for x in seqs)
-    tokens = torch.zeros(len(seqs), s, dtype=torch.long)
-    for i, x in enumerate(seqs):
-        tokens[i, : len(x)] = torch.tensor(x)
-    return {"tokens": tokens, "mask": tokens != 0, "labels": torch.zeros(len(seqs), dtype=torch.long)}
-
-
-def random_seqs(lengths, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return [torch.randint(1, 16, (L,), generator=g).tolist() for L in lengths]
 
 
 def same_weights(src, dst):

@@ -1,4 +1,5 @@
-"""Shared helpers of the BT/GT model tests (tests/test_models_bt.py, tests/test_models_gt.py)."""
+"""Shared helpers of the model tests: build a registered model on a 16-token vocabulary, pad a batch, draw random
+sequences, the generic shape/gradient and padding/determinism checks, and a tiny ListOps learning run."""
 
 from __future__ import annotations
 
@@ -56,34 +57,39 @@ def check_padding_and_determinism(name, **kw):
             assert torch.allclose(model(batch_of([s])).logits[0], full[i], atol=1e-5), (name, i)
 
 
-def learns_listops(name, steps=150, **kw):
-    """Train a tiny model on short ListOps; return (dev accuracy, majority-class rate)."""
+def learns_listops(name, steps=150, *, n=1500, n_train=1200, max_args=3, max_depth=3, min_len=5, max_len=20,
+                   opt=None, clip=0.0, threads=1, **kw):
+    """Train a tiny ``name`` (config ``kw``) on short generated ListOps with AdamW (``opt``: its arguments, default
+    lr 3e-3), batches of 32; return (dev accuracy, majority-class rate of dev). One torch thread: small ops run
+    faster so, and it is kinder to a shared 2-core machine."""
     from rirlab.tasks import listops
     from rirlab.tasks.base import collate_classify
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+    saved = torch.get_num_threads()
+    torch.set_num_threads(threads)
     try:
-        examples = listops.generate(1500, 7, max_args=3, max_depth=3, min_len=5, max_len=20)
+        examples = listops.generate(n, 7, max_args=max_args, max_depth=max_depth, min_len=min_len, max_len=max_len)
         data = [([listops.TOKEN_ID[t] for t in listops.tokenize(x)], y) for x, y in examples]
-        train, dev = data[:1200], data[1200:]
+        train, dev = data[:n_train], data[n_train:]
         majority = max(collections.Counter(y for _, y in dev).values()) / len(dev)
         torch.manual_seed(0)
         entry = registry.get(name)
         model = entry.build(entry.config(**kw), TaskInfo(len(listops.VOCAB), 10, "classify"))
-        opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+        optimizer = torch.optim.AdamW(model.parameters(), **{"lr": 3e-3, **(opt or {})})
         g = torch.Generator().manual_seed(0)
         model.train()
         for _ in range(steps):
             batch = collate_classify([train[i] for i in torch.randint(0, len(train), (32,), generator=g).tolist()])
             loss = F.cross_entropy(model(batch).logits, batch["labels"])
-            opt.zero_grad()
+            optimizer.zero_grad()
             loss.backward()
-            opt.step()
+            if clip:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+            optimizer.step()
         model.eval()
         with torch.no_grad():
             batch = collate_classify(dev)
             acc = (model(batch).logits.argmax(-1) == batch["labels"]).float().mean().item()
         return acc, majority
     finally:
-        torch.set_num_threads(threads)
+        torch.set_num_threads(saved)
