@@ -9,7 +9,7 @@ import torch
 
 from rirlab.models import registry
 from rirlab.models.crvnn import neighbours
-from model_helpers import batch_of, build, learns_listops, random_seqs
+from model_helpers import batch_of, build, check_padding_and_determinism, learns_listops, random_seqs
 from test_models_om import TINY_LISTOPS
 
 SMALL = {"crvnn": dict(hidden_size=16), "rir_crvnn": dict(hidden_size=16, chunk_size=4)}
@@ -36,15 +36,7 @@ def test_shapes_and_gradients_reach_every_parameter(name):
 @pytest.mark.parametrize("name", ["crvnn", "rir_crvnn"])
 @pytest.mark.parametrize("halt", ["dynamic", "off"])
 def test_padded_batch_equals_each_sequence_alone_and_eval_is_deterministic(name, halt):
-    torch.manual_seed(1)
-    model = build(name, crvnn_halt=halt, **SMALL[name]).eval()
-    seqs = random_seqs([11, 4, 1, 7], seed=3)
-    with torch.no_grad():
-        together = model(batch_of(seqs)).logits
-        again = model(batch_of(seqs)).logits
-        for i, s in enumerate(seqs):
-            assert torch.allclose(model(batch_of([s])).logits[0], together[i], atol=1e-5)
-    assert torch.equal(together, again)
+    check_padding_and_determinism(name, crvnn_halt=halt, **SMALL[name])
 
 
 def test_neighbours_of_crisp_existence_are_the_nearest_existing_items():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from model_helpers import batch_of, build, learns_listops, random_seqs
+from model_helpers import batch_of, build, check_padding_and_determinism, learns_listops, random_seqs
 from rirlab.models import registry
 from rirlab.models.rir import INNERS, RIRConfig
 
@@ -37,15 +37,7 @@ def test_shapes_and_gradients_reach_every_parameter(name):
 
 @pytest.mark.parametrize("name", ["om", "rir_om"])
 def test_padded_batch_equals_each_sequence_alone_and_eval_is_deterministic(name):
-    torch.manual_seed(1)
-    model = build(name, **SMALL[name]).eval()
-    seqs = random_seqs([11, 4, 1, 7], seed=3)
-    with torch.no_grad():
-        together = model(batch_of(seqs)).logits
-        again = model(batch_of(seqs)).logits
-        for i, s in enumerate(seqs):
-            assert torch.allclose(model(batch_of([s])).logits[0], together[i], atol=1e-5)
-    assert torch.equal(together, again)
+    check_padding_and_determinism(name, **SMALL[name])
 
 
 def test_attention_is_a_stick_breaking_distribution_over_opened_slots():
