@@ -43,8 +43,7 @@ from pydantic.dataclasses import dataclass
 from torch import nn
 
 from rirlab.config import STRICT
-from rirlab.models.base import EncoderOutput
-from rirlab.models.grc import GRC, GRCConfig, LeafTransform
+from rirlab.models.grc import GRC, GRCConfig, OneBeamEncoder
 from rirlab.models.heads import TaskModel
 from rirlab.models.registry import register
 
@@ -153,20 +152,7 @@ class CRvNN(nn.Module):
         return root[:, None], x.new_zeros(m, 1) if scores is None else scores
 
 
-class CRvNNEncoder(nn.Module):
-    """Leaf transform (RIR eq. 17; CRvNN's initial transform) then CRvNN over the whole sequence."""
-
-    def __init__(self, cfg: CRvNNConfig):
-        super().__init__()
-        self.leaf = LeafTransform(cfg.hidden_size)
-        self.tree = CRvNN(cfg)
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> EncoderOutput:
-        roots, _ = self.tree(self.leaf(x).unsqueeze(1), mask.sum(1))  # (N, 1, D)
-        return EncoderOutput(roots[:, 0])  # (N, D)
-
-
 @register("crvnn", CRvNNConfig)
 def crvnn(cfg: CRvNNConfig, info):
     """Continuous Recursive Neural Network (Ray Chowdhury & Caragea, ICML 2021) with the GRC cell."""
-    return TaskModel(CRvNNEncoder(cfg), info, cfg)
+    return TaskModel(OneBeamEncoder(cfg.hidden_size, CRvNN(cfg)), info, cfg)

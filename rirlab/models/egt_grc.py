@@ -10,15 +10,12 @@ gradient of its Gumbel-softmax probability backward. Runs on the reference searc
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 from pydantic.dataclasses import dataclass
-from torch import nn
 
 from rirlab.config import STRICT
-from rirlab.models.base import EncoderOutput
 from rirlab.models.beam_tree import BeamTree
-from rirlab.models.grc import GRC, GRCConfig, LeafTransform
+from rirlab.models.grc import GRC, GRCConfig, OneBeamEncoder
 from rirlab.models.heads import TaskModel
 from rirlab.models.registry import register
 from rirlab.models.scorer import Scorer
@@ -32,21 +29,9 @@ class EGTConfig(GRCConfig):
     gumbel_tau: float = Field(1.0, gt=0)
 
 
-class EGTEncoder(nn.Module):
-    """Leaf transform (eq. 17), greedy straight-through merges over the whole sequence; the root."""
-
-    def __init__(self, cfg: EGTConfig):
-        super().__init__()
-        self.leaf = LeafTransform(cfg.hidden_size)
-        self.tree = BeamTree(GRC.from_config(cfg), Scorer(cfg.hidden_size, cfg.d_s), 1, straight_through=True,
-                             tau=cfg.gumbel_tau)
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> EncoderOutput:
-        roots, _ = self.tree(self.leaf(x).unsqueeze(1), mask.sum(1))  # (N, 1, D): one beam
-        return EncoderOutput(roots[:, 0])  # (N, D)
-
-
 @register("egt_grc", EGTConfig)
 def egt_grc(cfg: EGTConfig, info):
     """Efficient Gumbel-Tree GRC: beam 1, straight-through Gumbel-softmax, EBT child-pair scorer (EBT paper EGT-GRC)."""
-    return TaskModel(EGTEncoder(cfg), info, cfg)
+    greedy = BeamTree(GRC.from_config(cfg), Scorer(cfg.hidden_size, cfg.d_s), 1, straight_through=True,
+                      tau=cfg.gumbel_tau)  # leaves as one beam (eq. 17), merges over the whole sequence
+    return TaskModel(OneBeamEncoder(cfg.hidden_size, greedy), info, cfg)

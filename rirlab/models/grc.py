@@ -16,6 +16,7 @@ from pydantic.dataclasses import dataclass
 from torch import nn
 
 from rirlab.config import STRICT
+from rirlab.models.base import EncoderOutput
 
 
 @dataclass(config=STRICT)
@@ -135,6 +136,23 @@ class LeafTransform(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         return self.ln(self.w(x))  # mask unused; accepted so leaf layers are interchangeable with PreChunkS4D
+
+
+class OneBeamEncoder(nn.Module):
+    """Leaf transform (eq. 17), then an RvNN that keeps one beam run over the whole sequence as one chunk; its root.
+
+    ``tree`` follows the inner-RvNN interface of the RIR recursion (rirlab.models.rir): (M, 1, W, D) leaves and
+    (M,) lengths in, (M, 1, D) roots and (M, 1) scores out (OM, CRvNN, the greedy EGT search).
+    """
+
+    def __init__(self, hidden_size: int, tree: nn.Module):
+        super().__init__()
+        self.leaf = LeafTransform(hidden_size)
+        self.tree = tree
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> EncoderOutput:
+        roots, _ = self.tree(self.leaf(x).unsqueeze(1), mask.sum(1))  # (N, 1, D)
+        return EncoderOutput(roots[:, 0])  # (N, D)
 
 
 def rnn_compose(cell: GRC, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

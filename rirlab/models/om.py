@@ -36,8 +36,7 @@ from pydantic.dataclasses import dataclass
 from torch import nn
 
 from rirlab.config import STRICT
-from rirlab.models.base import EncoderOutput
-from rirlab.models.grc import GRC, GRCConfig, LeafTransform
+from rirlab.models.grc import GRC, GRCConfig, OneBeamEncoder
 from rirlab.models.heads import TaskModel
 from rirlab.models.registry import register
 
@@ -134,20 +133,7 @@ class OrderedMemory(nn.Module):
         return out[:, None], x.new_zeros(m, 1) if scores is None else scores  # (M, 1, D), (M, 1)
 
 
-class OMEncoder(nn.Module):
-    """Leaf transform (RIR eq. 17) then Ordered Memory over the whole sequence; the last output o_L."""
-
-    def __init__(self, cfg: OMConfig):
-        super().__init__()
-        self.leaf = LeafTransform(cfg.hidden_size)
-        self.tree = OrderedMemory(cfg)
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> EncoderOutput:
-        roots, _ = self.tree(self.leaf(x).unsqueeze(1), mask.sum(1))  # (N, 1, D)
-        return EncoderOutput(roots[:, 0])  # (N, D)
-
-
 @register("om", OMConfig)
 def om(cfg: OMConfig, info):
     """Ordered Memory (Shen et al., NeurIPS 2019) with the GRC cell: stick-breaking attention over memory slots."""
-    return TaskModel(OMEncoder(cfg), info, cfg)
+    return TaskModel(OneBeamEncoder(cfg.hidden_size, OrderedMemory(cfg)), info, cfg)
