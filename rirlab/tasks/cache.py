@@ -116,15 +116,21 @@ def write_imported(task: str, split: str, table: pa.Table, record: dict, root: O
     return path
 
 
+def existing_import(task: str, split: str, root: Optional[str] = None) -> Path:
+    """The file of an imported split; UserError naming the import command when the split was never imported."""
+    path = imported_path(task, split, root)
+    if not path.exists():
+        raise UserError(f"{task}: no imported split '{split}' in {path.parent}; "
+                        f"run `rirlab data import {task} FILE... --split {split}` first")
+    return path
+
+
 def imported_record(task: str, split: str, root: Optional[str] = None) -> dict:
     """The import record of an imported split, read from the Parquet footer only (no rows are loaded).
 
     A file imported before records existed gets its rows from the footer and the SHA-256 of its bytes as digest.
     UserError when the split was never imported."""
-    path = imported_path(task, split, root)
-    if not path.exists():
-        raise UserError(f"{task}: no imported split '{split}' in {path.parent}; "
-                        f"run `rirlab data import {task} FILE... --split {split}` first")
+    path = existing_import(task, split, root)
     meta = pq.read_metadata(path)
     raw = (meta.schema.to_arrow_schema().metadata or {}).get(IMPORT_META)
     record = json.loads(raw) if raw else {"rows": meta.num_rows, "digest": file_sha256(path)[:16]}
@@ -151,8 +157,7 @@ def cached(task: str, split: str, params: dict, build: Callable[[], pa.Table], r
 
 
 def read_imported(task: str, split: str, root: Optional[str] = None) -> pa.Table:
-    imported_record(task, split, root)  # UserError naming the import command when absent
-    return pq.read_table(imported_path(task, split, root))
+    return pq.read_table(existing_import(task, split, root))
 
 
 def list_imported(task: str, root: Optional[str] = None) -> list[str]:
