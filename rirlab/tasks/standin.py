@@ -152,3 +152,42 @@ def qqp(root: Path, seed: int, files: dict) -> None:
                 if key == "paws_qqp":  # the PAWS-QQP script writes bytes literals
                     a, b = repr(a.encode()), repr(b.encode())
                 f.write(f"{i}\t{a}\t{b}\t{y}\n")
+
+
+def lra_listops(root: Path, seed: int, files: dict) -> None:
+    from rirlab.tasks import listops
+
+    for i, (key, rel) in enumerate(files.items()):
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        rows = listops.generate(_n(key), seed + i, max_args=5, max_depth=4)
+        with open(path, "w") as f:
+            f.write("Source\tTarget\n")
+            f.writelines(f"{text}\t{label}\n" for text, label in rows)
+
+
+def lra_retrieval(root: Path, seed: int, files: dict) -> None:
+    rng = random.Random(seed)
+    for key, rel in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w") as f:
+            for i in range(_n(key)):
+                a = " ".join(_sentence(rng, 30))
+                y = i % 2
+                b = " ".join(a.split()[::-1]) if y else " ".join(_sentence(rng, 30))
+                f.write(f"{y}\tdoc{2 * i}\tdoc{2 * i + 1}\t{a}\t{b}\n")
+
+
+def cifar(root: Path, seed: int, files: dict) -> None:
+    import pickle
+
+    rng = np.random.default_rng(seed)
+    for key, rel in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        n = 12 if key.startswith("data_batch") else EVAL
+        labels = [int(x) for x in rng.integers(0, 10, n)]
+        data = np.stack([np.full(3072, 20 * y, np.uint8) + rng.integers(0, 20, 3072).astype(np.uint8) for y in labels])
+        with open(path, "wb") as f:
+            pickle.dump({b"batch_label": b"stand-in", b"labels": labels, b"data": data}, f)
