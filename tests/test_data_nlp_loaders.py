@@ -263,3 +263,9 @@ def test_data_cli_reads_user_files_and_refuses_missing_ones(tmp_path):
                              "--out", "-"])
     assert r.exit_code == 2 and r.stderr.strip().count("\n") == 0
     assert "snli: missing snli_1.0/snli_1.0_test_hard.jsonl: expected at" in r.stderr
+
+
+def test_tasks_lists_the_files_each_task_expects():
+    out = CliRunner().invoke(main, ["tasks"]).stdout
+    assert "snli_1.0/snli_1.0_test_hard.jsonl  (hard)" in out and "quora_duplicate_questions.tsv  (train, dev, test)" in out
+    assert "lra_release/tsv_data/new_aan_pairs.eval.tsv  (dev)" in out and "trees/test.txt  (test)" in out

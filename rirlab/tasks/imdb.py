@@ -95,7 +95,7 @@ class IMDB(TextTask):
              "counterfactual": "counterfactually-augmented-data/sentiment/new/test.tsv"}
     needs = {"train": ("train",), "dev": ("train",), "test": ("test",), "contrast": ("contrast",),
              "contrast_dev": ("contrast_dev",), "counterfactual": ("counterfactual",)}
-    quick = {"generated": True, "embeddings": "random"}
+    quick = {"generated": True}
 
     def protocol(self, cfg, split: str) -> dict:
         return {"data_seed": cfg.data_seed, "dev_per_label": DEV_PER_LABEL} if split in ("train", "dev") else {}

@@ -79,7 +79,7 @@ def read_any(path: Path) -> list:
 class NLITask(TextTask):
     kind = "pair"
     labels = LABELS
-    quick = {"generated": True, "embeddings": "random"}
+    quick = {"generated": True}
 
     def protocol(self, cfg, split: str) -> dict:
         return {"max_train_len": cfg.max_train_len} if split == "train" else {}

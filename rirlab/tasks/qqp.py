@@ -80,7 +80,7 @@ class QQP(TextTask):
              "paws_wiki": "paws_wiki/test.tsv"}
     needs = {"train": ("train",), "dev": ("train",), "test": ("train",), "paws_qqp": ("paws_qqp",),
              "paws_wiki": ("paws_wiki",)}
-    quick = {"generated": True, "embeddings": "random"}
+    quick = {"generated": True}
 
     def protocol(self, cfg, split: str) -> dict:
         return {"data_seed": cfg.data_seed, "sample": SAMPLE} if split in ("train", "dev", "test") else {}

@@ -73,7 +73,7 @@ class SST5(TextTask):
     splits = tuple(SPLITS.items())
     files = {"train": "trees/train.txt", "dev": "trees/dev.txt", "test": "trees/test.txt"}
     needs = {"train": ("train",), "dev": ("dev",), "test": ("test",)}
-    quick = {"generated": True, "embeddings": "random"}
+    quick = {"generated": True}
 
     def read_split(self, cfg, root: Path, split: str) -> list:
         path = root / self.files[split]
