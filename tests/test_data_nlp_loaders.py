@@ -250,7 +250,7 @@ def test_generated_stand_in_says_what_it_is_and_loads(tmp_path):
     assert data.info.kind == "pair" and data.embeddings.shape[1] == 300 and len(data.train) > 200
     note = next((tmp_path / "cache/standin/snli").glob("*/STAND-IN-README.txt")).read_text()
     assert "GENERATED STAND-IN" in note and "not the real dataset" in note
-    assert all("stand-in" in d.source for d in task.datasets(c))
+    assert all(d.source == "generated" and "not the real data" in d.params["stand_in"] for d in task.datasets(c))
 
 
 def test_data_cli_reads_user_files_and_refuses_missing_ones(tmp_path):
@@ -269,3 +269,9 @@ def test_tasks_lists_the_files_each_task_expects():
     out = CliRunner().invoke(main, ["tasks"]).stdout
     assert "snli_1.0/snli_1.0_test_hard.jsonl  (hard)" in out and "quora_duplicate_questions.tsv  (train, dev, test)" in out
     assert "lra_release/tsv_data/new_aan_pairs.eval.tsv  (dev)" in out and "trees/test.txt  (test)" in out
+
+
+def test_a_bad_line_through_the_cli_is_one_file_line_error_exit_2(tmp_path):
+    path = write(tmp_path / "trees/test.txt", "(3 (2 It) (3 good))\n(9 (2 It) (3 good))\n")
+    r = CliRunner().invoke(main, ["data", "stats", "sst5", "--split", "test", "--set", f"data_dir={tmp_path}"])
+    assert r.exit_code == 2 and r.stderr.strip() == f"error: {path}:2: node label '9' is not 0-4"

@@ -256,18 +256,22 @@ class TextTask(Task):
                             cfg.cache_dir)
 
     def datasets(self, cfg) -> list[DatasetInfo]:
+        """The splits a trial reads, without reading them: source = the user's files (or "generated" for the
+        stand-in corpus, whose params say what it is), digest = the split's cache key."""
+        import pyarrow.parquet as pq
+
         out = []
+        generated = getattr(cfg, "generated", False)
         for split in ("train", "dev", *cfg.eval_splits):
             params = self.split_params(cfg, split)
             path = cache.split_path(self.name, split, params, cfg.cache_dir)
-            rows = None
-            if path.exists():
-                import pyarrow.parquet as pq
-
-                rows = pq.read_metadata(path).num_rows
-            source = ("generated stand-in text (rirlab), not the real data" if getattr(cfg, "generated", False)
-                      else ", ".join(p for p, _ in params["files"].values()))
-            out.append(DatasetInfo(f"{self.name}/{split}", split, source, params, cache.param_key(params), rows,
+            rows = pq.read_metadata(path).num_rows if path.exists() else None
+            if generated:
+                source = "generated"
+                params = {"generator": self.name, "stand_in": STANDIN_WHAT, **params}
+            else:
+                source = ", ".join(p for p, _ in params["files"].values())
+            out.append(DatasetInfo(f"{self.name}/{split}", split, source, params, path.stem.split("-")[-1], rows,
                                    "file" if rows is not None else "unknown"))
         return out
 
@@ -346,6 +350,7 @@ class TextTask(Task):
 
 
 STANDIN_NOTE = "STAND-IN-README.txt"
+STANDIN_WHAT = "generated stand-in text in the publishers' formats (rirlab.tasks.standin), not the real data"
 
 
 def keep_short(rows: list, max_len: Optional[int]) -> list:
