@@ -55,19 +55,24 @@ def stream(path: Path, wanted: Iterable[str]) -> Vectors:
     words, rows, dim = [], [], None
     with open(path, "rb") as f:
         for no, raw in enumerate(f, 1):
-            parts = raw.rstrip(b"\r\n").split(b" ")
+            raw = raw.rstrip(b"\r\n")
             if dim is None:
-                dim = len(parts) - 1
+                dim = raw.count(b" ")
                 if dim < 1:
                     raise UserError(f"{path}:1: not a GloVe line (word then its vector, space-separated)")
-            if len(parts) <= dim:
-                if b" ".join(parts[:1]) in want:
-                    raise UserError(f"{path}:{no}: {len(parts) - 1} values; the file's vectors have {dim}")
+            spaces = raw.count(b" ")  # counted in C: most lines are skipped without splitting 300 values
+            if spaces == dim:
+                word = raw[: raw.find(b" ")]
+            elif spaces > dim:  # a word with spaces in it (". . .")
+                word = b" ".join(raw.split(b" ")[:-dim])
+            else:
+                if raw.split(b" ", 1)[0] in want:
+                    raise UserError(f"{path}:{no}: {spaces} values; the file's vectors have {dim}")
                 continue
-            word = b" ".join(parts[:-dim])
             if word not in want:
                 continue
             want.discard(word)  # first occurrence wins
+            parts = raw.split(b" ")
             try:
                 rows.append(np.array(parts[-dim:], dtype=np.float32))
             except ValueError:
