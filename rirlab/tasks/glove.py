@@ -14,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
+import uuid
 from pathlib import Path
 from typing import Iterable, Optional
 
@@ -95,7 +97,7 @@ def load(path: Path, wanted: list[str], cache_dir: Optional[str] = None) -> Vect
             return Vectors([str(w) for w in z["words"]], z["array"])
     vectors = stream(path, wanted)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.stem}.{id(vectors)}.tmp.npz")
+    tmp = out.with_name(f".{out.stem}.{os.getpid()}.{uuid.uuid4().hex}.tmp.npz")  # concurrent trials: own file
     np.savez(tmp, words=np.array(vectors.words, dtype=str), array=vectors.array)
     tmp.replace(out)
     return vectors
