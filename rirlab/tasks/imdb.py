@@ -25,6 +25,7 @@ from pydantic import Field
 from pydantic.dataclasses import dataclass
 
 from rirlab.config import STRICT
+from rirlab.errors import UserError
 from rirlab.tasks.registry import register
 from rirlab.tasks.text import (TextConfig, TextTask, bad, columns, expect, known_splits, label_of, read_text,
                                sample_balanced, tokenize, tsv)
@@ -53,7 +54,7 @@ def read_folder(folder: Path) -> list:
                 continue  # urls_*.txt and other files are not reviews
             names.append((int(m[1]), p))
         if not names:
-            raise bad(d, 0, "no review files <id>_<rating>.txt")
+            raise UserError(f"{d}: no review files <id>_<rating>.txt (aclImdb holds one review per file)")
         rows += [(y, review_tokens(read_text(p))) for _, p in sorted(names)]
     return rows
 

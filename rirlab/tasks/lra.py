@@ -155,7 +155,7 @@ class LRAText(LRATask):
                 text = "\n".join(line for _, line in read_lines(p))
                 rows.append((y, to_bytes(text, self.length(cfg))))
         if not rows:
-            raise bad(folder, 0, "no review files <id>_<rating>.txt")
+            raise UserError(f"{folder}: no review files <id>_<rating>.txt (aclImdb holds one review per file)")
         return rows
 
     def standin(self, root: Path, seed: int) -> None:
