@@ -24,14 +24,25 @@ def list_models():
 
 @click.command("tasks")
 def list_tasks():
-    """List registered tasks, their kind (classify, pair, lm) and what each is.
+    """List registered tasks, their kind (classify, pair, lm) and what each is; for the tasks read from your own
+    files, the files each expects under its data_dir (`--set data_dir=DIR`, else $RIRLAB_DATA, else ./data).
 
     \b
     rirlab tasks
     rirlab data generate listops --split test --out -   # a task's data files
+    rirlab train --model ebt_grc --task snli --set data_dir=~/data   # reads ~/data/snli_1.0/...
     """
     from rirlab.tasks import registry
+    from rirlab.tasks.text import GLOVE_FILE, TextTask, data_root
 
     for name in registry.names():
         e = registry.get(name)
         click.echo(f"{name:14s} [{e.kind}] {e.doc.splitlines()[0] if e.doc else ''}")
+        if isinstance(e, TextTask):
+            for key, rel in e.files.items():
+                used = [s for s, keys in e.needs.items() if key in keys]
+                click.echo(f"{'':16s}{rel}  ({', '.join(used)})")
+            if "embeddings" in {f for f in e.config.__dataclass_fields__}:
+                click.echo(f"{'':16s}{GLOVE_FILE}  (frozen GloVe 840B-300d; or --set glove_path=FILE, "
+                           f"--set embeddings=random)")
+    click.echo(f"data_dir now: {data_root(None)}  (--set generated=true: a generated stand-in corpus instead)")

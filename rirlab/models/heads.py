@@ -36,7 +36,12 @@ class TaskModel(nn.Module):
         d, dropout = cfg.hidden_size, cfg.dropout  # every model config has both
         self.kind = info.kind
         self.pair_act_mean = getattr(cfg, "pair_act", "sum") == "mean"  # halting models: the code averages
-        self.embed = nn.Embedding(info.vocab_size, d, padding_idx=info.pad_id)
+        if getattr(info, "embeddings", None) is None:
+            self.embed = nn.Embedding(info.vocab_size, d, padding_idx=info.pad_id)
+        else:  # the task's frozen pretrained vectors (GloVe; rirlab.tasks.text), a trainable map to the model width
+            vectors = torch.as_tensor(info.embeddings, dtype=torch.float32)  # (V, 300)
+            self.embed = nn.Sequential(nn.Embedding.from_pretrained(vectors, freeze=True, padding_idx=info.pad_id),
+                                       nn.Linear(vectors.shape[1], d))
         self.drop = nn.Dropout(dropout)
         self.encoder = encoder
         if info.kind == "classify":

@@ -41,6 +41,8 @@ class TaskInfo:
     num_classes: int
     kind: str  # "classify" | "pair" | "lm"
     pad_id: int = 0
+    # frozen pretrained word vectors, (vocab_size, dim) float32 numpy, row = token id (e.g. GloVe; rirlab.tasks.text)
+    embeddings: Optional[Any] = dataclasses.field(default=None, compare=False, repr=False)
 
 
 @dataclasses.dataclass
@@ -51,10 +53,11 @@ class TaskData:
     train: Sequence  # examples, see collate_*
     eval_splits: dict[str, Sequence]  # name -> examples, in the papers' column order; "dev" first
     collate: Callable[[Sequence], dict]
+    embeddings: Optional[Any] = None  # frozen pretrained vectors for the vocabulary (TaskInfo.embeddings)
 
     @property
     def info(self) -> TaskInfo:
-        return TaskInfo(len(self.vocab), self.num_classes, self.kind)
+        return TaskInfo(len(self.vocab), self.num_classes, self.kind, embeddings=self.embeddings)
 
 
 class Task(abc.ABC):

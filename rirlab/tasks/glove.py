@@ -1,0 +1,103 @@
+"""Frozen GloVe vectors (Pennington, Socher & Manning, EMNLP 2014) read from the user's ``glove.840B.300d.txt``.
+
+The RIR and EBT papers train every natural-language task with frozen GloVe 840B-300d vectors. The text file
+(one ``word v1 ... v300`` line per word; 2.2M lines, 5.6 GB) is streamed once per vocabulary: only the words
+asked for are parsed, and their vectors are cached as one compact float32 array under
+``<cache>/glove/<key>.npz`` where the key hashes the file (path, size, modification time) and the sorted word
+list. A few words of the 840B file contain spaces (``. . .``): the vector is the last ``dim`` fields, the word
+the rest (``dim`` from the first line). The first occurrence of a word wins. There is no random fallback: a
+missing file is an error (rirlab.tasks.text).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Iterable, Optional
+
+import numpy as np
+
+from rirlab.errors import UserError
+from rirlab.tasks import cache
+
+
+@dataclasses.dataclass
+class Vectors:
+    words: list[str]
+    array: np.ndarray  # (len(words), dim) float32
+
+    @property
+    def index(self) -> dict[str, int]:
+        if not hasattr(self, "_index"):
+            self._index = {w: i for i, w in enumerate(self.words)}
+        return self._index
+
+    @property
+    def dim(self) -> int:
+        return self.array.shape[1]
+
+    def matrix(self, vocab: list[str]) -> np.ndarray:
+        """(len(vocab), dim) float32: each word's vector, zeros for words without one (``<pad>``, ``<unk>``)."""
+        out = np.zeros((len(vocab), self.dim), np.float32)
+        for i, w in enumerate(vocab):
+            j = self.index.get(w)
+            if j is not None:
+                out[i] = self.array[j]
+        return out
+
+
+def stream(path: Path, wanted: Iterable[str]) -> Vectors:
+    """The vectors of ``wanted`` words found in a GloVe text file, in file order; file:line errors for a
+    malformed line of a wanted word (and for a first line that is not ``word v1 ... vD``)."""
+    want = {w.encode("utf-8") for w in wanted}
+    words, rows, dim = [], [], None
+    with open(path, "rb") as f:
+        for no, raw in enumerate(f, 1):
+            raw = raw.rstrip(b"\r\n")
+            if dim is None:
+                dim = raw.count(b" ")
+                if dim < 1:
+                    raise UserError(f"{path}:1: not a GloVe line (word then its vector, space-separated)")
+            spaces = raw.count(b" ")  # counted in C: most lines are skipped without splitting 300 values
+            if spaces == dim:
+                word = raw[: raw.find(b" ")]
+            elif spaces > dim:  # a word with spaces in it (". . .")
+                word = b" ".join(raw.split(b" ")[:-dim])
+            else:
+                if raw.split(b" ", 1)[0] in want:
+                    raise UserError(f"{path}:{no}: {spaces} values; the file's vectors have {dim}")
+                continue
+            if word not in want:
+                continue
+            want.discard(word)  # first occurrence wins
+            parts = raw.split(b" ")
+            try:
+                rows.append(np.array(parts[-dim:], dtype=np.float32))
+            except ValueError:
+                raise UserError(f"{path}:{no}: a value of {word.decode('utf-8', 'replace')!r} is not a number") from None
+            words.append(word.decode("utf-8"))
+    if dim is None:
+        raise UserError(f"{path}: empty file; expected GloVe vectors (glove.840B.300d.txt)")
+    array = np.stack(rows) if rows else np.zeros((0, dim), np.float32)
+    return Vectors(words, array)
+
+
+def load(path: Path, wanted: list[str], cache_dir: Optional[str] = None) -> Vectors:
+    """:func:`stream` through the cache (module docstring)."""
+    st = path.stat()
+    key = hashlib.sha256(json.dumps([str(path.absolute()), st.st_size, st.st_mtime_ns, sorted(wanted)])
+                         .encode()).hexdigest()[:16]
+    out = cache.cache_root(cache_dir) / "glove" / f"{key}.npz"
+    if out.exists():
+        with np.load(out, allow_pickle=False) as z:
+            return Vectors([str(w) for w in z["words"]], z["array"])
+    vectors = stream(path, wanted)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.stem}.{os.getpid()}.{uuid.uuid4().hex}.tmp.npz")  # concurrent trials: own file
+    np.savez(tmp, words=np.array(vectors.words, dtype=str), array=vectors.array)
+    tmp.replace(out)
+    return vectors

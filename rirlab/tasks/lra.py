@@ -1,0 +1,252 @@
+"""Long Range Arena (Tay et al., ICLR 2021, arXiv:2011.04006) tasks read from the user's LRA release files, with
+LRA's preprocessing: ListOps, Text (IMDB bytes), Retrieval (AAN document pairs, bytes) and Image (sequential
+CIFAR-10). RIR Table 4 reports ListOps, Text and Retrieval; Image is the extra the RIR paper mentions
+(sequential CIFAR). The papers train these with trainable random embeddings (no GloVe).
+
+Files under data_dir:
+
+- ``lra_release/listops-1000/basic_{train,val,test}.tsv``: header ``Source<TAB>Target``; tokens as the ListOps
+  task reads them (operators, digits, ``]``; the binarising parentheses are not tokens), at most 2,000;
+- ``aclImdb/{train,test}/{pos,neg}/*.txt``: Text reads the reviews as UTF-8 bytes, truncated to 4,000
+  (LRA's byte-level IMDB; no HTML clean-up, as LRA); dev = test = the aclImdb test set, as LRA's pipeline
+  evaluates on the test split;
+- ``lra_release/tsv_data/new_aan_pairs.{train,eval,test}.tsv``: Retrieval, no header, columns
+  ``label id1 id2 text1 text2``; each document as bytes truncated to 4,000 (a sentence-pair task);
+- ``cifar-10-batches-py/{data_batch_1..5,test_batch}``: Image, CIFAR-10's python pickles; each image to
+  grayscale as LRA (``tf.image.rgb_to_grayscale``: 0.2989 R + 0.5870 G + 0.1140 B, back to 8 bits) and read
+  row by row as 1,024 pixel tokens; train = the 50,000 training images, dev = test = test_batch (LRA).
+
+Token ids: 0 padding, byte / pixel value + 1 (ListOps: the ListOps task's vocabulary).
+"""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from typing import Iterator, Optional, Sequence
+
+import numpy as np
+import pyarrow as pa
+from pydantic import Field
+from pydantic.dataclasses import dataclass
+
+from rirlab.config import STRICT
+from rirlab.errors import UserError
+from rirlab.tasks import listops
+from rirlab.tasks.base import PAD
+from rirlab.tasks.registry import register
+from rirlab.tasks.text import TextTask, bad, columns, expect, known_splits, read_lines, tsv
+
+BYTES = [PAD, *(f"b{v:02x}" for v in range(256))]  # id = byte + 1
+
+
+@dataclass(config=STRICT)
+class LRAConfig:
+    """An LRA task read from the user's files (``max_len``: LRA's maximum length unless set)."""
+
+    data_dir: Optional[str] = None
+    generated: bool = False
+    max_len: Optional[int] = Field(None, ge=1)
+    data_seed: int = Field(1234, ge=0)
+    cache_dir: Optional[str] = None
+    eval_splits: list[str] = Field(default_factory=lambda: ["test"])
+
+    _known = known_splits("lra", ("test",))
+
+
+def to_bytes(text: str, n: int) -> list[int]:
+    return [b + 1 for b in text.encode("utf-8")[:n]]
+
+
+class LRATask(TextTask):
+    """Rows hold token ids (``ids`` / ``ids2``) and the vocabulary is fixed; no pretrained embeddings."""
+
+    config = LRAConfig
+    splits = (("test", "test"),)
+    max_len: int = 0
+    vocab = BYTES
+    quick = {"generated": True}
+
+    def length(self, cfg) -> int:
+        return cfg.max_len or self.max_len
+
+    def protocol(self, cfg, split: str) -> dict:
+        return {"max_len": self.length(cfg)}
+
+    def to_table(self, rows: Sequence) -> pa.Table:
+        cols = {"label": pa.array([r[0] for r in rows], pa.int8()),
+                "ids": pa.array([list(r[1]) for r in rows], pa.list_(pa.int16()))}
+        if self.kind == "pair":
+            cols["ids2"] = pa.array([list(r[2]) for r in rows], pa.list_(pa.int16()))
+        return pa.table(cols)
+
+    def rows_of(self, table: pa.Table) -> list:
+        cols = [table.column(c).to_pylist() for c in ("label", "ids", "ids2") if c in table.column_names]
+        return list(zip(*cols))
+
+    def vocabulary(self, cfg, train):
+        return list(self.vocab), None
+
+    def encode(self, table: pa.Table, ids: dict) -> list:
+        return [(*(list(x) or [1] for x in r[1:]), r[0]) for r in self.rows_of(table)]
+
+    def to_lines(self, table: pa.Table) -> Iterator[str]:
+        for row in self.rows_of(table):
+            yield "\t".join([self.labels[row[0]], *(" ".join(map(str, x)) for x in row[1:])])
+
+    def parse_line(self, line: str) -> tuple:
+        cols = line.rstrip("\n").split("\t")
+        want = 3 if self.kind == "pair" else 2
+        if len(cols) != want or cols[0] not in self.labels:
+            raise ValueError(f"expected {want} tab-separated columns, LABEL ({', '.join(self.labels)}) then token ids")
+        try:
+            return (self.labels.index(cols[0]), *([int(t) for t in c.split()] for c in cols[1:]))
+        except ValueError:
+            raise ValueError("token ids must be integers") from None
+
+
+@register
+class LRAListOps(LRATask):
+    """LRA ListOps: 10-way nested list operations, up to 2,000 tokens (the user's lra_release basic_*.tsv)"""
+
+    name, kind = "lra_listops", "classify"
+    labels = tuple(str(d) for d in range(10))
+    vocab = listops.VOCAB
+    max_len = 2000
+    files = {"train": "lra_release/listops-1000/basic_train.tsv", "dev": "lra_release/listops-1000/basic_val.tsv",
+             "test": "lra_release/listops-1000/basic_test.tsv"}
+    needs = {s: (s,) for s in files}
+
+    def read_split(self, cfg, root: Path, split: str) -> list:
+        path, rows, cols = root / self.files[split], [], None
+        for no, fields in tsv(path, quoted=False):
+            if cols is None:
+                cols = columns(path, fields, {"x": ("source",), "y": ("target",)}, no)
+                continue
+            try:
+                text, label = listops.parse_line(f"{fields[cols['y']]}\t{fields[cols['x']]}")
+            except (ValueError, IndexError) as err:
+                raise bad(path, no, str(err) or "missing column") from None
+            rows.append((label, [listops.TOKEN_ID[t] for t in listops.tokenize(text)][: self.length(cfg)]))
+        return rows
+
+    def standin(self, root: Path, seed: int) -> None:
+        from rirlab.tasks import standin
+
+        standin.lra_listops(root, seed, self.files)
+
+
+@register
+class LRAText(LRATask):
+    """LRA Text: binary IMDB sentiment at byte level, up to 4,000 bytes (the user's aclImdb folder)"""
+
+    name, kind = "lra_text", "classify"
+    labels = ("negative", "positive")
+    max_len = 4000
+    files = {"train": "aclImdb/train", "test": "aclImdb/test"}
+    needs = {"train": ("train",), "dev": ("test",), "test": ("test",)}
+
+    def read_split(self, cfg, root: Path, split: str) -> list:
+        folder = root / self.files["train" if split == "train" else "test"]
+        rows = []
+        for y, sub in enumerate(("neg", "pos")):
+            d = expect(self.name, root, f"{self.files['train' if split == 'train' else 'test']}/{sub}")
+            for p in sorted(d.glob("*_*.txt"), key=lambda p: int(p.name.split("_")[0])):
+                text = "\n".join(line for _, line in read_lines(p))
+                rows.append((y, to_bytes(text, self.length(cfg))))
+        if not rows:
+            raise UserError(f"{folder}: no review files <id>_<rating>.txt (aclImdb holds one review per file)")
+        return rows
+
+    def standin(self, root: Path, seed: int) -> None:
+        from rirlab.tasks import standin
+
+        standin.imdb(root, seed, {**self.files, "contrast": "unused/c.tsv", "contrast_dev": "unused/d.tsv",
+                                  "counterfactual": "unused/e.tsv"})
+
+
+@register
+class LRARetrieval(LRATask):
+    """LRA Retrieval: whether two AAN papers cite each other, bytes, up to 4,000 each (new_aan_pairs.*.tsv)"""
+
+    name, kind = "lra_retrieval", "pair"
+    labels = ("0", "1")
+    max_len = 4000
+    files = {"train": "lra_release/tsv_data/new_aan_pairs.train.tsv",
+             "dev": "lra_release/tsv_data/new_aan_pairs.eval.tsv",
+             "test": "lra_release/tsv_data/new_aan_pairs.test.tsv"}
+    needs = {s: (s,) for s in files}
+
+    def read_split(self, cfg, root: Path, split: str) -> list:
+        path, rows, n = root / self.files[split], [], self.length(cfg)
+        for no, fields in tsv(path, quoted=False):
+            if len(fields) < 5:
+                raise bad(path, no, f"{len(fields)} columns; expected label, id1, id2, text1, text2")
+            label = fields[0].strip()
+            if label in ("0.0", "1.0"):
+                label = label[0]
+            if label not in self.labels:
+                raise bad(path, no, f"unknown label {fields[0]!r}; expected 0 or 1")
+            rows.append((int(label), to_bytes(fields[3], n), to_bytes(fields[4], n)))
+        return rows
+
+    def standin(self, root: Path, seed: int) -> None:
+        from rirlab.tasks import standin
+
+        standin.lra_retrieval(root, seed, self.files)
+
+
+class _Unpickler(pickle.Unpickler):
+    """CIFAR-10's python pickles hold dicts of bytes, lists and numpy arrays: nothing else is loaded."""
+
+    ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+               ("numpy", "ndarray"), ("numpy", "dtype")}
+
+    def find_class(self, module, name):
+        if (module, name) not in self.ALLOWED:
+            raise pickle.UnpicklingError(f"{module}.{name} is not part of a CIFAR-10 batch")
+        return super().find_class(module, name)
+
+
+def grayscale(data: np.ndarray) -> np.ndarray:
+    """(N, 3072) uint8 CIFAR rows (R, G, B planes of 32x32) -> (N, 1024) uint8, as tf.image.rgb_to_grayscale."""
+    rgb = data.reshape(-1, 3, 1024).astype(np.float32) / 255.0  # (N, 3, 1024)
+    gray = np.tensordot(np.array([0.2989, 0.5870, 0.1140], np.float32), rgb, axes=([0], [1]))  # (N, 1024)
+    return np.clip(gray * 255.5, 0, 255).astype(np.uint8)
+
+
+@register
+class LRAImage(LRATask):
+    """LRA Image: sequential grayscale CIFAR-10, 1,024 pixels per image (the user's cifar-10-batches-py)"""
+
+    name, kind = "lra_image", "classify"
+    labels = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+    max_len = 1024
+    files = {**{f"data_batch_{i}": f"cifar-10-batches-py/data_batch_{i}" for i in range(1, 6)},
+             "test_batch": "cifar-10-batches-py/test_batch"}
+    needs = {"train": tuple(f"data_batch_{i}" for i in range(1, 6)), "dev": ("test_batch",), "test": ("test_batch",)}
+
+    def read_split(self, cfg, root: Path, split: str) -> list:
+        rows = []
+        for key in self.needs[split]:
+            path = root / self.files[key]
+            try:
+                with open(path, "rb") as f:
+                    batch = _Unpickler(f, encoding="bytes").load()
+                data, labels = np.asarray(batch[b"data"], np.uint8), list(batch[b"labels"])
+            except (pickle.UnpicklingError, EOFError, KeyError, TypeError, ValueError) as err:
+                raise UserError(f"{path}:1: not a CIFAR-10 python batch ({type(err).__name__}: {err})") from None
+            if data.ndim != 2 or data.shape[1] != 3072 or len(labels) != len(data):
+                raise UserError(f"{path}:1: data of shape {data.shape} with {len(labels)} labels; a CIFAR-10 batch "
+                                f"holds (N, 3072) pixels and N labels")
+            bad_label = next((y for y in labels if not 0 <= int(y) < 10), None)
+            if bad_label is not None:
+                raise UserError(f"{path}:1: unknown label {bad_label}; CIFAR-10 labels are 0-9")
+            pixels = grayscale(data)[:, : self.length(cfg)].astype(np.int16) + 1
+            rows += [(int(y), p) for y, p in zip(labels, pixels)]
+        return rows
+
+    def standin(self, root: Path, seed: int) -> None:
+        from rirlab.tasks import standin
+
+        standin.cifar(root, seed, self.files)

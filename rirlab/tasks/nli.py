@@ -1,0 +1,164 @@
+"""Natural language inference: SNLI (Bowman et al., EMNLP 2015) and MultiNLI (Williams et al., NAACL 2018), with
+the papers' stress and out-of-distribution test sets. 3-way sentence-pair classification.
+
+Files under data_dir, as distributed:
+
+- SNLI: ``snli_1.0/snli_1.0_{train,dev,test}.jsonl``; the hard test set of Gururangan et al. (NAACL 2018)
+  ``snli_1.0/snli_1.0_test_hard.jsonl``; Breaking NLI (Glockner et al., ACL 2018) ``breaking_nli/dataset.jsonl``;
+  the counterfactual set of Kaushik et al. (ICLR 2020)
+  ``counterfactually-augmented-data/NLI/revised_combined/test.tsv`` (header ``sentence1 sentence2 gold_label``).
+- MNLI: ``multinli_1.0/multinli_1.0_{train,dev_matched,dev_mismatched}.jsonl``; ConjNLI (Saha et al., EMNLP
+  2020) ``ConjNLI/conj_dev.tsv``; the stress tests of Naik et al. (COLING 2018)
+  ``Stress_Tests/Negation/multinli_0.9_negation_{matched,mismatched}.jsonl`` and
+  ``Stress_Tests/Length_Mismatch/multinli_0.9_length_mismatch_{matched,mismatched}.jsonl``.
+
+A jsonl row gives ``sentence1``, ``sentence2`` and ``gold_label``; a TSV is read by its header (``sentence1`` /
+``premise``, ``sentence2`` / ``hypothesis``, ``gold_label`` / ``label``). Rows whose gold label is ``-`` (no
+annotator majority) are skipped, as in every use of these sets; any other unknown label is a file:line error.
+
+Protocol (RIR / EBT: "any data with a sequence of length >= 150 is filtered from the training set"):
+``max_train_len`` 149 drops training pairs with a sentence of 150 tokens or more. SNLI keeps its dev and test.
+MNLI: the matched / mismatched dev sets are test sets; dev is 10,000 pairs drawn with ``data_seed`` from the
+filtered training set, and (our choice; the papers do not say) removed from train.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from pydantic import Field
+from pydantic.dataclasses import dataclass
+
+from rirlab.config import STRICT
+from rirlab.tasks.registry import register
+from rirlab.tasks.text import (TextConfig, TextTask, bad, columns, field, jsonl, keep_short, known_splits, label_of,
+                               tokenize, tsv)
+
+LABELS = ("entailment", "neutral", "contradiction")
+NO_LABEL = "-"
+MAX_TRAIN_LEN = 149  # sequences of length >= 150 are dropped from training
+MNLI_DEV = 10000
+
+
+def read_jsonl(path: Path) -> list:
+    rows = []
+    for no, obj in jsonl(path):
+        gold = obj.get("gold_label")
+        if not isinstance(gold, str):
+            raise bad(path, no, "no gold_label")
+        if gold == NO_LABEL:
+            continue
+        rows.append((label_of(path, no, LABELS, gold), tokenize(field(path, no, obj, "sentence1")),
+                     tokenize(field(path, no, obj, "sentence2"))))
+    return rows
+
+
+def read_tsv(path: Path) -> list:
+    rows, cols = [], None
+    for no, fields in tsv(path):
+        if cols is None:
+            cols = columns(path, fields, {"p": ("sentence1", "premise"), "h": ("sentence2", "hypothesis"),
+                                          "y": ("gold_label", "label")}, no)
+            continue
+        if len(fields) <= max(cols.values()):
+            raise bad(path, no, f"{len(fields)} columns; the header has {max(cols.values()) + 1} or more")
+        if fields[cols["y"]].strip() == NO_LABEL:
+            continue
+        rows.append((label_of(path, no, LABELS, fields[cols["y"]]), tokenize(fields[cols["p"]]),
+                     tokenize(fields[cols["h"]])))
+    if cols is None:
+        raise bad(path, 1, "empty file; expected a header (sentence1, sentence2, gold_label)")
+    return rows
+
+
+def read_any(path: Path) -> list:
+    return read_jsonl(path) if path.name.endswith(".jsonl") else read_tsv(path)
+
+
+class NLITask(TextTask):
+    kind = "pair"
+    labels = LABELS
+    quick = {"generated": True}
+
+    def protocol(self, cfg, split: str) -> dict:
+        return {"max_train_len": cfg.max_train_len} if split == "train" else {}
+
+    def standin(self, root: Path, seed: int) -> None:
+        from rirlab.tasks import standin
+
+        standin.nli(root, seed, self.files)
+
+
+SNLI_SPLITS = {"test": "IID", "hard": "Hard", "break": "Break", "counterfactual": "Count."}
+
+
+@dataclass(config=STRICT)
+class SNLIConfig(TextConfig):
+    """SNLI with the hard, Breaking-NLI and counterfactual test sets (RIR Table 7, EBT Table 3)."""
+
+    max_train_len: int = Field(MAX_TRAIN_LEN, ge=1)
+    eval_splits: list[str] = Field(default_factory=lambda: list(SNLI_SPLITS))
+
+    _known = known_splits("snli", SNLI_SPLITS)
+
+
+@register
+class SNLI(NLITask):
+    """SNLI: 3-way inference between two sentences, with hard/break/counterfactual sets (the user's snli_1.0 files)"""
+
+    name, config = "snli", SNLIConfig
+    splits = tuple(SNLI_SPLITS.items())
+    files = {"train": "snli_1.0/snli_1.0_train.jsonl", "dev": "snli_1.0/snli_1.0_dev.jsonl",
+             "test": "snli_1.0/snli_1.0_test.jsonl", "hard": "snli_1.0/snli_1.0_test_hard.jsonl",
+             "break": "breaking_nli/dataset.jsonl",
+             "counterfactual": "counterfactually-augmented-data/NLI/revised_combined/test.tsv"}
+    needs = {s: (s,) for s in files}
+
+    def read_split(self, cfg, root: Path, split: str) -> list:
+        rows = read_any(root / self.files[split])
+        return keep_short(rows, cfg.max_train_len) if split == "train" else rows
+
+
+MNLI_SPLITS = {"matched": "Match", "mismatched": "MM", "conjnli": "ConjNLI", "negm": "NegM", "negmm": "NegMM",
+               "lenm": "LenM", "lenmm": "LenMM"}
+
+
+@dataclass(config=STRICT)
+class MNLIConfig(TextConfig):
+    """MultiNLI with matched/mismatched dev as tests, ConjNLI and the stress tests (RIR Table 7, EBT Table 3)."""
+
+    max_train_len: int = Field(MAX_TRAIN_LEN, ge=1)
+    eval_splits: list[str] = Field(default_factory=lambda: list(MNLI_SPLITS))
+
+    _known = known_splits("mnli", MNLI_SPLITS)
+
+
+@register
+class MNLI(NLITask):
+    """MNLI: 3-way inference, matched/mismatched, ConjNLI and stress tests (the user's multinli_1.0 files)"""
+
+    name, config = "mnli", MNLIConfig
+    splits = tuple(MNLI_SPLITS.items())
+    files = {"train": "multinli_1.0/multinli_1.0_train.jsonl",
+             "matched": "multinli_1.0/multinli_1.0_dev_matched.jsonl",
+             "mismatched": "multinli_1.0/multinli_1.0_dev_mismatched.jsonl",
+             "conjnli": "ConjNLI/conj_dev.tsv",
+             "negm": "Stress_Tests/Negation/multinli_0.9_negation_matched.jsonl",
+             "negmm": "Stress_Tests/Negation/multinli_0.9_negation_mismatched.jsonl",
+             "lenm": "Stress_Tests/Length_Mismatch/multinli_0.9_length_mismatch_matched.jsonl",
+             "lenmm": "Stress_Tests/Length_Mismatch/multinli_0.9_length_mismatch_mismatched.jsonl"}
+    needs = {"dev": ("train",), **{s: (s,) for s in files}}
+
+    def protocol(self, cfg, split: str) -> dict:
+        if split in ("train", "dev"):
+            return {"max_train_len": cfg.max_train_len, "data_seed": cfg.data_seed, "dev_size": MNLI_DEV}
+        return {}
+
+    def read_split(self, cfg, root: Path, split: str) -> list:
+        if split not in ("train", "dev"):
+            return read_any(root / self.files[split])
+        rows = keep_short(read_any(root / self.files["train"]), cfg.max_train_len)
+        n = min(MNLI_DEV, len(rows) // 10 or 1)  # a tenth of a small (stand-in) file
+        pick = set(random.Random(cfg.data_seed).sample(range(len(rows)), n))
+        return [r for i, r in enumerate(rows) if (i in pick) == (split == "dev")]

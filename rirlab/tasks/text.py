@@ -1,0 +1,389 @@
+"""Tasks read from the user's own files (the RIR / EBT papers' natural-language tasks): where the files are,
+reading them in their publishers' formats, tokenisation, the training-split vocabulary, frozen GloVe.
+
+Nothing is downloaded: a task reads files the user already has, under ``data_dir`` (task config value, else
+``$RIRLAB_DATA``, else ``./data``), laid out as their publishers' archives unpack (each task's ``files``;
+``rirlab tasks`` lists them). A missing file is one line naming it and where it is expected; a malformed line
+(missing column, unknown label, not UTF-8) is one ``file:line: reason`` line; both exit 2.
+
+Choices where the papers (*Recursion in Recursion*, NeurIPS 2023, arXiv:2311.04449; *Efficient Beam Tree
+Recursion*, NeurIPS 2023, arXiv:2307.10779, and its supplement) are silent:
+
+- Tokenisation (:func:`tokenize`): Penn-Treebank-style word splitting (clitics ``n't 's 're 've 'll 'd 'm``
+  split off, punctuation its own token, ``...`` one token), case kept (GloVe 840B is cased). SST keeps its trees'
+  leaves (``-LRB-``/``-RRB-`` back to brackets).
+- Vocabulary: every token of the training split (after the training filters), most frequent first, at most
+  ``max_vocab``; ids 0 ``<pad>``, 1 ``<unk>``. With frozen GloVe (``embeddings: glove``) a training word without
+  a GloVe vector is left out (it reads as ``<unk>``); ``<pad>`` and ``<unk>`` are zero vectors.
+- The frozen 300-d vectors reach the model through a trainable linear map to its width (rirlab.models.heads).
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import json
+import os
+import re
+from collections import Counter
+from pathlib import Path
+from typing import ClassVar, Literal, Iterator, Optional, Sequence
+
+import pyarrow as pa
+from pydantic import Field, field_validator
+from pydantic.dataclasses import dataclass
+
+from rirlab.config import STRICT
+from rirlab.errors import UserError
+from rirlab.tasks import cache, summary
+from rirlab.tasks.base import PAD, DatasetInfo, Task, TaskData, collate_classify, collate_pair
+
+UNK = "<unk>"
+DATA_ENV = "RIRLAB_DATA"
+GLOVE_FILE = "glove.840B.300d.txt"
+
+
+def data_root(data_dir: Optional[str]) -> Path:
+    """Where the user's files are: ``data_dir``, else ``$RIRLAB_DATA``, else ``./data``."""
+    return Path(data_dir or os.environ.get(DATA_ENV) or "data").expanduser().absolute()
+
+
+def expect(task: str, root: Path, rel: str) -> Path:
+    """``root / rel``; UserError in one line naming the file and where it is expected when it is absent."""
+    path = root / rel
+    if not path.exists():
+        raise UserError(f"{task}: missing {rel}: expected at {path} (data_dir {root}; set it with "
+                        f"--set data_dir=DIR or ${DATA_ENV})")
+    return path
+
+
+def bad(path, no, why: str) -> UserError:
+    return UserError(f"{path}:{no}: {why}")
+
+
+def read_lines(path) -> Iterator[tuple[int, str]]:
+    """(line number, text without its newline) of a UTF-8 file; UserError file:line where a line is not UTF-8."""
+    with open(path, "rb") as f:
+        for no, raw in enumerate(f, 1):
+            if no == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            try:
+                yield no, raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as err:
+                raise bad(path, no, f"not UTF-8 text (byte 0x{raw[err.start]:02x} at column {err.start + 1})") from None
+
+
+def read_text(path) -> str:
+    """A whole small file (one IMDB review) as UTF-8; UserError file:line when it is not."""
+    return "\n".join(line for _, line in read_lines(path))
+
+
+def tsv(path, quoted: bool = True) -> Iterator[tuple[int, list[str]]]:
+    """(line number, fields) of a tab-separated file. ``quoted``: fields may be double-quoted (with ``""`` for a
+    quote and newlines inside, as pandas / csv write them); else quotes are plain characters."""
+    it = (line + "\n" for _, line in read_lines(path))
+    reader = csv.reader(it, delimiter="\t", quoting=csv.QUOTE_MINIMAL if quoted else csv.QUOTE_NONE, strict=True)
+    while True:
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as err:
+            raise bad(path, reader.line_num, f"malformed TSV ({err})") from None
+        if fields:
+            yield reader.line_num, fields
+
+
+def columns(path, header: list[str], wanted: dict[str, tuple[str, ...]], no: int = 1) -> dict[str, int]:
+    """Column index of each wanted field, found in ``header`` by any of its names; file:line error naming it."""
+    names = [h.strip().lower() for h in header]
+    out = {}
+    for key, aliases in wanted.items():
+        hit = next((names.index(a) for a in aliases if a in names), None)
+        if hit is None:
+            raise bad(path, no, f"no column {' / '.join(aliases)} in the header ({', '.join(header)})")
+        out[key] = hit
+    return out
+
+
+def jsonl(path) -> Iterator[tuple[int, dict]]:
+    """(line number, object) of a JSON-lines file; file:line error for a line that is not a JSON object."""
+    for no, line in read_lines(path):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise bad(path, no, f"not a JSON object ({err.msg})") from None
+        if not isinstance(obj, dict):
+            raise bad(path, no, "not a JSON object")
+        yield no, obj
+
+
+def field(path, no, obj: dict, *names: str) -> str:
+    for name in names:
+        if isinstance(obj.get(name), str):
+            return obj[name]
+    raise bad(path, no, f"no text field {' / '.join(names)}")
+
+
+# --- config ---
+
+@dataclass(config=STRICT)
+class TextConfig:
+    """Settings every user-file text task shares (a task's config adds its ``eval_splits``)."""
+
+    data_dir: Optional[str] = None  # where the user's files are; default $RIRLAB_DATA, else ./data
+    generated: bool = False  # true: a small generated stand-in corpus in the publishers' formats (CI, --quick)
+    embeddings: Literal["glove", "random"] = "glove"  # frozen GloVe 840B-300d (papers) or trainable random
+    glove_path: Optional[str] = None  # default <data_dir>/glove.840B.300d.txt
+    max_vocab: int = Field(50000, ge=1)  # most frequent training words kept
+    max_train_len: Optional[int] = Field(None, ge=1)  # training rows with a longer sequence are dropped
+    data_seed: int = Field(1234, ge=0)  # sampled splits (dev samples) and the stand-in corpus
+    cache_dir: Optional[str] = None  # default $RIRLAB_CACHE, else ~/.cache/rirlab
+
+
+def known_splits(task: str, allowed):
+    """Validator of a text task config's ``eval_splits``: names must be the task's test splits."""
+
+    def check(cls, v):
+        wrong = [s for s in v if s not in allowed]
+        if wrong:
+            raise ValueError(f"unknown {task} split {wrong[0]!r}; choose from {', '.join(allowed)}")
+        return v
+
+    return field_validator("eval_splits")(classmethod(check))
+
+
+# --- tokenisation (module docstring) ---
+
+_CLITIC = re.compile(r"(?i)\b(\w+)(n't)\b|(\w)('s|'re|'ve|'ll|'d|'m)\b")
+_TOKEN = re.compile(r"n't|N'T|'(?:s|re|ve|ll|d|m|S|RE|VE|LL|D|M)\b|\.\.\.|\w+(?:[-.'/]\w+)*|\S")
+
+
+def tokenize(text: str) -> list[str]:
+    """Penn-Treebank-style word tokens of a sentence, case kept: ``Don't stop...`` -> Do n't stop ..."""
+    text = _CLITIC.sub(lambda m: f"{m[1]} {m[2]}" if m[1] else f"{m[3]} {m[4]}", text)
+    return _TOKEN.findall(text)
+
+
+# --- the task base of every user-file text task ---
+
+class TextTask(Task):
+    """A classification or sentence-pair task read from the user's files.
+
+    A subclass sets ``labels`` (class names, index = class id), ``kind``, ``files`` (key -> path under data_dir,
+    as the publisher's archive unpacks; ``rirlab tasks`` prints them), ``needs`` (split -> file keys it reads)
+    and implements :meth:`read_split` (split -> rows ``(label, tokens)`` or ``(label, tokens1, tokens2)``) and
+    :meth:`standin` (writes a small generated corpus in the publishers' formats, for ``generated: true``).
+    A split's rows are cached as Parquet, keyed by the size and modification time of the files it reads.
+    """
+
+    labels: ClassVar[tuple[str, ...]] = ()
+    files: ClassVar[dict[str, str]] = {}
+    needs: ClassVar[dict[str, tuple[str, ...]]] = {}
+    version: ClassVar[int] = 1  # bump when a reader changes what it returns
+
+    @property
+    def num_classes(self) -> int:  # type: ignore[override]
+        return len(self.labels)
+
+    @property
+    def collate(self):  # type: ignore[override]
+        return collate_pair if self.kind == "pair" else collate_classify
+
+    vocab: ClassVar[list] = [PAD, UNK]  # the real vocabulary is the training split's (load)
+
+    # --- subclass hooks ---
+
+    def read_split(self, cfg, root: Path, split: str) -> list:
+        raise NotImplementedError
+
+    def standin(self, root: Path, seed: int) -> None:
+        raise NotImplementedError
+
+    def protocol(self, cfg, split: str) -> dict:
+        """Config values a split's rows depend on (besides its files); part of its cache key."""
+        return {}
+
+    # --- where the files are ---
+
+    def root(self, cfg) -> Path:
+        """data_dir, or (``generated: true``) the stand-in corpus under the cache, written on first use."""
+        if not getattr(cfg, "generated", False):
+            return data_root(cfg.data_dir)
+        root = cache.cache_root(cfg.cache_dir) / "standin" / self.name / f"seed{cfg.data_seed}-v{self.version}"
+        if not (root / STANDIN_NOTE).exists():
+            from rirlab.tasks import standin
+
+            tmp = root.with_name(f".{root.name}.{os.getpid()}.tmp")
+            standin.write_all(self, tmp, cfg.data_seed)
+            (tmp / STANDIN_NOTE).write_text(standin.NOTE.format(task=self.name))
+            try:
+                os.replace(tmp, root)
+            except OSError:  # another trial wrote it first
+                import shutil
+
+                shutil.rmtree(tmp, ignore_errors=True)
+        return root
+
+    def paths(self, cfg, split: str, check: bool = True) -> list[tuple[str, Path]]:
+        root = self.root(cfg)
+        keys = self.needs.get(split, ())
+        return [(k, expect(self.name, root, self.files[k]) if check else root / self.files[k]) for k in keys]
+
+    def _check_split(self, split: str) -> None:
+        if split not in self.all_splits:
+            raise UserError(f"{self.name}: unknown split '{split}'; choose from {', '.join(self.all_splits)}")
+
+    def split_params(self, cfg, split: str) -> dict:
+        def stamp(p: Path):
+            if not p.exists():
+                return None
+            if p.is_dir():  # a folder of files (aclImdb): its own stamp and its subfolders'
+                return [[q.name, q.stat().st_mtime_ns] for q in sorted([p, *p.iterdir()]) if q.is_dir()]
+            st = p.stat()
+            return [st.st_size, st.st_mtime_ns]
+
+        files = {k: [str(p), stamp(p)] for k, p in self.paths(cfg, split, check=False)}
+        return {"split": split, "files": files, "version": self.version, **self.protocol(cfg, split)}
+
+    def split_table(self, cfg, split: str) -> pa.Table:
+        self._check_split(split)
+        self.paths(cfg, split)  # one line for the first missing file
+        params = self.split_params(cfg, split)
+        return cache.cached(self.name, split, params, lambda: self.to_table(self.read_split(cfg, self.root(cfg), split)),
+                            cfg.cache_dir)
+
+    def datasets(self, cfg) -> list[DatasetInfo]:
+        """The splits a trial reads, without reading them: source = the user's files (or "generated" for the
+        stand-in corpus, whose params say what it is), digest = the split's cache key."""
+        import pyarrow.parquet as pq
+
+        out = []
+        generated = getattr(cfg, "generated", False)
+        for split in ("train", "dev", *cfg.eval_splits):
+            params = self.split_params(cfg, split)
+            path = cache.split_path(self.name, split, params, cfg.cache_dir)
+            rows = pq.read_metadata(path).num_rows if path.exists() else None
+            if generated:
+                source = "generated"
+                params = {"generator": self.name, "stand_in": STANDIN_WHAT, **params}
+            else:
+                source = ", ".join(p for p, _ in params["files"].values())
+            out.append(DatasetInfo(f"{self.name}/{split}", split, source, params, path.stem.split("-")[-1], rows,
+                                   "file" if rows is not None else "unknown"))
+        return out
+
+    # --- rows, tables, lines ---
+
+    def to_table(self, rows: Sequence) -> pa.Table:
+        cols = {"label": pa.array([r[0] for r in rows], pa.int8()),
+                "text": pa.array([list(r[1]) for r in rows], pa.list_(pa.string()))}
+        if self.kind == "pair":
+            cols["text2"] = pa.array([list(r[2]) for r in rows], pa.list_(pa.string()))
+        return pa.table(cols)
+
+    def rows_of(self, table: pa.Table) -> list:
+        cols = [table.column(c).to_pylist() for c in ("label", "text", "text2") if c in table.column_names]
+        return list(zip(*cols))
+
+    def to_lines(self, table: pa.Table) -> Iterator[str]:
+        """rirlab's own line format of a split: ``LABEL<TAB>tokens`` (``<TAB>tokens2`` for pairs)."""
+        for row in self.rows_of(table):
+            yield "\t".join([self.labels[row[0]], *(" ".join(t) for t in row[1:])])
+
+    def parse_line(self, line: str) -> tuple:
+        cols = line.rstrip("\n").split("\t")
+        want = 3 if self.kind == "pair" else 2
+        if len(cols) != want:
+            raise ValueError(f"expected {want} tab-separated columns (LABEL, {'TEXT1, TEXT2' if want == 3 else 'TEXT'}),"
+                             f" got {len(cols)}")
+        if cols[0] not in self.labels:
+            raise ValueError(f"label {cols[0]!r} is not one of {', '.join(self.labels)}")
+        return (self.labels.index(cols[0]), *(c.split() for c in cols[1:]))
+
+    def verify(self, row) -> list[str]:
+        return []  # human labels: nothing to recompute (parse_line already refuses unknown labels)
+
+    def stats(self, rows: Sequence) -> dict:
+        lengths = [max(len(t) for t in r[1:]) for r in rows]
+        return {"count": len(rows), "length": summary.distribution(lengths),
+                "labels": summary.shares(Counter(self.labels[r[0]] for r in rows))}
+
+    # --- trial data ---
+
+    def vocabulary(self, cfg, train: pa.Table):
+        """(tokens, embeddings or None) of the training split (module docstring)."""
+        counts = Counter(t for c in ("text", "text2") if c in train.column_names
+                         for toks in train.column(c).to_pylist() for t in toks)
+        words = sorted(counts, key=lambda w: (-counts[w], w))
+        if cfg.embeddings == "random":
+            return [PAD, UNK, *words[: cfg.max_vocab]], None
+        from rirlab.tasks import glove
+
+        path = Path(cfg.glove_path).expanduser() if cfg.glove_path else self.root(cfg) / GLOVE_FILE
+        if not path.exists():
+            where = "--set glove_path=FILE" if cfg.glove_path else "data_dir, --set glove_path=FILE"
+            raise UserError(f"{self.name}: missing {path.name}: expected at {path} (GloVe 840B-300d, frozen, as the "
+                            f"papers; put it there or use {where}; --set embeddings=random trains random ones instead)")
+        vectors = glove.load(path, words, cfg.cache_dir)
+        kept = [w for w in words if w in vectors.index][: cfg.max_vocab]
+        return [PAD, UNK, *kept], vectors.matrix([PAD, UNK, *kept])
+
+    def encode(self, table: pa.Table, ids: dict) -> list:
+        """Examples of a split: (token ids, label) or (ids1, ids2, label); an empty sentence reads as ``<unk>``."""
+        rows = self.rows_of(table)
+        return [(*([ids.get(t, 1) for t in toks] or [1] for toks in r[1:]), r[0]) for r in rows]
+
+    def examples(self, cfg, table: pa.Table) -> list:
+        vocab, _ = self.vocabulary(cfg, self.split_table(cfg, "train"))
+        return self.encode(table, {t: i for i, t in enumerate(vocab)})
+
+    def load(self, cfg) -> TaskData:
+        train = self.split_table(cfg, "train")
+        vocab, vectors = self.vocabulary(cfg, train)
+        ids = {t: i for i, t in enumerate(vocab)}
+        evals = {s: self.encode(self.split_table(cfg, s), ids) for s in ("dev", *cfg.eval_splits)}
+        return TaskData(vocab=vocab, num_classes=self.num_classes, kind=self.kind, train=self.encode(train, ids),
+                        eval_splits=evals, collate=self.collate, embeddings=vectors)
+
+
+STANDIN_NOTE = "STAND-IN-README.txt"
+STANDIN_WHAT = "generated stand-in text in the publishers' formats (rirlab.tasks.standin), not the real data"
+
+
+def keep_short(rows: list, max_len: Optional[int]) -> list:
+    """Training filter: drop rows where any sequence has more than ``max_len`` tokens (None keeps all)."""
+    if max_len is None:
+        return rows
+    return [r for r in rows if all(len(t) <= max_len for t in r[1:])]
+
+
+@functools.lru_cache(maxsize=None)
+def _label_index(labels: tuple) -> dict:
+    return {name: i for i, name in enumerate(labels)}
+
+
+def label_of(path, no, labels: tuple, value: str, mapping: Optional[dict] = None) -> int:
+    """Class id of a file's label (through ``mapping`` when the file's names differ); file:line error if unknown."""
+    name = (mapping or {}).get(value.strip(), value.strip())
+    idx = _label_index(labels).get(name)
+    if idx is None:
+        known = sorted(mapping) if mapping else labels
+        raise bad(path, no, f"unknown label {value!r}; expected one of {', '.join(known)}")
+    return idx
+
+
+def sample_balanced(rows: list, n: int, rng, labels: Sequence[int]) -> tuple[list, list]:
+    """(sample, rest): ``n`` rows, an equal share of each label in ``labels``, drawn with ``rng``; the rest keep
+    their order."""
+    per = n // len(labels)
+    chosen = set()
+    for y in labels:
+        idx = [i for i, r in enumerate(rows) if r[0] == y]
+        if len(idx) < per:
+            raise UserError(f"only {len(idx)} rows of label {y} to sample {per} from; is the file complete?")
+        chosen.update(rng.sample(idx, per))
+    return [rows[i] for i in sorted(chosen)], [r for i, r in enumerate(rows) if i not in chosen]
+
