@@ -104,7 +104,8 @@ def test_unknown_task_is_one_line_with_did_you_mean_and_the_known_tasks(cli):
     r = cli("data", "stats", "tmp_parit", __file__)
     assert r.exit_code == 2
     assert r.stderr.strip() == ("error: unknown task 'tmp_parit' (did you mean tmp_parity?); known tasks: "
-                                "flipflop, listops, logic, tmp_parity")
+                                "flipflop, imdb, listops, logic, lra_image, lra_listops, lra_retrieval, lra_text, "
+                                "mnli, qqp, snli, sst5, tmp_parity")
 
 
 def test_register_takes_a_task_subclass():
