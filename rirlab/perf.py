@@ -57,11 +57,15 @@ class TensorMemory:
 
         @contextlib.contextmanager
         def ctx():
-            skip = {p.untyped_storage().data_ptr() for p in self.model.parameters()}  # counted as parameters
+            params = list(self.model.parameters())
+            param_ids = {id(p) for p in params}  # a saved weight is the Parameter itself: skipped cheaply
+            skip = {p.untyped_storage().data_ptr() for p in params}  # views of parameters: counted as such
             seen: set = set()
             total = [0]
 
             def pack(t):
+                if id(t) in param_ids:
+                    return t
                 try:
                     st = t.untyped_storage()
                 except (RuntimeError, NotImplementedError):  # sparse or other storage-less tensors
