@@ -51,15 +51,15 @@ def test_time_per_step_excludes_evaluation(monkeypatch, recipe):
     real = Trainer.evaluate
 
     def slow_evaluate(self, examples):
-        time.sleep(1.0)  # an evaluation far slower than a training step of this tiny model
+        time.sleep(1.5)  # an evaluation far slower than a training step of this tiny model (~10-30 ms)
         return real(self, examples)
 
     monkeypatch.setattr(Trainer, "evaluate", slow_evaluate)
     extra = {"epochs": 2, "n_train": 16} if recipe == "paper" else {"steps": 4}  # paper: dev at each epoch end
     reports, final = run(tiny(recipe=recipe, log_every=1, eval_every=2, **extra))
     assert final["step"] == 4
-    # with the evaluations counted the mean would be >= 250 ms (at least one second of evaluation over 4 steps)
-    assert all(r["time_per_step_ms"] < 200 for r in [*reports, final]), [r["time_per_step_ms"] for r in reports]
+    # with the evaluations counted the mean would be >= 375 ms (at least 1.5 s of evaluation over 4 steps)
+    assert all(r["time_per_step_ms"] < 300 for r in [*reports, final]), [r["time_per_step_ms"] for r in reports]
 
 
 def test_tensor_memory_counts_parameters_gradients_optimiser_state_and_saved_activations():
