@@ -156,3 +156,19 @@ def test_gutlb_mean_layers_per_chunk_and_act_loss_per_sequence_over_its_chunks()
     per_seq = [(act(5) + act(5)) / 2, act(3)]  # each sequence over its own chunks, then the batch
     assert out.aux_loss.item() == pytest.approx(sum(per_seq) / 2, rel=1e-5)
     assert out.aux_loss.item() != pytest.approx((2 * act(5) + act(3)) / 3, rel=1e-3)  # not over all chunks
+
+
+def test_code_init_leaves_a_tasks_pretrained_embeddings_alone(monkeypatch):
+    """Tasks with frozen word vectors (GloVe) give the head an embedding that is not a plain nn.Embedding."""
+    import rirlab.models.transformer as transformer
+
+    vectors = torch.randn(12, 6)
+
+    class Pretrained(transformer.TaskModel):
+        def __init__(self, encoder, info, cfg):
+            super().__init__(encoder, info, cfg)
+            self.embed = nn.Sequential(nn.Embedding.from_pretrained(vectors.clone(), freeze=True), nn.Linear(6, D))
+
+    monkeypatch.setattr(transformer, "TaskModel", Pretrained)
+    model = build("gut")
+    torch.testing.assert_close(model.embed[0].weight, vectors)
