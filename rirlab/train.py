@@ -11,6 +11,33 @@ epoch end and at the last step; the best of those (improvement > 1e-4, as the pa
 split is evaluated with it at the end. The final report then carries ``best/step``, ``best/epoch``,
 ``best/dev_accuracy``, ``best/dev_loss``, ``stopped_epoch`` and ``early_stopped`` (1 when early stopping ended
 the trial).
+
+Metrics (one unit per kind; docs/metrics.md says the same for users):
+
+====================================  ======  ==================================================================
+metric                                unit    meaning
+====================================  ======  ==================================================================
+``train/loss``                        nats    cross-entropy of the training batches since the last report (mean)
+``train/accuracy``                    %       correct predictions of those batches, 0-100 (as every eval split)
+``train/aux_loss``, ``train/act_loss``  --    halting models: L_ACT of those batches (``act_loss``: the model's)
+``train/mean_layers``                 layers  halting models: mean kept layers per halting unit (the crossing
+                                              layer is not kept); ``train/max_layers_used``: block applications
+``<split>/accuracy``                  %       dev (while training) and every split at the end, 0-100
+``<split>/loss``                      nats    cross-entropy on that split
+``time_per_step_ms``                  ms      mean wall time of one training step (data, forward, backward,
+                                              optimiser) since the trial (or its resume) started; evaluation and
+                                              checkpointing excluded
+``peak_mem_mb``                       MiB     what the model's training uses: CUDA -- the allocator's peak
+                                              (``torch.cuda.max_memory_allocated``, whole trial); CPU -- the
+                                              tensor-level high-water mark of :class:`rirlab.perf.TensorMemory`
+                                              (parameters + gradients + optimiser state + the activations saved
+                                              for backward by the largest step)
+``process_rss_mb``                    MiB     peak resident set size of the whole process (interpreter, torch,
+                                              data, freed heap kept by the allocator): a separate metric
+``lr``, ``epoch``, ``step``           --      learning rate of the last group; epochs done (fraction); steps done
+``best/*``, ``stopped_epoch``         --      the best dev evaluation (accuracy in %, loss in nats) and its step
+``num_params``                        count   parameters of the model
+====================================  ======  ==================================================================
 """
 
 from __future__ import annotations
@@ -29,7 +56,7 @@ from rirlab.config import TrialConfig, resolve
 from rirlab.optim import Ranger
 from rirlab.models import registry as models
 from rirlab.models.base import autocast
-from rirlab.perf import tune_allocator
+from rirlab.perf import TensorMemory, tune_allocator
 from rirlab.tasks import registry as tasks
 from rirlab.tasks.batching import BatchPlan, example_length, loader
 
@@ -83,7 +110,15 @@ def make_optimizer(model: torch.nn.Module, t) -> torch.optim.Optimizer:
 
 
 class NonFiniteLoss(RuntimeError):
-    """The training loss became NaN or inf."""
+    """The training loss became NaN or inf at training step ``step`` (1-based: the step that would have made the
+    ``step`` metric equal ``step``)."""
+
+    def __init__(self, value: float, step: int):
+        super().__init__(f"training loss became {value} at step {step}")
+        self.value, self.step = value, step
+
+    def __reduce__(self):  # picklable across processes (Ray) despite the two-argument constructor
+        return type(self), (self.value, self.step)
 
 
 def pick_device(name: str) -> torch.device:
@@ -118,6 +153,9 @@ class Trainer:
         self.data = tasks.get(cfg.task).load(cfg.task_cfg)
         self.model = models.get(cfg.model).build(cfg.model_cfg, self.data.info).to(self.device)
         self.opt = make_optimizer(self.model, t)
+        self.memory = TensorMemory(self.model, self.opt)  # CPU: tensor-level high-water mark (peak_mem_mb)
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)  # this trial's peak, not an earlier one's in the worker
         self.halt_loss_weight = float(getattr(cfg.model_cfg, "halt_loss_weight", 0.0))
         self.step = 0
         self.plan = BatchPlan([example_length(x) for x in self.data.train], t.batch_size, t.seed, t.bucket_factor)
@@ -179,9 +217,13 @@ class Trainer:
     def train_step(self) -> dict:
         self.model.train()
         batch = self.next_batch()
-        total, loss, correct, n, out = self.loss_of(batch)
+        if self.device.type == "cuda":
+            total, loss, correct, n, out = self.loss_of(batch)
+        else:
+            with self.memory.track():
+                total, loss, correct, n, out = self.loss_of(batch)
         if not torch.isfinite(total):
-            raise NonFiniteLoss(f"training loss became {total.item()} at step {self.step}")
+            raise NonFiniteLoss(total.item(), self.step + 1)
         self.opt.zero_grad(set_to_none=True)
         total.backward()
         if self.cfg.train.grad_clip > 0:
@@ -190,7 +232,7 @@ class Trainer:
         if not isinstance(self.sched, torch.optim.lr_scheduler.ReduceLROnPlateau):
             self.sched.step()
         self.step += 1
-        m = {"train/loss": loss.item(), "train/accuracy": correct / max(n, 1)}
+        m = {"train/loss": loss.item(), "train/accuracy": 100.0 * correct / max(n, 1)}
         if out.aux_loss is not None:
             m["train/aux_loss"] = out.aux_loss.item()
         m.update({f"train/{k}": float(v) for k, v in out.stats.items()})
@@ -281,9 +323,11 @@ class Trainer:
         random.setstate(state["py_rng"])
 
     def peak_mem_mb(self) -> float:
+        """What the model's training uses (module doc, metrics table): the CUDA allocator's peak, or on CPU the
+        tensor-level high-water mark of :class:`rirlab.perf.TensorMemory`."""
         if self.device.type == "cuda":
             return torch.cuda.max_memory_allocated(self.device) / 2**20
-        return rss_mb()
+        return self.memory.peak_bytes() / 2**20
 
 
 def run_trial(config: dict, report: Optional[Report] = None, *, state: Optional[dict] = None,
@@ -301,18 +345,18 @@ def run_trial(config: dict, report: Optional[Report] = None, *, state: Optional[
     total = trainer.total_steps
     window: list[dict] = []
     final, final_ckpt = {"step": trainer.step}, None  # stays so when resumed from a finished checkpoint
-    t0 = time.perf_counter()
-    steps_timed = 0
+    train_s, steps_timed = 0.0, 0  # wall time of training steps only (no evaluation), since start or resume
     while trainer.step < total and not trainer.stopped:
-        window.append(trainer.train_step())
+        t0 = time.perf_counter()
+        window.append(trainer.train_step())  # ends in a host read of the loss: CUDA work is finished
+        train_s += time.perf_counter() - t0
         steps_timed += 1
         s = trainer.step
         dev = trainer.selection_point()
         last = s == total or trainer.stopped
         if s % t.log_every == 0 or s % t.eval_every == 0 or last or dev is not None:
-            elapsed = time.perf_counter() - t0
             metrics = {k: sum(w[k] for w in window) / len(window) for k in window[0]}
-            metrics.update(step=s, time_per_step_ms=1000 * elapsed / steps_timed, lr=trainer.lr,
+            metrics.update(step=s, time_per_step_ms=1000 * train_s / steps_timed, lr=trainer.lr,
                            epoch=trainer.epoch)
             window = []
             if dev is None and s % t.eval_every == 0 and not last:
@@ -334,7 +378,8 @@ def run_trial(config: dict, report: Optional[Report] = None, *, state: Optional[
         final.update({f"{name}/{k}": v for k, v in trainer.evaluate(examples).items()})
     for name, obj in getattr(trainer.model, "artifacts", dict)().items():
         final[f"artifact:{name}"] = obj  # JSON-able; the tracker stores it as an MLflow artifact
-    final.update(peak_mem_mb=trainer.peak_mem_mb(), num_params=sum(p.numel() for p in trainer.model.parameters()),
+    final.update(peak_mem_mb=trainer.peak_mem_mb(), process_rss_mb=rss_mb(),
+                 num_params=sum(p.numel() for p in trainer.model.parameters()),
                  device=device_name() if trainer.device.type == "cuda" else "cpu", final=True)
     report(final, checkpoint=final_ckpt)
     return final

@@ -54,9 +54,25 @@ def train(model, task, quick, sets, tracking_uri, experiment):
         shown = {k: round(v, 4) if isinstance(v, float) else v for k, v in metrics.items()}
         click.echo(" ".join(f"{k}={v}" for k, v in shown.items()))
 
+    from rirlab.errors import UserError
+    from rirlab.train import NonFiniteLoss
+
     try:
         run_trial(config, report)
+    except NonFiniteLoss as err:  # a property of the settings, not a bug: one line that says what to change
+        tracker.finish(run_id, "FAILED", str(err))
+        raise UserError(diverged_hint(err, flat, run_id)) from None
     except BaseException as err:
         tracker.finish(run_id, "FAILED" if not isinstance(err, KeyboardInterrupt) else "KILLED", repr(err))
         raise
     tracker.finish(run_id, "FINISHED")
+
+
+def diverged_hint(err, flat: dict, run_id: str) -> str:
+    """One line: where the loss became NaN/inf, that the run is FAILED, and the settings to try."""
+    tries = [f"a lower learning rate (--set lr={flat['lr'] / 10:g})"]
+    clip = flat.get("grad_clip")
+    tries.append("gradient clipping (--set grad_clip=1)" if not clip else f"a tighter clip (--set grad_clip={clip / 4:g})")
+    if flat.get("precision") == "bf16":
+        tries.append("fp32 instead of bf16 (--set precision=fp32)")
+    return f"{err} (run {run_id} marked FAILED); try {', '.join(tries[:-1])} or {tries[-1]}"

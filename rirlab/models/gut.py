@@ -18,7 +18,7 @@ from torch import nn
 from rirlab.config import STRICT
 from rirlab.models.base import EncoderOutput
 from rirlab.models.halting import HaltConfig, depth_halting
-from rirlab.models.transformer import Block, Readout, attn_options, register_encoder
+from rirlab.models.transformer import Block, Readout, attn_options, ff_options, register_encoder
 
 
 @dataclass(config=STRICT)
@@ -39,7 +39,8 @@ class UniversalEncoder(nn.Module):
         gut = isinstance(cfg, GUTConfig)
         gate, global_halt, transition = (cfg.gate, cfg.global_halt, cfg.transition) if gut else (False, False, False)
         d = cfg.hidden_size
-        self.block = Block(d, cfg.num_heads, cfg.d_ff, cfg.dropout, gate=gate, **attn_options(cfg))
+        self.block = Block(d, cfg.num_heads, cfg.d_ff, cfg.dropout, gate=gate, ff=ff_options(cfg, gate),
+                           **attn_options(cfg))
         self.halting = depth_halting(cfg, global_halt, transition, causal)
         self.readout = Readout(d, lm, "end" if gut else "mean")
         self.norm = nn.LayerNorm(d) if cfg.final_norm else nn.Identity()

@@ -36,7 +36,7 @@ from rirlab.models.base import EncoderOutput
 from rirlab.models.gut import GUTConfig
 from rirlab.models.halting import depth_halting
 from rirlab.models.transformer import (Attention, FeedForward, GatedFeedForward, Readout, RTConfig, attn_options,
-                                       register_encoder)
+                                       ff_options, register_encoder)
 
 
 @dataclass(config=STRICT)
@@ -65,12 +65,13 @@ class GUTLBConfig(GUTConfig):
 class ChunkLayer(nn.Module):
     """A_l = Attention1(C, C, C); A_l = Attention2(A_l, M, M); C_l = FeedForward(A_l) or GatedFeedForward(C, A_l)."""
 
-    def __init__(self, d: int, heads: int, d_ff: int, dropout: float, gate: bool, **attn):
+    def __init__(self, d: int, heads: int, d_ff: int, dropout: float, gate: bool, ff: dict, **attn):
         super().__init__()
         self.self_attn = Attention(d, heads, dropout, rotary=True, **attn)  # chunk-local positions
         self.mem_attn = Attention(d, heads, dropout, rotary=False, **attn)  # no positions on memory
-        code = attn.get("code_init", False)
-        self.ff = GatedFeedForward(d, d_ff, dropout, shared_norm=code) if gate else FeedForward(d, d_ff, dropout)
+        ff = dict(ff)
+        shared = ff.pop("shared_norm", False)
+        self.ff = GatedFeedForward(d, d_ff, dropout, shared, **ff) if gate else FeedForward(d, d_ff, dropout, **ff)
         self.gated = gate
 
     def forward(self, c, mask, memory, causal: bool) -> torch.Tensor:
@@ -82,10 +83,10 @@ class ChunkLayer(nn.Module):
 class MemoryUpdate(nn.Module):
     """M_l = FeedForward_l(Attention3_l(M_{l-1}, C, C)) for l = 1..U (Algorithm 2, 4)."""
 
-    def __init__(self, d: int, heads: int, d_ff: int, dropout: float, layers: int, **attn):
+    def __init__(self, d: int, heads: int, d_ff: int, dropout: float, layers: int, ff: dict, **attn):
         super().__init__()
         self.attn = nn.ModuleList(Attention(d, heads, dropout, rotary=False, **attn) for _ in range(layers))
-        self.ff = nn.ModuleList(FeedForward(d, d_ff, dropout) for _ in range(layers))
+        self.ff = nn.ModuleList(FeedForward(d, d_ff, dropout, **ff) for _ in range(layers))
 
     def forward(self, m, c, mask) -> torch.Tensor:
         for attn, ff in zip(self.attn, self.ff):
@@ -103,10 +104,12 @@ class LatentBottleneckEncoder(nn.Module):
         self.halting = depth_halting(cfg, cfg.global_halt, cfg.transition, causal) if gutlb else None  # per chunk
         n_layers = 1 if gutlb else cfg.num_layers
         attn = attn_options(cfg)
-        self.layers = nn.ModuleList(ChunkLayer(d, heads, d_ff, dropout, gutlb and cfg.gate, **attn)
+        gated = gutlb and cfg.gate
+        self.layers = nn.ModuleList(ChunkLayer(d, heads, d_ff, dropout, gated, ff_options(cfg, gated), **attn)
                                     for _ in range(n_layers))
         self.memory0 = nn.Parameter(torch.zeros(1, cfg.memory_slots, d))  # M^0 (zero, as the code)
-        self.update = MemoryUpdate(d, heads, cfg.memory_ff_mult * d, dropout, cfg.memory_layers, **attn)
+        self.update = MemoryUpdate(d, heads, cfg.memory_ff_mult * d, dropout, cfg.memory_layers, ff_options(cfg),
+                                   **attn)
         self.from_memory = cfg.readout == "memory" and not lm
         self.readout = Readout(d, True if self.from_memory else lm, "end" if gutlb else "mean")  # lm: no START/END
         self.mem_norm = nn.LayerNorm(d) if self.from_memory else None

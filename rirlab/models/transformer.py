@@ -7,12 +7,21 @@ The paper's code applies it unchanged to bidirectional encoders, with positions 
 -S // 2 (half the padded length) before scaling, c = S // 2 above, which keeps each factor near 1 while the score q.k only sees zeta^((n - m)/gamma) (c cancels); keys to the right of a query
 are thus up-weighted, as in the code. Memory (cross) attentions of TLB/GUTLB use no positions; TLB/GUTLB
 chunks use chunk-local positions. With zeta = 1 xPos is exactly RoPE (tests/test_transformer.py).
-Other defaults follow the paper's code: no bias on the Q/K/V/output projections, Xavier-uniform init with
-gain 1/sqrt(2) on Q/K/V (gain 1 on the output projection), a separate attention dropout (``attn_dropout``),
-one LayerNorm shared by the gate and the feed-forward of GatedFeedForward, START/END drawn from N(0, 1), and
-no final LayerNorm before pooling (``final_norm``; rirlab used one before, in neither paper nor code).
-Documented differences: the code applies dropout inside the gate as well; here dropout sits after the GELU
-of the feed-forward and on the residual branch. The paper trained with mixed precision: ``precision: bf16``.
+Other defaults follow the paper's public code (JRC1995/InvestigatingRecurrentTransformers), each a config value
+with the alternative beside it:
+- ``attn_bias`` (False): no bias on the Q/K/V/output projections.
+- ``attn_dropout`` (None = ``dropout``): dropout on the attention weights, apart from the residual dropout.
+- ``gate_norm`` ("shared"): GatedFeedForward's gate reads the feed-forward's LayerNorm; "own": its own.
+- ``ff_dropout`` ("code"): Linear, Dropout, GELU, Linear, Dropout in the feed-forward and in the gate (whose
+  second dropout acts on the logits before the sigmoid); "post_gelu": dropout after the GELU and on the
+  output branch, none in the gate (rirlab before).
+- ``init_scheme`` ("code"): token embeddings N(0, 0.02^2), Xavier-uniform with gain 1/sqrt(2) on Q/K/V and 1 on
+  the output projection, Xavier-uniform feed-forward and gate weights with biases N(0, 1e-6^2); "torch":
+  PyTorch's defaults for all of these. Either way START/END are drawn from N(0, 1) and TLB's M^0 is zero (the
+  code's choices; tlb.py).
+- ``final_norm`` (False): no LayerNorm before pooling (rirlab used one before, in neither paper nor code).
+The paper trained with mixed precision: the training value ``precision: bf16`` (autocast; halting arithmetic
+stays fp32); the default stays fp32, which CPUs run faster and which the papers' RvNN baselines used.
 
 Attention runs through ``torch.nn.functional.scaled_dot_product_attention``.
 
@@ -56,6 +65,9 @@ class RTConfig:
     attn_bias: bool = False  # bias on the Q/K/V/output projections (the paper's code: none)
     attn_dropout: Optional[float] = Field(None, ge=0, lt=1)  # dropout on attention weights; None = dropout
     final_norm: bool = False  # a LayerNorm on the states before pooling (neither paper nor code)
+    gate_norm: Literal["shared", "own"] = "shared"  # GatedFeedForward: the gate reads the FFN's LayerNorm (code)
+    ff_dropout: Literal["code", "post_gelu"] = "code"  # feed-forward/gate dropout placement (module doc)
+    init_scheme: Literal["code", "torch"] = "code"  # the paper's code's initialisation or PyTorch's (module doc)
 
     @model_validator(mode="after")
     def _heads(self):
@@ -83,8 +95,17 @@ def causal_for(cfg: RTConfig, info) -> bool:
 
 
 def task_model(encoder_cls, cfg: RTConfig, info) -> TaskModel:
-    """``encoder_cls(cfg, causal, lm)`` under the task's head: the builder of every recurrent-Transformer model."""
-    return TaskModel(encoder_cls(cfg, causal_for(cfg, info), info.kind == "lm"), info, cfg)
+    """``encoder_cls(cfg, causal, lm)`` under the task's head: the builder of every recurrent-Transformer model.
+
+    ``init_scheme="code"``: token embeddings N(0, 0.02^2) as the paper's code (the padding row stays zero); a
+    task's pretrained vectors (an embedding that is not a plain ``nn.Embedding``) are left as they are."""
+    model = TaskModel(encoder_cls(cfg, causal_for(cfg, info), info.kind == "lm"), info, cfg)
+    if cfg.init_scheme == "code" and isinstance(model.embed, nn.Embedding):
+        with torch.no_grad():
+            nn.init.normal_(model.embed.weight, std=0.02)
+            if model.embed.padding_idx is not None:
+                model.embed.weight[model.embed.padding_idx].zero_()
+    return model
 
 
 def register_encoder(name: str, config: type, encoder_cls, doc: str) -> None:
@@ -180,7 +201,7 @@ class MultiHeadAttention(nn.Module):
 def attn_options(cfg: RTConfig) -> dict:
     """Keyword arguments of :class:`Attention` / :class:`Block` from a model config."""
     return {"positions": cfg.positions, "bias": cfg.attn_bias, "xpos_base": cfg.xpos_scale_base,
-            "code_init": True, "attn_dropout": cfg.attn_dropout}
+            "code_init": cfg.init_scheme == "code", "attn_dropout": cfg.attn_dropout}
 
 
 class Attention(nn.Module):
@@ -203,48 +224,87 @@ class Attention(nn.Module):
         return self.drop(self.mha(lq, lkv, key_mask, causal)) + q  # (N, Sq, D)
 
 
-class FeedForward(nn.Module):
-    """H = GeLU(LN(A) W1 + b1) W2 + b2 + A, eq. 4."""
+def code_linear_init(*layers: nn.Linear) -> None:
+    """The paper's code's feed-forward initialisation: Xavier-uniform weights (gain 1), biases N(0, 1e-6^2)."""
+    for lin in layers:
+        nn.init.xavier_uniform_(lin.weight)
+        nn.init.normal_(lin.bias, std=1e-6)
 
-    def __init__(self, d: int, d_ff: int, dropout: float):
+
+class FeedForward(nn.Module):
+    """H = GeLU(LN(A) W1 + b1) W2 + b2 + A, eq. 4.
+
+    ``dropout_at``: "code" -- dropout on LN(A) W1 + b1 before the GeLU and on the output branch (the paper's
+    code: Linear, Dropout, GELU, Linear, Dropout); "post_gelu" -- after the GeLU and on the output branch
+    (rirlab before). ``code_init``: :func:`code_linear_init` on W1, W2; else PyTorch's default."""
+
+    def __init__(self, d: int, d_ff: int, dropout: float, dropout_at: str = "post_gelu", code_init: bool = False):
         super().__init__()
         self.ln = nn.LayerNorm(d)
         self.w1 = nn.Linear(d, d_ff)
         self.w2 = nn.Linear(d_ff, d)
         self.drop = nn.Dropout(dropout)
+        self.pre_gelu = dropout_at == "code"
+        if code_init:
+            code_linear_init(self.w1, self.w2)
 
-    def forward(self, a: torch.Tensor) -> torch.Tensor:
-        return self.drop(self.w2(self.drop(F.gelu(self.w1(self.ln(a)))))) + a  # (N, S, D)
+    def forward(self, a: torch.Tensor, la: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """``la``: LN(A) when the caller has it (a gate sharing this LayerNorm)."""
+        u = self.w1(self.ln(a) if la is None else la)  # (N, S, D_ff)
+        u = F.gelu(self.drop(u)) if self.pre_gelu else self.drop(F.gelu(u))
+        return self.drop(self.w2(u)) + a  # (N, S, D)
 
 
 class GatedFeedForward(nn.Module):
     """H_l = G * FeedForward(A_l) + (1 - G) * H_{l-1}, G = sigmoid(GeLU(LN(A_l) Wg1 + bg1) Wg2 + bg2), eq. 9-11.
 
-    ``shared_norm`` (the paper's code): the gate reads the feed-forward's LayerNorm; else its own."""
+    ``shared_norm`` (the paper's code): the gate reads the feed-forward's LayerNorm; else its own.
+    ``dropout_at`` "code": the gate has the feed-forward's dropouts too, before its GeLU and on its logits
+    (before the sigmoid), as the code's FFN_gate; "post_gelu": no dropout in the gate (rirlab before).
+    ``code_init``: :func:`code_linear_init` on the gate's and the feed-forward's linear maps."""
 
-    def __init__(self, d: int, d_ff: int, dropout: float, shared_norm: bool = False):
+    def __init__(self, d: int, d_ff: int, dropout: float, shared_norm: bool = False, dropout_at: str = "post_gelu",
+                 code_init: bool = False):
         super().__init__()
-        self.ff = FeedForward(d, d_ff, dropout)
+        self.ff = FeedForward(d, d_ff, dropout, dropout_at, code_init)
+        self.shared = shared_norm
         self.ln = self.ff.ln if shared_norm else nn.LayerNorm(d)
         self.g1 = nn.Linear(d, d_ff)  # d_gff = d_ff (Appendix A)
         self.g2 = nn.Linear(d_ff, d)
+        self.drop = nn.Dropout(dropout) if dropout_at == "code" else nn.Identity()
+        if code_init:
+            code_linear_init(self.g1, self.g2)
 
-    def gate(self, a: torch.Tensor) -> torch.Tensor:
-        return torch.sigmoid(self.g2(F.gelu(self.g1(self.ln(a)))))  # (N, S, D), eq. 10
+    def gate(self, a: torch.Tensor, la: Optional[torch.Tensor] = None) -> torch.Tensor:
+        u = self.g1(self.ln(a) if la is None else la)  # (N, S, D_ff)
+        return torch.sigmoid(self.drop(self.g2(F.gelu(self.drop(u)))))  # (N, S, D), eq. 10
 
     def forward(self, h_prev: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
-        g = self.gate(a)
-        return g * self.ff(a) + (1 - g) * h_prev  # eq. 9, 11
+        la = self.ln(a) if self.shared else None  # one LayerNorm for both (N, S, D)
+        g = self.gate(a, la)
+        return g * self.ff(a, la) + (1 - g) * h_prev  # eq. 9, 11
+
+
+def ff_options(cfg: "RTConfig", gate: bool = False) -> dict:
+    """Keyword arguments of :class:`FeedForward` (``gate``: :class:`GatedFeedForward`) from a model config."""
+    out = {"dropout_at": cfg.ff_dropout, "code_init": cfg.init_scheme == "code"}
+    return {**out, "shared_norm": cfg.gate_norm == "shared"} if gate else out
 
 
 class Block(nn.Module):
-    """One Transformer layer: A = Attention(H, KV, KV) (eq. 1, 3), then FeedForward (eq. 2, 4) or GatedFeedForward."""
+    """One Transformer layer: A = Attention(H, KV, KV) (eq. 1, 3), then FeedForward (eq. 2, 4) or GatedFeedForward.
 
-    def __init__(self, d: int, heads: int, d_ff: int, dropout: float, gate: bool = False, **attn):
+    ``ff``: keyword arguments of the feed-forward (:func:`ff_options`); ``attn``: of the attention
+    (:func:`attn_options`)."""
+
+    def __init__(self, d: int, heads: int, d_ff: int, dropout: float, gate: bool = False,
+                 ff: Optional[dict] = None, **attn):
         super().__init__()
-        code = attn.get("code_init", False)  # the paper's code's module choices (attn_options)
         self.attn = Attention(d, heads, dropout, **attn)
-        self.ff = GatedFeedForward(d, d_ff, dropout, shared_norm=code) if gate else FeedForward(d, d_ff, dropout)
+        ff = dict(ff or {})
+        if not gate:
+            ff.pop("shared_norm", None)
+        self.ff = GatedFeedForward(d, d_ff, dropout, **ff) if gate else FeedForward(d, d_ff, dropout, **ff)
         self.gated = gate
 
     def forward(self, h, mask=None, causal: bool = False, kv=None) -> torch.Tensor:
@@ -315,7 +375,8 @@ class TransformerEncoder(nn.Module):
     def __init__(self, cfg: TransformerConfig, causal: bool, lm: bool):
         super().__init__()
         d = cfg.hidden_size
-        self.blocks = nn.ModuleList(Block(d, cfg.num_heads, cfg.d_ff, cfg.dropout, **attn_options(cfg))
+        self.blocks = nn.ModuleList(Block(d, cfg.num_heads, cfg.d_ff, cfg.dropout, ff=ff_options(cfg),
+                                          **attn_options(cfg))
                                     for _ in range(cfg.num_layers))
         self.readout = Readout(d, lm, "mean")
         self.norm = nn.LayerNorm(d) if cfg.final_norm else nn.Identity()
