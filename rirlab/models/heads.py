@@ -39,7 +39,10 @@ class TaskModel(nn.Module):
         self.embed = nn.Embedding(info.vocab_size, d, padding_idx=info.pad_id)
         self.drop = nn.Dropout(dropout)
         self.encoder = encoder
-        if info.kind == "classify":
+        # sentence interaction (EBT paper App. F.2): the encoder reads both sequences of a pair at once, ``pair(x1,
+        # mask1, x2, mask2)``, and returns the pair's vector; the head is eq. 20 on it (no siamese features)
+        self.joint_pair = info.kind == "pair" and getattr(encoder, "joint_pair", False)
+        if info.kind == "classify" or self.joint_pair:
             self.head = MLP(d, d, info.num_classes, dropout)
         elif info.kind == "pair":
             self.head = MLP(4 * d, d, info.num_classes, dropout)
@@ -56,6 +59,10 @@ class TaskModel(nn.Module):
         return self.encoder(self.drop(self.embed(tokens)), mask)  # (N, S, D) in
 
     def forward(self, batch: dict) -> ModelOutput:
+        if self.joint_pair:
+            embed = [self.drop(self.embed(batch[k])) for k in ("tokens", "tokens2")]  # (N, S1, D), (N, S2, D)
+            out = self.encoder.pair(embed[0], batch["mask"], embed[1], batch["mask2"])  # vec (N, D)
+            return ModelOutput(self.head(out.vec), out.aux_loss, out.stats)
         a = self.encode(batch["tokens"], batch["mask"])
         if self.kind != "pair":
             return ModelOutput(self.head(a.vec), a.aux_loss, a.stats)
