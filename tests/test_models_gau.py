@@ -214,29 +214,32 @@ def test_pair_heads_serve_nli_and_paraphrase_labels(name, classes):
     assert model.head.l2.weight.grad.any()
 
 
-def first_token_pairs(n, seed):
-    """Pairs of 2-5 tokens; label 1 iff they start with the same token (half of them)."""
+def first_token_sum_pairs(n, seed):
+    """Pairs of 2-5 tokens; label 1 iff their first tokens (1..15) sum to at least 16 (53% of pairs). One sequence
+    alone predicts it at best about 75% of the time (its first token's side of 8)."""
     g = torch.Generator().manual_seed(seed)
     out = []
-    for i in range(n):
-        a = torch.randint(1, 16, (int(torch.randint(2, 6, (1,), generator=g)),), generator=g).tolist()
-        b = torch.randint(1, 16, (int(torch.randint(2, 6, (1,), generator=g)),), generator=g).tolist()
-        b[0] = a[0] if i % 2 else (a[0] % 15) + 1
-        out.append((a, b, i % 2))
+    for _ in range(n):
+        a, b = (torch.randint(1, 16, (int(torch.randint(2, 6, (1,), generator=g)),), generator=g).tolist()
+                for _ in range(2))
+        out.append((a, b, int(a[0] + b[0] >= 16)))
     return out
+
+
+STEPS = {"gau": 150, "egt_gau": 100, "ebt_gau": 100}
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_tiny_model_learns_a_pair_task(name):
-    """Whether two sequences share their first token: only a model that compares the two can beat chance (0.5)."""
+    """A few seconds of training lift dev accuracy well above what either sentence alone allows (about 0.75)."""
     saved = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         torch.manual_seed(0)
         model = build_pair(name, classes=2, hidden_size=32, gau_head_size=16, dropout=0.0,
-                           **({} if name == "gau" else {"beam_size": 2} if name == "ebt_gau" else {}))
+                           **({"beam_size": 2} if name == "ebt_gau" else {}))
         opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-        train, dev = first_token_pairs(2000, 0), first_token_pairs(200, 1)
+        train, dev = first_token_sum_pairs(2000, 0), first_token_sum_pairs(200, 1)
         g = torch.Generator().manual_seed(0)
         model.train()
         for _ in range(STEPS[name]):
@@ -252,7 +255,4 @@ def test_tiny_model_learns_a_pair_task(name):
             acc = (model(batch).logits.argmax(-1) == batch["labels"]).float().mean().item()
     finally:
         torch.set_num_threads(saved)
-    assert acc > 0.8, (name, acc)
-
-
-STEPS = {"gau": 150, "egt_gau": 150, "ebt_gau": 150}
+    assert acc > 0.85, (name, acc)
