@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from model_helpers import batch_of, build, check_padding_and_determinism, random_seqs
+from model_helpers import batch_of, check_padding_and_determinism, random_seqs
 from rirlab.models import registry
 from rirlab.models.beam_tree import BeamTree, marginalize
 from rirlab.models.gau import GAUBlock, GAUConfig

@@ -29,4 +29,4 @@ class EBTGAUConfig(TreeGAUConfig):
 @register("ebt_gau", EBTGAUConfig)
 def ebt_gau(cfg: EBTGAUConfig, info):
     """EBT-GAU: EBT-GRC trees' non-terminals as parent attention, then GAU sentence interaction (EBT paper §4)."""
-    return TaskModel(tree_gau(cfg, cfg.beam_size, straight_through=False, beam_select=cfg.beam_select), info, cfg)
+    return TaskModel(tree_gau(cfg, info, cfg.beam_size, straight_through=False, beam_select=cfg.beam_select), info, cfg)

@@ -27,4 +27,4 @@ class EGTGAUConfig(TreeGAUConfig):
 @register("egt_gau", EGTGAUConfig)
 def egt_gau(cfg: EGTGAUConfig, info):
     """EGT-GAU: EGT-GRC tree's non-terminals as parent attention, then GAU sentence interaction (EBT paper App. F.2)."""
-    return TaskModel(tree_gau(cfg, 1, straight_through=True, tau=cfg.gumbel_tau), info, cfg)
+    return TaskModel(tree_gau(cfg, info, 1, straight_through=True, tau=cfg.gumbel_tau), info, cfg)

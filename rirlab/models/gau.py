@@ -1,4 +1,5 @@
-"""``gau``: the GAU block of EBT-GAU (EBT paper, App. F.2, eq. 8-15) and the GAU sentence-interaction baseline (eq. 16-20).
+"""``gau``: the GAU block of EBT-GAU (EBT paper App. F.2 eq. 8-15) and the GAU sentence-interaction baseline
+(eq. 16-20).
 
 GAU block (Gated Attention Unit, Hua et al., "Transformer Quality in Linear Time", ICML 2022, arXiv:2202.10447, as
 the EBT paper specialises it): queries x (n, d), keys and values p (l, d), a boolean mask G (n, l):
@@ -87,7 +88,8 @@ class GAUBlock(nn.Module):
         self.gate = nn.Linear(2 * d, d)  # eq. 14
         self.scale = math.sqrt(2 * (self.dh if cfg.gau_scale == "2dh" else d))
 
-    def forward(self, x: torch.Tensor, p: Optional[torch.Tensor], mask: torch.Tensor, rel: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, p: Optional[torch.Tensor], mask: torch.Tensor,
+                rel: torch.Tensor) -> torch.Tensor:
         """x (..., n, D) queries, p (..., l, D) keys/values (None: p = x), mask (..., n, l) bool, rel (..., n, l)."""
         xn = self.init(x)  # (..., n, D) eq. 8
         pn = xn if p is None else self.init(p)  # (..., l, D)
@@ -115,16 +117,17 @@ def relative_positions(pos: torch.Tensor, k: int) -> torch.Tensor:
 class Interaction(nn.Module):
     """Eq. 16-19 (and 24-25): [cls + seg1; x1 + seg1; SEP; cls2 + seg2; x2 + seg2] through ``stack``, pooled.
 
-    ``stack``: the GAU blocks applied in order (the same block several times where weights are shared).
+    ``stack``: the GAU blocks applied in order (the same block several times where weights are shared); ``pair``:
+    whether the task gives two sequences (a SEP vector only then).
     """
 
-    def __init__(self, cfg: GAUConfig, stack: list[nn.Module]):
+    def __init__(self, cfg: GAUConfig, stack: list[nn.Module], pair: bool = True):
         super().__init__()
         d = cfg.hidden_size
         self.blocks = nn.ModuleList(dict.fromkeys(stack))  # each distinct block once (parameters)
         self.order = [list(self.blocks).index(b) for b in stack]
         self.rel_k = cfg.gau_rel_k
-        self.sep = nn.Parameter(torch.randn(d))
+        self.sep = nn.Parameter(torch.randn(d)) if pair else None
         self.seg = nn.Parameter(torch.zeros(2, d))
         self.energy = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, 1))  # eq. 18
 
@@ -155,12 +158,13 @@ class GAUEncoder(nn.Module):
 
     joint_pair = True
 
-    def __init__(self, cfg: GAUBaselineConfig):
+    def __init__(self, cfg: GAUBaselineConfig, pair: bool = True):
         super().__init__()
         d = cfg.hidden_size
         self.content = nn.Sequential(nn.Linear(d, d), nn.LayerNorm(d))
         self.cls = nn.Parameter(torch.randn(d))
-        self.interaction = Interaction(cfg, [GAUBlock(cfg, 2 * cfg.gau_rel_k + 1) for _ in range(cfg.num_layers)])
+        blocks = [GAUBlock(cfg, 2 * cfg.gau_rel_k + 1) for _ in range(cfg.num_layers)]
+        self.interaction = Interaction(cfg, blocks, pair)
 
     def segment(self, x: torch.Tensor, mask: torch.Tensor):
         return self.cls.expand(x.size(0), -1), self.content(x), mask  # (N, D), (N, S, D), (N, S)
@@ -175,4 +179,4 @@ class GAUEncoder(nn.Module):
 @register("gau", GAUBaselineConfig)
 def gau(cfg: GAUBaselineConfig, info):
     """GAU baseline: five unshared GAU blocks over the concatenated pair (EBT paper App. F.2, eq. 16-20)."""
-    return TaskModel(GAUEncoder(cfg), info, cfg)
+    return TaskModel(GAUEncoder(cfg, info.kind == "pair"), info, cfg)

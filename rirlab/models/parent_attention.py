@@ -166,7 +166,7 @@ class TreeGAUEncoder(nn.Module):
 
     joint_pair = True  # rirlab.models.heads.TaskModel calls pair() with both sequences of a pair task
 
-    def __init__(self, cfg: TreeGAUConfig, tree: NodeBeamTree):
+    def __init__(self, cfg: TreeGAUConfig, tree: NodeBeamTree, pair: bool = True):
         super().__init__()
         d = cfg.hidden_size
         self.leaf = LeafTransform(d)  # eq. 17 (the authors' init_transform)
@@ -174,7 +174,7 @@ class TreeGAUEncoder(nn.Module):
         self.parent = ParentAttention(cfg)
         self.cls = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, d))  # eq. 23
         shared = GAUBlock(cfg, 2 * cfg.gau_rel_k + 1)
-        self.interaction = Interaction(cfg, [shared] * cfg.interaction_layers)  # GAUStack2, weight-shared
+        self.interaction = Interaction(cfg, [shared] * cfg.interaction_layers, pair)  # GAUStack2, weight-shared
 
     def segment(self, x: torch.Tensor, mask: torch.Tensor):
         """One sequence -> (cls' (N, D), contextualised terminals (N, S, D), mask), eq. 21-23 / 26-29."""
@@ -190,10 +190,11 @@ class TreeGAUEncoder(nn.Module):
         return EncoderOutput(self.interaction([self.segment(x1, mask1), self.segment(x2, mask2)]))  # (N, D)
 
 
-def tree_gau(cfg: TreeGAUConfig, beam_size: int, straight_through: bool, tau: float = 1.0,
+def tree_gau(cfg: TreeGAUConfig, info, beam_size: int, straight_through: bool, tau: float = 1.0,
              beam_select: BeamSelect = "stochastic") -> TreeGAUEncoder:
-    """The encoder of a config: GRC cell (eq. 1-2), child-pair scorer (eq. 6-7), the search with these settings."""
+    """The encoder of a config for a task (``info``): GRC cell (eq. 1-2), child-pair scorer (eq. 6-7), the search
+    with these settings."""
     d = cfg.hidden_size
     tree = NodeBeamTree(GRC(d, cfg.cell_mult, cfg.dropout), Scorer(d, cfg.d_s), beam_size, straight_through, tau,
                         beam_select)
-    return TreeGAUEncoder(cfg, tree)
+    return TreeGAUEncoder(cfg, tree, info.kind == "pair")
