@@ -201,6 +201,36 @@ def test_terminals_attend_exactly_to_their_parents(parent_self):
             assert moved.tolist() == tree.cover[0, 0, t].tolist(), t
 
 
+@pytest.mark.parametrize("parent_self", [False, True])
+def test_parent_attention_is_eq_27_to_29_per_beam(parent_self):
+    """The shared key projections and the broadcast first layer = eq. 27-29 written out: repeat x per beam, apply
+    the block ``parent_layers`` times with the beam's nodes as keys, average the beams with softmax(scores)."""
+    torch.manual_seed(10)
+    model = build_pair("ebt_gau", gau_parent_self=parent_self, beam_size=3, dropout=0.0, **TINY).eval()
+    enc = model.encoder
+    batch = batch_of(random_seqs([7, 3, 5], seed=6))
+    with torch.no_grad():
+        h = enc.leaf(model.embed(batch["tokens"]))
+        tree = enc.tree(h, batch["mask"].sum(1))
+        got = enc.parent(h, tree, batch["mask"])
+        blk, w = enc.parent.block, h.size(1)
+        for r, L in enumerate(batch["mask"].sum(1).tolist()):
+            want = 0
+            for k, s in enumerate(F.softmax(tree.scores[r], -1)):
+                x = h[r]  # (W, D)
+                for _ in range(2):
+                    g = tree.cover[r, k].t() & (torch.arange(w - 1) < L - 1)  # (W, W-1)
+                    rel = tree.height[r, k].clamp(1, 10).expand(w, w - 1) - 1
+                    keys = tree.nodes[r, k]
+                    if parent_self:
+                        g = torch.cat([torch.eye(w, dtype=torch.bool) & batch["mask"][r], g], 1)
+                        rel = torch.cat([torch.zeros(w, w, dtype=torch.long), rel + 1], 1)
+                        keys = torch.cat([x, keys])
+                    x = blk(x, keys, g, rel)
+                want = want + s * x
+            assert torch.allclose(got[r, :L], want[:L], atol=1e-5), r
+
+
 @pytest.mark.parametrize("classes", [3, 2])
 @pytest.mark.parametrize("name", ["ebt_grc", "gau"])
 def test_pair_heads_serve_nli_and_paraphrase_labels(name, classes):

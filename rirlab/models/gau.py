@@ -88,24 +88,35 @@ class GAUBlock(nn.Module):
         self.gate = nn.Linear(2 * d, d)  # eq. 14
         self.scale = math.sqrt(2 * (self.dh if cfg.gau_scale == "2dh" else d))
 
-    def forward(self, x: torch.Tensor, p: Optional[torch.Tensor], mask: torch.Tensor,
-                rel: torch.Tensor) -> torch.Tensor:
-        """x (..., n, D) queries, p (..., l, D) keys/values (None: p = x), mask (..., n, l) bool, rel (..., n, l)."""
+    def keys(self, p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Values v (..., l, 2D) and keys k (..., l, dh) of p (..., l, D), eq. 8-10: computed once where p is fixed
+        across applications of the block (parent attention's non-terminals)."""
+        pn = self.init(p)  # (..., l, D) eq. 8
+        return F.silu(self.wv(pn)), F.silu(self.wz(pn)) * self.z[2] + self.zb[2]  # eq. 9, 10
+
+    def forward(self, x: torch.Tensor, p: Optional[torch.Tensor], mask: torch.Tensor, rel: torch.Tensor,
+                kv: Optional[tuple[torch.Tensor, torch.Tensor]] = None) -> torch.Tensor:
+        """x (..., n, D) queries, p (..., l, D) keys/values (None: p = x; or their :meth:`keys` given as ``kv``),
+        mask (..., n, l) bool, rel (..., n, l). Leading dims of x may be 1 where mask's are larger (broadcast)."""
         xn = self.init(x)  # (..., n, D) eq. 8
-        pn = xn if p is None else self.init(p)  # (..., l, D)
-        u, v = F.silu(self.wu(xn)), F.silu(self.wv(pn))  # (..., n, 2D), (..., l, 2D) eq. 9
+        u = F.silu(self.wu(xn))  # (..., n, 2D) eq. 9
         zx = F.silu(self.wz(xn))  # (..., n, dh)
-        zp = zx if p is None else F.silu(self.wz(pn))  # (..., l, dh)
-        q, k = zx * self.z[0] + self.zb[0], zp * self.z[2] + self.zb[2]  # (..., n, dh), (..., l, dh) eq. 10
+        q = zx * self.z[0] + self.zb[0]  # (..., n, dh) eq. 10
+        if kv is not None:
+            v, k = kv  # (..., l, 2D), (..., l, dh)
+        elif p is None:
+            v, k = F.silu(self.wv(xn)), zx * self.z[2] + self.zb[2]  # (..., n, 2D), (..., n, dh)
+        else:
+            v, k = self.keys(p)  # (..., l, 2D), (..., l, dh)
         energy = q @ k.transpose(-1, -2)  # (..., n, l)
         if self.query_pos:  # q^p_i . e_r, gathered at each pair's clipped distance
             qp = zx * self.z[1] + self.zb[1]  # (..., n, dh)
-            energy = energy + (qp @ self.pos.t()).gather(-1, rel)  # (..., n, l)
+            energy = energy + (qp @ self.pos.t()).expand(*rel.shape[:-1], -1).gather(-1, rel)  # (..., n, l)
         else:
             energy = energy + self.pos[rel]  # (..., n, l)
         attn = F.softmax((energy / self.scale).masked_fill(~mask, -1e9), dim=-1) * mask  # (..., n, l) eq. 11
         o = self.drop(self.wo(u * (attn @ v)))  # (..., n, D) eq. 12-13 (a query with no key gets v' = 0)
-        g = torch.sigmoid(self.gate(torch.cat([o, x], dim=-1)))  # (..., n, D) eq. 14
+        g = torch.sigmoid(self.gate(torch.cat([o, x.expand_as(o)], dim=-1)))  # (..., n, D) eq. 14
         return g * o + (1 - g) * x  # (..., n, D) eq. 15
 
 

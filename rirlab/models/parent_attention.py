@@ -153,10 +153,14 @@ class ParentAttention(nn.Module):
             eye = torch.eye(w, dtype=torch.bool, device=x.device) & mask[:, None, None, :]  # (M, 1, W, W)
             g = torch.cat([eye.expand(m, b, w, w), g], -1)  # (M, b, W, 2W-1)
             rel = torch.cat([rel.new_zeros(m, b, w, w), rel], -1)  # (M, b, W, 2W-1)
-        h = x[:, None].expand(m, b, w, x.size(-1))  # (M, b, W, D) eq. 27 repeat(x, b)
+        nodes_kv = self.block.keys(tree.nodes)  # (M, b, W-1, 2D), (M, b, W-1, dh): the same for every layer
+        h = x[:, None]  # (M, 1, W, D) eq. 27 repeat(x, b): the beams' queries are equal until the first layer
         for _ in range(self.layers):
-            keys = torch.cat([h, tree.nodes], 2) if self.self_key else tree.nodes  # (M, b, l, D)
-            h = self.block(h, keys, g, rel)  # (M, b, W, D)
+            kv = nodes_kv
+            if self.self_key:  # the terminals' own keys, then the non-terminals'
+                kv = tuple(torch.cat([own.expand(m, b, *own.shape[2:]), nk], 2)
+                           for own, nk in zip(self.block.keys(h), nodes_kv))  # (M, b, 2W-1, .)
+            h = self.block(h, None, g, rel, kv)  # (M, b, W, D)
         weights = F.softmax(at_least_fp32(tree.scores), dim=-1)  # (M, b) eq. 29
         return (weights[:, :, None, None] * at_least_fp32(h)).sum(1).to(x.dtype)  # (M, W, D)
 
