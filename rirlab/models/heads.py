@@ -28,6 +28,8 @@ class TaskModel(nn.Module):
 
     classify: MLP on the sentence vector; pair: siamese, MLP on [u; v; |u-v|; u*v], the two sentences' auxiliary
     losses summed, or averaged where ``cfg.pair_act == "mean"`` (halting models; the dynamic-halt paper's code);
+    pair with a sentence-interaction encoder (``encoder.joint_pair``: gau, egt_gau, ebt_gau): MLP on ``encoder.pair``'s
+    vector of the two sequences read together (EBT paper App. F.2 eq. 20);
     lm: a linear layer on every token state (the encoder must return (N, S, D)).
     """
 
