@@ -39,7 +39,6 @@ from rirlab.models.grc import GRC, LeafTransform
 from rirlab.models.scorer import Scorer
 
 
-
 @dataclass(config=STRICT)
 class TreeGAUConfig(GAUConfig):
     """EGT-GAU / EBT-GAU (EBT App. F.2, G): GRC tree, two applications of one parent-attention GAU block per
