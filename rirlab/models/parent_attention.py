@@ -4,8 +4,8 @@
 the sentence encoders drop: every beam's non-terminal nodes in creation order, which terminals each one spans (the
 adjacency G_ij = 1 iff node j is a parent, direct or indirect, of terminal i) and its height (max of the children's
 heights + 1, terminals 0). Beam 1 with straight-through Gumbel-softmax is EGT-GRC. It runs every row for W - 1 steps
-(finished rows keep their state), re-scoring every pair each step; at eval its roots and scores are those of
-:class:`~rirlab.models.beam_tree.BeamTree` (a test holds them equal).
+(finished rows keep their state) and, as BeamTree, scores only the two pairs a merge changes; at eval its roots and
+scores are those of :class:`~rirlab.models.beam_tree.BeamTree` (a test holds them equal).
 
 :class:`TreeGAUEncoder` is EGT-GAU / EBT-GAU: leaf transform (eq. 17), the search, per beam ``parent_layers`` = 2
 applications of one GAU block whose keys are the non-terminals with mask G and relative positions = height
@@ -83,12 +83,13 @@ class NodeBeamTree(nn.Module):
         cover = torch.eye(w, dtype=torch.bool, device=x.device).expand(m, b, w, w)  # (M, b, W, W) spans of the frontier
         height = lengths.new_zeros(m, b, w)  # (M, b, W)
         nodes, ncover, nheight = h[:, :, :0], cover[:, :, :0], height[:, :, :0]  # empty (M, b, 0, ...)
+        pos = torch.arange(w - 1, device=x.device)  # (W-1,) pairs
+        ps = self.scorer(h[:, :, :-1], h[:, :, 1:])  # (M, b, W-1) every adjacent pair, then cached
+        ps = ps.masked_fill(pos >= (lengths - 1)[:, None, None], NEG)  # pairs reaching into padding
         for t in range(w - 1):
             cur = lengths - t  # (M,) nodes per row now
             active = cur > 1  # (M,) rows still merging
-            pos = torch.arange(w - 1 - t, device=x.device)  # (W'-1,) pairs
-            ps = self.scorer(h[:, :, :-1], h[:, :, 1:])  # (M, b, W'-1)
-            ps = ps.masked_fill(pos >= (cur - 1)[:, None, None], NEG)  # pairs reaching into padding
+            pos = pos[: w - 1 - t]  # (W'-1,) pairs now
             logp = F.log_softmax(at_least_fp32(ps), dim=-1)  # (M, b, W'-1)
             key = logp + gumbel_like(logp) if self.training else logp  # (M, b, W'-1) stochastic top-k
             k1 = min(b, w - 1 - t)
@@ -98,7 +99,7 @@ class NodeBeamTree(nn.Module):
             new_scores, sel = keep_survivors(cand, b, gumbel_like(cand) if noisy else None)  # (M, b), (M, b)
             src = torch.where(active[:, None], torch.div(sel, k1, rounding_mode="floor"), beams)  # (M, b) source beam
             j = top_pos.view(m, b * k1).gather(1, sel)  # (M, b) merged pair (j, j+1)
-            h, cover, height = h[row, src], cover[row, src], height[row, src]  # (M, b, W', ...) kept beams
+            h, cover, height, ps = h[row, src], cover[row, src], height[row, src], ps[row, src]  # kept beams
             nodes, ncover, nheight = nodes[row, src], ncover[row, src], nheight[row, src]
 
             jd = j[:, :, None, None]  # (M, b, 1, 1)
@@ -117,10 +118,25 @@ class NodeBeamTree(nn.Module):
             cover = torch.where(live[..., None], merge(cover, span, at, before), cover[:, :, :-1])  # (M, b, W'-1, W)
             height = torch.where(live, merge(height[..., None], up[..., None], at, before)[..., 0], height[:, :, :-1])
             scores = torch.where(active[:, None], new_scores, scores)  # (M, b)
+            ps = torch.where(live, rescore(self.scorer, h, ps, j, cur), ps[:, :, :-1])  # (M, b, W'-2)
             nodes = torch.cat([nodes, new], 2)  # (M, b, t+1, D)
             ncover = torch.cat([ncover, span & live[..., None]], 2)  # (M, b, t+1, W): a finished row's slot spans none
             nheight = torch.cat([nheight, up], 2)  # (M, b, t+1)
         return TreeNodes(h[:, :, 0], one_leaf_beams(scores, lengths, 1), nodes, ncover, nheight)
+
+
+def rescore(scorer: Scorer, h: torch.Tensor, ps: torch.Tensor, j: torch.Tensor, cur: torch.Tensor) -> torch.Tensor:
+    """Pair scores (M, b, W'-2) of the merged frontier h (M, b, W'-1, D) from the cached ones ps (M, b, W'-1): shifted
+    past the merge at j (M, b), and only the two pairs touching the new node at j scored again (as BeamTree does)."""
+    m, b, w1, d = h.shape
+    pos = torch.arange(w1 - 1, device=h.device)  # (W'-2,)
+    jj = j[..., None]  # (M, b, 1)
+    old = ps.gather(2, pos + (pos > jj))  # (M, b, W'-2) pair p before j, p + 1 after
+    at = (jj + torch.tensor([-1, 0, 1], device=h.device)).clamp(0, w1 - 1)  # (M, b, 3): left neighbour, new, right
+    three = h.gather(2, at[..., None].expand(m, b, 3, d))  # (M, b, 3, D)
+    two = scorer(three[:, :, :2], three[:, :, 1:])  # (M, b, 2): (left, new), (new, right)
+    right = two[..., 1:].masked_fill(jj + 1 >= (cur - 1)[:, None, None], NEG)  # (M, b, 1) unless past the end
+    return torch.where(pos == jj - 1, two[..., :1], torch.where(pos == jj, right, old))  # (M, b, W'-2)
 
 
 def merge(h: torch.Tensor, new: torch.Tensor, at: torch.Tensor, before: torch.Tensor) -> torch.Tensor:
