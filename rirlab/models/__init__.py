@@ -16,11 +16,15 @@ One file per model family (config dataclass + encoder + ``@register`` builder):
   transformer.py  transformer  pre-LN Transformer (Recurrent Transformers paper eq. 1-4), with its blocks
   gut.py          ut, gut      Universal / Gated Universal Transformer (Algorithm 1, 3)
   tlb.py          tlb, gutlb   Temporal Latent Bottleneck and its GUT variant (Algorithm 2, 4)
+  gau.py          gau          GAU block (EBT App. F.2 eq. 8-15) and the GAU sentence-interaction baseline (eq. 16-20)
+  egt_gau.py      egt_gau      EGT-GAU: EGT-GRC tree nodes as parent attention, then GAU interaction (eq. 21-25)
+  ebt_gau.py      ebt_gau      EBT-GAU: EBT-GRC beams of tree nodes as parent attention (EBT §4, eq. 26-29)
 Shared building blocks, each with the config base of its concept:
   grc.py (GRC cell eq. 10-11, leaf transform eq. 17, GRC recurrence; GRCConfig), scorer.py (pair scorer eq. 12),
   beam_tree.py (the reference beam search), fused_beam.py (its fast path), rir.py (the outer recursion; RIRConfig),
   s4d.py (S4D layer, pre-chunk layer eq. 13-17; PreChunkConfig), halting.py (dynamic halting loop; HaltConfig),
-  heads.py (embedding + task heads), base.py (what encoders and models return).
+  heads.py (embedding + task heads), base.py (what encoders and models return),
+  parent_attention.py (the EBT search recording tree nodes, parent attention; TreeGAUConfig; EBT §4, eq. 21-29).
 
 Papers cited in the docstrings (equation and algorithm numbers are theirs):
   "RIR paper": Recursion in Recursion: Two-Level Nested Recursion for Length Generalization with Scalability,

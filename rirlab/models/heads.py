@@ -28,6 +28,8 @@ class TaskModel(nn.Module):
 
     classify: MLP on the sentence vector; pair: siamese, MLP on [u; v; |u-v|; u*v], the two sentences' auxiliary
     losses summed, or averaged where ``cfg.pair_act == "mean"`` (halting models; the dynamic-halt paper's code);
+    pair with a sentence-interaction encoder (``encoder.joint_pair``: gau, egt_gau, ebt_gau): MLP on ``encoder.pair``'s
+    vector of the two sequences read together (EBT paper App. F.2 eq. 20);
     lm: a linear layer on every token state (the encoder must return (N, S, D)).
     """
 
@@ -44,7 +46,10 @@ class TaskModel(nn.Module):
                                        nn.Linear(vectors.shape[1], d))
         self.drop = nn.Dropout(dropout)
         self.encoder = encoder
-        if info.kind == "classify":
+        # sentence interaction (EBT paper App. F.2): the encoder reads both sequences of a pair at once, ``pair(x1,
+        # mask1, x2, mask2)``, and returns the pair's vector; the head is eq. 20 on it (no siamese features)
+        self.joint_pair = info.kind == "pair" and getattr(encoder, "joint_pair", False)
+        if info.kind == "classify" or self.joint_pair:
             self.head = MLP(d, d, info.num_classes, dropout)
         elif info.kind == "pair":
             self.head = MLP(4 * d, d, info.num_classes, dropout)
@@ -61,6 +66,10 @@ class TaskModel(nn.Module):
         return self.encoder(self.drop(self.embed(tokens)), mask)  # (N, S, D) in
 
     def forward(self, batch: dict) -> ModelOutput:
+        if self.joint_pair:
+            embed = [self.drop(self.embed(batch[k])) for k in ("tokens", "tokens2")]  # (N, S1, D), (N, S2, D)
+            out = self.encoder.pair(embed[0], batch["mask"], embed[1], batch["mask2"])  # vec (N, D)
+            return ModelOutput(self.head(out.vec), out.aux_loss, out.stats)
         a = self.encode(batch["tokens"], batch["mask"])
         if self.kind != "pair":
             return ModelOutput(self.head(a.vec), a.aux_loss, a.stats)
