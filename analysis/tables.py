@@ -217,7 +217,8 @@ def ablation(df: pd.DataFrame, spec=None, task: Optional[str] = None, stat: str 
 
 
 def pivot(df: pd.DataFrame, rows_key: str, cols_key: str, split: str, stat: str = "median",
-          metric: str = "accuracy", n_expected: int = 0, where: Optional[dict] = None) -> Grid:
+          metric: str = "accuracy", n_expected: int = 0, where: Optional[dict] = None,
+          about: Optional[str] = None) -> Grid:
     """Two swept axes for one split's metric, e.g. chunk size x beam width of ``test/accuracy``."""
     done = usable(df)
     where = where or {}
@@ -243,7 +244,7 @@ def pivot(df: pd.DataFrame, rows_key: str, cols_key: str, split: str, stat: str 
         cells = [aggregate(next(iter(groups[(rv, cv)].values())), stat) if (rv, cv) in groups else None for cv in col_vals]
         grid.body.append([describe(rows_key, rv), *(fmt_cell(c, n_expected) for c in cells)])
         grid.kinds.append("ours")
-    grid.footer = [schema.split_metric(split, metric)] + run_footer(df, stat, n_expected)
+    grid.footer = ([about] if about else []) + [schema.split_metric(split, metric)] + run_footer(df, stat, n_expected)
     return grid
 
 
