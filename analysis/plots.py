@@ -77,7 +77,8 @@ def configuration_points(sw, split: Optional[str] = None, stat: str = "median") 
         raise UserError(f"no runs report split '{missing[0]}'; splits: {', '.join(split_columns(df))}")
     time_col, batch_col = f"metric.{schema.TIME_PER_STEP_MS}", f"param.{schema.PARAM_BATCH_SIZE}"
     df = df.assign(acc=df[[metric_column(s) for s in splits]].mean(axis=1),
-                   time=df[time_col].astype(float) / df[batch_col].astype(float) if time_col in df else float("nan"),
+                   time=df[time_col].astype(float) / df[batch_col].astype(float)
+                   if time_col in df and batch_col in df else float("nan"),
                    memory=df.get(f"metric.{schema.PEAK_MEM_MB}", float("nan")), sig=[signature(s) for s in df["swept"]])
     agg = "median" if stat == "median" else "mean"
     rows = []
