@@ -59,7 +59,7 @@ def _ood_splits(sw, df: pd.DataFrame, split: Optional[str]) -> tuple[list[str], 
     if len(ood) == 1:
         return ood, metric_words(schema.split_metric(ood[0]), labels)
     if ood:
-        return ood, "OOD accuracy (%), mean of " + ", ".join(labels.get(s, s) for s in ood)
+        return ood, "OOD accuracy (%): mean of " + ", ".join(labels.get(s, s) for s in ood)
     cols = [s for s in names if s in present] or split_columns(df)
     if not cols:
         raise UserError("the runs have no evaluation split metrics (<split>/accuracy); did the trials finish?")
@@ -159,10 +159,11 @@ def pareto_plot(sw, out, x: str = "both", split: Optional[str] = None, stat: str
             ax.annotate(text, (px, py), textcoords="offset points", xytext=off, fontsize=8, ha="center", va="center",
                         arrowprops=dict(arrowstyle="-", color="0.6", lw=0.6, shrinkA=0, shrinkB=3))
         ax.set_xlabel(X_AXES[xk])
-        ax.set_ylabel(ylabel)
+        ax.set_ylabel(ylabel.split(":")[0])  # a mean over several splits names them in the title
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="lower right")
-    fig.suptitle(f"{sw.experiment}: accuracy vs cost ({stat} over seeds)", fontsize=10)
+        ax.legend(fontsize=8, loc="best")
+    mean_of = f"\ny = {ylabel}" if ":" in ylabel else ""
+    fig.suptitle(f"{sw.experiment}: accuracy vs cost ({stat} over seeds){mean_of}", fontsize=10)
     fig.tight_layout(rect=(0, 0, 1 - key_width / fig.get_figwidth(), 1))
     fig.text(1 - key_width / fig.get_figwidth() + 0.01, 0.88, "\n".join(key), fontsize=7.5, va="top", ha="left",
              family="monospace")
@@ -195,8 +196,8 @@ def curves_plot(client, sw, metric: str, out) -> int:
             continue
         table = pd.concat(series, axis=1).sort_index()  # (steps, seeds)
         color, (ls, mk) = f"C{i % 10}", next(styles)
-        every = max(2, len(table) // 10)
-        ax.plot(table.index, table.mean(axis=1), color=color, ls=ls, marker=mk, ms=4.5, lw=1.6,
+        every = 1 if len(table) <= 6 else max(2, len(table) // 10)  # few points: mark them all
+        ax.plot(table.index, table.mean(axis=1), color=color, ls=ls, marker=mk, ms=5, mfc="none", mew=1.2, lw=1.6,
                 markevery=(n % every, every), label=f"{row.label} (n={len(series)})")
         if len(series) > 1:
             ax.fill_between(table.index, table.min(axis=1), table.max(axis=1), color=color, alpha=0.15, lw=0)

@@ -260,5 +260,5 @@ def runs(spec, experiment, tracking_uri, fmt):
             f"{r['metric']} {fmt_num(r['best'])} ({r['best_trial']})"
         lines.append("| " + " | ".join([r["parent_run"], r["date"], r["profile"], r["spec_hash"], r["status"],
                                         str(r["finished"]), str(r["failed"]), str(r["other"]), best]) + " |")
-    click.echo("\n".join(lines) + f"\n\n{len(df)} sweeps of '{experiment}', newest first; "
+    click.echo("\n".join(lines) + f"\n\n{len(df)} sweep{'s' if len(df) > 1 else ''} of '{experiment}', newest first; "
                f"`rirlab tables SPEC --run RUN_ID` shows one\n")
