@@ -156,3 +156,14 @@ def test_every_published_row_names_a_registered_model_or_none(name):
     for t in refs.load(name):
         for r in t.rows:
             assert r.model is None or r.model in known, (t.id, r.name)
+
+
+def test_user_facing_analysis_text_cites_papers_not_paths():
+    """A clone has no ../shared and no machine paths: the references and the README cite papers by arXiv id."""
+    files = [REPO / "analysis" / "README.md", *sorted((REPO / "analysis" / "references").glob("*.yaml"))]
+    for path in files:
+        text = path.read_text()
+        for bad in ("../shared", "/work/", "papers/", "/home/"):
+            assert bad not in text, (path.name, bad)
+    for path in files[1:]:
+        assert "arXiv:" in path.read_text(), path.name
