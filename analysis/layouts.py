@@ -1,9 +1,9 @@
 """Which rows a table has and what they are called, from the sweep's spec (before any run exists).
 
-Ablation layout (RIR Table 5): one row per swept configuration in spec order; a variant row is
-named by the variant's ``name``; other swept values are named by how they differ from the first
-(base) row, e.g. ``chunk 20`` or ``beam 5, chunk 20``; the base row of a grid without variants
-is named after the model.
+Ablation layout (RIR Table 5): one row per swept configuration in spec order, named by the
+variant's ``name`` and every searched value it sets, rounded to 4 significant digits
+(``chunk 20, beam 5``, ``GUT, halt loss weight 0.1``). Each row also carries the configuration it
+runs (the spec's values; the trial runs' logged resolved config replaces it in ``analysis.tables``).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ class RowKey:
     values: dict[str, Any]  # swept parameter -> value (no seed)
     label: str
     is_base: bool = False
+    config: dict[str, Any] = dataclasses.field(default_factory=dict)  # the flat config the spec gives it (no seed)
 
     @property
     def sig(self) -> str:
@@ -30,39 +31,43 @@ def signature(values: dict) -> str:
     return json.dumps({k: v for k, v in values.items() if k != "seed"}, sort_keys=True, default=str)
 
 
-def describe(key: str, value: Any) -> str:
+def rounded(value: Any, digits: int = 4) -> str:
+    """A swept value for a label: floats to ``digits`` significant digits (0.000123456 -> 0.0001235)."""
+    if isinstance(value, float) and not isinstance(value, bool):
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def describe(key: str, value: Any, digits: int = 4) -> str:
     """``chunk_size=20`` -> ``chunk 20``; ``use_s4d=False`` -> ``−use s4d``; ``model=gut`` -> ``gut``."""
-    if key in ("model", "task"):
+    if key in ("model", "task", "variant"):
         return str(value)
     name = (key[: -len("_size")] if key.endswith("_size") else key).replace("_", " ")
     if isinstance(value, bool):
         return ("+" if value else "\u2212") + name
-    return f"{name} {value}"
+    return f"{name} {rounded(value, digits)}"
 
 
-def label_rows(configs: list[dict], model: Optional[str] = None) -> list[RowKey]:
-    """Names for configurations (dicts of swept values, first = base), in the given order."""
-    if not configs:
-        return []
-    base = configs[0]
+def label_rows(configs: list[dict], model: Optional[str] = None, flat: Optional[list[dict]] = None) -> list[RowKey]:
+    """Names for configurations (dicts of swept values), in the given order: the variant's name and every
+    searched value, rounded; ``flat``: each one's whole config (for pairing with published rows)."""
     rows = []
     for i, cfg in enumerate(configs):
-        diffs = [describe(k, v) for k, v in cfg.items() if k != "variant" and base.get(k, object()) != v]
-        if "variant" in cfg:
-            label = ", ".join([str(cfg["variant"]), *diffs])
-        else:
-            label = ", ".join(diffs) or (model or "base")
-        rows.append(RowKey(cfg, label, is_base=(i == 0)))
-    seen: dict[str, int] = {}
-    for r in rows:  # two configurations must never share a label
-        seen[r.label] = seen.get(r.label, 0) + 1
-        if seen[r.label] > 1:
-            r.label = ", ".join(describe(k, v) for k, v in r.values.items())
+        label = ", ".join(describe(k, v) for k, v in cfg.items()) or (model or "base")
+        rows.append(RowKey(cfg, label, is_base=(i == 0), config=dict(flat[i]) if flat else {}))
+    for digits in (8, 17):  # two configurations must never share a label: more digits where rounding merged them
+        seen: dict[str, int] = {}
+        for r in rows:
+            seen[r.label] = seen.get(r.label, 0) + 1
+        for r in rows:
+            if seen[r.label] > 1:
+                r.label = ", ".join(describe(k, v, digits) for k, v in r.values.items())
     return rows
 
 
-def expected_configs(spec) -> list[dict]:
-    """The swept configurations (without seed) a grid spec runs, in spec order; [] for random search."""
+def expected_configs(spec, with_config: bool = False):
+    """The swept configurations (without seed) a grid spec runs, in spec order; [] for random search.
+    ``with_config``: (swept values, the trial's flat config without seed) pairs."""
     if spec.algorithm != "grid":
         return []
     out, seen = [], set()
@@ -71,7 +76,7 @@ def expected_configs(spec) -> list[dict]:
         sig = signature(cfg)
         if sig not in seen:
             seen.add(sig)
-            out.append(cfg)
+            out.append((cfg, {k: v for k, v in trial.config.items() if k != "seed"}) if with_config else cfg)
     return out
 
 
@@ -81,13 +86,14 @@ def sort_key(cfg: dict):
 
 def ablation_rows(spec, observed: list[dict]) -> list[RowKey]:
     """Rows: the spec's configurations in spec order, then any observed ones the spec does not list."""
-    configs = expected_configs(spec) if spec is not None else []
-    known = {signature(c) for c in configs}
+    pairs = expected_configs(spec, with_config=True) if spec is not None else []
+    known = {signature(c) for c, _ in pairs}
     extra = []
     for cfg in observed:
         sig = signature(cfg)
         if sig not in known:
             known.add(sig)
             extra.append({k: v for k, v in cfg.items() if k != "seed"})
-    configs = configs + sorted(extra, key=sort_key)
-    return label_rows(configs, getattr(spec, "model", None))
+    configs = [c for c, _ in pairs] + sorted(extra, key=sort_key)
+    flat = [f for _, f in pairs] + [{} for _ in extra]
+    return label_rows(configs, getattr(spec, "model", None), flat)

@@ -1,8 +1,13 @@
 """Plots of a sweep (matplotlib): the Pareto frontier of accuracy against cost (RIR Appendix F,
-Figure 2 a and b) and training curves per configuration (mean over seeds with a min-max band)."""
+Figure 2 a and b) and training curves per configuration (mean over seeds with a min-max band).
+
+Pareto points are numbered; the key beside the axes names each number's full configuration, and numbers
+that would overlap are pushed apart (points at the same place share one label, ``1, 3``). Curves differ in
+colour, line style and marker, so identical curves stay visible."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Optional
 
 import matplotlib
@@ -17,6 +22,19 @@ from sweeps import schema  # noqa: E402
 from sweeps.schema import UserError  # noqa: E402
 
 X_AXES = {"time": "training time per sample (ms)", "memory": "peak memory (MB)"}
+METRIC_WORDS = {"loss": "loss", "accuracy": "accuracy (%)", schema.TIME_PER_STEP_MS: "time per training step (ms)",
+                schema.PEAK_MEM_MB: "peak memory (MB)"}
+SPLIT_WORDS = {"train": "training", "dev": "dev"}
+
+
+def metric_words(metric: str, labels: Optional[dict] = None) -> str:
+    """A logged metric's name in words: ``dev/accuracy`` -> ``dev accuracy (%)``, ``len_200_300/accuracy`` ->
+    ``200–300 accuracy (%)`` (the paper's split label), ``train/loss`` -> ``training loss``."""
+    split, _, kind = metric.rpartition("/")
+    words = METRIC_WORDS.get(kind, kind.replace("_", " "))
+    if not split:
+        return words
+    return f"{(labels or {}).get(split) or SPLIT_WORDS.get(split, split.replace('_', ' '))} {words}"
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:
@@ -32,17 +50,20 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
 
 
 def _ood_splits(sw, df: pd.DataFrame, split: Optional[str]) -> tuple[list[str], str]:
+    labels = dict(sw.splits)
     if split:
-        return [split], f"{split} accuracy"
+        return [split], metric_words(schema.split_metric(split), labels)
     names = [s for s, _ in sw.splits]  # as the sweep recorded them, in the papers' order
     present = set(split_columns(df))
     ood = [s for s in names[1:] if s in present]  # the first split is the near-IID test split
+    if len(ood) == 1:
+        return ood, metric_words(schema.split_metric(ood[0]), labels)
     if ood:
-        return ood, "OOD accuracy (mean over " + ", ".join(ood) + ")"
+        return ood, "OOD accuracy (%): mean of " + ", ".join(labels.get(s, s) for s in ood)
     cols = [s for s in names if s in present] or split_columns(df)
     if not cols:
         raise UserError("the runs have no evaluation split metrics (<split>/accuracy); did the trials finish?")
-    return cols[:1], f"{cols[0]} accuracy (no OOD split evaluated)"
+    return cols[:1], metric_words(schema.split_metric(cols[0]), labels) + " (no OOD split evaluated)"
 
 
 def configuration_points(sw, split: Optional[str] = None, stat: str = "median") -> tuple[pd.DataFrame, str]:
@@ -56,7 +77,8 @@ def configuration_points(sw, split: Optional[str] = None, stat: str = "median") 
         raise UserError(f"no runs report split '{missing[0]}'; splits: {', '.join(split_columns(df))}")
     time_col, batch_col = f"metric.{schema.TIME_PER_STEP_MS}", f"param.{schema.PARAM_BATCH_SIZE}"
     df = df.assign(acc=df[[metric_column(s) for s in splits]].mean(axis=1),
-                   time=df[time_col].astype(float) / df[batch_col].astype(float) if time_col in df else float("nan"),
+                   time=df[time_col].astype(float) / df[batch_col].astype(float)
+                   if time_col in df and batch_col in df else float("nan"),
                    memory=df.get(f"metric.{schema.PEAK_MEM_MB}", float("nan")), sig=[signature(s) for s in df["swept"]])
     agg = "median" if stat == "median" else "mean"
     rows = []
@@ -68,38 +90,102 @@ def configuration_points(sw, split: Optional[str] = None, stat: str = "median") 
     return pd.DataFrame(rows), ylabel
 
 
+def spread_labels(ax, xy: list[tuple[float, float]], texts: list[str], min_px: float = 14.0, steps: int = 60):
+    """Place ``texts`` near the points ``xy`` without overlaps: start up-right of each point, then push labels
+    apart (and off every point) in display space for a few steps. Returns the label offsets in points."""
+    import numpy as np
+
+    fig = ax.figure
+    fig.canvas.draw()
+    to_px = ax.transData.transform
+    pts = np.array([to_px(p) for p in xy], dtype=float).reshape(-1, 2)
+    pos = pts + 9.0
+    scale = fig.dpi / 72.0
+    sizes = np.array([[6.0 * len(t) * scale, 11.0 * scale] for t in texts]).reshape(-1, 2)
+    for _ in range(steps):
+        moved = False
+        for i in range(len(pos)):
+            for j in range(len(pos)):
+                if i == j:
+                    continue
+                d = pos[i] - pos[j]
+                gap = (sizes[i] + sizes[j]) / 2 + 2
+                if abs(d[0]) < gap[0] and abs(d[1]) < gap[1]:  # boxes overlap: move i away along y (then x)
+                    away = np.sign(d[1]) or (1.0 if i > j else -1.0)
+                    pos[i, 1] += away * ((gap[1] - abs(d[1])) / 2 + 0.5)
+                    moved = True
+            for p in pts:  # keep clear of the markers
+                d = pos[i] - p
+                if np.hypot(*d) < min_px:
+                    pos[i] += (d / (np.hypot(*d) or 1.0) if np.hypot(*d) else np.array([1.0, 1.0])) * (min_px - np.hypot(*d))
+                    moved = True
+        if not moved:
+            break
+    return [tuple((pos[i] - pts[i]) / scale) for i in range(len(pos))]
+
+
+def point_groups(xy: list[tuple[float, float]]) -> list[list[int]]:
+    """Indices of points at the same place (to 1e-9 relative): they share one label."""
+    groups: dict[tuple, list[int]] = {}
+    for i, (x, y) in enumerate(xy):
+        groups.setdefault((round(x, 9), round(y, 9)), []).append(i)
+    return list(groups.values())
+
+
 def pareto_plot(sw, out, x: str = "both", split: Optional[str] = None, stat: str = "median") -> int:
     pts, ylabel = configuration_points(sw, split, stat)
     axes_x = ["time", "memory"] if x == "both" else [x]
-    fig, axes = plt.subplots(1, len(axes_x), figsize=(5.5 * len(axes_x), 4.2), squeeze=False)
-    for ax, xk in zip(axes[0], axes_x):
-        xy = list(zip(pts[xk].astype(float), pts["acc"].astype(float)))
-        front = pareto_front(xy)
-        ax.scatter(pts[xk], pts["acc"], s=36, color="tab:blue", zorder=3, label="configuration")
-        fx, fy = [xy[i][0] for i in front], [xy[i][1] for i in front]
+    usable_x = [xk for xk in axes_x if pts[xk].notna().any()]
+    if not usable_x:
+        raise UserError(f"the runs of '{sw.experiment}' logged no {' or '.join(X_AXES[k] for k in axes_x)}; "
+                        f"plot another --x")
+    key = [f"{i + 1}  {lbl}  (n={n})" for i, (lbl, n) in enumerate(zip(pts["label"], pts["n"]))]
+    key_width = min(6.0, 0.9 + 0.065 * max(len(k) for k in key))
+    fig, axes = plt.subplots(1, len(usable_x), figsize=(5.2 * len(usable_x) + key_width, 4.4), squeeze=False)
+    for ax, xk in zip(axes[0], usable_x):
+        ok = pts[xk].notna() & pts["acc"].notna()
+        idx = [i for i in range(len(pts)) if ok.iloc[i]]
+        xy = [(float(pts[xk].iloc[i]), float(pts["acc"].iloc[i])) for i in idx]
+        front = [idx[i] for i in pareto_front(xy)]
+        ax.scatter([p[0] for p in xy], [p[1] for p in xy], s=36, color="tab:blue", zorder=3, label="configuration")
+        fx, fy = [float(pts[xk].iloc[i]) for i in front], [float(pts["acc"].iloc[i]) for i in front]
         ax.step(fx, fy, where="post", color="tab:red", lw=1.5, zorder=2, label="Pareto frontier")
         ax.scatter(fx, fy, s=70, facecolors="none", edgecolors="tab:red", zorder=4)
-        for (px, py), lbl in zip(xy, pts["label"]):
-            ax.annotate(lbl, (px, py), textcoords="offset points", xytext=(4, 4), fontsize=8)
+        ax.margins(0.15)
+        groups = point_groups(xy)
+        texts = [", ".join(str(idx[i] + 1) for i in g) for g in groups]
+        anchors = [xy[g[0]] for g in groups]
+        for (px, py), text, off in zip(anchors, texts, spread_labels(ax, anchors, texts)):
+            ax.annotate(text, (px, py), textcoords="offset points", xytext=off, fontsize=8, ha="center", va="center",
+                        arrowprops=dict(arrowstyle="-", color="0.6", lw=0.6, shrinkA=0, shrinkB=3))
         ax.set_xlabel(X_AXES[xk])
-        ax.set_ylabel(ylabel if len(ylabel) < 50 else ylabel.split(" (")[0])
+        ax.set_ylabel(ylabel.split(":")[0])  # a mean over several splits names them in the title
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="lower right")
-    fig.suptitle(f"{sw.experiment}: accuracy vs cost ({stat} over seeds)", fontsize=10)
-    fig.tight_layout()
+        ax.legend(fontsize=8, loc="best")
+    mean_of = f"\ny = {ylabel}" if ":" in ylabel else ""
+    fig.suptitle(f"{sw.experiment}: accuracy vs cost ({stat} over seeds){mean_of}", fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1 - key_width / fig.get_figwidth(), 1))
+    fig.text(1 - key_width / fig.get_figwidth() + 0.01, 0.88, "\n".join(key), fontsize=7.5, va="top", ha="left",
+             family="monospace")
     fig.savefig(out, dpi=120)
     plt.close(fig)
     return len(pts)
 
 
 def curves_plot(client, sw, metric: str, out) -> int:
-    """``metric`` against step for each configuration: mean over seeds, min-max band."""
+    """``metric`` against step for each configuration: mean over seeds, min-max band; each configuration has
+    its own colour, line style and marker."""
+    from matplotlib.ticker import MaxNLocator
+
     df = sw.runs[sw.runs["status"].isin(["FINISHED", "RUNNING"])] if not sw.runs.empty else sw.runs
     if df.empty:
         raise UserError(f"no runs of '{sw.experiment}' to plot; run `rirlab sweep` first")
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    fig, ax = plt.subplots(figsize=(7.5, 4.4))
     n = 0
     sigs = [signature(s) for s in df["swept"]]
+    # 7 markers x 4 line styles, stepped together (28 distinct pairs); markers of each curve start at another
+    # point, so curves that coincide still show every one's markers
+    styles = zip(itertools.cycle(("-", "--", ":", "-.")), itertools.cycle(("o", "s", "^", "D", "v", "P", "X")))
     for i, row in enumerate(ablation_rows(sw.spec, list(df["swept"]))):
         series = []
         for run_id in df["run_id"][[s == row.sig for s in sigs]]:
@@ -109,19 +195,23 @@ def curves_plot(client, sw, metric: str, out) -> int:
         if not series:
             continue
         table = pd.concat(series, axis=1).sort_index()  # (steps, seeds)
-        color = f"C{i % 10}"
-        ax.plot(table.index, table.mean(axis=1), color=color, lw=1.6, label=f"{row.label} (n={len(series)})")
+        color, (ls, mk) = f"C{i % 10}", next(styles)
+        every = 1 if len(table) <= 6 else max(2, len(table) // 10)  # few points: mark them all
+        ax.plot(table.index, table.mean(axis=1), color=color, ls=ls, marker=mk, ms=5, mfc="none", mew=1.2, lw=1.6,
+                markevery=(n % every, every), label=f"{row.label} (n={len(series)})")
         if len(series) > 1:
-            ax.fill_between(table.index, table.min(axis=1), table.max(axis=1), color=color, alpha=0.2, lw=0)
+            ax.fill_between(table.index, table.min(axis=1), table.max(axis=1), color=color, alpha=0.15, lw=0)
         n += 1
     if n == 0:
         plt.close(fig)
         raise UserError(f"no run logged metric '{metric}'; try dev/accuracy, train/loss or time_per_step_ms")
-    ax.set_xlabel("step")
-    ax.set_ylabel(metric)
-    ax.set_title(f"{sw.experiment}: {metric} (mean over seeds, band = min-max)", fontsize=10)
+    words = metric_words(metric, dict(sw.splits))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("training step")
+    ax.set_ylabel(words)
+    ax.set_title(f"{sw.experiment}: {words} (mean over seeds, band = min–max)", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
     plt.close(fig)

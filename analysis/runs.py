@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import os
+from pathlib import Path
 from typing import Optional
 
 import pandas as pd
@@ -13,21 +15,112 @@ from mlflow.tracking import MlflowClient
 from sweeps import schema
 from sweeps.schema import Spec, UserError, read_spec
 
-__all__ = ["Sweep", "child_runs", "effective_spec", "latest_parent", "load_sweep", "read_spec"]
+__all__ = ["Sweep", "child_runs", "describe_parent", "effective_spec", "latest_parent", "load_sweep", "open_store",
+           "read_spec", "sweeps_of"]
 
 
-def latest_parent(client: MlflowClient, experiment: str, parent_id: Optional[str] = None):
+def store_path(uri: str) -> Optional[Path]:
+    """The database file of a ``sqlite:///`` tracking URI (None for a server or another scheme)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    return Path(uri[len("sqlite:///"):].split("?")[0])
+
+
+def store_exists(uri: str) -> bool:
+    path = store_path(uri)
+    return path is None or path.is_file()
+
+
+def open_store(uri: str) -> MlflowClient:
+    """A client of an existing store: reading never creates an empty ``mlruns.db`` (MLflow would)."""
+    if not store_exists(uri):
+        raise UserError(f"no MLflow store at {store_path(uri)}: run `rirlab sweep` here first, or pass the store of "
+                        f"your sweeps with --tracking-uri (or $MLFLOW_TRACKING_URI)")
+    return MlflowClient(uri)
+
+
+def _experiment(client: MlflowClient, experiment: str):
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
         raise UserError(f"no experiment '{experiment}' in the tracking store; run `rirlab sweep` on its spec first "
                         f"(or pass the same --tracking-uri)")
+    return exp
+
+
+def parents(client: MlflowClient, exp_id: str, full_only: bool = False) -> list:
+    """The experiment's sweep parent runs, newest first (only those run without --quick with ``full_only``)."""
+    flt = schema.parent_filter() + (f" and tags.`{schema.QUICK}` = 'False'" if full_only else "")
+    return client.search_runs([exp_id], filter_string=flt, order_by=["attributes.start_time DESC"], max_results=1000)
+
+
+def latest_parent(client: MlflowClient, experiment: str, parent_id: Optional[str] = None, latest_full: bool = False):
+    exp = _experiment(client, experiment)
     if parent_id:
-        return exp, client.get_run(parent_id)
-    runs = client.search_runs([exp.experiment_id], filter_string=schema.parent_filter(),
-                              order_by=["attributes.start_time DESC"], max_results=1)
+        try:
+            run = client.get_run(parent_id)
+        except Exception:  # noqa: BLE001  (MLflow raises its own exception types for a malformed or unknown id)
+            run = None
+        if run is None or run.info.experiment_id != exp.experiment_id or not schema.is_parent(run.data.tags):
+            raise UserError(f"run {parent_id} is not a sweep of '{experiment}'; `rirlab runs --experiment {experiment}` "
+                            f"lists its sweeps")
+        return exp, run
+    runs = parents(client, exp.experiment_id, full_only=latest_full)
     if not runs:
+        if latest_full:
+            raise UserError(f"experiment '{experiment}' has no full sweep (every sweep ran with --quick); drop "
+                            f"--latest-full, or run `rirlab sweep` without --quick")
         raise UserError(f"experiment '{experiment}' has no sweep parent run; run `rirlab sweep` first")
     return exp, runs[0]
+
+
+def when(ms) -> str:
+    """MLflow's epoch milliseconds as ``2026-11-23 18:40 UTC``."""
+    if not ms:
+        return "?"
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def profile(tags: dict) -> str:
+    """``quick`` or ``full``, with the --set overrides: ``quick, --set steps=5``."""
+    kind = "quick" if tags.get(schema.QUICK) == "True" else "full"
+    try:
+        overrides = json.loads(tags.get(schema.OVERRIDES) or "{}")
+    except ValueError:
+        overrides = {}
+    return kind + "".join(f", --set {k}={v}" for k, v in (overrides or {}).items())
+
+
+def describe_parent(run) -> str:
+    """One line naming a sweep: ``sweep 3f2a… (spec hash 1a2b3c, quick, 2026-11-23 18:40 UTC, FINISHED)``."""
+    tags = run.data.tags
+    return (f"sweep {run.info.run_id} (spec hash {tags.get(schema.SPEC_HASH, '?')}, {profile(tags)}, "
+            f"{when(run.info.start_time)}, {run.info.status})")
+
+
+def sweeps_of(client: MlflowClient, experiment: str) -> pd.DataFrame:
+    """One row per sweep of EXPERIMENT, newest first: parent run, date, quick/full, spec hash, status, trials
+    finished / failed / other (counted from its child runs) and the best final value of its first metric."""
+    exp = _experiment(client, experiment)
+    rows = []
+    for p in parents(client, exp.experiment_id):
+        tags = p.data.tags
+        kids = child_runs(client, exp.experiment_id, p.info.run_id)
+        metric = (tags.get(schema.METRIC) or "").split(",")[0]
+        spec = effective_spec(client, p)
+        mode = spec.modes[0] if spec is not None else "max"
+        best, best_name = None, ""
+        if len(kids) and f"metric.{metric}" in kids.columns:
+            done = kids[kids["status"] == "FINISHED"].dropna(subset=[f"metric.{metric}"])
+            if len(done):
+                i = done[f"metric.{metric}"].idxmax() if mode == "max" else done[f"metric.{metric}"].idxmin()
+                best, best_name = float(done.loc[i, f"metric.{metric}"]), str(done.loc[i, "name"])
+        status = kids["status"] if len(kids) else pd.Series([], dtype=str)
+        rows.append({"parent_run": p.info.run_id, "date": when(p.info.start_time), "profile": profile(tags),
+                     "spec_hash": tags.get(schema.SPEC_HASH, ""), "status": p.info.status,
+                     "finished": int((status == "FINISHED").sum()), "failed": int((status == "FAILED").sum()),
+                     "other": int((~status.isin(["FINISHED", "FAILED"])).sum()), "metric": metric, "mode": mode,
+                     "best": best, "best_trial": best_name})
+    return pd.DataFrame(rows)
 
 
 def child_runs(client: MlflowClient, exp_id: str, parent_id: str) -> pd.DataFrame:
@@ -71,20 +164,30 @@ class Sweep:
     spec: object  # sweeps.schema.Spec or None
     n_expected: int
     splits: list = dataclasses.field(default_factory=list)  # [(split, paper label)] in the papers' order
+    n_sweeps: int = 0  # sweeps of the experiment (parent runs), this one included
+
+    @property
+    def about(self) -> Optional[str]:
+        """Which sweep this is (parent run, spec hash, quick or full, date); None before any sweep."""
+        return None if self.parent is None else describe_parent(self.parent)
 
 
-def load_sweep(client: MlflowClient, experiment: str, parent_id: Optional[str] = None, spec=None,
-               allow_empty: bool = False) -> Sweep:
-    """The latest (or given) sweep of EXPERIMENT. ``allow_empty``: no experiment/parent yet is not an
-    error (tables of a spec print their layout with empty cells)."""
+def load_sweep(client: Optional[MlflowClient], experiment: str, parent_id: Optional[str] = None, spec=None,
+               allow_empty: bool = False, latest_full: bool = False) -> Sweep:
+    """The latest (``latest_full``: the latest without --quick; or the given) sweep of EXPERIMENT. ``allow_empty``:
+    no store (client None), experiment or parent yet is not an error (tables of a spec print their layout with
+    empty cells)."""
     try:
-        exp, parent = latest_parent(client, experiment, parent_id)
+        if client is None:
+            raise UserError("no store")
+        exp, parent = latest_parent(client, experiment, parent_id, latest_full)
     except UserError:
-        if not allow_empty:
+        if not allow_empty or parent_id or latest_full:
             raise
         n = len(spec.seed_list) if spec is not None else 0
         return Sweep(experiment, None, pd.DataFrame(), spec, n)
     ran = effective_spec(client, parent)
     df = child_runs(client, exp.experiment_id, parent.info.run_id)
     n = int(parent.data.tags.get(schema.SEEDS, "0") or 0) or (len(spec.seed_list) if spec is not None else 0)
-    return Sweep(experiment, parent, df, ran or spec, n, schema.decode_splits(parent.data.tags))
+    return Sweep(experiment, parent, df, ran or spec, n, schema.decode_splits(parent.data.tags),
+                 len(parents(client, exp.experiment_id)))

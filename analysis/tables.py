@@ -67,8 +67,11 @@ def fmt_std(x: float) -> str:
 
 
 def fmt_cell(cell: Optional[Cell], n_expected: int) -> str:
+    """``centre ± std``; one run has no spread: ``centre (n=1)``."""
     if cell is None:
         return "—"
+    if cell.n == 1:
+        return f"{fmt_num(cell.centre)} (n=1)"
     text = f"{fmt_num(cell.centre)} ± {fmt_std(cell.std)}"
     return f"{text} (n={cell.n})" if n_expected and cell.n < n_expected else text
 
@@ -95,7 +98,10 @@ def split_columns(df: pd.DataFrame, metric: str = "accuracy") -> list[str]:
 
 
 def run_footer(df: pd.DataFrame, stat: str, n_expected: int) -> list[str]:
-    lines = [f"{stat} ± std over seeds" + (f" ({n_expected} per configuration)" if n_expected else "")]
+    if n_expected == 1:
+        lines = ["one seed per configuration: no std (n=1)"]
+    else:
+        lines = [f"{stat} ± std over seeds" + (f" ({n_expected} per configuration)" if n_expected else "")]
     if df.empty:
         return lines + ["no runs recorded yet: cells stay empty until the sweep runs"]
     failed = df[df["status"] == "FAILED"]
@@ -119,11 +125,41 @@ def row_cells(done: pd.DataFrame, rows: list[RowKey], columns: list[str], stat: 
     return [(row, {c: aggregate(values[row.sig][c], stat) for c in columns}) for row in rows]
 
 
+def run_configs(df: pd.DataFrame, rows: list[RowKey]) -> dict[str, dict]:
+    """Each row's resolved config as its trial runs logged it (params), by row signature; rows without runs are
+    absent. Params are the trial's whole flat config, so a key the model lacks is absent too."""
+    if df.empty:
+        return {}
+    pcols = [c for c in df.columns if c.startswith("param.")]
+    want = {r.sig for r in rows}
+    out: dict[str, dict] = {}
+    for _, r in df.iterrows():
+        sig = signature(r["swept"])
+        if sig in want and sig not in out:
+            params = {c[len("param."):]: r[c] for c in pcols if isinstance(r[c], str)}
+            if params:
+                out[sig] = params
+    return out
+
+
+def our_configs(df: pd.DataFrame, rows: list[RowKey], tables: list, spec_model: Optional[str]) -> list[dict]:
+    """What each row runs, to pair it with a published row: the resolved config its trial runs logged (params),
+    over the spec's values, over the reference's defaults of its model (which stand in before any run)."""
+    logged = run_configs(df, rows)
+    out = []
+    for row in rows:
+        params = logged.get(row.sig, {})
+        model = params.get("model") or row.config.get("model") or row.values.get("model") or spec_model
+        out.append({**refs.defaults_of(tables, model), **row.config, **row.values, **params, "model": model})
+    return out
+
+
 def ablation(df: pd.DataFrame, spec=None, task: Optional[str] = None, stat: str = "median",
              metric: str = "accuracy", n_expected: int = 0, reference: Optional[str] = None,
-             splits: Optional[list[tuple[str, str]]] = None) -> Grid:
+             splits: Optional[list[tuple[str, str]]] = None, about: Optional[str] = None) -> Grid:
     """RIR-Table-5 layout: rows = configurations (spec order), columns = ``splits`` ((split, paper label)
-    in the papers' order, as the sweep recorded them), else the splits the runs report, by name."""
+    in the papers' order, as the sweep recorded them), else the splits the runs report, by name. With
+    ``reference``, each row is followed by the published row that describes its configuration."""
     task = task or getattr(spec, "task", None)
     done = usable(df)
     labelled = list(splits or [])
@@ -137,20 +173,18 @@ def ablation(df: pd.DataFrame, spec=None, task: Optional[str] = None, stat: str 
             if s not in columns and refs.norm(lbl) not in {refs.norm(v) for v in labels.values()}:
                 columns.append(s)
                 labels[s] = lbl
-    grid = Grid(["model" if reference else "configuration", *(labels.get(c, c) for c in columns)], [], [])
-    unmatched, used = [], []
-    for row, cells in row_cells(done, rows, columns, stat, metric):
+    pairing = refs.pair(ref_tables, our_configs(df, rows, ref_tables, getattr(spec, "model", None))) \
+        if reference else None
+    grid = Grid(["configuration", *(labels.get(c, c) for c in columns)], [], [])
+    used = []
+    for i, (row, cells) in enumerate(row_cells(done, rows, columns, stat, metric)):
         grid.body.append([row.label, *(fmt_cell(cells[c], n_expected) for c in columns)])
         grid.kinds.append("ours")
-        if not reference:
-            continue
-        paper = refs.find_row(ref_tables, row.label, getattr(spec, "model", None), row.is_base)
+        paper = pairing.paper.get(i) if pairing else None
         if paper is None:
-            unmatched.append(row.label)
             continue
         used.append(paper.table)
-        name = "paper" if refs.norm(paper.name) == refs.norm(row.label) else f"paper: {paper.name}"
-        line = [name]
+        line = [f"paper: {paper.name}"]
         for c in columns:
             p = refs.cell_for(paper, c, labels.get(c), ref_tables)
             if p is None:
@@ -162,20 +196,29 @@ def ablation(df: pd.DataFrame, spec=None, task: Optional[str] = None, stat: str 
             line.append(text)
         grid.body.append(line)
         grid.kinds.append("paper")
-    grid.footer = run_footer(df, stat, n_expected)
-    base = rows[0] if rows else None
-    if base is not None and "variant" not in base.values and len(base.values):
-        grid.footer.append(f"base row {base.label}: " + ", ".join(f"{k}={v}" for k, v in base.values.items()))
-    if reference:
+    grid.footer = ([about] if about else []) + run_footer(df, stat, n_expected)
+    if pairing is not None:
         titles = [t.title for t in ref_tables if t.id in used] or [t.title for t in ref_tables]
-        grid.footer.append("paper: " + "; ".join(titles) + "; Δ = ours − paper")
-        if unmatched:
-            grid.footer.append("no paper row for: " + ", ".join(unmatched))
+        grid.footer.append("paper: " + "; ".join(titles) + "; Δ = ours − paper; a row of ours is paired with the "
+                           "published row whose model and configuration it runs")
+        if pairing.ours_unpaired:
+            grid.footer.append("rows of ours no published row describes: "
+                               + "; ".join(rows[i].label for i in pairing.ours_unpaired))
+        by_table: dict[str, list[str]] = {}
+        for r in pairing.paper_unpaired:
+            by_table.setdefault(r.table, []).append(r.name)
+        for t in ref_tables:
+            if t.id in by_table:
+                grid.footer.append(f"published rows ({t.id}) with no row of ours: " + "; ".join(by_table[t.id]))
+        for r, ix in pairing.shared:
+            grid.footer.append(f"published row {r.name} fits several rows of ours ({'; '.join(rows[i].label for i in ix)}):"
+                               f" they differ in a value it does not state")
     return grid
 
 
 def pivot(df: pd.DataFrame, rows_key: str, cols_key: str, split: str, stat: str = "median",
-          metric: str = "accuracy", n_expected: int = 0, where: Optional[dict] = None) -> Grid:
+          metric: str = "accuracy", n_expected: int = 0, where: Optional[dict] = None,
+          about: Optional[str] = None) -> Grid:
     """Two swept axes for one split's metric, e.g. chunk size x beam width of ``test/accuracy``."""
     done = usable(df)
     where = where or {}
@@ -201,7 +244,7 @@ def pivot(df: pd.DataFrame, rows_key: str, cols_key: str, split: str, stat: str 
         cells = [aggregate(next(iter(groups[(rv, cv)].values())), stat) if (rv, cv) in groups else None for cv in col_vals]
         grid.body.append([describe(rows_key, rv), *(fmt_cell(c, n_expected) for c in cells)])
         grid.kinds.append("ours")
-    grid.footer = [schema.split_metric(split, metric)] + run_footer(df, stat, n_expected)
+    grid.footer = ([about] if about else []) + [schema.split_metric(split, metric)] + run_footer(df, stat, n_expected)
     return grid
 
 

@@ -5,6 +5,7 @@ Parquet export, plots."""
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -35,8 +36,8 @@ def _g(chunk, beam, seed, a=None, b=None, status="FINISHED", reason=None):
 GOLDEN_RUNS = [_g(10, 5, 0, 50, 40), _g(10, 5, 1, 60, 44), _g(10, 7, 0, 61, 50), _g(10, 7, 1, 65, 50),
                _g(30, 5, 0, 70, 80), _g(30, 5, 1, status="FAILED", reason="Traceback ...\nRuntimeError: boom")]
 
-ABL_SPEC = {"name": "abl", "task": "listops", "model": "rir_grc", "seeds": 3,
-            "variants": [{"name": "RIR-EBT-GRC", "set": {}}, {"name": "\u2212S4D", "set": {"chunk_size": 20}},
+ABL_SPEC = {"name": "abl", "task": "listops", "model": "rir_ebt_grc", "seeds": 3,
+            "variants": [{"name": "RIR-EBT-GRC", "set": {}}, {"name": "\u2212S4D", "set": {"s4d": False}},
                          {"name": "(chunk 10)", "set": {"chunk_size": 10}}]}
 
 
@@ -73,31 +74,29 @@ def cli(*args):
 GOLDEN_MD = """\
 | configuration | a | b |
 |:---|---:|---:|
-| rir_grc | 55.00 ± 5 | 42.00 ± 2 |
-| beam 7 | 63.00 ± 2 | 50.00 ± 0 |
-| chunk 30 | 70.00 ± 0 (n=1) | 80.00 ± 0 (n=1) |
+| chunk 10, beam 5 | 55.00 ± 5 | 42.00 ± 2 |
+| chunk 10, beam 7 | 63.00 ± 2 | 50.00 ± 0 |
+| chunk 30, beam 5 | 70.00 (n=1) | 80.00 (n=1) |
 | chunk 30, beam 7 | — | — |
 
 median ± std over seeds (2 per configuration)
 5 finished runs; 1 failed; 0 stopped early (not counted)
 failed: chunk_size=30,beam_size=5,seed=1: RuntimeError: boom
-base row rir_grc: chunk_size=10, beam_size=5
 """
 
 GOLDEN_TEX = r"""\begin{tabular}{lrr}
 \toprule
 configuration & a & b \\
 \midrule
-rir\_grc & 55.00 $\pm$ 5 & 42.00 $\pm$ 2 \\
-beam 7 & 63.00 $\pm$ 2 & 50.00 $\pm$ 0 \\
-chunk 30 & 70.00 $\pm$ 0 (n=1) & 80.00 $\pm$ 0 (n=1) \\
+chunk 10, beam 5 & 55.00 $\pm$ 5 & 42.00 $\pm$ 2 \\
+chunk 10, beam 7 & 63.00 $\pm$ 2 & 50.00 $\pm$ 0 \\
+chunk 30, beam 5 & 70.00 (n=1) & 80.00 (n=1) \\
 chunk 30, beam 7 & --- & --- \\
 \bottomrule
 \end{tabular}
 % median $\pm$ std over seeds (2 per configuration)
 % 5 finished runs; 1 failed; 0 stopped early (not counted)
 % failed: chunk\_size=30,beam\_size=5,seed=1: RuntimeError: boom
-% base row rir\_grc: chunk\_size=10, beam\_size=5
 """
 
 
@@ -105,11 +104,13 @@ def test_golden_markdown_and_latex(golden):
     uri, spec, _ = golden
     md = cli("tables", spec, "--tracking-uri", uri)
     assert md.exit_code == 0, md.output
-    assert md.stdout == GOLDEN_MD
+    about = re.compile(r"(% )?sweep [0-9a-f]{32} \(spec hash 0{12}, full, [0-9-]+ [0-9:]+ UTC, FINISHED\)\n")
+    assert about.sub("", md.stdout) == GOLDEN_MD and about.search(md.stdout)  # the footer names the sweep
     tex = cli("tables", spec, "--tracking-uri", uri, "--format", "latex")
-    assert tex.stdout == GOLDEN_TEX
+    assert about.sub("", tex.stdout) == GOLDEN_TEX
     csv = cli("tables", spec, "--tracking-uri", uri, "--format", "csv")
-    assert csv.stdout.splitlines()[:3] == ["configuration,a,b", "rir_grc,55.00 ± 5,42.00 ± 2", "beam 7,63.00 ± 2,50.00 ± 0"]
+    assert csv.stdout.splitlines()[:3] == ["configuration,a,b", "\"chunk 10, beam 5\",55.00 ± 5,42.00 ± 2",
+                                           "\"chunk 10, beam 7\",63.00 ± 2,50.00 ± 0"]
 
 
 def test_cells_equal_hand_computed_median_mean_std(abl):
@@ -139,20 +140,22 @@ def test_ablation_with_paper_reference_rows(abl):
     lines = r.stdout.splitlines()
     i = next(n for n, line in enumerate(lines) if line.startswith("| RIR-EBT-GRC |"))
     assert lines[i].startswith("| RIR-EBT-GRC | 92.00 ± 2.9 | 81.00 ± 2.2 |")
-    assert lines[i + 1].startswith("| paper | 99.72 (Δ \u22127.72) | 99.15 (Δ \u221218.15) |")
+    assert lines[i + 1].startswith("| paper: RIR-EBT-GRC | 99.72 (Δ \u22127.72) | 99.15 (Δ \u221218.15) |")
     s4d = lines.index(next(line for line in lines if line.startswith("| \u2212S4D |")))
     assert "98.50 ± 0.5 (n=2)" in lines[s4d] and "99.78 (Δ \u22121.28)" in lines[s4d + 1]
     c10 = lines.index(next(line for line in lines if line.startswith("| (chunk 10) |")))
-    assert "45.00 ± 5 (n=2)" in lines[c10] and lines[c10 + 1].startswith("| paper | 89.64 (Δ \u221244.64)")
+    assert "45.00 ± 5 (n=2)" in lines[c10] and lines[c10 + 1].startswith("| paper: (chunk 10) | 89.64 (Δ \u221244.64)")
     assert "7 finished runs; 1 failed; 1 stopped early (not counted)" in r.stdout
     assert "RIR Table 5" in r.stdout
 
 
 def test_reference_layout_without_any_runs(abl, tmp_path):
-    names = ["RIR-EBT-GRC", "\u2212S4D", "\u2212Beam Align", "+Random Align", "+RIR inference", "beam 5", "chunk 20",
-             "chunk 10"]
-    spec = {"name": "table5", "task": "listops", "model": "rir_grc", "seeds": 3,
-            "variants": [{"name": n, "set": {}} for n in names]}
+    sets = {"RIR-EBT-GRC": {}, "\u2212S4D": {"s4d": False}, "\u2212Beam Align": {"alignment": "string_it"},
+            "+Random Align": {"alignment": "random"}, "+RIR inference": {"inference": "rir"}, "beam 5": {"beam_size": 5},
+            "chunk 20": {"chunk_size": 20}, "chunk 10": {"chunk_size": 10}}
+    names = list(sets)
+    spec = {"name": "table5", "task": "listops", "model": "rir_ebt_grc", "seeds": 3,
+            "variants": [{"name": n, "set": s} for n, s in sets.items()]}
     import yaml
 
     path = tmp_path / "t5.yaml"
@@ -160,7 +163,7 @@ def test_reference_layout_without_any_runs(abl, tmp_path):
     r = cli("tables", path, "--tracking-uri", abl[0], "--reference", "rir")  # a store without this experiment
     assert r.exit_code == 0, r.output
     body = [line for line in r.stdout.splitlines() if line.startswith("| ")][1:]
-    assert [b.split(" | ")[0][2:] for b in body[1::2]] == ["paper"] * len(names)
+    assert [b.split(" | ")[0][2:7] for b in body[1::2]] == ["paper"] * len(names)
     assert [b.split(" | ")[0][2:] for b in body[0::2]] == names
     for value in ("99.72", "98.83", "99.14", "87.53", "99.40", "98.90", "89.64", "61.65", "33.25"):
         assert value in r.stdout
@@ -181,7 +184,7 @@ def test_pivot_of_two_swept_axes(golden):
     r = cli("tables", spec, "--tracking-uri", uri, "--layout", "pivot", "--rows", "chunk_size", "--cols", "beam_size")
     assert r.exit_code == 0, r.output
     assert "| chunk 10 | 55.00 ± 5 | 63.00 ± 2 |" in r.stdout
-    assert "| chunk 30 | 70.00 ± 0 (n=1) | — |" in r.stdout
+    assert "| chunk 30 | 70.00 (n=1) | — |" in r.stdout
     assert r.stdout.startswith("| chunk_size / beam_size | beam 5 | beam 7 |")
 
 

@@ -45,3 +45,4 @@ from rirlab.cli import analysis, bench, catalog, data, sweep, train, ui  # noqa:
 for _command in (sweep.sweep, train.train, analysis.tables, analysis.export, analysis.plot, bench.bench, data.data,
                  ui.ui, catalog.list_models, catalog.list_tasks):
     main.add_command(_command)
+main.add_command(analysis.runs)  # `rirlab runs`: the sweeps of a spec

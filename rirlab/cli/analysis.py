@@ -1,6 +1,10 @@
-"""`rirlab tables`, `rirlab export`, `rirlab plot pareto|curves`: reading sweeps back out of MLflow."""
+"""`rirlab tables`, `rirlab runs`, `rirlab export`, `rirlab plot pareto|curves`: reading sweeps back out of MLflow.
+They only read: a missing sqlite store is an error (or, for `tables SPEC`, an empty layout), never created."""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import click
 
@@ -9,27 +13,63 @@ from rirlab.errors import UserError
 
 spec_argument = click.argument("spec", type=click.Path(dir_okay=False, exists=True), required=False)
 experiment_option = click.option("--experiment", default=None, help="Experiment name (default: the spec's name).")
-parent_option = click.option("--parent", default=None, metavar="RUN_ID", help="Sweep parent run to read (default: the latest).")
+parent_option = click.option("--run", "--parent", "parent", default=None, metavar="RUN_ID",
+                             help="Sweep (parent run id, `rirlab runs` lists them) to read (default: the latest).")
+latest_full_option = click.option("--latest-full", is_flag=True, default=False,
+                                  help="Read the latest sweep run without --quick (default: the latest of any kind).")
 stat_option = click.option("--stat", type=click.Choice(["median", "mean"]), default="median", show_default=True,
                            help="Centre of each cell over seeds (the papers report the median of 3 runs on ListOps).")
 
 
+def check_out(out, make_parent: bool = False) -> None:
+    """Fail before any work when OUT cannot be written: one line naming the path and the fix."""
+    if not out:
+        return
+    path = Path(out)
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise UserError(f"--out {out} is a directory; give a file name, e.g. {path / 'out'}")
+    if not parent.is_dir():
+        if make_parent and not parent.exists():
+            try:
+                parent.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise UserError(f"cannot create the directory {parent} for --out: {err.strerror}; choose a writable "
+                                f"path with --out") from None
+            return
+        raise UserError(f"the directory {parent} of --out {out} does not exist; create it or choose another --out")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UserError(f"cannot write --out {out}: permission denied; choose a writable path with --out")
+
+
+def write_error(out, err: OSError) -> UserError:
+    return UserError(f"cannot write --out {out}: {err.strerror or err}; choose a writable path with --out")
+
+
 def _write(text: str, out) -> None:
     if out:
-        with open(out, "w") as f:
-            f.write(text)
+        try:
+            with open(out, "w") as f:
+                f.write(text)
+        except OSError as err:
+            raise write_error(out, err) from None
         click.echo(f"wrote {out}")
     else:
         click.echo(text, nl=False)
 
 
-def _sweep(spec, experiment, tracking_uri, parent, allow_empty=False):
-    """(client, Sweep) for SPEC or --experiment."""
-    from mlflow.tracking import MlflowClient
-
-    from analysis.runs import load_sweep
+def _client(tracking_uri, must_exist: bool = True):
+    """A client of the store (None when it does not exist and ``must_exist`` is false)."""
+    from analysis.runs import open_store, store_exists
     from sweeps.tracking import resolve_tracking_uri
 
+    uri = resolve_tracking_uri(tracking_uri)
+    if not must_exist and not store_exists(uri):
+        return None
+    return open_store(uri)
+
+
+def _experiment_of(spec, experiment):
     if spec is None and experiment is None:
         raise UserError("give a SPEC file or --experiment NAME")
     loaded = None
@@ -38,8 +78,26 @@ def _sweep(spec, experiment, tracking_uri, parent, allow_empty=False):
 
         loaded = read_spec(spec)
         experiment = experiment or loaded.name
-    client = MlflowClient(resolve_tracking_uri(tracking_uri))
-    return client, load_sweep(client, experiment, parent, spec=loaded, allow_empty=allow_empty and loaded is not None)
+    return loaded, experiment
+
+
+def _sweep(spec, experiment, tracking_uri, parent, allow_empty=False, latest_full=False):
+    """(client, Sweep) for SPEC or --experiment; ``allow_empty``: a SPEC with no store or sweep yet gives its layout."""
+    from analysis.runs import load_sweep
+
+    loaded, experiment = _experiment_of(spec, experiment)
+    allow_empty = allow_empty and loaded is not None
+    client = _client(tracking_uri, must_exist=not (allow_empty and not parent and not latest_full))
+    sw = load_sweep(client, experiment, parent, spec=loaded, allow_empty=allow_empty, latest_full=latest_full)
+    if client is None:
+        from analysis.runs import store_path
+        from sweeps.tracking import resolve_tracking_uri
+
+        click.echo(f"note: no MLflow store at {store_path(resolve_tracking_uri(tracking_uri))}", err=True)
+    elif sw.n_sweeps > 1 and not parent and not latest_full:
+        click.echo(f"note: '{sw.experiment}' has {sw.n_sweeps} sweeps; this is the latest, {sw.about} "
+                   f"(`rirlab runs` lists them; --run RUN_ID or --latest-full picks another)", err=True)
+    return client, sw
 
 
 def _where(pairs) -> dict:
@@ -53,6 +111,7 @@ def _where(pairs) -> dict:
 @experiment_option
 @tracking_option
 @parent_option
+@latest_full_option
 @click.option("--layout", type=click.Choice(["ablation", "pivot"]), default="ablation", show_default=True,
               help="ablation: a row per configuration, a column per split (RIR Table 5); pivot: two swept axes.")
 @click.option("--format", "fmt", type=click.Choice(["markdown", "latex", "csv"]), default="markdown", show_default=True)
@@ -65,8 +124,8 @@ def _where(pairs) -> dict:
 @click.option("--split", default=None, help="pivot: evaluation split of the cells (default: the task's first test split).")
 @click.option("--where", multiple=True, metavar="KEY=VALUE", help="pivot: keep only runs with this swept value (repeatable).")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the table to FILE instead of stdout.")
-def tables(spec, experiment, tracking_uri, parent, layout, fmt, stat, metric, reference, rows_key, cols_key, split,
-           where, out):
+def tables(spec, experiment, tracking_uri, parent, latest_full, layout, fmt, stat, metric, reference, rows_key, cols_key,
+           split, where, out):
     """Print the table of a sweep, from its runs in MLflow, in the papers' style (median ± std over seeds).
 
     \b
@@ -76,12 +135,13 @@ def tables(spec, experiment, tracking_uri, parent, layout, fmt, stat, metric, re
     """
     from analysis import tables as T
 
-    client, sw = _sweep(spec, experiment, tracking_uri, parent, allow_empty=True)
+    check_out(out)
+    client, sw = _sweep(spec, experiment, tracking_uri, parent, allow_empty=True, latest_full=latest_full)
     if sw.parent is not None and sw.runs.empty and not reference and layout == "pivot":
         raise UserError(f"sweep run {sw.parent.info.run_id} of '{sw.experiment}' has no trial runs yet")
     if layout == "ablation":
         grid = T.ablation(sw.runs, spec=sw.spec, stat=stat, metric=metric, n_expected=sw.n_expected, reference=reference,
-                          splits=sw.splits)
+                          splits=sw.splits, about=sw.about)
     else:
         if sw.runs.empty:
             raise UserError(f"no runs of '{sw.experiment}' yet: run `rirlab sweep` first (a pivot needs runs)")
@@ -94,7 +154,7 @@ def tables(spec, experiment, tracking_uri, parent, layout, fmt, stat, metric, re
                             f"(use the ablation layout)")
         split = split or (sw.splits[0][0] if sw.splits else (T.split_columns(T.usable(sw.runs), metric) or ["test"])[0])
         grid = T.pivot(sw.runs, rows_key, cols_key, split, stat=stat, metric=metric, n_expected=sw.n_expected,
-                       where=_where(where))
+                       where=_where(where), about=sw.about)
     if sw.parent is None:
         click.echo(f"note: no sweep of '{sw.experiment}' in the tracking store yet; showing the layout only", err=True)
     _write(T.render(grid, fmt), out)
@@ -103,19 +163,20 @@ def tables(spec, experiment, tracking_uri, parent, layout, fmt, stat, metric, re
 @click.command()
 @click.option("--experiment", required=True, help="Experiment (sweep spec name) to export.")
 @tracking_option
-@click.option("--parent", default=None, metavar="RUN_ID", help="Only the trials of this sweep parent run.")
+@click.option("--run", "--parent", "parent", default=None, metavar="RUN_ID", help="Only the trials of this sweep (parent run).")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Parquet file of the runs (one row per trial).")
 @click.option("--history/--no-history", default=True, show_default=True,
               help="Also write per-step metric histories to OUT's stem + .history.parquet.")
 def export(experiment, tracking_uri, parent, out, history):
     """Export every trial run of an experiment to Parquet: ids, status, params, final metrics (+ histories)."""
-    from mlflow.tracking import MlflowClient
-
     from analysis.export import export_runs
-    from sweeps.tracking import resolve_tracking_uri
 
-    client = MlflowClient(resolve_tracking_uri(tracking_uri))
-    paths = export_runs(client, experiment, out, parent_id=parent, history=history)
+    check_out(out, make_parent=True)
+    client = _client(tracking_uri)
+    try:
+        paths = export_runs(client, experiment, out, parent_id=parent, history=history)
+    except OSError as err:
+        raise write_error(out, err) from None
     for kind, (path, n) in paths.items():
         click.echo(f"wrote {path} ({n} {kind} rows)")
 
@@ -130,17 +191,22 @@ def plot():
 @experiment_option
 @tracking_option
 @parent_option
+@latest_full_option
 @click.option("--x", "x", type=click.Choice(["time", "memory", "both"]), default="both", show_default=True,
               help="x axis: time per sample (ms) or peak memory (MB); both = two panels (RIR Figure 2 a, b).")
 @click.option("--split", default=None, help="y: accuracy on this split (default: mean over the task's OOD splits).")
 @stat_option
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Image file: .png, .svg or .pdf.")
-def pareto(spec, experiment, tracking_uri, parent, x, split, stat, out):
+def pareto(spec, experiment, tracking_uri, parent, latest_full, x, split, stat, out):
     """OOD accuracy against time per sample and peak memory, a point per configuration, Pareto frontier drawn."""
     from analysis.plots import pareto_plot
 
-    _, sw = _sweep(spec, experiment, tracking_uri, parent)
-    n = pareto_plot(sw, out, x=x, split=split, stat=stat)
+    check_out(out)
+    _, sw = _sweep(spec, experiment, tracking_uri, parent, latest_full=latest_full)
+    try:
+        n = pareto_plot(sw, out, x=x, split=split, stat=stat)
+    except OSError as err:
+        raise write_error(out, err) from None
     click.echo(f"wrote {out} ({n} configurations)")
 
 
@@ -149,12 +215,50 @@ def pareto(spec, experiment, tracking_uri, parent, x, split, stat, out):
 @experiment_option
 @tracking_option
 @parent_option
+@latest_full_option
 @click.option("--metric", default="dev/accuracy", show_default=True, help="Logged metric to plot against step.")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Image file: .png, .svg or .pdf.")
-def curves(spec, experiment, tracking_uri, parent, metric, out):
+def curves(spec, experiment, tracking_uri, parent, latest_full, metric, out):
     """Training curves per configuration: mean over seeds with a min-max band."""
     from analysis.plots import curves_plot
 
-    client, sw = _sweep(spec, experiment, tracking_uri, parent)
-    n = curves_plot(client, sw, metric, out)
+    check_out(out)
+    client, sw = _sweep(spec, experiment, tracking_uri, parent, latest_full=latest_full)
+    try:
+        n = curves_plot(client, sw, metric, out)
+    except OSError as err:
+        raise write_error(out, err) from None
     click.echo(f"wrote {out} ({n} configurations)")
+
+
+@click.command()
+@spec_argument
+@experiment_option
+@tracking_option
+@click.option("--format", "fmt", type=click.Choice(["markdown", "csv"]), default="markdown", show_default=True)
+def runs(spec, experiment, tracking_uri, fmt):
+    """List the sweeps of a spec, newest first: parent run, date, quick/full, trials finished/failed, best.
+
+    \b
+    rirlab runs search_spaces/chunk_beam.yaml
+    rirlab tables search_spaces/chunk_beam.yaml --run RUN_ID     # the table of one of them
+    """
+    from analysis.runs import sweeps_of
+    from analysis.tables import fmt_num
+
+    _, experiment = _experiment_of(spec, experiment)
+    df = sweeps_of(_client(tracking_uri), experiment)
+    if df.empty:
+        raise UserError(f"experiment '{experiment}' has no sweep yet; run `rirlab sweep` first")
+    if fmt == "csv":
+        click.echo(df.to_csv(index=False), nl=False)
+        return
+    head = ["parent run", "date", "profile", "spec hash", "status", "finished", "failed", "other", "best"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * len(head)) + "|"]
+    for _, r in df.iterrows():
+        best = "—" if r["best"] is None or r["best"] != r["best"] else \
+            f"{r['metric']} {fmt_num(r['best'])} ({r['best_trial']})"
+        lines.append("| " + " | ".join([r["parent_run"], r["date"], r["profile"], r["spec_hash"], r["status"],
+                                        str(r["finished"]), str(r["failed"]), str(r["other"]), best]) + " |")
+    click.echo("\n".join(lines) + f"\n\n{len(df)} sweep{'s' if len(df) > 1 else ''} of '{experiment}', newest first; "
+               f"`rirlab tables SPEC --run RUN_ID` shows one\n")
