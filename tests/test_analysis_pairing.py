@@ -95,7 +95,11 @@ SHIPPED = {
 
 
 def test_every_shipped_spec_is_listed():
-    assert set(SHIPPED) == {p.stem for p in (REPO / "search_spaces").glob("*.yaml")}
+    """Every spec of the ListOps / logic / flip-flop tables; the text-task specs (RIR Tables 4, 6, 7 and EBT
+    Tables 3-4, read from the user's files) pair in tests/test_data_nlp_specs.py."""
+    from test_data_nlp_specs import SPECS as TEXT_SPECS
+
+    assert set(SHIPPED) == {p.stem for p in (REPO / "search_spaces").glob("*.yaml")} - set(TEXT_SPECS)
 
 
 @pytest.mark.parametrize("name", sorted(SHIPPED))

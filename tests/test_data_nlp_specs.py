@@ -8,7 +8,6 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from analysis import references as refs
-from analysis.layouts import ablation_rows
 from rirlab.models import registry as models
 from rirlab.tasks import registry as tasks
 from sweeps.spec import load_spec
@@ -41,35 +40,29 @@ def gau_missing(name: str) -> bool:
     return "_gau_" in name and not GAU <= set(models.names())
 
 
-def our_rows(name: str, quick: bool = False):
-    spec = load_spec(spec_path(name), quick=quick).spec
-    return spec, ablation_rows(spec, [])
-
-
-def copied(row) -> bool:
-    return row.name.endswith(("*", "†"))  # numbers the paper copies from other work: not run
-
-
 def test_every_reference_table_has_specs():
     assert {f"{base}:{t.id}" for base in ("rir_nlp", "ebt_nlp") for t in refs.load(base)} == set(TABLE_SPECS)
 
 
 @pytest.mark.parametrize("table_ref", sorted(TABLE_SPECS))
 def test_every_published_row_finds_a_row_of_ours(table_ref):
+    """Pairing by configuration (analysis.references.pair) over each spec's resolved trial configs: every
+    published row the specs can build is run by one of our rows, and each of our rows gets its own."""
+    from rirlab.config import resolve
+
     (table,) = refs.load(table_ref)
-    found = {}
+    covered = set()
     for name in TABLE_SPECS[table_ref]:
         if gau_missing(name):
             continue
-        spec, rows = our_rows(name)
+        spec = load_spec(spec_path(name)).spec
         assert spec.task == table.task
-        for row in rows:
-            paper = refs.find_row([table], row.label, None, row.is_base)
-            if paper is not None:
-                found[paper.name] = row
-                assert row.values.get("model", spec.model) == paper.model or "variant" in row.values
-    want = [r.name for r in table.rows if not copied(r) and (r.model not in GAU or GAU <= set(models.names()))]
-    assert not [n for n in want if n not in found], (table_ref, sorted(found))
+        configs = [resolve(t.config).flat() for t in expand(spec) if t.swept["seed"] == spec.seed_list[0]]
+        pairing = refs.pair([table], configs)
+        assert not pairing.shared, [(r.name, ix) for r, ix in pairing.shared]
+        covered |= {r.name for r in pairing.paper.values()}
+    want = [r.name for r in table.rows if r.model and (r.model not in GAU or GAU <= set(models.names()))]
+    assert [n for n in want if n not in covered] == [], (table_ref, sorted(covered))
 
 
 @pytest.mark.parametrize("name", SPECS)
@@ -98,11 +91,14 @@ def test_spec_validates_and_rows_carry_the_reference_config(name):
 def test_quick_profile_runs_on_stand_in_data_and_keeps_a_published_row(name):
     if gau_missing(name):
         pytest.skip("the GAU models are not registered in this checkout")
-    spec, rows = our_rows(name, quick=True)
+    from rirlab.config import resolve
+
+    spec = load_spec(spec_path(name), quick=True).spec
     if spec.task != "logic":
         assert spec.fixed["generated"] is True
     tables = [t for r, specs in TABLE_SPECS.items() if name in specs for t in refs.load(r)]
-    assert any(refs.find_row(tables, row.label, None, row.is_base) for row in rows)
+    configs = [resolve(t.config).flat() for t in expand(spec)]
+    assert refs.pair(tables, configs).paper
 
 
 def test_a_spec_dry_runs_through_the_cli(tmp_path):
