@@ -154,3 +154,25 @@ def test_store_uri_prints_masked_and_keeps_the_real_value():
 def test_relative_sqlite_uri_is_made_absolute(workdir):
     assert resolve_tracking_uri("sqlite:///sub/m.db") == f"sqlite:///{workdir / 'sub' / 'm.db'}"
     assert resolve_tracking_uri(None) == f"sqlite:///{workdir / 'mlruns.db'}"
+
+
+def test_store_of_an_earlier_mlflow_is_migrated_on_a_copy_and_swapped_in(tmp_path):
+    import sqlalchemy
+    from alembic import command
+    from mlflow.store.db.utils import _get_alembic_config
+    from mlflow.store.tracking.dbmodels.initial_models import Base as InitialBase
+
+    db = tmp_path / "mlruns.db"
+    engine = sqlalchemy.create_engine(f"sqlite:///{db}")
+    InitialBase.metadata.create_all(engine)
+    config = _get_alembic_config(f"sqlite:///{db}")
+    with engine.begin() as con:
+        config.attributes["connection"] = con
+        command.upgrade(config, "451aebb31d03")  # an early revision (MLflow 1.x)
+    engine.dispose()
+    with pytest.raises(UserError, match="schema of an earlier MLflow .451aebb31d03.; a `rirlab sweep` on it migrates it"):
+        check_store(f"sqlite:///{db}", create=False)
+    check_store(f"sqlite:///{db}", create=True)
+    assert (tmp_path / "mlruns.db.451aebb31d03.bak").exists()
+    check_store(f"sqlite:///{db}", create=False)  # current now
+    Tracker(f"sqlite:///{db}").experiment_id("after-migration")
