@@ -113,6 +113,12 @@ def test_ui_prints_the_url_once_it_answers_with_one_small_server(tmp_path):
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/ajax-api/2.0/mlflow/experiments/get?experiment_id={exp}",
                                     timeout=10) as r:
             assert b'"newer"' in r.read()
+        # a tracking server: the probe accepts it and `rirlab ui` prints the server's own URL, starting nothing
+        served = _ui("--tracking-uri", f"http://127.0.0.1:{port}", "--experiment", "older")
+        assert served.exit_code == 0, served.output
+        older = tracker.experiment_id("older", create=False)
+        assert served.output.strip().splitlines()[-1].strip() == \
+            f"http://127.0.0.1:{port}/#/experiments/{older}/runs?workflowType=machine_learning&compareRunsMode=TABLE"
         procs = _tree(proc.pid)
         rss_mb = sum(p.memory_info().rss for p in procs) / 2**20
         print(f"\nrirlab ui: {len(procs)} processes, {rss_mb:.0f} MiB RSS")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -38,11 +39,17 @@ def ui(tracking_uri, port, host, experiment):
     rirlab ui --experiment chunk_beam --port 5001
     rirlab ui --tracking-uri http://mlflow:5000  # a tracking server: its UI is already there
     """
+    from sweeps.store import scheme
     from sweeps.tracking import Tracker, artifact_root, resolve_tracking_uri
 
     uri = resolve_tracking_uri(tracking_uri)
     tracker = Tracker(uri, create=False)  # no store: one line, and none is created
     exp_id = pick_experiment(tracker, experiment)
+    if scheme(uri) in ("http", "https"):  # a tracking server serves its own UI
+        base = re.sub(r"^(https?://)[^/@]*@", r"\1", uri.raw).rstrip("/")
+        click.echo(f"MLflow UI of the tracking server {uri}:")
+        click.echo(f"  {ui_url(base, exp_id)}")
+        return
     _check_port_free(host, port)
     cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri.raw, "--host", host, "--port", str(port),
            "--workers", "1", "--uvicorn-opts", "--log-level warning"]
