@@ -193,11 +193,29 @@ def _verify_sqlite(path: Path) -> Optional[str]:
     return rev[0]
 
 
-def _check_writable(directory: Path, uri: str) -> None:
+def can_create(uri: str) -> None:
+    """Probe, writing nothing lasting, that a command could create the (missing) store of ``uri`` later: for
+    SQLite, that the nearest existing directory on the file's path is writable."""
+    uri = validate_uri(uri)
+    path = sqlite_path(uri)
+    if path is None:
+        return check_store(uri, create=True)
+    if path.is_dir():
+        raise UserError(f"sqlite:///{path} is a directory, not a SQLite file; pass --tracking-uri sqlite:///{path}/mlruns.db")
+    if path.exists():
+        return check_store(uri, create=True)
+    directory = path.parent
+    while not directory.exists() and directory != directory.parent:
+        directory = directory.parent
+    _check_writable(directory, uri, make=False)
+
+
+def _check_writable(directory: Path, uri: str, make: bool = True) -> None:
     """A command that writes needs to create files in the store's directory (SQLite's journal, artifacts)."""
     shown = redact_uri(raw(uri))
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        if make:
+            directory.mkdir(parents=True, exist_ok=True)
         probe = directory / f".rirlab-write-probe-{os.getpid()}"
         probe.touch()
         probe.unlink()

@@ -21,7 +21,8 @@ from mlflow.tracking import MlflowClient
 
 import rirlab
 from sweeps import schema
-from sweeps.store import StoreURI, check_store, raw, redact_uri, validate_uri  # noqa: F401  (redact_uri: re-exported)
+from sweeps.store import (StoreURI, can_create, check_store, raw, redact_uri,  # noqa: F401  (redact_uri: re-exported)
+                          sqlite_path, validate_uri)
 
 DEFAULT_URI_FILE = "mlruns.db"
 RAY_KEYS = {"time_this_iter_s", "timestamp", "training_iteration", "time_total_s", "time_since_restore",
@@ -97,10 +98,29 @@ class Tracker:
         for noisy in ("mlflow.store.db.utils", "alembic"):  # schema-creation chatter on a new store
             logging.getLogger(noisy).setLevel(logging.WARNING)
         uri = validate_uri(uri)
-        check_store(uri, create=create)
+        path = sqlite_path(uri)
+        # a new SQLite store is built at the first write, not here: a command refused before it writes anything
+        # (--resume with no earlier sweep, an unreachable --address) leaves no empty store behind
+        self._deferred = create and path is not None and not path.exists()
+        if self._deferred:
+            can_create(uri)
+        else:
+            check_store(uri, create=create)
         self.uri = uri  # prints masked; uri.raw for MLflow
-        self.client = MlflowClient(tracking_uri=uri.raw)
+        self._client: Optional[MlflowClient] = None
         self._context: Optional[dict[str, str]] = None
+
+    @property
+    def client(self) -> MlflowClient:
+        if self._client is None:
+            if self._deferred:
+                check_store(self.uri, create=True)  # builds it (atomically, under a lock) unless someone did
+                self._deferred = False
+            self._client = MlflowClient(tracking_uri=self.uri.raw)
+        return self._client
+
+    def store_exists(self) -> bool:
+        return not self._deferred or sqlite_path(self.uri).exists()
 
     def context(self) -> dict[str, str]:
         if self._context is None:
@@ -114,6 +134,8 @@ class Tracker:
         return self.client.create_run(exp_id, run_name=name, tags={**self.context(), **(tags or {})})
 
     def experiment_id(self, name: str, create: bool = True) -> Optional[str]:
+        if not create and not self.store_exists():
+            return None
         exp = self.client.get_experiment_by_name(name)
         if exp is not None:
             if exp.lifecycle_stage == "deleted":

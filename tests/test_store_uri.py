@@ -25,7 +25,7 @@ SECRET = "hunter2-9f8e7d6c"
 
 
 def sweep(*args):
-    return CliRunner().invoke(main, ["sweep", str(TINY), "--quick", *map(str, args)])
+    return CliRunner().invoke(main, ["sweep", str(TINY), *map(str, args)])
 
 
 def one_line_error(result, *needles):
@@ -102,7 +102,9 @@ def test_read_only_commands_never_create_a_store(tmp_path):
     with pytest.raises(UserError, match="no MLflow store"):
         check_store(f"sqlite:///{db}", create=False)
     assert list(tmp_path.iterdir()) == []
-    Tracker(f"sqlite:///{db}")  # a command that writes creates it
+    Tracker(f"sqlite:///{db}")  # a command that writes probes the directory, and creates the store ...
+    assert list(tmp_path.iterdir()) == []
+    Tracker(f"sqlite:///{db}").experiment_id("x")  # ... at its first write
     assert db.exists()
     Tracker(f"sqlite:///{db}", create=False).experiment_id("x", create=False)
 
@@ -176,3 +178,9 @@ def test_store_of_an_earlier_mlflow_is_migrated_on_a_copy_and_swapped_in(tmp_pat
     assert (tmp_path / "mlruns.db.451aebb31d03.bak").exists()
     check_store(f"sqlite:///{db}", create=False)  # current now
     Tracker(f"sqlite:///{db}").experiment_id("after-migration")
+
+
+def test_refused_resume_and_unreachable_address_leave_no_store_behind(workdir):
+    one_line_error(sweep("--resume"), "--resume: no earlier sweep")
+    one_line_error(sweep("--address", "127.0.0.1:9"), "--address 127.0.0.1:9")
+    assert not (workdir / "mlruns.db").exists()
