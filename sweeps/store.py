@@ -136,6 +136,11 @@ def _check_sqlite(path: Path, create: bool) -> None:
                         f"migrates it (keeping a copy), or run: mlflow db upgrade sqlite:///{path}")
     if create:
         _check_writable(path.parent, f"sqlite:///{path}")
+        try:
+            open(path, "r+b").close()  # opened for writing, nothing written
+        except OSError as err:
+            raise UserError(f"cannot write to the MLflow store sqlite:///{path} ({err.strerror}); make it writable or "
+                            f"pass another --tracking-uri") from None
         if head is not None:  # an older schema (a store of an earlier MLflow): migrate a copy, swap it in
             _migrate_sqlite(path, head)
 
@@ -287,7 +292,17 @@ def _migrate_sqlite(path: Path, revision: str) -> None:
             return
         tmp = path.with_name(f".{path.name}.{os.getpid()}.migrating")
         try:
-            _build(tmp, source=path)
+            try:
+                _build(tmp, source=path)
+            except Exception as err:  # e.g. a store whose creation an earlier rirlab or MLflow left half-done
+                con = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+                runs = con.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+                con.close()
+                if runs == 0:
+                    raise UserError(f"sqlite:///{path} is a half-created MLflow store (its creation was interrupted; "
+                                    f"it holds no runs); delete it and run the command again") from None
+                raise UserError(f"cannot migrate sqlite:///{path} to this MLflow's schema ({_first_line(err)}); it was "
+                                f"left unchanged (the migration ran on a copy): run mlflow db upgrade on a backup") from None
             os.link(path, path.with_name(f"{path.name}.{revision}.bak"))
             os.replace(tmp, path)
         finally:

@@ -184,3 +184,19 @@ def test_refused_resume_and_unreachable_address_leave_no_store_behind(workdir):
     one_line_error(sweep("--resume"), "--resume: no earlier sweep")
     one_line_error(sweep("--address", "127.0.0.1:9"), "--address 127.0.0.1:9")
     assert not (workdir / "mlruns.db").exists()
+
+
+def test_store_left_half_migrated_is_one_line_and_untouched(tmp_path):
+    """Tables of later migrations present but the recorded revision earlier: what a Ctrl-C during MLflow's own
+    schema creation left (each migration's DDL commits before its revision is written)."""
+    db = tmp_path / "mlruns.db"
+    check_store(f"sqlite:///{db}", create=True)
+    con = sqlite3.connect(db)
+    con.execute("UPDATE alembic_version SET version_num = '451aebb31d03'")
+    con.commit()
+    con.close()
+    before = db.read_bytes()
+    with pytest.raises(UserError, match=r"is a half-created MLflow store .*; delete it and run the command again$"):
+        check_store(f"sqlite:///{db}", create=True)
+    assert db.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".mlruns.db.lock", "mlruns.db"]
