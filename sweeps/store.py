@@ -13,6 +13,7 @@ import contextlib
 import os
 import re
 import sqlite3
+import warnings
 from pathlib import Path
 from typing import Iterator, Optional
 
@@ -258,10 +259,12 @@ def _build(tmp: Path, source: Optional[Path] = None) -> None:
         shutil.copy2(source, tmp)
     engine = sqlalchemy.create_engine(f"sqlite:///{tmp}", poolclass=NullPool)
     try:
-        if source is None:
-            _initialize_tables(engine)
-        else:
-            _upgrade_db(engine)
+        with warnings.catch_warnings():  # alembic's notes on old constraints: nothing for the user to act on
+            warnings.simplefilter("ignore")
+            if source is None:
+                _initialize_tables(engine)
+            else:
+                _upgrade_db(engine)
     finally:
         engine.dispose()
 
