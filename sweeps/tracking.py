@@ -11,7 +11,6 @@ import json
 import logging
 import math
 import os
-import re
 import subprocess
 import time
 from pathlib import Path
@@ -22,31 +21,39 @@ from mlflow.tracking import MlflowClient
 
 import rirlab
 from sweeps import schema
+from sweeps.store import (StoreURI, can_create, check_store, raw, redact_uri,  # noqa: F401  (redact_uri: re-exported)
+                          sqlite_path, validate_uri)
 
 DEFAULT_URI_FILE = "mlruns.db"
 RAY_KEYS = {"time_this_iter_s", "timestamp", "training_iteration", "time_total_s", "time_since_restore",
             "iterations_since_restore", "pid", "done", schema.STEP, "checkpoint_dir_name", "should_checkpoint"}
 SECRET_MARKERS = ("PASSWORD", "SECRET", "TOKEN", "KEY", "CREDENTIAL")
-# forwarded to Ray workers (when set): MLflow server auth/TLS, S3/MinIO artifact store, plugins, the data cache
-WORKER_ENV = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN",
-              "MLFLOW_TRACKING_INSECURE_TLS", "MLFLOW_TRACKING_SERVER_CERT_PATH", "MLFLOW_S3_ENDPOINT_URL",
-              "MLFLOW_S3_IGNORE_TLS", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-              "AWS_DEFAULT_REGION", "AWS_REGION", "RIRLAB_PLUGINS", "RIRLAB_CACHE")
+# forwarded to Ray workers (when set): plugins, the data cache, MLflow's TLS and S3 endpoint settings. Never a
+# secret: Ray writes a job's runtime_env, env_vars included, into its world-readable runtime_env_agent.log, and
+# trials do not need MLflow credentials (only the driver writes to MLflow). cluster/README.md says how to give
+# workers credentials of their own should a plugin need them.
+WORKER_ENV = ("MLFLOW_TRACKING_INSECURE_TLS", "MLFLOW_TRACKING_SERVER_CERT_PATH", "MLFLOW_S3_ENDPOINT_URL",
+              "MLFLOW_S3_IGNORE_TLS", "AWS_DEFAULT_REGION", "AWS_REGION", "RIRLAB_PLUGINS", "RIRLAB_CACHE")
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"  # MLflow 3's UI opens an experiment by its kind (GenAI or model training)
+EXPERIMENT_KIND = "custom_model_development"
 
 
-def resolve_tracking_uri(cli_value: Optional[str] = None) -> str:
-    """--tracking-uri, else $MLFLOW_TRACKING_URI, else sqlite:///<cwd>/mlruns.db."""
-    uri = cli_value or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / DEFAULT_URI_FILE}"
-    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-        rel = uri[len("sqlite:///"):]
-        uri = f"sqlite:///{Path(rel).resolve()}"
-    return uri
+def resolve_tracking_uri(cli_value: Optional[str] = None) -> StoreURI:
+    """--tracking-uri, else $MLFLOW_TRACKING_URI, else sqlite:///<cwd>/mlruns.db; checked for its form (one-line
+    UserError: in-memory SQLite, wrong slashes, unknown scheme), a relative SQLite path made absolute. The result
+    prints with its password masked (``.raw`` is the real URI)."""
+    if cli_value:
+        return validate_uri(cli_value, "--tracking-uri")
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return validate_uri(os.environ["MLFLOW_TRACKING_URI"], "$MLFLOW_TRACKING_URI")
+    return validate_uri(f"sqlite:///{Path.cwd() / DEFAULT_URI_FILE}")
 
 
 def artifact_root(uri: str) -> Optional[str]:
     """For a sqlite store, keep artifacts next to the database file (mlartifacts/)."""
+    uri = raw(uri)
     if uri.startswith("sqlite:///"):
-        return str(Path(uri[len("sqlite:///"):]).parent / "mlartifacts")
+        return str(Path(uri[len("sqlite:///"):].partition("?")[0]).parent / "mlartifacts")
     return None
 
 
@@ -74,14 +81,61 @@ def split_result(result: dict) -> tuple[dict[str, float], dict[str, str]]:
     return metrics, tags
 
 
+def context_tags() -> dict[str, str]:
+    """MLflow's own run-context tags (mlflow.user, mlflow.source.name/type, mlflow.source.git.commit, ...), as
+    ``mlflow.start_run`` would set them."""
+    from mlflow.tracking.context.registry import resolve_tags
+
+    return {k: str(v) for k, v in resolve_tags().items()}
+
+
 class Tracker:
-    def __init__(self, uri: str):
+    """MLflow writes of the driver. The store is probed (and, with ``create``, built safely) first: a wrong,
+    unreachable, read-only or foreign store is a one-line UserError in seconds; ``create=False`` never makes a
+    store (read-only commands)."""
+
+    def __init__(self, uri: str, create: bool = True):
         for noisy in ("mlflow.store.db.utils", "alembic"):  # schema-creation chatter on a new store
             logging.getLogger(noisy).setLevel(logging.WARNING)
-        self.uri = uri
-        self.client = MlflowClient(tracking_uri=uri)
+        uri = validate_uri(uri)
+        path = sqlite_path(uri)
+        # a new SQLite store is built at the first write, not here: a command refused before it writes anything
+        # (--resume with no earlier sweep, an unreachable --address) leaves no empty store behind
+        self._deferred = create and path is not None and not path.exists()
+        if self._deferred:
+            can_create(uri)
+        else:
+            check_store(uri, create=create)
+        self.uri = uri  # prints masked; uri.raw for MLflow
+        self._client: Optional[MlflowClient] = None
+        self._context: Optional[dict[str, str]] = None
+
+    @property
+    def client(self) -> MlflowClient:
+        if self._client is None:
+            if self._deferred:
+                check_store(self.uri, create=True)  # builds it (atomically, under a lock) unless someone did
+                self._deferred = False
+            self._client = MlflowClient(tracking_uri=self.uri.raw)
+        return self._client
+
+    def store_exists(self) -> bool:
+        return not self._deferred or sqlite_path(self.uri).exists()
+
+    def context(self) -> dict[str, str]:
+        if self._context is None:
+            self._context = context_tags()
+            self._context.setdefault(schema.GIT_COMMIT, git_commit())
+            self._context.setdefault("mlflow.source.git.commit", self._context[schema.GIT_COMMIT])
+        return self._context
+
+    def create_run(self, exp_id: str, name: str, tags: Optional[dict[str, str]] = None):
+        """A run with MLflow's context tags (user, source, git commit) under the given tags."""
+        return self.client.create_run(exp_id, run_name=name, tags={**self.context(), **(tags or {})})
 
     def experiment_id(self, name: str, create: bool = True) -> Optional[str]:
+        if not create and not self.store_exists():
+            return None
         exp = self.client.get_experiment_by_name(name)
         if exp is not None:
             if exp.lifecycle_stage == "deleted":
@@ -90,12 +144,14 @@ class Tracker:
         if not create:
             return None
         root = artifact_root(self.uri)
-        return self.client.create_experiment(name, artifact_location=f"{root}/{name}" if root else None)
+        return self.client.create_experiment(name, artifact_location=f"{root}/{name}" if root else None,
+                                             tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
 
     def start_parent(self, exp_id: str, name: str, tags: dict[str, str]) -> str:
-        run = self.client.create_run(exp_id, run_name=name, tags={schema.SWEEP_TAG: schema.PARENT, **tags,
-                                                                  schema.VERSION: rirlab.__version__,
-                                                                  schema.GIT_COMMIT: git_commit()})
+        if EXPERIMENT_KIND_TAG not in self.client.get_experiment(exp_id).tags:  # made by an earlier rirlab
+            self.client.set_experiment_tag(exp_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+        run = self.create_run(exp_id, name, {schema.SWEEP_TAG: schema.PARENT, **tags, schema.VERSION: rirlab.__version__,
+                                             schema.GIT_COMMIT: self.context()[schema.GIT_COMMIT]})
         return run.info.run_id
 
     def find_parent(self, exp_id: str, spec_hash: str):
@@ -107,7 +163,7 @@ class Tracker:
         return self.client.search_runs([exp_id], filter_string=schema.children_filter(parent_id), max_results=50000)
 
     def start_child(self, exp_id: str, parent_id: str, name: str, params: dict[str, Any], tags: dict[str, str]) -> str:
-        run = self.client.create_run(exp_id, run_name=name, tags={schema.PARENT_RUN_ID: parent_id, **tags})
+        run = self.create_run(exp_id, name, {schema.PARENT_RUN_ID: parent_id, **tags})
         self.log_params(run.info.run_id, params)
         return run.info.run_id
 
@@ -153,11 +209,6 @@ class Tracker:
         self.client.update_run(run_id, status=RunStatus.to_string(RunStatus.RUNNING))
 
 
-def redact_uri(uri: str) -> str:
-    """``scheme://user:password@host/...`` -> ``scheme://user:***@host/...`` (URIs without a password unchanged)."""
-    return re.sub(r"^([a-zA-Z][a-zA-Z0-9+.-]*://[^/:@]*):[^/@]*@", r"\1:***@", uri)
-
-
 def redact_env(env: Optional[dict[str, str]] = None) -> dict[str, str]:
     """Environment variables safe to record: none whose name looks like a secret, no password inside a URI."""
     env = os.environ if env is None else env
@@ -165,13 +216,14 @@ def redact_env(env: Optional[dict[str, str]] = None) -> dict[str, str]:
 
 
 def worker_env(tracking_uri: Optional[str] = None) -> dict[str, str]:
-    """What Ray workers need from the driver's environment: the tracking URI, MLflow's credentials, the plugins
-    and $RIRLAB_CACHE (trials read imported splits and share generated ones there; a task config's cache_dir
-    travels in the trial config itself). Sent through Ray's runtime_env, never logged."""
+    """What Ray workers need from the driver's environment: the plugins and $RIRLAB_CACHE (trials read imported
+    splits and share generated ones there; a task config's cache_dir travels in the trial config itself), the
+    tracking URI with any password masked, MLflow's TLS/S3 endpoint settings. No secret: Ray logs a runtime_env
+    in plain text (runtime_env_agent.log), and trials never write to MLflow themselves."""
     env = {k: os.environ[k] for k in WORKER_ENV if os.environ.get(k)}
     if "RIRLAB_CACHE" in env:  # a relative path would resolve against each worker's own directory (a trial's)
         env["RIRLAB_CACHE"] = str(Path(env["RIRLAB_CACHE"]).expanduser().resolve())
     uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
     if uri:
-        env["MLFLOW_TRACKING_URI"] = uri
+        env["MLFLOW_TRACKING_URI"] = redact_uri(raw(uri))
     return env

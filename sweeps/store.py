@@ -1,0 +1,367 @@
+"""The MLflow store, checked before anything uses it: a known URI form, reachable, an MLflow store.
+
+``check_store(uri, create)`` fails in seconds with one UserError line (the URI's password masked) where
+MLflow would retry for minutes or print a traceback. A new SQLite store is built in a temporary file
+beside its final path and linked into place under a lock file, so a Ctrl-C leaves either no store or a
+complete one, and two sweeps starting together on a fresh store build it once. Commands that only read
+(``create=False``) never create a store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sqlite3
+import warnings
+from pathlib import Path
+from typing import Iterator, Optional
+
+from rirlab.errors import UserError
+
+PROBE_TIMEOUT_S = 5
+SQLITE_MAGIC = b"SQLite format 3\x00"
+DB_SCHEMES = ("postgresql", "mysql", "mssql")
+FORMS = ("sqlite:///relative/path.db, sqlite:////absolute/path.db, http(s)://HOST:PORT, "
+         "postgresql://USER@HOST/DB, mysql://..., mssql://..., file:///absolute/dir")
+
+
+def redact_uri(uri: str) -> str:
+    """``scheme://user:password@host/...`` -> ``scheme://user:***@host/...`` (URIs without a password unchanged)."""
+    return re.sub(r"^([a-zA-Z][a-zA-Z0-9+.-]*://[^/:@]*):[^/@]*@", r"\1:***@", str.__str__(uri))
+
+
+class StoreURI(str):
+    """A tracking URI that prints with its password masked (f-strings, str(), repr(), %s): ``.raw`` is the
+    real value, for MLflow and nothing else."""
+
+    @property
+    def raw(self) -> str:
+        return str.__str__(self)
+
+    @property
+    def redacted(self) -> str:
+        return redact_uri(self.raw)
+
+    def __str__(self) -> str:
+        return self.redacted
+
+    def __repr__(self) -> str:
+        return repr(self.redacted)
+
+    def __format__(self, spec: str) -> str:
+        return format(self.redacted, spec)
+
+
+def raw(uri: str) -> str:
+    """The real URI behind a StoreURI (a plain str is returned as it is)."""
+    return uri.raw if isinstance(uri, StoreURI) else uri
+
+
+def scheme(uri: str) -> str:
+    m = re.match(r"^([a-zA-Z][a-zA-Z0-9+.-]*):", raw(uri))
+    return m.group(1).lower().split("+")[0] if m else ""
+
+
+def validate_uri(uri: str, source: str = "--tracking-uri") -> str:
+    """The URI in a form MLflow keeps data at; raises a one-line UserError otherwise. A relative SQLite path is
+    made absolute (the store stays where the command was started, whatever directory later code runs in)."""
+    text, shown = raw(uri), redact_uri(raw(uri))
+    kind = scheme(text)
+    if kind == "sqlite":
+        if text in ("sqlite://", "sqlite:///", "sqlite:///:memory:") or ":memory:" in text or "mode=memory" in text:
+            raise UserError(f"{source} {shown}: an in-memory SQLite store keeps nothing after the command ends; "
+                            f"give a file, e.g. sqlite:///mlruns.db")
+        if not text.startswith("sqlite:///"):
+            name = Path(text.split("://", 1)[-1]).name or "mlruns.db"
+            raise UserError(f"{source} {shown}: a SQLite URI is sqlite:/// followed by the file's path: "
+                            f"sqlite:///{name} (relative to this directory) or sqlite:////home/me/{name} (absolute)")
+        path, _, query = text[len("sqlite:///"):].partition("?")
+        absolute = Path(path).expanduser().resolve()
+        return StoreURI(f"sqlite:///{absolute}" + (f"?{query}" if query else ""))
+    if kind in ("http", "https"):
+        if not re.match(r"^https?://[^/]+", text):
+            raise UserError(f"{source} {shown}: no host; give http(s)://HOST:PORT of an MLflow tracking server")
+        return StoreURI(text)
+    if kind in DB_SCHEMES or kind in ("databricks", "databricks-uc", "uc"):
+        return StoreURI(text)
+    if kind == "file" or (kind == "" and text):
+        path = text[len("file://"):] if kind == "file" else text
+        if Path(path).suffix in (".db", ".sqlite", ".sqlite3"):
+            raise UserError(f"{source} {shown}: a path is read as an MLflow file-store directory; for a SQLite "
+                            f"file write sqlite:///{path}")
+        return StoreURI(Path(path).expanduser().resolve().as_uri())
+    raise UserError(f"{source} {shown}: not a tracking URI MLflow can store runs at; use one of: {FORMS}")
+
+
+def sqlite_path(uri: str) -> Optional[Path]:
+    text = raw(uri)
+    return Path(text[len("sqlite:///"):].partition("?")[0]) if text.startswith("sqlite:///") else None
+
+
+def check_store(uri: str, create: bool) -> None:
+    """Probe the store of ``uri`` (in seconds); with ``create`` build it when there is none (a SQLite store
+    atomically, under a lock), without ``create`` never write anything and fail when there is no store."""
+    uri = validate_uri(uri)
+    kind = scheme(uri)
+    if kind == "sqlite":
+        _check_sqlite(sqlite_path(uri), create)
+    elif kind in ("http", "https"):
+        _probe_server(uri)
+    elif kind in DB_SCHEMES:
+        _check_database(uri, create)
+    elif kind == "file":
+        path = Path(raw(uri)[len("file://"):])
+        if not path.is_dir() and not create:
+            raise _no_store(uri)
+        if create:
+            _check_writable(path if path.is_dir() else path.parent, uri)
+
+
+def _no_store(uri: str) -> UserError:
+    return UserError(f"no MLflow store at {redact_uri(raw(uri))}; run a sweep first or pass --tracking-uri")
+
+
+# ---- SQLite --------------------------------------------------------------------------------------------
+
+def _check_sqlite(path: Path, create: bool) -> None:
+    if path.is_dir():
+        raise UserError(f"sqlite:///{path} is a directory, not a SQLite file; pass --tracking-uri sqlite:///{path}/mlruns.db")
+    if not path.exists():
+        if not create:
+            raise _no_store(f"sqlite:///{path}")
+        _create_sqlite(path)
+    head = _verify_sqlite(path)
+    if head is not None and not create:
+        raise UserError(f"sqlite:///{path} has the schema of an earlier MLflow ({head}); a `rirlab sweep` on it "
+                        f"migrates it (keeping a copy), or run: mlflow db upgrade sqlite:///{path}")
+    if create:
+        _check_writable(path.parent, f"sqlite:///{path}")
+        try:
+            open(path, "r+b").close()  # opened for writing, nothing written
+        except OSError as err:
+            raise UserError(f"cannot write to the MLflow store sqlite:///{path} ({err.strerror}); make it writable or "
+                            f"pass another --tracking-uri") from None
+        if head is not None:  # an older schema (a store of an earlier MLflow): migrate a copy, swap it in
+            _migrate_sqlite(path, head)
+
+
+def _latest_revision() -> str:
+    from mlflow.store.db.utils import _get_latest_schema_revision
+
+    return _get_latest_schema_revision()
+
+
+def _verify_sqlite(path: Path) -> Optional[str]:
+    """Raise unless ``path`` is a complete MLflow store; returns its schema revision when it is older than this
+    MLflow's (None when current). Reads only: the file is never changed here."""
+    where = f"sqlite:///{path}"
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(len(SQLITE_MAGIC))
+    except OSError as err:
+        raise UserError(f"cannot read {where} ({err.strerror}); fix its permissions or pass another --tracking-uri") from None
+    if magic != SQLITE_MAGIC:
+        what = "an empty file" if not magic else "not a SQLite database"
+        raise UserError(f"{where} is not an MLflow store ({what}); it was left untouched: pass another "
+                        f"--tracking-uri, or move the file away to start a new store there")
+    try:
+        con = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=30)
+        try:
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            rev = con.execute("SELECT version_num FROM alembic_version").fetchone() if "alembic_version" in tables else None
+            runs = con.execute("SELECT COUNT(*) FROM runs").fetchone()[0] if "runs" in tables else 0
+        finally:
+            con.close()
+    except sqlite3.Error as err:
+        raise UserError(f"{where} is not an MLflow store (SQLite says: {err}); it was left untouched: pass another "
+                        f"--tracking-uri, or move the file away to start a new store there") from None
+    if "experiments" not in tables or "runs" not in tables or rev is None:
+        if tables and runs == 0 and ("experiments" in tables or "alembic_version" in tables):
+            raise UserError(f"{where} is a half-created MLflow store (its creation was interrupted; it holds no "
+                            f"runs); delete it and run the command again")
+        raise UserError(f"{where} is not an MLflow store (no MLflow tables in it); it was left untouched: pass "
+                        f"another --tracking-uri, or move the file away to start a new store there")
+    head = _latest_revision()
+    if rev[0] == head:
+        return None
+    from mlflow.store.db.utils import _get_alembic_config
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(_get_alembic_config(db_url=""))
+    try:
+        script.get_revision(rev[0])
+    except Exception:
+        import mlflow
+
+        raise UserError(f"{where} was written by a newer MLflow (schema {rev[0]}) than this one ({mlflow.__version__}); "
+                        f"upgrade mlflow in this environment") from None
+    return rev[0]
+
+
+def can_create(uri: str) -> None:
+    """Probe, writing nothing lasting, that a command could create the (missing) store of ``uri`` later: for
+    SQLite, that the nearest existing directory on the file's path is writable."""
+    uri = validate_uri(uri)
+    path = sqlite_path(uri)
+    if path is None:
+        return check_store(uri, create=True)
+    if path.is_dir():
+        raise UserError(f"sqlite:///{path} is a directory, not a SQLite file; pass --tracking-uri sqlite:///{path}/mlruns.db")
+    if path.exists():
+        return check_store(uri, create=True)
+    directory = path.parent
+    while not directory.exists() and directory != directory.parent:
+        directory = directory.parent
+    _check_writable(directory, uri, make=False)
+
+
+def _check_writable(directory: Path, uri: str, make: bool = True) -> None:
+    """A command that writes needs to create files in the store's directory (SQLite's journal, artifacts)."""
+    shown = redact_uri(raw(uri))
+    try:
+        if make:
+            directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / f".rirlab-write-probe-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except OSError as err:
+        raise UserError(f"cannot write to {directory} for the MLflow store {shown} ({err.strerror}); make it "
+                        f"writable or pass a --tracking-uri in a writable directory") from None
+
+
+@contextlib.contextmanager
+def store_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``.<name>.lock`` beside the store file: one process creates or migrates at a time."""
+    import fcntl
+
+    lock = path.with_name(f".{path.name}.lock")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _build(tmp: Path, source: Optional[Path] = None) -> None:
+    """Create (or, from a copy of ``source``, migrate) a complete MLflow schema in ``tmp``."""
+    import logging
+    import shutil
+
+    import sqlalchemy
+    from mlflow.store.db.utils import _initialize_tables, _upgrade_db
+    from sqlalchemy.pool import NullPool
+
+    for noisy in ("mlflow.store.db.utils", "alembic"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    if source is not None:
+        shutil.copy2(source, tmp)
+    engine = sqlalchemy.create_engine(f"sqlite:///{tmp}", poolclass=NullPool)
+    try:
+        with warnings.catch_warnings():  # alembic's notes on old constraints: nothing for the user to act on
+            warnings.simplefilter("ignore")
+            if source is None:
+                _initialize_tables(engine)
+            else:
+                _upgrade_db(engine)
+    finally:
+        engine.dispose()
+
+
+def _create_sqlite(path: Path) -> None:
+    _check_writable(path.parent, f"sqlite:///{path}")
+    with store_lock(path):
+        if path.exists():  # another process built it while this one waited for the lock
+            return
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.new")
+        try:
+            _build(tmp)
+            try:
+                os.link(tmp, path)  # atomic; never replaces a store someone made without the lock meanwhile
+            except FileExistsError:
+                pass
+            except OSError:  # a filesystem without hard links
+                os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+
+def _migrate_sqlite(path: Path, revision: str) -> None:
+    """Bring a store of an earlier MLflow to this MLflow's schema: migrate a copy, then swap it in atomically
+    (the original is kept beside it as ``<name>.<old revision>.bak``)."""
+    with store_lock(path):
+        if _verify_sqlite(path) is None:  # migrated by another process meanwhile
+            return
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.migrating")
+        try:
+            try:
+                _build(tmp, source=path)
+            except Exception as err:  # e.g. a store whose creation an earlier rirlab or MLflow left half-done
+                con = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+                runs = con.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+                con.close()
+                if runs == 0:
+                    raise UserError(f"sqlite:///{path} is a half-created MLflow store (its creation was interrupted; "
+                                    f"it holds no runs); delete it and run the command again") from None
+                raise UserError(f"cannot migrate sqlite:///{path} to this MLflow's schema ({_first_line(err)}); it was "
+                                f"left unchanged (the migration ran on a copy): run mlflow db upgrade on a backup") from None
+            os.link(path, path.with_name(f"{path.name}.{revision}.bak"))
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+
+# ---- servers and databases -----------------------------------------------------------------------------
+
+def _probe_server(uri: str) -> None:
+    """One request to the tracking server's REST API, no retries, a short timeout."""
+    from mlflow.utils.credentials import get_default_host_creds
+    from mlflow.utils.rest_utils import http_request
+
+    shown = redact_uri(raw(uri))
+    try:
+        resp = http_request(get_default_host_creds(raw(uri)), "/api/2.0/mlflow/experiments/search", "GET",
+                            params={"max_results": 1}, max_retries=0, timeout=PROBE_TIMEOUT_S, raise_on_status=False)
+    except Exception as err:  # connection refused, DNS, TLS, timeout (MLflow wraps them)
+        reason = _first_line(err)
+        raise UserError(f"the MLflow tracking server {shown} does not answer ({reason}); start it or fix "
+                        f"--tracking-uri / $MLFLOW_TRACKING_URI") from None
+    if resp.status_code == 401:
+        raise UserError(f"the MLflow tracking server {shown} refused the credentials (401); set "
+                        f"MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN)")
+    if resp.status_code == 404:
+        raise UserError(f"{shown} answers but is not an MLflow tracking server (404 on its REST API); fix the URI")
+    if resp.status_code >= 500:
+        raise UserError(f"the MLflow tracking server {shown} fails ({resp.status_code}); see its log")
+
+
+def _check_database(uri: str, create: bool) -> None:
+    import sqlalchemy
+    from sqlalchemy.pool import NullPool
+
+    shown = redact_uri(raw(uri))
+    args = {"connect_timeout": PROBE_TIMEOUT_S} if scheme(uri) in ("postgresql", "mysql") else {}
+    try:
+        engine = sqlalchemy.create_engine(raw(uri), poolclass=NullPool, connect_args=args)
+    except ModuleNotFoundError as err:
+        raise UserError(f"{shown}: its database driver is not installed ({err.name}); pip install it") from None
+    except Exception as err:
+        raise UserError(f"{shown}: not a database URI SQLAlchemy accepts ({_first_line(err)}); fix --tracking-uri") from None
+    try:
+        with engine.connect() as con:
+            tables = set(sqlalchemy.inspect(con).get_table_names())
+    except Exception as err:
+        raise UserError(f"the database {shown} does not answer ({_first_line(err)}); start it or fix "
+                        f"--tracking-uri / $MLFLOW_TRACKING_URI") from None
+    finally:
+        engine.dispose()
+    if not create and "experiments" not in tables:
+        raise _no_store(uri)
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    line = text[-1] if text and "Max retries" not in text[-1] else (text[0] if text else type(err).__name__)
+    m = re.search(r"\[Errno -?\d+\] [^'\")]+|Connection refused|timed out|Name or service not known", str(err))
+    return redact_uri(m.group(0) if m else line)[:300]
