@@ -28,7 +28,7 @@ def log_parent_report(tracking_uri: str, parent_run_id: str) -> None:
     (``report/pareto.png``) to the sweep's parent run. Problems are warnings on stderr, never exceptions."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     try:
-        client = MlflowClient(tracking_uri)
+        client = MlflowClient(getattr(tracking_uri, "raw", tracking_uri))  # a masked StoreURI: the real one
         parent = client.get_run(parent_run_id)
         experiment = client.get_experiment(parent.info.experiment_id).name
         sw = load_sweep(client, experiment, parent_run_id)

@@ -36,7 +36,9 @@ def open_store(uri: str) -> MlflowClient:
     if not store_exists(uri):
         raise UserError(f"no MLflow store at {store_path(uri)}: run `rirlab sweep` here first, or pass the store of "
                         f"your sweeps with --tracking-uri (or $MLFLOW_TRACKING_URI)")
-    return MlflowClient(uri)
+    from sweeps.tracking import Tracker  # probes the store (unreachable, foreign, old schema: one line), never creates
+
+    return Tracker(uri, create=False).client
 
 
 def _experiment(client: MlflowClient, experiment: str):

@@ -45,7 +45,7 @@ def train(model, task, quick, sets, tracking_uri, experiment):
 
     tracker = Tracker(resolve_tracking_uri(tracking_uri))
     exp_id = tracker.experiment_id(experiment)
-    run_id = tracker.client.create_run(exp_id, run_name=f"{model}-{task}").info.run_id
+    run_id = tracker.create_run(exp_id, f"{model}-{task}").info.run_id  # with MLflow's context tags
     tracker.log_params(run_id, flat)
     click.echo(f"run {run_id} in experiment '{experiment}'")
 
