@@ -69,3 +69,123 @@ def test_yaml_alias_bomb_is_refused_without_expanding(tmp_path):
     path = spec_file(tmp_path, text)
     msg = refused("sweep", path, "--dry-run")
     assert "aliases" in msg and str(path) in msg
+
+
+@pytest.mark.parametrize("value, says", [("k=[1,2", "not valid YAML"), ("k=!!python/object:os.system {}", "not valid YAML"),
+                                         ("=3", "key before '=' is empty")])
+def test_bad_set_value_is_one_line_naming_set(value, says):
+    msg = refused("sweep", REPO / "tests" / "specs" / "tiny.yaml", "--dry-run", "--set", value)
+    assert says in msg and "--set" in msg and "tiny.yaml:" not in msg
+
+
+def load(tmp_path, text=TINY, quick=False, **overrides):
+    from sweeps.spec import load_spec
+
+    return load_spec(spec_file(tmp_path, text), quick=quick, overrides=overrides)
+
+
+def test_set_seed_runs_that_seed(tmp_path):
+    from sweeps.specfile import expand
+
+    trials = expand(load(tmp_path, seed=3).spec)
+    assert sorted(t.config["seed"] for t in trials) == [3, 3] and all(t.swept["seed"] == 3 for t in trials)
+
+
+def test_set_reaches_spec_level_fields(tmp_path):
+    spec = load(tmp_path, seeds=3, num_samples=4, max_concurrent=1, algorithm="random",
+                **{"resources.cpu": 2, "scheduler": {"type": "asha"}, "optuna.sampler": "random"}).spec
+    assert (spec.seed_list, spec.num_samples, spec.max_concurrent, spec.algorithm) == ([0, 1, 2], 4, 1, "random")
+    assert (spec.resources.cpu, spec.scheduler.type, spec.optuna.sampler) == (2, "asha", "random")
+    assert "seeds" not in spec.fixed and "resources.cpu" not in spec.fixed
+
+
+def test_set_steps_goes_to_the_budget_when_the_spec_budgets_steps(tmp_path):
+    from sweeps.specfile import expand
+
+    loaded = load(tmp_path, TINY + "budget: {steps: 30}\n", steps=7)
+    assert {t.config["steps"] for t in expand(loaded.spec)} == {7}
+
+
+@pytest.mark.parametrize("text, overrides, says", [
+    (TINY, {"seeds": True}, "seeds: Input should be a valid integer"),
+    (TINY, {"seeds": [1, 1]}, "seed 1 is listed twice"),
+    (TINY, {"resources.cpus": 2}, "unknown key 'cpus' (did you mean cpu?)"),
+    (TINY, {"search": {}}, "cannot be replaced"),
+    (TINY, {"seed": 1, "seeds": 2}, "keep one"),
+    (TINY + "variants:\n  - {name: a, set: {}}\n  - {name: b, set: {lr: 0.5}}\n",
+     {"lr": 0.1}, "variant 'b' sets lr itself"),
+    (TINY.replace("  steps: 40\n", "  epochs: 2\n"), {"steps": 5}, "overrides steps"),
+])
+def test_override_that_cannot_take_effect_is_refused(tmp_path, text, overrides, says):
+    from rirlab.errors import UserError
+
+    with pytest.raises(UserError, match="--set") as err:
+        load(tmp_path, text, **overrides)
+    assert says in str(err.value)
+
+
+@pytest.mark.parametrize("text, says", [
+    (TINY.replace("seeds: 2", "seeds: [0, 0]"), "seed 0 is listed twice"),
+    (TINY.replace("seeds: 2", "seeds: true"), "seeds: Input should be a valid integer"),
+    (TINY + "num_samples: true\n", "num_samples: Input should be a valid integer"),
+    (TINY + "budget: {steps: true}\n", "budget.steps: Input should be a valid integer"),
+    (TINY.replace("  steps: 40", "  steps: true"), "steps: True is not a number"),
+    (TINY.replace("  steps: 40", "  epochs: true"), "epochs: True is not a number"),
+    (TINY.replace("{grid: [0.003, 0.001]}", "{grid: [0.003, 0.001], when: {modle: rir_grc}}"),
+     "names 'modle', which no trial sets (did you mean model?)"),
+    (TINY.replace("{grid: [0.003, 0.001]}", "{grid: [0.003, 0.001], when: {model: bbt_grc}}"), "holds in no trial"),
+    (TINY.replace("metric: dev/accuracy", "metric: dev/acc"), "(did you mean dev/accuracy?)"),
+    (TINY.replace("metric: dev/accuracy", "metric: len_200_300/accuracy"), None),
+    (TINY.replace("seeds: 2", "seeds: 1000000000"), "2,000,000,000 trials"),
+    (TINY.replace("  steps: 40", "  steps: 40\n  seed: 3"), "seed in fixed would be ignored"),
+])
+def test_silently_accepted_values_are_refused(tmp_path, text, says):
+    from rirlab.errors import UserError
+
+    if says is None:  # controls: valid specs load
+        load(tmp_path, text)
+        return
+    with pytest.raises(UserError) as err:
+        load(tmp_path, text)
+    assert says in str(err.value) and "\n" not in str(err.value)
+
+
+def test_metric_of_an_evaluated_split_is_accepted_and_one_not_evaluated_is_refused(tmp_path):
+    from rirlab.errors import UserError
+
+    load(tmp_path, TINY.replace("metric: dev/accuracy", "metric: test/loss"))
+    text = TINY.replace("metric: dev/accuracy", "metric: args_10/accuracy").replace("  n_test: 50", "  n_test: 50\n  eval_splits: [test]")
+    with pytest.raises(UserError, match="args_10/accuracy' is not reported"):
+        load(tmp_path, text)
+
+
+def test_when_may_name_the_variant(tmp_path):
+    from sweeps.specfile import expand
+
+    text = TINY.replace("{grid: [0.003, 0.001]}", "{grid: [0.003, 0.001], when: {variant: b}}") + \
+        "variants:\n  - {name: a, set: {}}\n  - {name: b, set: {hidden_size: 16}}\n"
+    trials = expand(load(tmp_path, text).spec)
+    assert len(trials) == (1 + 2) * 2 and all(("lr" in t.swept) == (t.variant == "b") for t in trials)
+
+
+def test_trial_cap_counts_before_expanding_and_can_be_raised(tmp_path, monkeypatch):
+    import time
+
+    from rirlab.errors import UserError
+
+    grid = ", ".join(str(i) for i in range(1, 1001))
+    big = TINY.replace("  chunk_size: 5\n", "").replace("{grid: [0.003, 0.001]}", f"{{grid: [{grid}]}}\n  chunk_size: {{grid: [{grid}]}}")
+    t0 = time.time()
+    with pytest.raises(UserError, match=r"2,000,000 trials .* max_trials: N in the spec \(or \$RIRLAB_MAX_TRIALS=N\)"):
+        load(tmp_path, big)
+    assert time.time() - t0 < 5
+    small = TINY.replace("seeds: 2", "seeds: 6")
+    monkeypatch.setenv("RIRLAB_MAX_TRIALS", "10")
+    with pytest.raises(UserError, match="limit of 10"):
+        load(tmp_path, small)
+    load(tmp_path, small + "max_trials: 12\n")  # the spec's own limit wins
+
+
+def test_quick_without_a_quick_block_is_refused(tmp_path):
+    msg = refused("sweep", spec_file(tmp_path, TINY), "--dry-run", "--quick")
+    assert "no quick: block" in msg and "drop --quick" in msg
