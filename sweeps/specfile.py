@@ -41,7 +41,7 @@ SEARCH_KINDS = ("grid", "choice", "uniform", "loguniform", "randint")
 Count = Annotated[int, Strict()]  # counts take integers only: YAML's true is not 1
 MAX_TRIALS = 10_000  # default cap on the trials of one sweep; max_trials: in the spec or $RIRLAB_MAX_TRIALS raises it
 MAX_TRIALS_ENV = "RIRLAB_MAX_TRIALS"
-SAMPLERS = ("tpe", "random", "cmaes", "qmc", "gp", "nsgaii")  # Optuna samplers a spec may name (optuna.sampler)
+SAMPLERS = ("tpe", "random", "qmc", "gp", "nsgaii")  # Optuna samplers a spec may name (optuna.sampler)
 
 
 class _Strict(BaseModel):
@@ -366,20 +366,23 @@ def _sample_axis(axis: Axis, rng: random.Random):
     return rng.randint(*v)
 
 
+def random_points(spec: Spec, seed: int = 0) -> list[dict]:
+    """The ``num_samples`` configurations of a random (or optuna, for previews) search: the searched keys only,
+    drawn on the driver from an RNG seeded with ``seed``, so the dry run and the sweep run the same ones and every
+    configuration runs once per seed with the same values."""
+    rng = random.Random(seed)
+    return [{k: _sample_axis(a, rng) for k, a in spec.search.items()} for _ in range(spec.num_samples)]
+
+
 def expand(spec: Spec, sample_random: bool = False, seed: int = 0) -> list[TrialRecord]:
-    """The trials. Grid: variants x grid x seeds. Random/optuna with ``sample_random``: ``num_samples``
-    draws x seeds from a local RNG (for --dry-run and validation); the real sweep samples inside Ray Tune."""
+    """The trials. Grid: variants x grid x seeds. Random: the ``random_points`` x seeds (what the sweep runs).
+    Optuna with ``sample_random``: a local preview of num_samples x seeds (Optuna chooses the real values)."""
     space, base = TrialSpace.of(spec), base_config(spec)
     if spec.algorithm == "grid":
         return [space.trial({**base, **point}) for point in grid_points(spec)]
-    if not sample_random:
+    if spec.algorithm == "optuna" and not sample_random:
         return []
-    rng = random.Random(seed)
-    trials = []
-    for _ in range(spec.num_samples):
-        point = {k: _sample_axis(a, rng) for k, a in spec.search.items()}
-        trials += [space.trial({**base, **point, "seed": s}) for s in spec.seed_list]
-    return trials
+    return [space.trial({**base, **point, "seed": s}) for point in random_points(spec, seed) for s in spec.seed_list]
 
 
 def swept_keys(spec: Spec) -> list[str]:

@@ -1,0 +1,117 @@
+"""Random and Optuna searches keep seeds honest: every configuration runs once per seed with identical
+non-seed values, the dry run shows what runs, and Optuna's study is persistent."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from sweeps.spec import load_spec
+from sweeps.specfile import expand
+from tests.conftest import REPO, run_cli
+
+TINY = yaml.safe_load((REPO / "tests" / "specs" / "tiny.yaml").read_text())
+SEARCH = {"lr": {"loguniform": [1e-4, 1e-2]}, "hidden_size": {"randint": [4, 12]}}
+
+
+def write_spec(path, **changes):
+    path.write_text(yaml.safe_dump({**TINY, **changes}, sort_keys=False))
+    return path
+
+
+def by_config(trials):
+    groups: dict = {}
+    for t in trials:
+        groups.setdefault(tuple(sorted((k, v) for k, v in t.swept.items() if k != "seed")), []).append(t.swept["seed"])
+    return groups
+
+
+def test_random_search_draws_each_configuration_once_and_runs_it_per_seed(tmp_path):
+    spec = load_spec(write_spec(tmp_path / "r.yaml", algorithm="random", num_samples=3, seeds=2, search=SEARCH)).spec
+    trials = expand(spec)
+    assert trials == expand(spec, sample_random=True)  # the dry run shows what the sweep runs
+    groups = by_config(trials)
+    assert len(groups) == 3 and all(sorted(seeds) == [0, 1] for seeds in groups.values())
+
+
+@pytest.mark.e2e
+def test_ray_tune_runs_each_random_configuration_once_per_seed(tmp_path):
+    """Ray Tune's own trials from param_space + the random search algorithm = the expanded trials."""
+    import ray
+    from ray import tune
+
+    from sweeps.space import _search_alg, param_space
+    from sweeps.specfile import TrialSpace
+
+    spec = load_spec(write_spec(tmp_path / "r.yaml", algorithm="random", num_samples=3, seeds=2, search=SEARCH)).spec
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        tuner = tune.Tuner(lambda config: tune.report({"ok": 1}), param_space=param_space(spec),
+                           tune_config=tune.TuneConfig(search_alg=_search_alg(spec), num_samples=spec.num_samples),
+                           run_config=tune.RunConfig(storage_path=str(tmp_path / "tune"), verbose=0))
+        configs = [r.config for r in tuner.fit()]
+    finally:
+        ray.shutdown()
+    space = TrialSpace.of(spec)
+    ran = [space.trial(c) for c in configs]
+    assert sorted(t.name for t in ran) == sorted(t.name for t in expand(spec))
+    assert all(sorted(seeds) == [0, 1] for seeds in by_config(ran).values()) and len(by_config(ran)) == 3
+
+
+@pytest.mark.e2e
+def test_optuna_sweep_with_sparse_evaluations_runs_each_suggestion_per_seed_into_a_persistent_study(workdir):
+    """log_every != eval_every (dev/accuracy only in some reports) used to crash Ray's OptunaSearch and leave the
+    child run RUNNING; each suggestion must run once per seed and the study must be on disk."""
+    import optuna
+    from mlflow.tracking import MlflowClient
+
+    spec = write_spec(workdir / "o.yaml", name="s_optuna", algorithm="optuna", num_samples=2, seeds=2,
+                      search={"lr": {"loguniform": [1e-4, 1e-2]}},
+                      fixed={**TINY["fixed"], "steps": 20, "log_every": 5, "eval_every": 10},
+                      optuna={"sampler": "random"})
+    run_cli(["sweep", spec, "--no-checkpoint-artifacts"], cwd=workdir, check=True, timeout=300)
+    client = MlflowClient(f"sqlite:///{workdir / 'mlruns.db'}")
+    exp = client.get_experiment_by_name("s_optuna")
+    children = [r for r in client.search_runs([exp.experiment_id]) if "mlflow.parentRunId" in r.data.tags]
+    assert len(children) == 4 and all(r.info.status == "FINISHED" for r in children)
+    lrs: dict = {}
+    for r in children:
+        lrs.setdefault(r.data.params["lr"], []).append(int(r.data.params["seed"]))
+    assert len(lrs) == 2 and all(sorted(s) == [0, 1] for s in lrs.values())
+    dbs = list(workdir.glob("**/optuna.db"))
+    assert len(dbs) == 1
+    summaries = optuna.get_all_study_summaries(f"sqlite:///{dbs[0]}")
+    assert len(summaries) == 1
+    study = optuna.load_study(study_name=summaries[0].study_name, storage=f"sqlite:///{dbs[0]}")
+    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(done) == 2 and {f"{t.params['lr']}" for t in done} == set(lrs)
+
+
+def test_optuna_searcher_ignores_reports_without_the_metric(tmp_path):
+    """A trial reports train/loss every log_every steps and dev/accuracy only when it evaluates; Ray's
+    OptunaSearch raised KeyError on the first report without the metric (seeds: 1, no Repeater in between)."""
+    from sweeps.space import _classes, _search_alg, param_space
+
+    spec = load_spec(write_spec(tmp_path / "o.yaml", algorithm="optuna", num_samples=2, seeds=1,
+                                search={"lr": {"loguniform": [1e-4, 1e-2]}})).spec
+    gen = _search_alg(spec, tune_path=str(tmp_path / "out" / "o-hash-time"))
+    optuna_search = gen.searcher.searcher
+    assert isinstance(optuna_search, _classes()["OptunaSearchEvalOnly"])
+    optuna_search.set_search_properties(None, None, param_space(spec))
+    assert "lr" in gen.searcher.suggest("t1")
+    optuna_search.on_trial_result("t1", {"train/loss": 1.0, "training_iteration": 1})  # no KeyError
+    optuna_search.on_trial_result("t1", {"train/loss": 1.0, "dev/accuracy": 50.0, "training_iteration": 2})
+    assert optuna_search._ot_trials["t1"].storage.get_trial(optuna_search._ot_trials["t1"]._trial_id).intermediate_values == {2: 50.0}
+    assert (tmp_path / "out" / "optuna.db").exists()  # persistent: in the output directory by default
+
+
+def test_optuna_study_storage_defaults_beside_a_sqlite_mlflow_store(tmp_path):
+    from sweeps.space import optuna_study
+
+    spec = load_spec(write_spec(tmp_path / "o.yaml", algorithm="optuna", search={"lr": {"uniform": [0.1, 0.2]}})).spec
+    name, url = optuna_study(spec, f"sqlite:///{tmp_path}/store/mlruns.db", str(tmp_path / "runs" / "o-abc-1"))
+    assert name == "o-abc-1" and url == f"sqlite:///{tmp_path.resolve()}/store/optuna.db"
+    name, url = optuna_study(spec, "http://mlflow:5000", str(tmp_path / "runs" / "o-abc-1"))
+    assert url == f"sqlite:///{(tmp_path / 'runs').resolve()}/optuna.db"
+    named = spec.model_copy(update={"optuna": spec.optuna.model_copy(update={"study_name": "mine", "storage": "sqlite:///x.db"})})
+    assert optuna_study(named, None, None) == ("mine", "sqlite:///x.db")
