@@ -117,9 +117,16 @@ def is_parent(tags: dict) -> bool:
 
 
 # ------------------------------------------------------------------ the trial record
+def short_value(value) -> str:
+    """A swept value as a run name shows it: floats to 4 significant digits (a sampled lr 0.000123456 -> 0.0001235)."""
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
 def trial_name(swept: dict) -> str:
-    """The child run's name: ``chunk_size=30,beam_size=7,seed=0`` (the swept values in spec order)."""
-    return ",".join(f"{k}={v}" for k, v in swept.items())
+    """The child run's name: the swept values in spec order, the variant by its name alone, floats rounded:
+    ``chunk_size=30,beam_size=7,seed=0``, ``-S4D,seed=1``, ``lr=0.001235,seed=0``. The exact values are the
+    run's params and its SWEPT tag."""
+    return ",".join(str(v) if k == "variant" else f"{k}={short_value(v)}" for k, v in swept.items())
 
 
 @dataclasses.dataclass(frozen=True)

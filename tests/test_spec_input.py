@@ -189,3 +189,10 @@ def test_trial_cap_counts_before_expanding_and_can_be_raised(tmp_path, monkeypat
 def test_quick_without_a_quick_block_is_refused(tmp_path):
     msg = refused("sweep", spec_file(tmp_path, TINY), "--dry-run", "--quick")
     assert "no quick: block" in msg and "drop --quick" in msg
+
+
+def test_trial_names_are_short_rounded_and_name_the_variant_alone():
+    from sweeps.schema import trial_name
+
+    assert trial_name({"variant": "-S4D", "chunk_size": 20, "seed": 1}) == "-S4D,chunk_size=20,seed=1"
+    assert trial_name({"lr": 0.0012345678901, "dropout": 0.1, "seed": 0}) == "lr=0.001235,dropout=0.1,seed=0"
