@@ -3,6 +3,7 @@ dry run that shows the trials without starting anything."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import sys
@@ -169,16 +170,130 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def dry_run(loaded: LoadedSpec, out=sys.stdout) -> None:
+TIMING_BUDGET_S = 8.0  # the dry run times one training step per distinct model config for at most this long
+TIMING_BATCH = 4  # ... at this batch size (scaled linearly to the trial's batch size)
+TIMING_ENV = "RIRLAB_DRY_RUN_TIMING"  # 0: no timing (the estimate then says so)
+
+
+def dry_run(loaded: LoadedSpec, out=sys.stdout, timing: Optional[bool] = None) -> None:
+    """What the sweep will run, started nowhere: one line of header, a table with one row per trial (one column
+    per swept value, the trial's training steps), then the compute estimate (``compute_estimate``)."""
+    from sweeps.schema import short_value
+
     spec = loaded.spec
     trials = expand(spec, sample_random=True)
-    if spec.algorithm == "grid":
-        print(f"{spec.name}: {len(trials)} trials (spec hash {loaded.hash})", file=out)
-    else:
-        print(f"{spec.name}: {spec.num_samples} samples x {len(spec.seed_list)} seeds = {len(trials)} trials by "
-              f"{spec.algorithm} search (spec hash {loaded.hash}); the values below are a local preview, "
-              f"Ray Tune draws its own", file=out)
-    for i, t in enumerate(trials):
-        cfg = resolve(t.config).flat()
-        print(f"[{i + 1}] {t.name}", file=out)
-        print("    " + json.dumps(cfg, sort_keys=True, default=str), file=out)
+    how = {"grid": "grid", "random": f"random search ({spec.num_samples} configurations drawn here, each run per seed)",
+           "optuna": f"Optuna ({spec.num_samples} suggestions, each run per seed; the values below are a preview, "
+                     f"Optuna chooses the real ones)"}[spec.algorithm]
+    print(f"{spec.name}: {len(trials)} trials (spec hash {loaded.hash}) by {how}", file=out)
+    resolved = [resolve(t.config) for t in trials]
+    steps = [trial_steps(r) for r in resolved]
+    columns = list(dict.fromkeys(k for t in trials for k in t.swept))
+    rows = [[str(i + 1), *(short_value(t.swept[k]) if k in t.swept else "-" for k in columns), f"{n:,}"]
+            for i, (t, n) in enumerate(zip(trials, steps))]
+    header = ["#", *columns, "steps"]
+    widths = [max(len(r[j]) for r in [header, *rows]) for j in range(len(header))]
+    for r in [header, *rows]:
+        print("  ".join(c.rjust(w) if j == 0 or j == len(header) - 1 else c.ljust(w)
+                        for j, (c, w) in enumerate(zip(r, widths))).rstrip(), file=out)
+    shared = {k: v for k, v in base_config(spec).items() if k not in columns}
+    if shared:
+        print("every trial: " + ", ".join(f"{k}={short_value(v)}" for k, v in shared.items()), file=out)
+    print(compute_estimate(spec, resolved, steps, timing), file=out)
+
+
+def trial_steps(resolved) -> int:
+    """Training steps of a resolved trial: ``steps``, or with ``epochs`` epochs x ceil(n_train / batch_size)
+    (an upper bound where the recipe stops early)."""
+    t = resolved.train
+    n_train = getattr(resolved.task_cfg, "n_train", None)
+    if t.epochs and n_train:
+        return t.epochs * -(-int(n_train) // t.batch_size)
+    return t.steps
+
+
+def compute_estimate(spec: Spec, resolved: list, steps: list[int], timing: Optional[bool] = None) -> str:
+    """trials x steps x step time, as device-hours. The step time is measured here, on this machine's device: one
+    training step of each distinct model config (after a warm-up step, the fastest of up to three; a first step
+    over 1 s is taken as it is) on a random batch of TIMING_BATCH sequences of half the task's maximum training
+    length, scaled linearly to the trial's batch size; evaluation time is not included. Configs left once
+    TIMING_BUDGET_S is spent take the mean per-sequence time of the timed ones."""
+    import os
+
+    if timing is None:
+        timing = os.environ.get(TIMING_ENV, "1") != "0"
+    total_steps = sum(steps)
+    head = f"compute: {len(steps)} trials, {total_steps:,} training steps in all"
+    if not timing or not resolved:
+        return head + f" (step time not measured: {TIMING_ENV}=0)"
+    import time
+
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() and resolved[0].train.device != "cpu" else "cpu"
+    per_seq: dict[str, Optional[float]] = {}  # model config -> ms per sequence in one training step
+    t_end = time.monotonic() + TIMING_BUDGET_S
+    for r in resolved:
+        key = json.dumps([r.model, dataclasses.asdict(r.model_cfg)], sort_keys=True, default=str)
+        if key not in per_seq:
+            per_seq[key] = _time_step(r, device) if time.monotonic() < t_end else None
+    measured = [v for v in per_seq.values() if v is not None]
+    if not measured:
+        return head + " (step time not measured: timing one step failed)"
+    fallback = sum(measured) / len(measured)
+    hours = 0.0
+    for r, n in zip(resolved, steps):
+        key = json.dumps([r.model, dataclasses.asdict(r.model_cfg)], sort_keys=True, default=str)
+        ms = (per_seq[key] if per_seq[key] is not None else fallback) * r.train.batch_size
+        hours += n * ms / 3.6e6
+    res = spec.resources
+    unit = f"{hours * res.gpu:,.3g} GPU-hours" if res.gpu > 0 else f"{hours * res.cpu:,.3g} CPU-hours"
+    timed = f"{len(measured)} of {len(per_seq)} model configs timed" if len(measured) < len(per_seq) \
+        else f"{len(measured)} model config{'s' if len(measured) > 1 else ''} timed"
+    return (f"{head}; about {_duration(hours)} of trial time = {unit} at {res.cpu:g} cpu / {res.gpu:g} gpu per trial "
+            f"(step time measured here on {device}: one training step at batch {TIMING_BATCH} scaled to each "
+            f"trial's batch size, {timed}; evaluations and early stopping not counted)")
+
+
+def _duration(hours: float) -> str:
+    return f"{hours:,.1f} h" if hours >= 1 else f"{hours * 60:.1f} min" if hours * 60 >= 1 else f"{hours * 3600:.0f} s"
+
+
+def _time_step(resolved, device: str) -> Optional[float]:
+    """ms per sequence of one training step of the resolved trial's model (None when it cannot be timed here)."""
+    import time
+
+    import torch
+
+    from rirlab.bench import LISTOPS_CLASSES, LISTOPS_VOCAB, one_step, random_batch
+    from rirlab.models import registry
+    from rirlab.tasks.base import TaskInfo
+
+    try:
+        model = registry.get(resolved.model).build(resolved.model_cfg, TaskInfo(LISTOPS_VOCAB, LISTOPS_CLASSES,
+                                                                                 "classify")).to(device)
+        model.train()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        length = max(2, int(getattr(resolved.task_cfg, "max_train_len", 100)) // 2)
+        batch = random_batch(TIMING_BATCH, length, device)
+        threads = torch.get_num_threads()
+        if resolved.train.num_threads:
+            torch.set_num_threads(resolved.train.num_threads)  # as the trial will run
+        try:
+            times = []
+            for _ in range(4):  # a warm-up step, then the fastest of up to three (this machine may be busy); a slow
+                if device == "cuda":  # first step (over a second) is taken as it is, an overestimate
+                    torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                one_step(model, opt, batch, True)
+                if device == "cuda":
+                    torch.cuda.synchronize()
+                times.append(time.perf_counter() - t0)
+                if sum(times) > 1.0:
+                    break
+            times = times[1:] or times
+        finally:
+            torch.set_num_threads(threads)
+        return 1000 * min(times) / TIMING_BATCH
+    except Exception:  # a model this machine cannot build or run at this size: no estimate for it
+        return None
