@@ -191,6 +191,7 @@ def validate_params(loaded: LoadedSpec) -> None:
                 raise UserError(f"{_key_location(loaded, key)}: {key}: {value!r} is not a number; give an integer")
         mine = set(schema.reported_metrics(getattr(resolved.task_cfg, "eval_splits", ())))
         reported = mine if reported is None else reported & mine
+    check_memory(loaded, [resolve(t.config) for t in _one_per_model(trials)])
     for metric in spec.metrics if reported is not None else ():
         if metric not in reported and not metric.startswith(schema.TRAIN_PREFIX):
             near = closest(metric, reported)
@@ -202,6 +203,80 @@ def validate_params(loaded: LoadedSpec) -> None:
             if axis.when and not any(key in t.swept for t in trials):
                 raise UserError(f"{loaded.where('search', key, 'when')}: search.{key}.when: {axis.when} holds in no "
                                 f"trial, so {key} would never be searched; fix the condition or drop the axis")
+
+
+MEMORY_ENV = "RIRLAB_MEMORY_GB"  # memory of one trial's device where it is not this machine's (a cluster's nodes)
+BYTES_PER_PARAM = 16  # fp32 weights, their gradients and two Adam moments
+
+
+def _one_per_model(trials):
+    seen: dict = {}
+    for t in trials:
+        key = json.dumps({k: v for k, v in t.config.items() if k != "seed"}, sort_keys=True, default=str)
+        seen.setdefault(key, t)
+    return list(seen.values())
+
+
+def memory_estimate_gb(resolved) -> float:
+    """A lower bound on one trial's memory (GB): its parameters with gradients and Adam state (the model built on
+    the meta device: nothing allocated), plus one fp32 state (and its gradient) per sequence x token x hidden unit
+    x beam for a training batch of the task's longest training sequences. Real use is higher."""
+    import torch
+
+    from rirlab.models import registry as models
+    from rirlab.tasks import registry as tasks
+    from rirlab.tasks.base import TaskInfo
+
+    cfg = resolved.model_cfg
+    try:
+        with torch.device("meta"):
+            model = models.get(resolved.model).build(cfg, TaskInfo(16, 10, tasks.get(resolved.task).kind))
+        params = sum(p.numel() for p in model.parameters())
+    except Exception:  # a builder that needs a real device: count the states only
+        params = 0
+    hidden = int(getattr(cfg, "hidden_size", 0) or 0)
+    beam = int(getattr(cfg, "beam_size", 1) or 1)
+    length = int(getattr(resolved.task_cfg, "max_train_len", 100) or 100)
+    states = resolved.train.batch_size * length * hidden * beam * 4 * 2
+    return (params * BYTES_PER_PARAM + states) / 2**30
+
+
+def check_memory(loaded: LoadedSpec, resolved: list) -> None:
+    """Refuse a trial whose memory lower bound exceeds one device (this machine's RAM, its GPU memory for a spec
+    that asks for GPUs, or $RIRLAB_MEMORY_GB); warn on stderr above half of it."""
+    import os
+    import sys
+
+    if not resolved:
+        return
+    env = os.environ.get(MEMORY_ENV, "").strip()
+    if env:
+        try:
+            limit, what = float(env), f"${MEMORY_ENV}"
+        except ValueError:
+            raise UserError(f"${MEMORY_ENV}={env!r} is not a number of GB") from None
+    else:
+        import psutil
+        import torch
+
+        limit, what = psutil.virtual_memory().total / 2**30, "this machine's memory"
+        if loaded.spec.resources.gpu > 0 and torch.cuda.is_available():
+            limit, what = torch.cuda.get_device_properties(0).total_memory / 2**30, "this machine's GPU memory"
+    worst = max(resolved, key=memory_estimate_gb)
+    need = memory_estimate_gb(worst)
+    sizes = ", ".join(f"{k}={getattr(worst.model_cfg, k)}" for k in ("hidden_size", "beam_size")
+                      if hasattr(worst.model_cfg, k))
+    if need > limit:
+        cfg = worst.model_cfg  # name the size that is furthest above its usual value (beam ~5, hidden ~128)
+        key = max((k for k in ("beam_size", "hidden_size") if hasattr(cfg, k)),
+                  key=lambda k: (k in loaded.overrides, getattr(cfg, k) / (5 if k == "beam_size" else 128)),
+                  default="hidden_size")
+        raise UserError(f"{_key_location(loaded, key)}: a trial of {worst.model} ({sizes}, batch_size="
+                        f"{worst.train.batch_size}) needs at least {need:,.1f} GB, more than {what} ({limit:,.1f} GB); "
+                        f"lower {key} or batch_size (on bigger nodes set ${MEMORY_ENV})")
+    if need > limit / 2:
+        print(f"warning: a trial of {worst.model} ({sizes}) needs at least {need:,.1f} GB of the {limit:,.1f} GB of "
+              f"{what}", file=sys.stderr)
 
 
 def _check_when_keys(loaded: LoadedSpec) -> None:

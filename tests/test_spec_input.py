@@ -196,3 +196,25 @@ def test_trial_names_are_short_rounded_and_name_the_variant_alone():
 
     assert trial_name({"variant": "-S4D", "chunk_size": 20, "seed": 1}) == "-S4D,chunk_size=20,seed=1"
     assert trial_name({"lr": 0.0012345678901, "dropout": 0.1, "seed": 0}) == "lr=0.001235,dropout=0.1,seed=0"
+
+
+@pytest.mark.parametrize("key, value", [("beam_size", 10**6), ("hidden_size", 10**6)])
+def test_sizes_that_cannot_fit_are_refused_with_the_estimate(tmp_path, key, value):
+    from rirlab.errors import UserError
+
+    text = TINY.replace("model: rir_grc", "model: rir_ebt_grc")
+    with pytest.raises(UserError, match=rf"--set {key}: .* needs at least [\d,.]+ GB, more than this machine's memory"):
+        load(tmp_path, text, **{key: value})
+    load(tmp_path, text, beam_size=7)  # the usual sizes load
+
+
+def test_memory_limit_can_name_bigger_nodes(tmp_path, monkeypatch, capsys):
+    from rirlab.errors import UserError
+
+    text = TINY.replace("model: rir_grc", "model: rir_ebt_grc")
+    monkeypatch.setenv("RIRLAB_MEMORY_GB", "0.0001")
+    with pytest.raises(UserError, match=r"\$RIRLAB_MEMORY_GB"):
+        load(tmp_path, text)
+    monkeypatch.setenv("RIRLAB_MEMORY_GB", "100000")
+    load(tmp_path, text, beam_size=1000)
+    assert "warning" not in capsys.readouterr().err
