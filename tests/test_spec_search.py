@@ -115,3 +115,23 @@ def test_optuna_study_storage_defaults_beside_a_sqlite_mlflow_store(tmp_path):
     assert url == f"sqlite:///{(tmp_path / 'runs').resolve()}/optuna.db"
     named = spec.model_copy(update={"optuna": spec.optuna.model_copy(update={"study_name": "mine", "storage": "sqlite:///x.db"})})
     assert optuna_study(named, None, None) == ("mine", "sqlite:///x.db")
+
+
+def test_multi_objective_optuna_tells_the_seed_mean_of_each_objective(tmp_path):
+    """Ray's Repeater looked a list of metrics up as one key (TypeError); each objective is averaged over seeds."""
+    import optuna
+
+    from sweeps.space import _search_alg, param_space
+
+    spec = load_spec(write_spec(tmp_path / "m.yaml", algorithm="optuna", num_samples=1, seeds=2,
+                                metric=["dev/accuracy", "time_per_step_ms"], mode=["max", "min"],
+                                search={"lr": {"loguniform": [1e-4, 1e-2]}})).spec
+    gen = _search_alg(spec, tune_path=str(tmp_path / "out" / "m-hash-time"))
+    repeater = gen.searcher
+    repeater.set_search_properties(None, None, param_space(spec))
+    first, second = repeater.suggest("t1"), repeater.suggest("t2")
+    assert first["lr"] == second["lr"] and {first["__trial_index__"], second["__trial_index__"]} == {0, 1}
+    repeater.on_trial_complete("t1", {"dev/accuracy": 40.0, "time_per_step_ms": 10.0})
+    repeater.on_trial_complete("t2", {"dev/accuracy": 60.0, "time_per_step_ms": 30.0})
+    study = repeater.searcher._ot_study
+    assert [t.values for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE] == [[50.0, 20.0]]
