@@ -89,6 +89,7 @@ def optuna_study(spec: Spec, tracking_uri: Optional[str] = None, tune_path: Opti
 def _rdb_storage(url: str):
     import optuna
 
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # not "A new study created in RDB ..." on the terminal
     try:
         return optuna.storages.RDBStorage(url)
     except Exception as err:  # a bad URL or a database that cannot be opened: before any trial starts

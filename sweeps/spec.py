@@ -173,6 +173,8 @@ def validate_params(loaded: LoadedSpec) -> None:
     then the checks a dataclass cannot make: ``when:`` keys, counts given as true/false, the metric."""
     spec = loaded.spec
     _check_when_keys(loaded)
+    if spec.algorithm == "optuna" and spec.optuna.storage:
+        _check_storage_url(loaded, spec.optuna.storage)
     trials = expand(spec, sample_random=True)
     reported: Optional[set] = None
     for trial in trials:
@@ -277,6 +279,19 @@ def check_memory(loaded: LoadedSpec, resolved: list) -> None:
     if need > limit / 2:
         print(f"warning: a trial of {worst.model} ({sizes}) needs at least {need:,.1f} GB of the {limit:,.1f} GB of "
               f"{what}", file=sys.stderr)
+
+
+def _check_storage_url(loaded: LoadedSpec, url: str) -> None:
+    """optuna.storage must be a database URL SQLAlchemy can load a driver for (checked without connecting)."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        make_url(url).get_dialect()
+    except Exception as err:
+        where = "--set optuna.storage" if "optuna.storage" in loaded.overrides or "optuna" in loaded.overrides \
+            else loaded.where("optuna", "storage")
+        raise UserError(f"{where}: {url!r} is not a database URL Optuna can use ({str(err).splitlines()[0]}); "
+                        f"e.g. sqlite:///optuna.db or postgresql://user@host/db") from None
 
 
 def _check_when_keys(loaded: LoadedSpec) -> None:

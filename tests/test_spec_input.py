@@ -218,3 +218,14 @@ def test_memory_limit_can_name_bigger_nodes(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("RIRLAB_MEMORY_GB", "100000")
     load(tmp_path, text, beam_size=1000)
     assert "warning" not in capsys.readouterr().err
+
+
+def test_optuna_settings_are_validated_before_anything_starts(tmp_path):
+    from rirlab.errors import UserError
+
+    text = TINY.replace("{grid: [0.003, 0.001]}", "{uniform: [0.001, 0.003]}") + "algorithm: optuna\n"
+    with pytest.raises(UserError, match="--set optuna.storage: 'foo://x' is not a database URL"):
+        load(tmp_path, text, **{"optuna.storage": "foo://x"})
+    with pytest.raises(UserError, match="optuna.sampler"):
+        load(tmp_path, text, **{"optuna.sampler": "bogus"})
+    assert load(tmp_path, text + "optuna: {sampler: qmc, study_name: s1}\n").spec.optuna.sampler == "qmc"
