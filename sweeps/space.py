@@ -62,6 +62,7 @@ def _search_alg(spec: Spec, tracking_uri: Optional[str] = None, tune_path: Optio
         metric=spec.metrics if len(spec.metrics) > 1 else spec.metrics[0],
         mode=spec.modes if len(spec.modes) > 1 else spec.modes[0],
         sampler=optuna_sampler(spec), study_name=study_name, storage=_rdb_storage(storage))
+    search.pruner = optuna_pruner(spec)
     searcher = _classes()["SeedRepeater"](search, repeat=len(spec.seed_list), set_index=True)
     if spec.max_concurrent:
         searcher = ConcurrencyLimiter(searcher, max_concurrent=spec.max_concurrent)
@@ -109,11 +110,35 @@ def optuna_sampler(spec: Spec):
             "nsgaii": lambda: optuna.samplers.NSGAIISampler(seed=seed)}[spec.optuna.sampler]()
 
 
+def optuna_pruner(spec: Spec):
+    """The spec's ``optuna.pruner`` as an Optuna pruner (NopPruner for none)."""
+    import optuna
+
+    return {"none": optuna.pruners.NopPruner, "median": optuna.pruners.MedianPruner,
+            "hyperband": optuna.pruners.HyperbandPruner,
+            "successive_halving": optuna.pruners.SuccessiveHalvingPruner}[spec.optuna.pruner]()
+
+
+def pruning_scheduler(search_alg):
+    """The Tune scheduler that carries out Optuna's pruning decisions for an optuna search from ``_search_alg``
+    (None when its pruner is none): pass it as TuneConfig(scheduler=...) where the spec's scheduler is fifo."""
+    import optuna
+
+    searcher = getattr(search_alg, "searcher", None)
+    while searcher is not None and not isinstance(searcher, _classes()["OptunaSearchEvalOnly"]):
+        searcher = getattr(searcher, "searcher", None)
+    if searcher is None or isinstance(searcher.pruner, optuna.pruners.NopPruner):
+        return None
+    return _classes()["OptunaPruning"](search_alg.searcher)
+
+
 @functools.cache
 def _classes() -> dict:
     """Ray Tune subclasses, defined on first use (importing Ray is slow) and importable by name from this module
     (Tune pickles its search algorithm with the experiment; ``--resume`` loads it back)."""
     import numpy as np
+    import optuna
+    from ray.tune.schedulers import FIFOScheduler, TrialScheduler
     from ray.tune.search import Repeater, SearchGenerator
     from ray.tune.search.optuna import OptunaSearch
 
@@ -121,13 +146,34 @@ def _classes() -> dict:
         """Ray's OptunaSearch reads the metric from every report; a trial reports its train loss every
         ``log_every`` steps and the metric (dev accuracy) only when it evaluates: pass only those to Optuna."""
 
+        pruner = None  # set by _search_alg; Ray's OptunaSearch creates its study with NopPruner
+
         def on_trial_result(self, trial_id: str, result: dict):
             if isinstance(self.metric, str) and self.metric not in result:
                 return
             super().on_trial_result(trial_id, result)
 
+        def _setup_study(self, mode):
+            super()._setup_study(mode)
+            if self.pruner is not None:
+                self._ot_study.pruner = self.pruner
+
+        def should_prune(self, trial_id: str) -> bool:
+            ot_trial = self._ot_trials.get(trial_id)
+            return ot_trial is not None and trial_id not in self._completed_trials and ot_trial.should_prune()
+
     class SeedRepeater(Repeater):
-        """Repeater that also averages several objectives (multi-objective Optuna) over the seeds."""
+        """Repeater that also averages several objectives (multi-objective Optuna) over the seeds, and passes the
+        intermediate results of each configuration's first seed to Optuna (what its pruner judges)."""
+
+        def on_trial_result(self, trial_id: str, result: dict):
+            group = self._trial_id_to_group.get(trial_id)
+            if group is not None and trial_id == group.primary_trial_id:
+                self.searcher.on_trial_result(trial_id, result)
+
+        def should_prune(self, trial_id: str) -> bool:
+            group = self._trial_id_to_group.get(trial_id)
+            return group is not None and self.searcher.should_prune(group.primary_trial_id)
 
         def on_trial_complete(self, trial_id: str, result: Optional[dict] = None, **kwargs):
             metrics = self.searcher.metric if isinstance(self.searcher.metric, list) else [self.searcher.metric]
@@ -158,15 +204,31 @@ def _classes() -> dict:
 
             self.__dict__.update(state, _parser=_make_parser())
 
+    class OptunaPruning(FIFOScheduler):
+        """Stops a trial once Optuna's pruner prunes its configuration (judged on the first seed's reports)."""
+
+        def __init__(self, searcher):
+            super().__init__()
+            self.searcher = searcher  # the SeedRepeater (or a ConcurrencyLimiter around it)
+
+        def on_trial_result(self, tune_controller, trial, result: dict) -> str:
+            inner = self.searcher
+            while not hasattr(inner, "should_prune"):
+                inner = inner.searcher
+            try:
+                return TrialScheduler.STOP if inner.should_prune(trial.trial_id) else TrialScheduler.CONTINUE
+            except (KeyError, optuna.exceptions.OptunaError):
+                return TrialScheduler.CONTINUE
+
     out = {}
-    for cls in (OptunaSearchEvalOnly, SeedRepeater, PerSeedGenerator):
+    for cls in (OptunaSearchEvalOnly, SeedRepeater, PerSeedGenerator, OptunaPruning):
         cls.__module__, cls.__qualname__ = __name__, cls.__name__
         out[cls.__name__] = cls
     return out
 
 
 def __getattr__(name: str):
-    if name in ("OptunaSearchEvalOnly", "SeedRepeater", "PerSeedGenerator"):
+    if name in ("OptunaSearchEvalOnly", "SeedRepeater", "PerSeedGenerator", "OptunaPruning"):
         return _classes()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

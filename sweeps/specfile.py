@@ -42,6 +42,7 @@ Count = Annotated[int, Strict()]  # counts take integers only: YAML's true is no
 MAX_TRIALS = 10_000  # default cap on the trials of one sweep; max_trials: in the spec or $RIRLAB_MAX_TRIALS raises it
 MAX_TRIALS_ENV = "RIRLAB_MAX_TRIALS"
 SAMPLERS = ("tpe", "random", "qmc", "gp", "nsgaii")  # Optuna samplers a spec may name (optuna.sampler)
+PRUNERS = ("none", "median", "hyperband", "successive_halving")  # Optuna pruners (optuna.pruner)
 
 
 class _Strict(BaseModel):
@@ -133,11 +134,14 @@ class Optuna(_Strict):
     """The Optuna study of ``algorithm: optuna``: persistent, so optuna-dashboard and Optuna's parameter
     importances read it. ``storage`` is an Optuna storage URL (default: a SQLite file beside the MLflow store
     when that is SQLite, else in the sweep's output directory); ``study_name`` defaults to the sweep's folder
-    name ``<spec>-<hash>-<time>``. Pruning is the spec's ``scheduler:`` (Ray Tune stops trials, e.g. asha)."""
+    name ``<spec>-<hash>-<time>``. ``pruner``: Optuna's pruner judges the metric each evaluation reports (of a
+    configuration's first seed) and a pruned configuration stops on every seed (sweeps.space.pruning_scheduler);
+    single-metric only, instead of ``scheduler: asha``."""
 
     study_name: Optional[str] = Field(None, min_length=1)
     storage: Optional[str] = Field(None, min_length=1)
     sampler: Literal[SAMPLERS] = "tpe"
+    pruner: Literal[PRUNERS] = "none"
 
 
 class Spec(_Strict):
@@ -191,6 +195,9 @@ class Spec(_Strict):
             raise ValueError("several metrics (multi-objective) need algorithm: optuna")
         if len(metrics) > 1 and self.scheduler.type == "asha":
             raise ValueError("asha needs a single metric")
+        if self.optuna.pruner != "none" and (self.algorithm != "optuna" or len(metrics) > 1 or self.scheduler.type != "fifo"):
+            raise ValueError("optuna.pruner needs algorithm: optuna, a single metric and scheduler fifo (it stops the "
+                             "trials itself)")
         if self.variants and self.algorithm != "grid":
             raise ValueError("variants need algorithm: grid")
         if self.algorithm == "grid":

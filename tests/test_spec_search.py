@@ -135,3 +135,41 @@ def test_multi_objective_optuna_tells_the_seed_mean_of_each_objective(tmp_path):
     repeater.on_trial_complete("t2", {"dev/accuracy": 60.0, "time_per_step_ms": 30.0})
     study = repeater.searcher._ot_study
     assert [t.values for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE] == [[50.0, 20.0]]
+
+
+def test_optuna_pruner_is_the_studys_and_stops_every_seed_of_a_pruned_configuration(tmp_path):
+    import types
+
+    import optuna
+    from ray.tune.schedulers import TrialScheduler
+
+    from sweeps.space import _search_alg, param_space, pruning_scheduler
+
+    spec = load_spec(write_spec(tmp_path / "p.yaml", algorithm="optuna", num_samples=2, seeds=2,
+                                optuna={"pruner": "median"}, search={"lr": {"loguniform": [1e-4, 1e-2]}})).spec
+    gen = _search_alg(spec, tune_path=str(tmp_path / "out" / "p-hash-time"))
+    gen.searcher.set_search_properties(None, None, param_space(spec))
+    sched = pruning_scheduler(gen)
+    assert sched is not None
+    ids = ["a0", "a1", "b0", "b1"]
+    for i in ids:
+        gen.searcher.suggest(i)
+    optuna_search = gen.searcher.searcher
+    assert isinstance(optuna_search._ot_study.pruner, optuna.pruners.MedianPruner)
+    gen.searcher.on_trial_result("a0", {"dev/accuracy": 10.0, "training_iteration": 1})  # first seed: to Optuna
+    gen.searcher.on_trial_result("a1", {"dev/accuracy": 90.0, "training_iteration": 1})  # other seeds: not
+    trial_a = optuna_search._ot_trials["a0"]
+    assert trial_a.storage.get_trial(trial_a._trial_id).intermediate_values == {1: 10.0}
+    trial_a.should_prune = lambda: True  # Optuna's pruner decided against configuration a
+    result = {"dev/accuracy": 1.0}
+    assert [sched.on_trial_result(None, types.SimpleNamespace(trial_id=i), result) for i in ids] == \
+        [TrialScheduler.STOP] * 2 + [TrialScheduler.CONTINUE] * 2
+    plain = load_spec(write_spec(tmp_path / "n.yaml", algorithm="optuna", search={"lr": {"uniform": [0.1, 0.2]}})).spec
+    assert pruning_scheduler(_search_alg(plain, tune_path=str(tmp_path / "out" / "n-h-t"))) is None
+
+
+def test_optuna_pruner_needs_optuna_and_one_metric(tmp_path):
+    from rirlab.errors import UserError
+
+    with pytest.raises(UserError, match="optuna.pruner needs algorithm: optuna"):
+        load_spec(write_spec(tmp_path / "g.yaml", optuna={"pruner": "median"}))
