@@ -75,8 +75,12 @@ OPTUNA_DB = "optuna.db"
 def optuna_study(spec: Spec, tracking_uri: Optional[str] = None, tune_path: Optional[str] = None) -> tuple[str, str]:
     """(study name, storage URL) of an optuna sweep: the spec's ``optuna:`` values, else the sweep's folder name
     ``<spec>-<hash>-<time>`` and an SQLite file ``optuna.db`` beside the MLflow store when that is a SQLite file,
-    else in the output directory (``optuna-dashboard sqlite:///…/optuna.db`` shows it)."""
-    name = spec.optuna.study_name or (Path(tune_path).name if tune_path else spec.name)
+    else in the output directory (``optuna-dashboard sqlite:///PATH/optuna.db`` shows it)."""
+    import time
+
+    # one study per sweep (a study named after the spec alone would mix its quick and full sweeps); --resume
+    # restores the searcher, and with it the study's name, from Ray Tune's state
+    name = spec.optuna.study_name or (Path(tune_path).name if tune_path else f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}")
     if spec.optuna.storage:
         return name, spec.optuna.storage
     if tracking_uri and tracking_uri.startswith("sqlite:///") and tracking_uri != "sqlite:///:memory:":
