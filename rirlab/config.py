@@ -114,14 +114,31 @@ def closest(key: str, candidates) -> str:
 
 
 def parse_overrides(pairs) -> dict[str, Any]:
-    """``--set key=value`` pairs; values are parsed as YAML scalars (20 -> int, true -> bool)."""
-    out = {}
+    """``--set key=value`` pairs; values are parsed as YAML with the safe loader (20 -> int, true -> bool,
+    [1, 2] -> list). Anything wrong (no ``=``, an empty key, a key given twice, a value that is not plain YAML,
+    such as ``!!python/object`` tags) is a one-line UserError that names the ``--set`` argument."""
+    out: dict[str, Any] = {}
     for pair in pairs or ():
         if "=" not in pair:
             raise UserError(f"--set {pair!r}: expected key=value, e.g. --set chunk_size=20")
-        key, value = pair.split("=", 1)
-        out[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+        key, value = (part.strip() for part in pair.split("=", 1))
+        if not key:
+            raise UserError(f"--set {pair!r}: the key before '=' is empty; e.g. --set chunk_size=20")
+        if key in out:
+            raise UserError(f"--set {key} is given twice; keep one")
+        out[key] = _override_value(pair, value)
     return out
+
+
+def _override_value(pair: str, value: str):
+    if not value:
+        return ""
+    try:
+        return yaml.safe_load(value)
+    except yaml.YAMLError as err:
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise UserError(f"--set {pair!r}: the value is not valid YAML ({problem}); give a number, true/false, a "
+                        f"string or a list such as [1, 2], and quote it for the shell") from None
 
 
 def build(cls, values: dict[str, Any], what: str):

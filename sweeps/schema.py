@@ -69,7 +69,11 @@ FINAL = "final"
 TRAIN_LOSS = "train/loss"
 TIME_PER_STEP_MS = "time_per_step_ms"
 PEAK_MEM_MB = "peak_mem_mb"
-NON_EVAL_SPLITS = ("train", "dev")  # splits with metrics that are not a table column
+NON_EVAL_SPLITS = ("train", "dev")
+TRAIN_PREFIX = "train/"  # train/loss, train/accuracy and each model's own train/<stat>
+EVAL_METRICS = ("accuracy", "loss")  # what every evaluated split reports: <split>/accuracy, <split>/loss
+RUN_METRICS = (STEP, TIME_PER_STEP_MS, PEAK_MEM_MB, "lr", "epoch", "num_params", "stopped_epoch", "early_stopped",
+               "best/step", "best/epoch", "best/dev_accuracy", "best/dev_loss")  # splits with metrics that are not a table column
 # A trial that ends on a deterministic failure (a NaN loss) reports this string as its last result: the
 # child run ends FAILED with it as FAILURE_REASON (never a metric, never retried).
 FAILURE_RESULT = "failure_reason"
@@ -84,6 +88,12 @@ def split_of(metric_key: str, metric: str = "accuracy"):
     """``test/accuracy`` -> ``test``; None for any other metric."""
     suffix = "/" + metric
     return metric_key[: -len(suffix)] if metric_key.endswith(suffix) else None
+
+
+def reported_metrics(eval_splits) -> list[str]:
+    """The metric names a trial reports (besides the train/ ones): dev and each evaluated split x EVAL_METRICS, and
+    the run metrics; what a spec's ``metric`` must name."""
+    return [*RUN_METRICS, *(split_metric(s, m) for s in ("dev", *eval_splits) for m in EVAL_METRICS)]
 
 
 def result_tag(key: str) -> str:
@@ -107,9 +117,16 @@ def is_parent(tags: dict) -> bool:
 
 
 # ------------------------------------------------------------------ the trial record
+def short_value(value) -> str:
+    """A swept value as a run name shows it: floats to 4 significant digits (a sampled lr 0.000123456 -> 0.0001235)."""
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
 def trial_name(swept: dict) -> str:
-    """The child run's name: ``chunk_size=30,beam_size=7,seed=0`` (the swept values in spec order)."""
-    return ",".join(f"{k}={v}" for k, v in swept.items())
+    """The child run's name: the swept values in spec order, the variant by its name alone, floats rounded:
+    ``chunk_size=30,beam_size=7,seed=0``, ``-S4D,seed=1``, ``lr=0.001235,seed=0``. The exact values are the
+    run's params and its SWEPT tag."""
+    return ",".join(str(v) if k == "variant" else f"{k}={short_value(v)}" for k, v in swept.items())
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,9 +13,12 @@ import re
 from pathlib import Path
 from typing import Any, Optional
 
+from pydantic import ValidationError
+
 from rirlab.config import resolve
 from rirlab.errors import UserError
-from sweeps.specfile import Spec, closest, expand, parse_spec
+from sweeps import schema
+from sweeps.specfile import VARIANT_KEY, Budget, Optuna, Resources, Scheduler, Spec, _union_member, base_config, closest, expand, parse_spec
 
 
 class LoadedSpec:
@@ -30,7 +33,11 @@ class LoadedSpec:
     def hash(self) -> str:
         """Hash of the effective spec (file content + --quick + --set) and of the content of every imported split
         its trials read (re-importing a changed file makes another sweep), 12 hex digits."""
-        blob = json.dumps({"spec": self.spec.model_dump(mode="json"), "quick": self.quick,
+        dump = self.spec.model_dump(mode="json")
+        for field in ("max_trials", "optuna"):  # newer fields: left unset they keep the hash of earlier sweeps
+            if field not in self.spec.model_fields_set:
+                dump.pop(field)
+        blob = json.dumps({"spec": dump, "quick": self.quick,
                            "overrides": self.overrides, **({"imported": self.imported} if self.imported else {})},
                           sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
@@ -42,57 +49,135 @@ class LoadedSpec:
         return str(self.path)
 
 
+SPEC_FIELDS = ("seeds", "num_samples", "max_concurrent", "algorithm", "metric", "mode", "checkpoint_every",
+               "max_failures", "max_trials", "description")  # spec-level fields --set may replace
+SPEC_SECTIONS = ("resources", "scheduler", "budget", "optuna")  # --set resources.cpu=2 or --set resources={cpu: 2}
+NOT_OVERRIDABLE = ("name", "fixed", "search", "variants", "quick")  # structure: edit the spec file
+
+
 def load_spec(path, quick: bool = False, overrides: Optional[dict] = None) -> LoadedSpec:
     """Read, apply --quick and --set, validate the schema AND every trial config. Raises UserError."""
     path = Path(path)
     spec, lines = parse_spec(path)
     overrides = dict(overrides or {})
-    if quick and spec.quick is not None:
-        q = spec.quick
-        upd: dict[str, Any] = {"fixed": {**spec.fixed, **q.fixed}}
-        if q.search is not None:
-            upd["search"] = q.search
-        if q.seeds is not None:
-            upd["seeds"] = q.seeds
-        if q.num_samples is not None:
-            upd["num_samples"] = q.num_samples
-        if q.budget is not None:
-            upd["budget"] = q.budget
-        if q.max_concurrent is not None:
-            upd["max_concurrent"] = q.max_concurrent
-        if q.variants is not None:
-            known = {v.name for v in spec.variants}
-            missing = [n for n in q.variants if n not in known]
-            if missing:
-                raise UserError(f"{path}:{lines.get(('quick', 'variants'), '?')}: quick.variants names unknown variant '{missing[0]}'"
-                                f"{closest(missing[0], known)}")
-            upd["variants"] = [v for v in spec.variants if v.name in q.variants]
-        spec = spec.model_copy(update=upd)
+    if quick:
+        if spec.quick is None:
+            raise UserError(f"{path} has no quick: block, so --quick would run the full protocol; add a quick: block "
+                            f"(e.g. quick: {{fixed: {{steps: 200}}, seeds: 1}}) or drop --quick")
+        spec = _revalidate(spec, _quick_update(spec, path, lines), f"{path}: quick:")
     if overrides:
-        # --set fixes a value: it replaces any search axis of the same name
-        spec = spec.model_copy(update={"fixed": {**spec.fixed, **overrides},
-                                       "search": {k: a for k, a in spec.search.items() if k not in overrides}})
-    loaded = LoadedSpec(spec, path, path.read_text(), lines, quick, overrides)
+        spec = _revalidate(spec, _override_update(spec, overrides), "--set")
+    loaded = LoadedSpec(spec, path, path.read_text(encoding="utf-8"), lines, quick, overrides)
     validate_params(loaded)
     return loaded
 
 
+def _revalidate(spec: Spec, update: dict, where: str) -> Spec:
+    """The spec with ``update`` applied, validated again as a whole (counts, limits, algorithm rules)."""
+    data = spec.model_dump(exclude_unset=True)
+    data.update(update)
+    try:
+        return Spec.model_validate(data)
+    except ValidationError as err:
+        e = err.errors()[0]
+        loc = [str(p) for p in e["loc"] if not _union_member(p)]
+        key = ".".join(loc) or "spec"
+        if e["type"] == "extra_forbidden":
+            section = {"resources": Resources, "scheduler": Scheduler, "budget": Budget, "optuna": Optuna}.get(loc[0])
+            valid = list(section.model_fields) if section else []
+            raise UserError(f"{where} {key}: unknown key '{loc[-1]}'{closest(loc[-1], valid)}"
+                            f"{'; ' + loc[0] + ' has ' + ', '.join(valid) if valid else ''}") from None
+        msg = e["msg"].removeprefix("Value error, ")
+        got = e.get("input")
+        raise UserError(f"{where} {key}: {msg}{'' if isinstance(got, (dict, list)) else f' (got {got!r})'}") from None
+
+
+def _quick_update(spec: Spec, path: Path, lines: dict) -> dict:
+    q = spec.quick
+    upd: dict[str, Any] = {"fixed": {**spec.fixed, **q.fixed}}
+    for field in ("search", "seeds", "num_samples", "budget", "max_concurrent"):
+        if getattr(q, field) is not None:
+            upd[field] = getattr(q, field)
+    if q.variants is not None:
+        known = {v.name for v in spec.variants}
+        missing = [n for n in q.variants if n not in known]
+        if missing:
+            raise UserError(f"{path}:{lines.get(('quick', 'variants'), '?')}: quick.variants names unknown variant "
+                            f"'{missing[0]}'{closest(missing[0], known)}")
+        upd["variants"] = [v for v in spec.variants if v.name in q.variants]
+    return {k: (v.model_dump(exclude_unset=True) if hasattr(v, "model_dump") else
+                {a: x.model_dump(exclude_unset=True) for a, x in v.items()} if k == "search" else
+                [x.model_dump(exclude_unset=True) for x in v] if k == "variants" else v) for k, v in upd.items()}
+
+
+def _override_update(spec: Spec, overrides: dict) -> dict:
+    """--set: a spec-level field (seeds, num_samples, algorithm, resources.cpu, ...) replaces it; ``seed=N`` runs
+    seed N only; any other key fixes a config value and replaces a searched axis of that name. An override that
+    could not take effect is refused."""
+    upd: dict[str, Any] = {}
+    fixed = dict(spec.fixed)
+    search = dict(spec.search)
+    for key, value in overrides.items():
+        head, _, sub = key.partition(".")
+        if key in NOT_OVERRIDABLE or head in NOT_OVERRIDABLE:
+            raise UserError(f"--set {key}: the spec's {head} cannot be replaced from the command line; edit the spec "
+                            f"(or --set one of its config keys, e.g. --set hidden_size=64)")
+        if key == "seed":
+            if "seeds" in overrides:
+                raise UserError("--set seed and --set seeds both given; keep one (seed=N runs seed N only)")
+            upd["seeds"] = [value] if not isinstance(value, list) else value
+        elif key in SPEC_FIELDS:
+            upd[key] = value
+        elif head in SPEC_SECTIONS:
+            current = getattr(spec, head).model_dump(exclude_unset=True)
+            if not sub:
+                if not isinstance(value, dict):
+                    raise UserError(f"--set {key}: give a mapping, e.g. --set '{head}={{...}}', or one field: "
+                                    f"--set {head}.FIELD=VALUE")
+                upd[head] = {**current, **value}
+            else:
+                upd[head] = {**upd.get(head, current), sub: value}
+        elif key in ("steps", "epochs") and getattr(spec.budget, key) is not None:
+            upd["budget"] = {**upd.get("budget", spec.budget.model_dump(exclude_unset=True)), key: value}
+        else:
+            setters = [v.name for v in spec.variants if key in v.set]
+            if setters:
+                raise UserError(f"--set {key}: variant '{setters[0]}' sets {key} itself, so the override would not reach "
+                                f"its trials; edit the variant in the spec instead")
+            fixed[key] = value
+            search.pop(key, None)
+    epochs = spec.budget.epochs if spec.budget.epochs is not None else spec.fixed.get("epochs")
+    if "steps" in overrides and "epochs" not in overrides and epochs is not None:
+        raise UserError(f"--set steps: the spec sets epochs: {epochs}, which overrides steps; --set epochs=N "
+                        f"instead (or add --set epochs=null to train by steps)")
+    if fixed != spec.fixed:
+        upd["fixed"] = fixed
+        upd["search"] = {k: a.model_dump(exclude_unset=True) for k, a in search.items()}
+    return upd
+
+
 def _key_location(loaded: LoadedSpec, key: str) -> str:
+    if key in loaded.overrides:
+        return f"--set {key}"
     for section in (("fixed",), ("search",), ("quick", "fixed"), ("quick", "search")):
         if (*section, key) in loaded.lines:
             return loaded.where(*section, key)
     for i, _ in enumerate(loaded.spec.variants):
         if ("variants", i, "set", key) in loaded.lines:
             return loaded.where("variants", i, "set", key)
-    if key in loaded.overrides:
-        return f"--set {key}"
     return str(loaded.path)
 
 
 def validate_params(loaded: LoadedSpec) -> None:
-    """Resolve every trial config (grid) or the bounds of every axis (random/optuna) against the dataclasses."""
+    """Resolve every trial config (grid) or the bounds of every axis (random/optuna) against the dataclasses;
+    then the checks a dataclass cannot make: ``when:`` keys, counts given as true/false, the metric."""
     spec = loaded.spec
-    for trial in expand(spec, sample_random=True):
+    _check_when_keys(loaded)
+    if spec.algorithm == "optuna" and spec.optuna.storage:
+        _check_storage_url(loaded, spec.optuna.storage)
+    trials = expand(spec, sample_random=True)
+    reported: Optional[set] = None
+    for trial in trials:
         try:
             resolved = resolve(trial.config, where="spec")
             loaded.imported.update(imported_digests(resolved))
@@ -102,6 +187,124 @@ def validate_params(loaded: LoadedSpec) -> None:
             key = next((g for g in (m.groups() if m else ()) if g), None)
             where = _key_location(loaded, key) if key else str(loaded.path)
             raise UserError(msg.replace("spec:", f"{where}:", 1)) from None
+        flat = resolved.flat()
+        for key, value in trial.config.items():  # pydantic takes true as 1 for an int field: not in a spec
+            if isinstance(value, bool) and key in flat and not isinstance(flat[key], bool):
+                raise UserError(f"{_key_location(loaded, key)}: {key}: {value!r} is not a number; give an integer")
+        mine = set(schema.reported_metrics(getattr(resolved.task_cfg, "eval_splits", ())))
+        reported = mine if reported is None else reported & mine
+    check_memory(loaded, [resolve(t.config) for t in _one_per_model(trials)])
+    for metric in spec.metrics if reported is not None else ():
+        if metric not in reported and not metric.startswith(schema.TRAIN_PREFIX):
+            near = closest(metric, reported)
+            raise UserError(f"{loaded.where('metric')}: metric '{metric}' is not reported by every trial, so the "
+                            f"search and the scheduler would never see it{near}; trials report "
+                            f"{', '.join(sorted(m for m in reported if '/' in m))}")
+    if spec.algorithm == "grid":
+        for key, axis in spec.search.items():
+            if axis.when and not any(key in t.swept for t in trials):
+                raise UserError(f"{loaded.where('search', key, 'when')}: search.{key}.when: {axis.when} holds in no "
+                                f"trial, so {key} would never be searched; fix the condition or drop the axis")
+
+
+MEMORY_ENV = "RIRLAB_MEMORY_GB"  # memory of one trial's device where it is not this machine's (a cluster's nodes)
+BYTES_PER_PARAM = 16  # fp32 weights, their gradients and two Adam moments
+
+
+def _one_per_model(trials):
+    seen: dict = {}
+    for t in trials:
+        key = json.dumps({k: v for k, v in t.config.items() if k != "seed"}, sort_keys=True, default=str)
+        seen.setdefault(key, t)
+    return list(seen.values())
+
+
+def memory_estimate_gb(resolved) -> float:
+    """A lower bound on one trial's memory (GB): its parameters with gradients and Adam state (the model built on
+    the meta device: nothing allocated), plus one fp32 state (and its gradient) per sequence x token x hidden unit
+    x beam for a training batch of the task's longest training sequences. Real use is higher."""
+    import torch
+
+    from rirlab.models import registry as models
+    from rirlab.tasks import registry as tasks
+    from rirlab.tasks.base import TaskInfo
+
+    cfg = resolved.model_cfg
+    try:
+        with torch.device("meta"):
+            model = models.get(resolved.model).build(cfg, TaskInfo(16, 10, tasks.get(resolved.task).kind))
+        params = sum(p.numel() for p in model.parameters())
+    except Exception:  # a builder that needs a real device: count the states only
+        params = 0
+    hidden = int(getattr(cfg, "hidden_size", 0) or 0)
+    beam = int(getattr(cfg, "beam_size", 1) or 1)
+    length = int(getattr(resolved.task_cfg, "max_train_len", 100) or 100)
+    states = resolved.train.batch_size * length * hidden * beam * 4 * 2
+    return (params * BYTES_PER_PARAM + states) / 2**30
+
+
+def check_memory(loaded: LoadedSpec, resolved: list) -> None:
+    """Refuse a trial whose memory lower bound exceeds one device (this machine's RAM, its GPU memory for a spec
+    that asks for GPUs, or $RIRLAB_MEMORY_GB); warn on stderr above half of it."""
+    import os
+    import sys
+
+    if not resolved:
+        return
+    env = os.environ.get(MEMORY_ENV, "").strip()
+    if env:
+        try:
+            limit, what = float(env), f"${MEMORY_ENV}"
+        except ValueError:
+            raise UserError(f"${MEMORY_ENV}={env!r} is not a number of GB") from None
+    else:
+        import psutil
+        import torch
+
+        limit, what = psutil.virtual_memory().total / 2**30, "this machine's memory"
+        if loaded.spec.resources.gpu > 0 and torch.cuda.is_available():
+            limit, what = torch.cuda.get_device_properties(0).total_memory / 2**30, "this machine's GPU memory"
+    worst = max(resolved, key=memory_estimate_gb)
+    need = memory_estimate_gb(worst)
+    sizes = ", ".join(f"{k}={getattr(worst.model_cfg, k)}" for k in ("hidden_size", "beam_size")
+                      if hasattr(worst.model_cfg, k))
+    if need > limit:
+        cfg = worst.model_cfg  # name the size that is furthest above its usual value (beam ~5, hidden ~128)
+        key = max((k for k in ("beam_size", "hidden_size") if hasattr(cfg, k)),
+                  key=lambda k: (k in loaded.overrides, getattr(cfg, k) / (5 if k == "beam_size" else 128)),
+                  default="hidden_size")
+        raise UserError(f"{_key_location(loaded, key)}: a trial of {worst.model} ({sizes}, batch_size="
+                        f"{worst.train.batch_size}) needs at least {need:,.1f} GB, more than {what} ({limit:,.1f} GB); "
+                        f"lower {key} or batch_size (on bigger nodes set ${MEMORY_ENV})")
+    if need > limit / 2:
+        print(f"warning: a trial of {worst.model} ({sizes}) needs at least {need:,.1f} GB of the {limit:,.1f} GB of "
+              f"{what}", file=sys.stderr)
+
+
+def _check_storage_url(loaded: LoadedSpec, url: str) -> None:
+    """optuna.storage must be a database URL SQLAlchemy can load a driver for (checked without connecting)."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        make_url(url).get_dialect()
+    except Exception as err:
+        where = "--set optuna.storage" if "optuna.storage" in loaded.overrides or "optuna" in loaded.overrides \
+            else loaded.where("optuna", "storage")
+        raise UserError(f"{where}: {url!r} is not a database URL Optuna can use ({str(err).splitlines()[0]}); "
+                        f"e.g. sqlite:///optuna.db or postgresql://user@host/db") from None
+
+
+def _check_when_keys(loaded: LoadedSpec) -> None:
+    """A ``when:`` key that no trial sets never holds: the axis would be dropped silently."""
+    spec = loaded.spec
+    known = set(base_config(spec)) | set(spec.search) | {k for v in spec.variants for k in v.set}
+    known |= {VARIANT_KEY} if spec.variants else set()
+    for key, axis in spec.search.items():
+        for name in (axis.when or {}):
+            if name not in known:
+                raise UserError(f"{loaded.where('search', key, 'when', name)}: search.{key}.when names '{name}', "
+                                f"which no trial sets{closest(name, known)}; its condition could never hold and "
+                                f"{key} would never be searched: set {name} in fixed/search/variants or fix the name")
 
 
 def imported_digests(resolved) -> dict[str, str]:

@@ -26,17 +26,23 @@ import dataclasses
 import itertools
 import json
 import math
+import os
 import random
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, model_validator
 
 from rirlab.config import closest  # torch-free: the config layer imports models only inside resolve()
 from rirlab.errors import UserError
 from sweeps.schema import TrialRecord
 
 SEARCH_KINDS = ("grid", "choice", "uniform", "loguniform", "randint")
+Count = Annotated[int, Strict()]  # counts take integers only: YAML's true is not 1
+MAX_TRIALS = 10_000  # default cap on the trials of one sweep; max_trials: in the spec or $RIRLAB_MAX_TRIALS raises it
+MAX_TRIALS_ENV = "RIRLAB_MAX_TRIALS"
+SAMPLERS = ("tpe", "random", "qmc", "gp", "nsgaii")  # Optuna samplers a spec may name (optuna.sampler)
+PRUNERS = ("none", "median", "hyperband", "successive_halving")  # Optuna pruners (optuna.pruner)
 
 
 class _Strict(BaseModel):
@@ -50,7 +56,7 @@ class Axis(_Strict):
     choice: Optional[list[Any]] = None
     uniform: Optional[tuple[float, float]] = None
     loguniform: Optional[tuple[float, float]] = None
-    randint: Optional[tuple[int, int]] = None  # inclusive bounds
+    randint: Optional[tuple[Count, Count]] = None  # inclusive bounds
     when: Optional[dict[str, Union[Any, list[Any]]]] = None  # e.g. {model: [ut, gut]}
 
     @model_validator(mode="after")
@@ -91,7 +97,7 @@ class Variant(_Strict):
 
 class Scheduler(_Strict):
     type: Literal["fifo", "asha"] = "fifo"
-    grace_period: int = Field(100, ge=1)  # in training steps
+    grace_period: Count = Field(100, ge=1)  # in training steps
     reduction_factor: float = Field(2.0, gt=1)
 
 
@@ -101,8 +107,8 @@ class Resources(_Strict):
 
 
 class Budget(_Strict):
-    steps: Optional[int] = Field(None, ge=1)
-    epochs: Optional[int] = Field(None, ge=1)
+    steps: Optional[Count] = Field(None, ge=1)
+    epochs: Optional[Count] = Field(None, ge=1)
     time_limit_s: Optional[float] = Field(None, gt=0)  # per trial
 
     @model_validator(mode="after")
@@ -117,11 +123,25 @@ class Quick(_Strict):
 
     fixed: dict[str, Any] = Field(default_factory=dict)
     search: Optional[dict[str, Axis]] = None
-    seeds: Optional[Union[int, list[int]]] = None
+    seeds: Optional[Union[Count, list[Count]]] = None
     variants: Optional[list[str]] = None  # names of the variants to keep
-    num_samples: Optional[int] = Field(None, ge=1)
+    num_samples: Optional[Count] = Field(None, ge=1)
     budget: Optional[Budget] = None
-    max_concurrent: Optional[int] = Field(None, ge=1)
+    max_concurrent: Optional[Count] = Field(None, ge=1)
+
+
+class Optuna(_Strict):
+    """The Optuna study of ``algorithm: optuna``: persistent, so optuna-dashboard and Optuna's parameter
+    importances read it. ``storage`` is an Optuna storage URL (default: a SQLite file beside the MLflow store
+    when that is SQLite, else in the sweep's output directory); ``study_name`` defaults to the sweep's folder
+    name ``<spec>-<hash>-<time>``. ``pruner``: Optuna's pruner judges the metric each evaluation reports (of a
+    configuration's first seed) and a pruned configuration stops on every seed (sweeps.space.pruning_scheduler);
+    single-metric only, instead of ``scheduler: asha``."""
+
+    study_name: Optional[str] = Field(None, min_length=1)
+    storage: Optional[str] = Field(None, min_length=1)
+    sampler: Literal[SAMPLERS] = "tpe"
+    pruner: Literal[PRUNERS] = "none"
 
 
 class Spec(_Strict):
@@ -132,17 +152,19 @@ class Spec(_Strict):
     fixed: dict[str, Any] = Field(default_factory=dict)
     search: dict[str, Axis] = Field(default_factory=dict)
     variants: list[Variant] = Field(default_factory=list)
-    seeds: Union[int, list[int]] = 1
+    seeds: Union[Count, list[Count]] = 1
     metric: Union[str, list[str]] = "dev/accuracy"
     mode: Union[Literal["max", "min"], list[Literal["max", "min"]]] = "max"
     algorithm: Literal["grid", "random", "optuna"] = "grid"
     scheduler: Scheduler = Field(default_factory=Scheduler)
-    num_samples: int = Field(1, ge=1)
-    max_concurrent: Optional[int] = Field(None, ge=1)
+    num_samples: Count = Field(1, ge=1)
+    max_concurrent: Optional[Count] = Field(None, ge=1)
     resources: Resources = Field(default_factory=Resources)
     budget: Budget = Field(default_factory=Budget)
-    checkpoint_every: int = Field(0, ge=0)  # steps; 0 = only at the end
-    max_failures: int = Field(2, ge=0)
+    checkpoint_every: Count = Field(0, ge=0)  # steps; 0 = only at the end
+    max_failures: Count = Field(2, ge=0)
+    max_trials: Optional[Count] = Field(None, ge=1)  # refuse a sweep of more trials (default MAX_TRIALS)
+    optuna: Optuna = Field(default_factory=Optuna)
     quick: Optional[Quick] = None
 
     @model_validator(mode="after")
@@ -151,6 +173,20 @@ class Spec(_Strict):
             raise ValueError("seeds must be >= 1 (a count) or a list of seed values")
         if isinstance(self.seeds, list) and not self.seeds:
             raise ValueError("seeds list is empty")
+        if isinstance(self.seeds, list) and len(set(self.seeds)) != len(self.seeds):
+            dup = next(s for s in self.seeds if self.seeds.count(s) > 1)
+            raise ValueError(f"seed {dup} is listed twice; every seed must differ (a repeat only reruns a trial)")
+        if isinstance(self.seeds, list) and min(self.seeds) < 0:
+            raise ValueError(f"seeds must be >= 0 (got {min(self.seeds)})")
+        where = next((w for w, d in [("fixed", self.fixed), ("search", self.search),
+                                     *((f"variant '{v.name}'", v.set) for v in self.variants)] if "seed" in d), None)
+        if where:
+            raise ValueError(f"seed in {where} would be ignored: the seeds come from seeds: (e.g. seeds: [3])")
+        count, limit = trial_count(self), trial_limit(self)
+        if count > limit:
+            raise ValueError(f"{count:,} trials ({count // len_seeds(self):,} configurations x {len_seeds(self):,} seeds) "
+                             f"are more than the limit of {limit:,}; shrink the grid, seeds or num_samples, or raise "
+                             f"the limit with max_trials: N in the spec (or ${MAX_TRIALS_ENV}=N)")
         metrics = self.metric if isinstance(self.metric, list) else [self.metric]
         modes = self.mode if isinstance(self.mode, list) else [self.mode]
         if len(metrics) != len(modes):
@@ -159,6 +195,9 @@ class Spec(_Strict):
             raise ValueError("several metrics (multi-objective) need algorithm: optuna")
         if len(metrics) > 1 and self.scheduler.type == "asha":
             raise ValueError("asha needs a single metric")
+        if self.optuna.pruner != "none" and (self.algorithm != "optuna" or len(metrics) > 1 or self.scheduler.type != "fifo"):
+            raise ValueError("optuna.pruner needs algorithm: optuna, a single metric and scheduler fifo (it stops the "
+                             "trials itself)")
         if self.variants and self.algorithm != "grid":
             raise ValueError("variants need algorithm: grid")
         if self.algorithm == "grid":
@@ -183,15 +222,45 @@ class Spec(_Strict):
         return self.mode if isinstance(self.mode, list) else [self.mode]
 
 
+def len_seeds(spec: Spec) -> int:
+    return spec.seeds if isinstance(spec.seeds, int) else len(spec.seeds)
+
+
+def trial_count(spec: Spec) -> int:
+    """How many trials the spec asks for, counted without expanding anything: variants x grid x seeds (an upper
+    bound: a grid value whose ``when:`` fails is run once), or num_samples x seeds for random / optuna."""
+    if spec.algorithm != "grid":
+        return spec.num_samples * len_seeds(spec)
+    return max(len(spec.variants), 1) * math.prod(len(a.values) for a in spec.search.values()) * len_seeds(spec)
+
+
+def trial_limit(spec: Spec) -> int:
+    """max_trials from the spec, else $RIRLAB_MAX_TRIALS, else MAX_TRIALS."""
+    if spec.max_trials is not None:
+        return spec.max_trials
+    env = os.environ.get(MAX_TRIALS_ENV, "").strip()
+    if env:
+        if not env.isdigit() or int(env) < 1:
+            raise ValueError(f"${MAX_TRIALS_ENV}={env!r} is not a positive integer")
+        return int(env)
+    return MAX_TRIALS
+
+
+def _union_member(part) -> bool:
+    """Parts of a pydantic error location that name a type tried, not a key (``seeds.int``, ``list[int]``)."""
+    return isinstance(part, str) and (part in ("function-after", "tagged-union", "int", "float", "str", "bool")
+                                      or part.startswith(("list[", "tuple[", "dict[", "constrained-")))
+
+
 def spec_error(err: ValidationError, path: Path, lines: dict) -> UserError:
     """A pydantic error as one line: ``file:line: key: what is wrong`` (unknown keys name the closest valid one)."""
     e = err.errors()[0]
-    loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and p in ("function-after", "tagged-union")))
+    loc = tuple(p for p in e["loc"] if not _union_member(p))
     key = ".".join(str(p) for p in loc) or "spec"
     line = next((lines[loc[:n]] for n in range(len(loc), 0, -1) if loc[:n] in lines), None)
     where = f"{path}:{line}" if line else str(path)
     if e["type"] == "extra_forbidden":
-        sections = {"scheduler": Scheduler, "resources": Resources, "budget": Budget, "quick": Quick}
+        sections = {"scheduler": Scheduler, "resources": Resources, "budget": Budget, "quick": Quick, "optuna": Optuna}
         valid: list = []
         if len(loc) == 1:
             valid = list(Spec.model_fields)
@@ -268,7 +337,7 @@ class TrialSpace:
         seed = flat.pop("seed", 0)
         point = {k: flat.pop(k) for k in self.search if k in flat}
         base = {**flat, **self.variants.get(variant, {})}
-        merged = {**base, **point}
+        merged = {**base, **point, **({VARIANT_KEY: variant} if variant else {})}  # when: may name the variant
         point = {k: v for k, v in point.items() if condition_holds(self.when.get(k), merged)}
         swept = ({"variant": variant} if variant else {}) | point | {"seed": seed}
         return TrialRecord.of(swept, {**base, **point, "seed": seed})
@@ -304,20 +373,23 @@ def _sample_axis(axis: Axis, rng: random.Random):
     return rng.randint(*v)
 
 
+def random_points(spec: Spec, seed: int = 0) -> list[dict]:
+    """The ``num_samples`` configurations of a random (or optuna, for previews) search: the searched keys only,
+    drawn on the driver from an RNG seeded with ``seed``, so the dry run and the sweep run the same ones and every
+    configuration runs once per seed with the same values."""
+    rng = random.Random(seed)
+    return [{k: _sample_axis(a, rng) for k, a in spec.search.items()} for _ in range(spec.num_samples)]
+
+
 def expand(spec: Spec, sample_random: bool = False, seed: int = 0) -> list[TrialRecord]:
-    """The trials. Grid: variants x grid x seeds. Random/optuna with ``sample_random``: ``num_samples``
-    draws x seeds from a local RNG (for --dry-run and validation); the real sweep samples inside Ray Tune."""
+    """The trials. Grid: variants x grid x seeds. Random: the ``random_points`` x seeds (what the sweep runs).
+    Optuna with ``sample_random``: a local preview of num_samples x seeds (Optuna chooses the real values)."""
     space, base = TrialSpace.of(spec), base_config(spec)
     if spec.algorithm == "grid":
         return [space.trial({**base, **point}) for point in grid_points(spec)]
-    if not sample_random:
+    if spec.algorithm == "optuna" and not sample_random:
         return []
-    rng = random.Random(seed)
-    trials = []
-    for _ in range(spec.num_samples):
-        point = {k: _sample_axis(a, rng) for k, a in spec.search.items()}
-        trials += [space.trial({**base, **point, "seed": s}) for s in spec.seed_list]
-    return trials
+    return [space.trial({**base, **point, "seed": s}) for point in random_points(spec, seed) for s in spec.seed_list]
 
 
 def swept_keys(spec: Spec) -> list[str]:
