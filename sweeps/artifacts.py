@@ -11,6 +11,7 @@ as ``config.yaml`` and its final weights as an MLflow PyTorch model under ``mode
 from __future__ import annotations
 
 import json
+import logging
 import math
 import tempfile
 from pathlib import Path
@@ -33,16 +34,18 @@ MODEL_ARTIFACT = "model"
 
 def spec_params(spec_dict: dict, prefix: str = SPEC_PARAM_PREFIX) -> dict[str, str]:
     """The spec as flat params: ``spec.fixed.hidden_size``; a search axis, a variant list or any other list as
-    JSON under its own key (``spec.search.lr``); values over MLflow's param limit cut."""
+    JSON under its own key (``spec.search.lr``); unset (null) fields left out; values over MLflow's limit cut."""
     out: dict[str, str] = {}
     for key, value in spec_dict.items():
         name = prefix + key
-        if key in ("description", "quick"):
+        if key in ("description", "quick") or value is None:
             continue  # the note; --quick's own block is in the effective spec artifact
         if isinstance(value, dict) and key != "search" and value:
             out.update(spec_params(value, name + "."))
         elif key == "search" and isinstance(value, dict):
-            out.update({f"{name}.{k}": json.dumps(v, default=str) for k, v in value.items()})
+            out.update({f"{name}.{k}": json.dumps({a: b for a, b in v.items() if b is not None}
+                                                  if isinstance(v, dict) else v, default=str)
+                        for k, v in value.items()})
         else:
             out[name] = value if isinstance(value, str) else json.dumps(value, default=str)
     return {k: v[:6000] for k, v in out.items()}
@@ -136,10 +139,19 @@ def log_model(client, run_id: str, checkpoint_dir: str, flat: dict[str, Any], st
     state = torch.load(Path(checkpoint_dir) / state_file, map_location="cpu", weights_only=False)
     model.load_state_dict(evaluated_weights(state, flat))
     model.eval()
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / MODEL_ARTIFACT
-        mlflow.pytorch.save_model(model, str(path), pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"])
-        client.log_artifacts(run_id, str(path), MODEL_ARTIFACT)
+    # pickled (a torch.export graph would need an example batch per model); MLflow's notice that loading a
+    # pickle runs code would print on every trial: kept out of the terminal
+    quiet = logging.getLogger("mlflow.pytorch")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d) / MODEL_ARTIFACT
+            mlflow.pytorch.save_model(model, str(path), serialization_format="pickle",
+                                      pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"])
+            client.log_artifacts(run_id, str(path), MODEL_ARTIFACT)
+    finally:
+        quiet.setLevel(level)
 
 
 def log_parent_report(uri: str, parent_id: str, warn) -> None:
