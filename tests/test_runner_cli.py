@@ -6,8 +6,6 @@ from __future__ import annotations
 import hashlib
 import types
 
-import yaml
-from mlflow.tracking import MlflowClient
 
 from tests.conftest import REPO, run_cli
 
