@@ -61,9 +61,8 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
                    f"{''.join(' --set ' + s for s in sets)} --resume", err=True)
         sys.exit(143 if terminated() else 130)
     except KeyboardInterrupt:  # before the sweep's parent run existed: nothing to resume
-        click.echo("interrupted before the sweep started; nothing was recorded: run the same command again "
-                   "(without --resume)" if not resume else "interrupted before the sweep continued; run the same "
-                   "command again", err=True)
+        click.echo(f"interrupted before the sweep {'continued' if resume else 'started'}; nothing was recorded: "
+                   f"run the same command again", err=True)
         sys.exit(143 if terminated() else 130)
     if counts["interrupted"]:
         sys.exit(143 if terminated() else 130)
