@@ -147,8 +147,9 @@ def _ray_init(address: Optional[str], log_dir: Path, tracking_uri: Optional[str]
     try:
         ray.init(address=address, runtime_env=runtime_env, **kwargs)
         _log_ray_to(handler)
-    except ConnectionError as err:  # wrong address, or a token that is not the cluster's (token authentication)
-        raise UserError(f"cannot join the Ray cluster at {address} ({str(err).splitlines()[0]}); check the address "
+    except (ConnectionError, ValueError, RuntimeError) as err:  # not a Ray head there, or a token that is not
+        # the cluster's (token authentication)
+        raise UserError(f"cannot join the Ray cluster at {address} ({(str(err).splitlines() or [type(err).__name__])[0]}); check the address "
                         f"and give this process the cluster's token: RAY_AUTH_MODE=token with RAY_AUTH_TOKEN or "
                         f"RAY_AUTH_TOKEN_PATH (see cluster/README.md)") from None
 
