@@ -149,7 +149,8 @@ def _ray_init(address: Optional[str], log_dir: Path, tracking_uri: Optional[str]
         _log_ray_to(handler)
     except (ConnectionError, ValueError, RuntimeError) as err:  # not a Ray head there, or a token that is not
         # the cluster's (token authentication)
-        raise UserError(f"cannot join the Ray cluster at {address} ({(str(err).splitlines() or [type(err).__name__])[0]}); check the address "
+        why = (str(err).splitlines() or [type(err).__name__])[0]
+        raise UserError(f"cannot join the Ray cluster at {address} ({why}); check the address "
                         f"and give this process the cluster's token: RAY_AUTH_MODE=token with RAY_AUTH_TOKEN or "
                         f"RAY_AUTH_TOKEN_PATH (see cluster/README.md)") from None
 

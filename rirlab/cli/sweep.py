@@ -19,7 +19,8 @@ from rirlab.cli.options import set_option, tracking_option
 @click.option("--dry-run", is_flag=True, help="Print the expanded trials and the spec hash; start nothing.")
 @click.option("--resume", is_flag=True, help="Continue the last sweep of this spec (same --quick/--set) after its driver died.")
 @click.option("--no-checkpoint-artifacts", is_flag=True,
-              help="Do not copy each trial's final checkpoint (and its weights as an MLflow PyTorch model) into MLflow.")
+              help="Do not copy each trial's final checkpoint (and its weights as an MLflow PyTorch model) "
+                   "into MLflow.")
 @click.option("--progress", type=click.Choice(["line", "trials"]), default="line", show_default=True,
               help="line: one live line (trials running/pending/finished/failed, the best final value of each "
                    "objective); trials: also one line per trial as it starts, finishes or fails.")
