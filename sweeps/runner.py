@@ -501,8 +501,15 @@ def _fit(loaded: LoadedSpec, tracker: Tracker, exp_id: str, parent_id: str, tune
     else:
         from sweeps import artifacts
 
-        artifacts.record_best(tracker.client, exp_id, parent_id, spec.metrics, spec.modes)
-        artifacts.log_parent_report(tracker.uri, parent_id, lambda msg: print(msg, file=sys.stderr, flush=True))
+        def warn(msg: str) -> None:
+            print(msg, file=sys.stderr, flush=True)
+
+        try:  # every trial is recorded already: a summary that cannot be written costs only the summary
+            artifacts.record_best(tracker.client, exp_id, parent_id, spec.metrics, spec.modes)
+        except Exception as err:  # noqa: BLE001
+            warn(f"warning: the best trial could not be recorded on the parent run ({type(err).__name__}: {err})"
+                 .splitlines()[0])
+        artifacts.log_parent_report(tracker.uri, parent_id, warn)
         tracker.finish(parent_id, "FINISHED")
     return counts
 
