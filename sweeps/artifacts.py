@@ -29,6 +29,7 @@ BEST_TRIAL = "rirlab.best_trial"  # parent tag: the best trial's run name
 BEST_RUN_ID = "rirlab.best_run_id"
 BEST_TRIAL_ARTIFACT = "best_trial.yaml"
 CONFIG_ARTIFACT = "config.yaml"
+FINAL_LOGGED = "rirlab.final_logged"  # child tag: the trial's final result is in the run (--resume never reruns it)
 MODEL_ARTIFACT = "model"
 
 

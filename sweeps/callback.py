@@ -11,6 +11,7 @@ from ray import tune
 
 from rirlab.config import resolve
 from sweeps import schema
+from sweeps.artifacts import FINAL_LOGGED
 from sweeps.specfile import TrialSpace
 from sweeps.tracking import Tracker
 
@@ -91,6 +92,7 @@ class MLflowTrialCallback(DriverCallback):
         self.logged: dict[str, dict[str, int]] = {}  # per trial, per metric: the last step its run holds
         self.existing = {}
         self.ended: set[str] = set()  # trials whose run had ended before this driver started
+        self.unclosed: set[str] = set()  # trials whose final result was logged but whose run was not closed
         for run in tracker.children(exp_id, parent_id):
             key = run.data.tags.get(schema.TRIAL_KEY)
             if key:
@@ -98,6 +100,8 @@ class MLflowTrialCallback(DriverCallback):
                 if run.info.status in ("FINISHED", "FAILED"):
                     self.state[key] = "finished" if run.info.status == "FINISHED" else "failed"
                     self.ended.add(key)
+                elif run.data.tags.get(FINAL_LOGGED) == schema.TRUE:
+                    self.unclosed.add(key)
 
     def _run_for(self, trial) -> str:
         key = trial.trial_id
@@ -136,7 +140,7 @@ class MLflowTrialCallback(DriverCallback):
     def on_trial_result(self, iteration, trials, trial, result, **info):
         key = trial.trial_id
         run_id = self._run_for(trial)
-        if key in self.ended or schema.FAILURE_RESULT in result:
+        if key in self.ended or key in self.unclosed or schema.FAILURE_RESULT in result:
             return  # an ended run is final; a failure is recorded when the trial completes (FAILED + reason)
         step = int(result.get(schema.STEP, result.get("training_iteration", 0)))
         logged = self.logged.setdefault(key, {})
@@ -146,11 +150,17 @@ class MLflowTrialCallback(DriverCallback):
             return  # a retried or resumed trial replays the steps since its checkpoint: already logged
         self.tracker.log_result(run_id, {k: v for k, v in result.items() if k not in repeated}, step)
         logged.update({k: step for k in numbers})
+        if result.get(schema.FINAL):  # the trial's end is in MLflow from here on: --resume never reruns it
+            self.tracker.set_tags(run_id, {FINAL_LOGGED: schema.TRUE})
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         key = trial.trial_id
         run_id = self._run_for(trial)
         if key in self.ended:
+            return
+        if key in self.unclosed:  # the driver died between the final result and here: close the run only
+            self.tracker.finish(run_id, "FINISHED")
+            self.state[key] = "finished"
             return
         reason = failure_of(trial)
         if reason is None and not (trial.last_result or {}).get(schema.FINAL):  # stopped by ASHA or a time limit

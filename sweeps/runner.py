@@ -432,17 +432,22 @@ def _system_metrics(monitor: Optional[dict], trial_key: str):
 
 
 def _recorded_ends(tracker: Tracker, exp_id: str, parent_id: str) -> dict:
-    """Trials whose end MLflow holds (run FINISHED or FAILED): trial key -> the result that ends them again."""
+    """Trials whose end MLflow holds (run FINISHED or FAILED, or its final result logged): trial key -> the
+    result that ends them again."""
+    from sweeps.artifacts import FINAL_LOGGED
+
     done = {}
     for run in tracker.children(exp_id, parent_id):
         key = run.data.tags.get(schema.TRIAL_KEY)
-        if not key or run.info.status not in ("FINISHED", "FAILED"):
+        final = run.info.status != "FAILED" and run.data.tags.get(FINAL_LOGGED) == schema.TRUE
+        if not key or (run.info.status not in ("FINISHED", "FAILED") and not final):
             continue
         if run.info.status == "FAILED":
             done[key] = {schema.FAILURE_RESULT: run.data.tags.get(schema.FAILURE_REASON, "failed")}
             continue
         steps = [m.step for m in tracker.client.get_metric_history(run.info.run_id, schema.TRAIN_LOSS)]
-        done[key] = {**run.data.metrics, schema.STEP: max(steps, default=0), schema.FINAL: True}
+        done[key] = {**run.data.metrics, schema.STEP: max(steps, default=0),
+                     schema.FINAL: run.data.tags.get(schema.EARLY_STOPPED) != schema.TRUE}
     return done
 
 
