@@ -404,31 +404,37 @@ def trial_fn(config: dict, space: TrialSpace = TrialSpace(), checkpoint_every: i
 @contextlib.contextmanager
 def _system_metrics(monitor: Optional[dict], trial_key: str):
     """--system-metrics: MLflow's system-metrics monitor (CPU, memory, disk, network, GPU where there is one)
-    samples the machine this trial runs on into its child run, every ``monitor["interval"]`` seconds."""
-    run_id = None
+    samples the machine this trial runs on into its child run, every ``monitor["interval"]`` seconds. The one
+    thing a trial writes to MLflow itself; a store it cannot reach costs the samples, never the trial."""
+    sampler = None
     if monitor:
-        from mlflow.tracking import MlflowClient
-
-        client = MlflowClient(monitor["uri"])
-        flt = f"{schema.children_filter(monitor['parent_id'])} and tags.`{schema.TRIAL_KEY}` = '{trial_key}'"
-        end = time.time() + 60  # the driver creates the run as the trial starts
-        while run_id is None and time.time() < end:
-            runs = client.search_runs([monitor["exp_id"]], filter_string=flt, max_results=1)
-            run_id = runs[0].info.run_id if runs else None
-            if run_id is None:
-                time.sleep(0.5)
-    if run_id is None:
-        yield
-        return
-    from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
-
-    sampler = SystemMetricsMonitor(run_id, sampling_interval=monitor["interval"], resume_logging=True,
-                                   tracking_uri=monitor["uri"])
-    sampler.start()
+        try:
+            sampler = _start_sampler(monitor, trial_key)
+        except Exception as err:  # noqa: BLE001
+            logging.getLogger(__name__).warning("no system metrics for trial %s: %s", trial_key, err)
     try:
         yield
     finally:
-        sampler.finish()
+        if sampler is not None:
+            sampler.finish()
+
+
+def _start_sampler(monitor: dict, trial_key: str):
+    from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(monitor["uri"])
+    flt = f"{schema.children_filter(monitor['parent_id'])} and tags.`{schema.TRIAL_KEY}` = '{trial_key}'"
+    end = time.time() + 60  # the driver creates the run as the trial starts
+    while time.time() < end:
+        runs = client.search_runs([monitor["exp_id"]], filter_string=flt, max_results=1)
+        if runs:
+            sampler = SystemMetricsMonitor(runs[0].info.run_id, sampling_interval=monitor["interval"],
+                                           resume_logging=True, tracking_uri=monitor["uri"])
+            sampler.start()
+            return sampler
+        time.sleep(0.5)
+    return None
 
 
 def _recorded_ends(tracker: Tracker, exp_id: str, parent_id: str) -> dict:
@@ -466,7 +472,7 @@ def _fit(loaded: LoadedSpec, tracker: Tracker, exp_id: str, parent_id: str, tune
     done = _recorded_ends(tracker, exp_id, parent_id) if restore else {}
     monitor = None
     if system_metrics:
-        monitor = {"uri": tracker.uri, "exp_id": exp_id, "parent_id": parent_id,
+        monitor = {"uri": str(getattr(tracker.uri, "raw", tracker.uri)), "exp_id": exp_id, "parent_id": parent_id,
                    "interval": float(os.environ.get("RIRLAB_SYSTEM_METRICS_INTERVAL_S", "10"))}
     trainable = tune.with_parameters(trial_fn, space=space, checkpoint_every=spec.checkpoint_every,
                                      driver_cwd=os.getcwd(), done=done, monitor=monitor)
