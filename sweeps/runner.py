@@ -226,6 +226,7 @@ class SweepInterrupted(KeyboardInterrupt):
 
 
 _TERMINATED: list[int] = []
+_INTERRUPTED: list[int] = []
 
 
 def terminated() -> bool:
@@ -236,17 +237,40 @@ def terminated() -> bool:
 def stop_on_sigterm_like_ctrl_c() -> None:
     """SIGTERM (what a scheduler or `kill` sends) stops the sweep the way Ctrl-C does: Ray Tune's own SIGINT
     handler stops the trials and saves its state, or outside Tune.fit a KeyboardInterrupt. (ray.init installs
-    its own SIGTERM handler, which exits at once: call this again after it.)"""
+    its own SIGTERM handler, which exits at once: call this again after it.) Ctrl-C outside Tune is also
+    remembered: one that lands where Python drops the KeyboardInterrupt (a fork handler inside ray.init) is
+    raised again by ``raise_if_interrupted``."""
     import threading
 
     if threading.current_thread() is not threading.main_thread():
         return
+    signal.signal(signal.SIGTERM, _on_term)
+    if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, _on_int):
+        signal.signal(signal.SIGINT, _on_int)
+    if sys.unraisablehook is not _unraisable:
+        _unraisable.default = sys.unraisablehook
+        sys.unraisablehook = _unraisable
 
-    def on_term(signum, frame):
-        _TERMINATED.append(signum)
-        signal.raise_signal(signal.SIGINT)
 
-    signal.signal(signal.SIGTERM, on_term)
+def _unraisable(info) -> None:
+    """A KeyboardInterrupt Python had to drop is raised again by ``raise_if_interrupted``: no traceback for it."""
+    if not (info.exc_type is KeyboardInterrupt and _INTERRUPTED):
+        _unraisable.default(info)
+
+
+def _on_term(signum, frame):
+    _TERMINATED.append(signum)
+    signal.raise_signal(signal.SIGINT)
+
+
+def _on_int(signum, frame):
+    _INTERRUPTED.append(signum)
+    raise KeyboardInterrupt
+
+
+def raise_if_interrupted() -> None:
+    if _INTERRUPTED:
+        raise KeyboardInterrupt
 
 
 def _no_parent_message(tracker: Tracker, exp_id: Optional[str], loaded: LoadedSpec, uri: str) -> str:
@@ -303,6 +327,7 @@ def run_sweep(loaded: LoadedSpec, tracking_uri: str, address: Optional[str] = No
         tune_path = new_tune_path(output_root, spec.name, loaded.hash)
     _ray_init(address, Path(tune_path), tracking_uri)  # a wrong --address fails here, before MLflow is written
     stop_on_sigterm_like_ctrl_c()  # again: ray.init replaced it
+    raise_if_interrupted()  # a Ctrl-C that ray.init swallowed: stop before anything is recorded
     try:
         check_resources(spec, address)  # a trial no node can hold: refused before MLflow is written
     except UserError:
@@ -466,6 +491,7 @@ def _fit(loaded: LoadedSpec, tracker: Tracker, exp_id: str, parent_id: str, tune
     spec = loaded.spec
     import ray
 
+    raise_if_interrupted()
     tracker.set_tags(parent_id, {schema.CLUSTER_RESOURCES: json.dumps(ray.cluster_resources(), sort_keys=True)})
     space = TrialSpace.of(spec)
     resources = {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu}
