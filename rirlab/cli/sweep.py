@@ -18,37 +18,55 @@ from rirlab.cli.options import set_option, tracking_option
 @set_option
 @click.option("--dry-run", is_flag=True, help="Print the expanded trials and the spec hash; start nothing.")
 @click.option("--resume", is_flag=True, help="Continue the last sweep of this spec (same --quick/--set) after its driver died.")
-@click.option("--no-checkpoint-artifacts", is_flag=True, help="Do not copy each trial's final checkpoint into MLflow.")
+@click.option("--no-checkpoint-artifacts", is_flag=True,
+              help="Do not copy each trial's final checkpoint (and its weights as an MLflow PyTorch model) "
+                   "into MLflow.")
+@click.option("--progress", type=click.Choice(["line", "trials"]), default="line", show_default=True,
+              help="line: one live line (trials running/pending/finished/failed, the best final value of each "
+                   "objective); trials: also one line per trial as it starts, finishes or fails.")
+@click.option("--system-metrics", is_flag=True,
+              help="Record CPU, memory, disk, network and GPU use of each trial's machine in its MLflow run "
+                   "(MLflow system metrics, every $RIRLAB_SYSTEM_METRICS_INTERVAL_S seconds, default 10).")
 @click.option("--output-dir", default="rirlab_runs", show_default=True, type=click.Path(file_okay=False),
               help="Where Ray Tune keeps trial state, checkpoints and Ray's logs.")
-def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoint_artifacts, output_dir):
+def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoint_artifacts, progress,
+          system_metrics, output_dir):
     """Run the sweep described by the YAML file SPEC with Ray Tune, recording every trial in MLflow.
 
-    The spec is validated completely (every trial's config) before Ray or MLflow is touched.
+    The spec is validated completely (every trial's config) before Ray or MLflow is touched. Ctrl-C or
+    SIGTERM stops the sweep: running trials end KILLED in MLflow and the command that continues it is printed
+    (exit 130 for Ctrl-C, 143 for SIGTERM).
     """
-    from rirlab.config import parse_overrides
-    from sweeps.spec import load_spec
+    from sweeps.runner import SweepInterrupted, run_sweep, stop_on_sigterm_like_ctrl_c, terminated
 
-    loaded = load_spec(spec, quick=quick, overrides=parse_overrides(sets))
-    if dry_run:
-        from sweeps.runner import dry_run as show
-
-        show(loaded)
-        return
-    from sweeps.runner import run_sweep
-    from sweeps.tracking import resolve_tracking_uri
-
-    uri = resolve_tracking_uri(tracking_uri)
-    click.echo(f"sweep {loaded.spec.name} (spec hash {loaded.hash}) -> MLflow {uri}")
+    stop_on_sigterm_like_ctrl_c()
     try:
+        from rirlab.config import parse_overrides
+        from sweeps.spec import load_spec
+
+        loaded = load_spec(spec, quick=quick, overrides=parse_overrides(sets))
+        if dry_run:
+            from sweeps.runner import dry_run as show
+
+            show(loaded)
+            return
+        from sweeps.tracking import resolve_tracking_uri
+
+        uri = resolve_tracking_uri(tracking_uri)
+        click.echo(f"sweep {loaded.spec.name} (spec hash {loaded.hash}) -> MLflow {uri}")
         counts = run_sweep(loaded, uri, address=address, resume=resume,
-                           checkpoint_artifacts=not no_checkpoint_artifacts, output_root=output_dir)
-    except KeyboardInterrupt:
+                           checkpoint_artifacts=not no_checkpoint_artifacts, output_root=output_dir,
+                           progress=progress, system_metrics=system_metrics)
+    except SweepInterrupted:
         click.echo(f"interrupted; continue with: rirlab sweep {spec}{' --quick' if quick else ''}"
                    f"{''.join(' --set ' + s for s in sets)} --resume", err=True)
-        sys.exit(130)
+        sys.exit(143 if terminated() else 130)
+    except KeyboardInterrupt:  # before the sweep's parent run existed: nothing to resume
+        click.echo(f"interrupted before the sweep {'continued' if resume else 'started'}; nothing was recorded: "
+                   f"run the same command again", err=True)
+        sys.exit(143 if terminated() else 130)
     if counts["interrupted"]:
-        sys.exit(130)
+        sys.exit(143 if terminated() else 130)
     click.echo(f"done: {counts['finished']} finished, {counts['failed']} failed; parent run {counts['parent_run_id']}")
     click.echo(f"next: rirlab tables {spec}   |   rirlab ui")
     if counts["finished"] == 0:

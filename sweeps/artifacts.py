@@ -1,0 +1,166 @@
+"""What a sweep's MLflow runs carry besides metrics, written from the driver.
+
+The parent run: the spec as params (``spec.<key>``; the spec file and the effective spec are artifacts
+already), the spec's ``description`` as the run's and the experiment's MLflow note, and at the end the best
+trial (per objective: its final value as ``sweep/best/<objective>``; by the first objective: the trial's name, run
+id and final metrics as ``sweep/best_trial/<metric>``, with ``best_trial.yaml``). A child run: its resolved config
+as ``config.yaml`` and its final weights as an MLflow PyTorch model under ``model/``
+(``mlflow.pytorch.load_model("runs:/<run id>/model")``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import tempfile
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+from sweeps import schema
+
+NOTE = "mlflow.note.content"  # MLflow's description of a run or an experiment (shown in the UI)
+SPEC_PARAM_PREFIX = "spec."
+BEST_PREFIX = "sweep/best/"  # parent metric: the best final value of an objective over the sweep's finished trials
+BEST_TRIAL_PREFIX = "sweep/best_trial/"  # parent metric: every final metric of the best trial (first objective)
+BEST_TRIAL = "rirlab.best_trial"  # parent tag: the best trial's run name
+BEST_RUN_ID = "rirlab.best_run_id"
+BEST_TRIAL_ARTIFACT = "best_trial.yaml"
+CONFIG_ARTIFACT = "config.yaml"
+FINAL_LOGGED = "rirlab.final_logged"  # child tag: the trial's final result is in the run (--resume never reruns it)
+MODEL_ARTIFACT = "model"
+
+
+def spec_params(spec_dict: dict, prefix: str = SPEC_PARAM_PREFIX) -> dict[str, str]:
+    """The spec as flat params: ``spec.fixed.hidden_size``; a search axis, a variant list or any other list as
+    JSON under its own key (``spec.search.lr``); unset (null) fields left out; values over MLflow's limit cut."""
+    out: dict[str, str] = {}
+    for key, value in spec_dict.items():
+        name = prefix + key
+        if key in ("description", "quick") or value is None:
+            continue  # the note; --quick's own block is in the effective spec artifact
+        if isinstance(value, dict) and key != "search" and value:
+            out.update(spec_params(value, name + "."))
+        elif key == "search" and isinstance(value, dict):
+            out.update({f"{name}.{k}": json.dumps({a: b for a, b in v.items() if b is not None}
+                                                  if isinstance(v, dict) else v, default=str)
+                        for k, v in value.items()})
+        else:
+            out[name] = value if isinstance(value, str) else json.dumps(value, default=str)
+    return {k: v[:6000] for k, v in out.items()}
+
+
+def record_spec(client, exp_id: str, parent_id: str, spec_dict: dict) -> None:
+    """The spec as the parent's params; its description as the parent's and the experiment's note."""
+    from mlflow.entities import Param
+
+    params = [Param(k, v) for k, v in sorted(spec_params(spec_dict).items())]
+    for i in range(0, len(params), 100):
+        client.log_batch(parent_id, params=params[i : i + 100], synchronous=True)
+    description = (spec_dict.get("description") or "").strip()
+    if description:
+        client.set_tag(parent_id, NOTE, description)
+        client.set_experiment_tag(exp_id, NOTE, description)
+
+
+def config_yaml(flat: dict[str, Any]) -> str:
+    return yaml.safe_dump({k: flat[k] for k in sorted(flat)}, sort_keys=False, default_flow_style=False)
+
+
+def _better(a: float, b: Optional[float], mode: str) -> bool:
+    return b is None or (a > b if mode == "max" else a < b)
+
+
+def best_trials(children: list, metrics: list[str], modes: list[str]) -> dict[str, Any]:
+    """Per objective, the finished trial (not stopped early) with the best final value: {metric: run}."""
+    best: dict[str, Any] = {}
+    for run in children:
+        if run.info.status != "FINISHED" or run.data.tags.get(schema.EARLY_STOPPED) == schema.TRUE:
+            continue
+        for metric, mode in zip(metrics, modes):
+            v = run.data.metrics.get(metric)
+            if v is not None and math.isfinite(v) and _better(v, best[metric].data.metrics[metric]
+                                                                if metric in best else None, mode):
+                best[metric] = run
+    return best
+
+
+def record_best(client, exp_id: str, parent_id: str, metrics: list[str], modes: list[str]) -> Optional[str]:
+    """The best trial on the parent run; returns its run name (None when no trial finished)."""
+    from mlflow.entities import Metric, RunTag
+
+    children = client.search_runs([exp_id], filter_string=schema.children_filter(parent_id), max_results=50000)
+    best = best_trials(children, metrics, modes)
+    if not best:
+        return None
+    import time
+
+    now = int(time.time() * 1000)
+    values = [Metric(BEST_PREFIX + m, run.data.metrics[m], now, 0) for m, run in best.items()]
+    top = best.get(metrics[0]) or next(iter(best.values()))
+    values += [Metric(BEST_TRIAL_PREFIX + k, v, now, 0) for k, v in sorted(top.data.metrics.items())
+               if not k.startswith("system/")]
+    tags = [RunTag(BEST_TRIAL, top.info.run_name), RunTag(BEST_RUN_ID, top.info.run_id)]
+    client.log_batch(parent_id, metrics=values, tags=tags, synchronous=True)
+    summary = {
+        "objective": metrics[0], "mode": modes[0], "run_id": top.info.run_id, "name": top.info.run_name,
+        "swept": schema.swept_of(top.data.tags), "final_metrics": dict(sorted(top.data.metrics.items())),
+        "config": dict(sorted(top.data.params.items())),
+        "best_per_objective": {m: {"value": run.data.metrics[m], "run_id": run.info.run_id, "name": run.info.run_name}
+                               for m, run in best.items()},
+    }
+    client.log_text(parent_id, yaml.safe_dump(summary, sort_keys=False), BEST_TRIAL_ARTIFACT)
+    return top.info.run_name
+
+
+def evaluated_weights(state: dict, config: dict) -> dict:
+    """The weights a trial's final metrics were measured with: the best-dev ones unless it selects by the last
+    step (as rirlab.train.run_trial does before evaluating)."""
+    if config.get("select_by", "") != "last" and state.get("best_weights") is not None:
+        return state["best_weights"]
+    return state["model"]
+
+
+def log_model(client, run_id: str, checkpoint_dir: str, flat: dict[str, Any], state_file: str) -> None:
+    """The trial's evaluated weights as an MLflow PyTorch model under ``model/`` (rebuilt on the driver from
+    the config and the task's vocabulary; the data is never loaded here)."""
+    import mlflow.pytorch
+    import torch
+
+    from rirlab.config import resolve
+    from rirlab.models import registry as models
+    from rirlab.tasks import registry as tasks
+    from rirlab.tasks.base import TaskInfo
+
+    resolved = resolve(flat)
+    task = tasks.get(resolved.task)
+    model = models.get(resolved.model).build(resolved.model_cfg, TaskInfo(len(task.vocab), task.num_classes, task.kind))
+    state = torch.load(Path(checkpoint_dir) / state_file, map_location="cpu", weights_only=False)
+    model.load_state_dict(evaluated_weights(state, flat))
+    model.eval()
+    # pickled (a torch.export graph would need an example batch per model); MLflow's notice that loading a
+    # pickle runs code would print on every trial: kept out of the terminal
+    quiet = logging.getLogger("mlflow.pytorch")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d) / MODEL_ARTIFACT
+            mlflow.pytorch.save_model(model, str(path), serialization_format="pickle",
+                                      pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"])
+            client.log_artifacts(run_id, str(path), MODEL_ARTIFACT)
+    finally:
+        quiet.setLevel(level)
+
+
+def log_parent_report(uri: str, parent_id: str, warn) -> None:
+    """The table and the Pareto plot on the parent run (analysis.report); a failure there is a warning only."""
+    try:
+        from analysis.report import log_parent_report as report
+
+        report(uri, parent_id)
+    except Exception as err:  # the sweep itself succeeded: its report is a convenience
+        warn(f"warning: the sweep finished but its table/plot could not be attached to the parent run "
+             f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); run rirlab tables instead")
