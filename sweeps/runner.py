@@ -19,7 +19,7 @@ from rirlab.config import TrainConfig, resolve
 from rirlab.errors import UserError
 from sweeps import schema
 from sweeps.spec import LoadedSpec
-from sweeps.space import _search_alg, param_space
+from sweeps.space import _search_alg, param_space, pruning_scheduler
 from sweeps.space import dry_run as _dry_run
 from sweeps.specfile import Spec, TrialSpace, base_config, expand, grid_points, swept_keys
 from sweeps.tracking import Tracker
@@ -324,10 +324,12 @@ def task_splits(spec: Spec):
     return list(registry.get(tasks.pop()).splits) if len(tasks) == 1 else None
 
 
-def _new_tuner(loaded: LoadedSpec, train_fn, tune_path: str, callbacks: list):
+def _new_tuner(loaded: LoadedSpec, train_fn, tune_path: str, callbacks: list, tracking_uri: Optional[str] = None):
     from ray import tune
 
     spec = loaded.spec
+    # an Optuna study lives beside the MLflow store (sqlite) or in the sweep's folder, named after the sweep
+    search_alg = _search_alg(spec, tracking_uri=tracking_uri, tune_path=tune_path)
     single = len(spec.metrics) == 1
     run_config = tune.RunConfig(
         name=Path(tune_path).name, storage_path=str(Path(tune_path).parent),
@@ -340,7 +342,7 @@ def _new_tuner(loaded: LoadedSpec, train_fn, tune_path: str, callbacks: list):
         tune_config=tune.TuneConfig(
             metric=spec.metrics[0] if single and spec.algorithm != "optuna" else None,
             mode=spec.modes[0] if single and spec.algorithm != "optuna" else None,
-            search_alg=_search_alg(spec), scheduler=_scheduler(loaded),
+            search_alg=search_alg, scheduler=_scheduler(loaded) or pruning_scheduler(search_alg),
             num_samples=len(grid_points(spec)) if spec.algorithm == "grid" else spec.num_samples,
             max_concurrent_trials=spec.max_concurrent if spec.algorithm != "grid" else None,  # grid: in _search_alg
             trial_dirname_creator=lambda t: f"trial_{t.trial_id}"),
@@ -452,7 +454,8 @@ def _fit(loaded: LoadedSpec, tracker: Tracker, exp_id: str, parent_id: str, tune
             if restore:
                 tuner = tune.Tuner.restore(tune_path, trainable=train_fn, resume_unfinished=True, resume_errored=True)
             else:
-                tuner = _new_tuner(loaded, train_fn, tune_path, callbacks)
+                tuner = _new_tuner(loaded, train_fn, tune_path, callbacks,
+                                   tracking_uri=str(getattr(tracker.uri, "raw", tracker.uri)))
             grid = tuner.fit()
         errors = len(grid.errors)
     except KeyboardInterrupt:  # a second Ctrl-C: Ray gives up waiting
