@@ -16,7 +16,9 @@ from rirlab.cli.options import set_option, tracking_option
 @click.option("--address", default=None, metavar="ADDR",
               help="Ray cluster to run on: auto, HOST:PORT or ray://HOST:PORT (default: a local Ray sized to this machine).")
 @set_option
-@click.option("--dry-run", is_flag=True, help="Print the expanded trials and the spec hash; start nothing.")
+@click.option("--dry-run", is_flag=True,
+              help="Print the trials as a table (a column per swept value), the spec hash and a compute estimate; "
+                   "start nothing.")
 @click.option("--resume", is_flag=True, help="Continue the last sweep of this spec (same --quick/--set) after its driver died.")
 @click.option("--no-checkpoint-artifacts", is_flag=True,
               help="Do not copy each trial's final checkpoint (and its weights as an MLflow PyTorch model) "
