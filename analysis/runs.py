@@ -16,7 +16,7 @@ from sweeps import schema
 from sweeps.schema import Spec, UserError, read_spec
 
 __all__ = ["Sweep", "child_runs", "describe_parent", "effective_spec", "latest_parent", "load_sweep", "open_store",
-           "read_spec", "sweeps_of"]
+           "require_store", "read_spec", "sweeps_of"]
 
 
 def store_path(uri: str) -> Optional[Path]:
@@ -31,14 +31,17 @@ def store_exists(uri: str) -> bool:
     return path is None or path.is_file()
 
 
-def open_store(uri: str) -> MlflowClient:
-    """A client of an existing store: reading never creates an empty ``mlruns.db`` (MLflow would)."""
+def require_store(uri: str) -> None:
+    """A one-line error when there is no store at URI (reading never creates an empty ``mlruns.db``)."""
     if not store_exists(uri):
         raise UserError(f"no MLflow store at {store_path(uri)}: run `rirlab sweep` here first, or pass the store of "
                         f"your sweeps with --tracking-uri (or $MLFLOW_TRACKING_URI)")
-    from sweeps.tracking import Tracker  # probes the store (unreachable, foreign, old schema: one line), never creates
 
-    return Tracker(uri, create=False).client
+
+def open_store(uri: str) -> MlflowClient:
+    """A client of an existing store: reading never creates an empty ``mlruns.db`` (MLflow would)."""
+    require_store(uri)
+    return MlflowClient(getattr(uri, "raw", uri))  # a masked URI (sweeps.store.StoreURI) prints masked: the real one
 
 
 def _experiment(client: MlflowClient, experiment: str):

@@ -60,13 +60,16 @@ def _write(text: str, out) -> None:
 
 def _client(tracking_uri, must_exist: bool = True):
     """A client of the store (None when it does not exist and ``must_exist`` is false)."""
-    from analysis.runs import open_store, store_exists
+    from analysis.runs import require_store, store_exists
     from sweeps.tracking import resolve_tracking_uri
 
     uri = resolve_tracking_uri(tracking_uri)
     if not must_exist and not store_exists(uri):
         return None
-    return open_store(uri)
+    require_store(uri)  # no store: one line naming the fix (reading never creates one)
+    from sweeps.tracking import Tracker
+
+    return Tracker(uri, create=False).client  # probed first: unreachable, foreign, older schema: one line
 
 
 def _experiment_of(spec, experiment):
