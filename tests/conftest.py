@@ -10,6 +10,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# `rirlab sweep --dry-run` times a training step of every distinct model config for its compute estimate;
+# tests of the dry run's other output skip that (tests/test_spec_dryrun.py times on purpose)
+os.environ.setdefault("RIRLAB_DRY_RUN_TIMING", "0")
 SHARED = REPO.parent / "shared"
 _SCRIPT = Path(sys.executable).parent / "rirlab"  # the console script a user runs
 RIRLAB = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "rirlab.cli"]

@@ -229,10 +229,11 @@ def test_bad_spec_exits_2_with_one_line_and_leaves_the_store_untouched(workdir, 
 # ---------------------------------------------------------------- real sweeps
 
 @pytest.mark.e2e
-def test_random_and_optuna_run_num_samples_trials_inside_the_bounds(workdir):
+def test_random_search_runs_num_samples_trials_inside_the_bounds(workdir):
+    """Through the CLI into MLflow. Optuna through the CLI: tests/test_spec_search.py (a real sweep into a
+    persistent study); its multi-objective seed-mean there too (unit)."""
     search = {"lr": {"loguniform": [1e-4, 1e-2]}, "hidden_size": {"randint": [4, 12]}}
-    for algo, metric, mode in (("random", "dev/accuracy", "max"),
-                               ("optuna", ["dev/accuracy", "time_per_step_ms"], ["max", "min"])):
+    for algo, metric, mode in (("random", "dev/accuracy", "max"),):
         spec = write_spec(workdir / f"{algo}.yaml", name=f"s_{algo}", algorithm=algo, num_samples=3, seeds=1,
                           search=search, metric=metric, mode=mode)
         run_cli(["sweep", spec, "--set", "steps=10", "--no-checkpoint-artifacts"], cwd=workdir, check=True)
