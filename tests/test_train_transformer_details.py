@@ -13,16 +13,9 @@ from torch import nn
 from rirlab.models import registry
 from rirlab.models.transformer import FeedForward, GatedFeedForward
 from rirlab.tasks.base import TaskInfo
+from test_halting import one_thread  # noqa: F401  (autouse: tiny models run fastest on one thread)
 
 D = 16
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def build(name: str, **kw):
