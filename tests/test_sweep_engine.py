@@ -8,7 +8,6 @@ import math
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -80,7 +79,7 @@ def test_dry_run_lists_trials_and_hash_without_starting_anything(workdir):
     spec = write_spec(workdir / "s.yaml", seeds=3)
     proc = run_cli(["sweep", spec, "--dry-run", "--set", "steps=7"], cwd=workdir, check=True)
     loaded = load_spec(spec, overrides={"steps": 7})
-    assert f"4 trials x" not in proc.stdout and f"6 trials (spec hash {loaded.hash})" in proc.stdout
+    assert "4 trials x" not in proc.stdout and f"6 trials (spec hash {loaded.hash})" in proc.stdout
     assert sum(line.split()[-1] == "7" for line in proc.stdout.splitlines()) == 6  # the steps column
     assert not (workdir / "mlruns.db").exists() and not (workdir / "rirlab_runs").exists()
 
