@@ -20,12 +20,10 @@ from rirlab.errors import UserError
 from sweeps import schema
 from sweeps.spec import LoadedSpec
 from sweeps.space import _search_alg, param_space, pruning_scheduler
-from sweeps.space import dry_run as _dry_run
 from sweeps.specfile import Spec, TrialSpace, base_config, expand, grid_points, swept_keys
 from sweeps.tracking import Tracker
 
 OUTPUT_ROOT = "rirlab_runs"
-dry_run = _dry_run  # the CLI imports it from here; it lives in sweeps.space
 
 
 def _scheduler(loaded: LoadedSpec):

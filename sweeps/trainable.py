@@ -48,8 +48,3 @@ def trainable(config: dict, space: TrialSpace = TrialSpace(), checkpoint_every: 
         # deterministic: a retry would fail the same way, so the trial ends (not raises) with its reason,
         # which the driver records as the run's FAILED status and failure-reason tag
         tune.report({schema.FAILURE_RESULT: str(err)})
-
-
-def bind(space: TrialSpace, checkpoint_every: int):
-    """The trainable with this sweep's settings bound (``tune.with_parameters``), the driver's directory too."""
-    return tune.with_parameters(trainable, space=space, checkpoint_every=checkpoint_every, driver_cwd=os.getcwd())

@@ -48,7 +48,7 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
 
         loaded = load_spec(spec, quick=quick, overrides=parse_overrides(sets))
         if dry_run:
-            from sweeps.runner import dry_run as show
+            from sweeps.space import dry_run as show
 
             show(loaded)
             return
