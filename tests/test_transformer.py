@@ -120,3 +120,54 @@ def test_pair_tasks_average_the_two_act_losses(pair_act, factor):
         a, b = model.encode(t1, m1).aux_loss, model.encode(t2, m2).aux_loss
     assert not torch.allclose(a, b)
     torch.testing.assert_close(out.aux_loss, factor * (a + b))
+
+
+def test_head_dim_sets_the_attention_width_apart_from_the_model_width():
+    """The code's LRA Image configs: 8 heads of 8 at d = 128 (Q/K/V d -> 64, output 64 -> d); head_dim equal to
+    d / heads builds exactly the default model."""
+    from rirlab.models import registry
+    from rirlab.tasks.base import TaskInfo
+
+    info = TaskInfo(12, 5, "classify")
+    tokens = torch.randint(1, 12, (3, 7), generator=torch.Generator().manual_seed(0))
+    batch = {"tokens": tokens, "mask": torch.ones(3, 7, dtype=torch.bool)}
+    outs = {}
+    for head_dim in (None, 8, 4):
+        torch.manual_seed(0)
+        cfg = registry.get("transformer").config(hidden_size=16, num_heads=2, num_layers=1, head_dim=head_dim)
+        model = registry.get("transformer").build(cfg, info).eval()
+        mha = next(m for m in model.modules() if isinstance(m, MultiHeadAttention))
+        assert mha.q.weight.shape == (2 * (head_dim or 8), 16) and mha.o.weight.shape == (16, 2 * (head_dim or 8))
+        with torch.no_grad():
+            outs[head_dim] = model(batch).logits
+    torch.testing.assert_close(outs[None], outs[8], rtol=0, atol=0)
+    assert outs[4].shape == outs[None].shape
+    with pytest.raises(ValueError, match="head_dim 5 must be even"):
+        registry.get("transformer").config(hidden_size=16, num_heads=2, head_dim=5)
+
+
+def test_pooling_start_reads_the_start_state_and_defaults_stay_the_papers():
+    """pooling: start is the code's "cls" (LRA Image Transformer and UT); unset, GUT/GUTLB read END and the
+    others the mean (Appendix A)."""
+    from rirlab.models import registry
+    from rirlab.tasks.base import TaskInfo
+
+    info = TaskInfo(12, 5, "classify")
+    got = {name: registry.get(name).build(registry.get(name).config(hidden_size=16, num_heads=2), info)
+           .encoder.readout.how for name in ("transformer", "ut", "gut")}
+    assert got == {"transformer": "mean", "ut": "mean", "gut": "end"}
+    tlb = registry.get("tlb").build(registry.get("tlb").config(hidden_size=16, num_heads=2, readout="tokens",
+                                                               pooling="start"), info)
+    assert tlb.encoder.readout.how == "start"
+
+    torch.manual_seed(0)
+    cfg = registry.get("transformer").config(hidden_size=16, num_heads=2, num_layers=2, dropout=0.0, pooling="start")
+    enc = registry.get("transformer").build(cfg, info).encoder.eval()
+    x, mask = torch.randn(3, 6, 16), torch.tensor([[1] * 6, [1] * 4 + [0] * 2, [1] * 2 + [0] * 4], dtype=torch.bool)
+    with torch.no_grad():
+        h, m, _ = enc.readout.wrap(x, mask)
+        for block in enc.blocks:
+            h = block(h, m, False)
+        vec = enc(x, mask).vec
+    torch.testing.assert_close(vec, h[:, 0])
+    assert not torch.allclose(vec, (h * m[..., None]).sum(1) / m.sum(1, keepdim=True))  # not the mean

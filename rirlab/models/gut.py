@@ -42,7 +42,7 @@ class UniversalEncoder(nn.Module):
         self.block = Block(d, cfg.num_heads, cfg.d_ff, cfg.dropout, gate=gate, ff=ff_options(cfg, gate),
                            **attn_options(cfg))
         self.halting = depth_halting(cfg, global_halt, transition, causal)
-        self.readout = Readout(d, lm, "end" if gut else "mean")
+        self.readout = Readout(d, lm, cfg.pooling or ("end" if gut else "mean"))
         self.norm = nn.LayerNorm(d) if cfg.final_norm else nn.Identity()
         self.causal, self.attend_to_state = causal, not global_halt  # token halting: S_{l-1}; global: H_{l-1}
         self.unit = "sequence" if global_halt and not causal else "token"

@@ -111,7 +111,8 @@ class LatentBottleneckEncoder(nn.Module):
         self.update = MemoryUpdate(d, heads, cfg.memory_ff_mult * d, dropout, cfg.memory_layers, ff_options(cfg),
                                    **attn)
         self.from_memory = cfg.readout == "memory" and not lm
-        self.readout = Readout(d, True if self.from_memory else lm, "end" if gutlb else "mean")  # lm: no START/END
+        pool = cfg.pooling or ("end" if gutlb else "mean")
+        self.readout = Readout(d, True if self.from_memory else lm, pool)  # lm: no START/END
         self.mem_norm = nn.LayerNorm(d) if self.from_memory else None
         self.norm = nn.LayerNorm(d) if cfg.final_norm else nn.Identity()
         self.g, self.causal, self.num_chunks = cfg.chunk_size, causal, None if gutlb else cfg.num_chunks

@@ -20,6 +20,12 @@ with the alternative beside it:
   PyTorch's defaults for all of these. Either way START/END are drawn from N(0, 1) and TLB's M^0 is zero (the
   code's choices; tlb.py).
 - ``final_norm`` (False): no LayerNorm before pooling (rirlab used one before, in neither paper nor code).
+- ``head_dim`` (None = hidden_size / num_heads): the code sets heads and head size apart; Q/K/V project d to
+  num_heads x head_dim and the output projects back to d. Only its LRA Image config makes them differ
+  (8 heads of 8 at d = 128).
+- ``pooling`` (None = the model's: mean, END for GUT/GUTLB, Appendix A): the sentence vector is the mean over
+  the valid positions ("mean"), the END state ("end") or the START state ("start", the code's "cls", which
+  its LRA Image configs use for Transformer and UT). TLB/GUTLB with ``readout: memory`` read the memory instead.
 The paper trained with mixed precision: the training value ``precision: bf16`` (autocast; halting arithmetic
 stays fp32); the default stays fp32, which CPUs run faster and which the papers' RvNN baselines used.
 
@@ -68,12 +74,19 @@ class RTConfig:
     gate_norm: Literal["shared", "own"] = "shared"  # GatedFeedForward: the gate reads the FFN's LayerNorm (code)
     ff_dropout: Literal["code", "post_gelu"] = "code"  # feed-forward/gate dropout placement (module doc)
     init_scheme: Literal["code", "torch"] = "code"  # the paper's code's initialisation or PyTorch's (module doc)
+    head_dim: Optional[int] = Field(None, ge=2)  # per-head size; None = hidden_size / num_heads (module doc)
+    pooling: Optional[Literal["mean", "end", "start"]] = None  # sentence readout; None = the model's (module doc)
 
     @model_validator(mode="after")
     def _heads(self):
+        if self.head_dim is not None:
+            if self.head_dim % 2:
+                raise ValueError(f"head_dim {self.head_dim} must be even (RoPE / xPos rotate pairs of dimensions)")
+            return self
         if self.hidden_size % self.num_heads or (self.hidden_size // self.num_heads) % 2:
             raise ValueError(f"hidden_size {self.hidden_size} must split into num_heads {self.num_heads} heads "
-                             f"of even size (RoPE); pick e.g. num_heads={_heads_for(self.hidden_size)}")
+                             f"of even size (RoPE); pick e.g. num_heads={_heads_for(self.hidden_size)}, or set "
+                             f"head_dim")
         return self
 
     @property
@@ -166,25 +179,28 @@ class MultiHeadAttention(nn.Module):
     """
 
     def __init__(self, d: int, heads: int, dropout: float, rotary: bool = True, positions: str = "rope",
-                 bias: bool = True, xpos_base: float = 512.0, code_init: bool = False):
+                 bias: bool = True, xpos_base: float = 512.0, code_init: bool = False,
+                 head_dim: Optional[int] = None):
         super().__init__()
         self.h, self.p = heads, dropout
+        self.dh = head_dim or d // heads
+        inner = heads * self.dh
         self.positions = positions if rotary else "none"
         self.xpos_base = xpos_base
-        self.q = nn.Linear(d, d, bias=bias)
-        self.kv = nn.Linear(d, 2 * d, bias=bias)
-        self.o = nn.Linear(d, d, bias=bias)
-        self.register_buffer("zeta", xpos_zeta(d // heads), persistent=False)
+        self.q = nn.Linear(d, inner, bias=bias)
+        self.kv = nn.Linear(d, 2 * inner, bias=bias)
+        self.o = nn.Linear(inner, d, bias=bias)
+        self.register_buffer("zeta", xpos_zeta(self.dh), persistent=False)
         if code_init:
             nn.init.xavier_uniform_(self.q.weight, gain=1 / math.sqrt(2))
-            for w in self.kv.weight.chunk(2, dim=0):  # K and V, each as its own d x d projection
+            for w in self.kv.weight.chunk(2, dim=0):  # K and V, each as its own d -> inner projection
                 with torch.no_grad():
                     w.copy_(nn.init.xavier_uniform_(torch.empty_like(w), gain=1 / math.sqrt(2)))
             nn.init.xavier_uniform_(self.o.weight)
 
     def forward(self, q_in, kv_in, key_mask=None, causal: bool = False) -> torch.Tensor:
-        n, sq, d = q_in.shape
-        sk, dh = kv_in.size(1), d // self.h
+        n, sq, _ = q_in.shape
+        sk, dh = kv_in.size(1), self.dh
         q = self.q(q_in).view(n, sq, self.h, dh).transpose(1, 2)  # (N, H, Sq, Dh)
         k, v = self.kv(kv_in).view(n, sk, 2, self.h, dh).permute(2, 0, 3, 1, 4)  # 2 x (N, H, Sk, Dh)
         if self.positions == "rope":
@@ -195,13 +211,13 @@ class MultiHeadAttention(nn.Module):
         mask = attention_mask(key_mask, sq, causal, q_in.device)
         p = self.p if self.training else 0.0
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (N, H, Sq, Dh)
-        return self.o(out.transpose(1, 2).reshape(n, sq, d))  # (N, Sq, D)
+        return self.o(out.transpose(1, 2).reshape(n, sq, self.h * dh))  # (N, Sq, D)
 
 
 def attn_options(cfg: RTConfig) -> dict:
     """Keyword arguments of :class:`Attention` / :class:`Block` from a model config."""
     return {"positions": cfg.positions, "bias": cfg.attn_bias, "xpos_base": cfg.xpos_scale_base,
-            "code_init": cfg.init_scheme == "code", "attn_dropout": cfg.attn_dropout}
+            "code_init": cfg.init_scheme == "code", "attn_dropout": cfg.attn_dropout, "head_dim": cfg.head_dim}
 
 
 class Attention(nn.Module):
@@ -211,11 +227,11 @@ class Attention(nn.Module):
 
     def __init__(self, d: int, heads: int, dropout: float, rotary: bool = True, positions: str = "rope",
                  bias: bool = True, xpos_base: float = 512.0, code_init: bool = False,
-                 attn_dropout: Optional[float] = None):
+                 attn_dropout: Optional[float] = None, head_dim: Optional[int] = None):
         super().__init__()
         self.ln = nn.LayerNorm(d)
         self.mha = MultiHeadAttention(d, heads, dropout if attn_dropout is None else attn_dropout, rotary,
-                                      positions, bias, xpos_base, code_init)
+                                      positions, bias, xpos_base, code_init, head_dim)
         self.drop = nn.Dropout(dropout)
 
     def forward(self, q, kv=None, key_mask=None, causal: bool = False) -> torch.Tensor:
@@ -342,8 +358,9 @@ def cumulative_mean(h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 class Readout(nn.Module):
     """START/END wrapping of the input and pooling of the output (Appendix A).
 
-    Sentence tasks: [START] x [END], then mean pooling over valid positions (``pool="mean"``) or the state at
-    the END position (``pool="end"``, GUT/GUTLB). Language modelling (``lm``): no wrapping, token states out.
+    Sentence tasks: [START] x [END], then mean pooling over valid positions (``pool="mean"``), the state at
+    the END position (``pool="end"``, GUT/GUTLB) or at the START position (``pool="start"``, the code's "cls").
+    Language modelling (``lm``): no wrapping, token states out.
     """
 
     def __init__(self, d: int, lm: bool, pool: str):
@@ -363,6 +380,8 @@ class Readout(nn.Module):
             return h  # (N, S, D)
         if self.how == "end":
             return h[torch.arange(h.size(0), device=h.device), end_at]  # (N, D)
+        if self.how == "start":
+            return h[:, 0]  # (N, D)
         return masked_mean(h, mask)  # (N, D)
 
 
@@ -378,7 +397,7 @@ class TransformerEncoder(nn.Module):
         self.blocks = nn.ModuleList(Block(d, cfg.num_heads, cfg.d_ff, cfg.dropout, ff=ff_options(cfg),
                                           **attn_options(cfg))
                                     for _ in range(cfg.num_layers))
-        self.readout = Readout(d, lm, "mean")
+        self.readout = Readout(d, lm, cfg.pooling or "mean")
         self.norm = nn.LayerNorm(d) if cfg.final_norm else nn.Identity()
         self.causal = causal
 
