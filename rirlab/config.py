@@ -71,8 +71,11 @@ class TrainConfig:
     # "schedule": warm-up_steps then lr_decay, per step; "plateau": ReduceLROnPlateau on the dev score per epoch
     scheduler: Optional[Literal["schedule", "plateau"]] = None
     warmup_steps: int = Field(0, ge=0)  # linear warm-up of the learning rate (scheduler: schedule)
-    # after warm-up: none, linear / cosine down to 0 at the last step, or inverse_sqrt: sqrt(warmup / step)
-    lr_decay: Literal["none", "linear", "cosine", "inverse_sqrt"] = "none"
+    # after warm-up: none, linear / cosine down to 0 at the last step, or inverse_sqrt: sqrt(warmup / step), which
+    # peaks at lr; root_warmup is the dynamic-halt paper's code's "rootwarmup" schedule,
+    # lr * min(1, step / warmup) / sqrt(max(step, warmup)) (step from 1), whose peak is lr / sqrt(warmup_steps):
+    # its configs write lr 0.05 with 1,000 warm-up steps, a peak of 1.6e-3 (rirlab.train.Trainer.lr_factor)
+    lr_decay: Literal["none", "linear", "cosine", "inverse_sqrt", "root_warmup"] = "none"
     plateau_factor: float = Field(0.5, gt=0, lt=1)  # scheduler plateau: lr *= factor ...
     plateau_patience: int = Field(2, ge=0)  # ... after this many epochs without dev improvement beyond these
     early_stop_patience: Optional[int] = Field(None, ge=0)  # stop once this many epochs passed without improvement

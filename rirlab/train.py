@@ -175,6 +175,9 @@ class Trainer:
 
     def lr_factor(self, step: int) -> float:
         t = self.cfg.train
+        if t.lr_decay == "root_warmup":  # the dynamic-halt code's RootWarmup: warm-up and 1/sqrt decay, unnormalised
+            w = max(1, t.warmup_steps)
+            return min(1.0, (step + 1) / w) / math.sqrt(max(step + 1, w))
         if step < t.warmup_steps:
             return (step + 1) / t.warmup_steps
         if t.lr_decay == "none":
