@@ -84,3 +84,26 @@ def test_generated_stand_in_loads(task):
     data = tasks.get(task).load(build(tasks.get(task).config, {"generated": True}, task))
     assert data.embeddings is None and len(data.train) > 10 and set(data.eval_splits) == {"dev", "test"}
     assert data.collate(data.train[:4])["labels"].shape == (4,)
+
+
+def test_lra_image_dev_holdout_cuts_the_last_training_images(tmp_path):
+    """dev_holdout (the dynamic-halt code's tfds train[:90%] / train[90%:]): dev is the last fraction of the
+    training images in file order, train the rest, test untouched; 0 keeps LRA's dev = test."""
+    def batch(labels):
+        data = np.zeros((len(labels), 3072), np.uint8)
+        data[:, 0] = labels  # pixel 0 tells the images apart
+        return pickle.dumps({b"labels": [y % 10 for y in labels], b"data": data})
+
+    for i in range(1, 6):
+        write(tmp_path / f"cifar-10-batches-py/data_batch_{i}", batch(list(range(10 * (i - 1), 10 * i))))
+    write(tmp_path / "cifar-10-batches-py/test_batch", batch([7, 8]))
+
+    def first_pixels(split, **kw):
+        return [int(p[0]) for _, p in rows("lra_image", cfg("lra_image", tmp_path, **kw), split)]
+
+    every = first_pixels("train")
+    held = {s: first_pixels(s, dev_holdout=0.1) for s in ("train", "dev", "test")}
+    assert len(every) == 50 and held["train"] == every[:45] and held["dev"] == every[45:]
+    assert held["test"] == first_pixels("test") == first_pixels("dev")  # LRA's dev is the test set
+    with pytest.raises(UserError, match="dev_holdout"):
+        cfg("lra_text", tmp_path, dev_holdout=0.1)  # only the Image task has it

@@ -15,6 +15,10 @@ Files under data_dir:
 - ``cifar-10-batches-py/{data_batch_1..5,test_batch}``: Image, CIFAR-10's python pickles; each image to
   grayscale as LRA (``tf.image.rgb_to_grayscale``: 0.2989 R + 0.5870 G + 0.1140 B, back to 8 bits) and read
   row by row as 1,024 pixel tokens; train = the 50,000 training images, dev = test = test_batch (LRA).
+  ``dev_holdout: 0.1`` holds the last 10% of the training images (in file order: the second half of
+  data_batch_5) out as dev instead, the sizes the dynamic-halt paper's public code uses (tfds
+  ``train[:90%]`` / ``train[90%:]``); tfds orders CIFAR-10 by its own key hash, so the 5,000 images are not
+  the same ones, and only which images select the checkpoint differs.
 
 Token ids: 0 padding, byte / pixel value + 1 (ListOps: the ListOps task's vocabulary).
 """
@@ -52,6 +56,14 @@ class LRAConfig:
     eval_splits: list[str] = Field(default_factory=lambda: ["test"])
 
     _known = known_splits("lra", ("test",))
+
+
+@dataclass(config=STRICT)
+class LRAImageConfig(LRAConfig):
+    """LRA Image; ``dev_holdout``: the fraction of the training images held out as dev (module doc); 0 = LRA's
+    dev, the test images."""
+
+    dev_holdout: float = Field(0.0, ge=0, lt=1)
 
 
 def to_bytes(text: str, n: int) -> list[int]:
@@ -220,15 +232,37 @@ class LRAImage(LRATask):
     """LRA Image: sequential grayscale CIFAR-10, 1,024 pixels per image (the user's cifar-10-batches-py)"""
 
     name, kind = "lra_image", "classify"
+    config = LRAImageConfig
     labels = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
     max_len = 1024
     files = {**{f"data_batch_{i}": f"cifar-10-batches-py/data_batch_{i}" for i in range(1, 6)},
              "test_batch": "cifar-10-batches-py/test_batch"}
     needs = {"train": tuple(f"data_batch_{i}" for i in range(1, 6)), "dev": ("test_batch",), "test": ("test_batch",)}
 
+    @staticmethod
+    def _source(cfg, split: str) -> str:
+        """The split whose files a split reads: with ``dev_holdout``, dev is cut from the training images."""
+        return "train" if split == "dev" and cfg.dev_holdout else split
+
+    def paths(self, cfg, split: str, check: bool = True) -> list[tuple[str, Path]]:
+        return super().paths(cfg, self._source(cfg, split), check)
+
+    def protocol(self, cfg, split: str) -> dict:
+        out = super().protocol(cfg, split)
+        if cfg.dev_holdout and split in ("train", "dev"):
+            out["dev_holdout"] = cfg.dev_holdout
+        return out
+
     def read_split(self, cfg, root: Path, split: str) -> list:
+        rows = self._read_batches(cfg, root, self.needs[self._source(cfg, split)])
+        if cfg.dev_holdout and split in ("train", "dev"):
+            cut = len(rows) - round(len(rows) * cfg.dev_holdout)  # the last fraction, in file order
+            rows = rows[:cut] if split == "train" else rows[cut:]
+        return rows
+
+    def _read_batches(self, cfg, root: Path, keys) -> list:
         rows = []
-        for key in self.needs[split]:
+        for key in keys:
             path = root / self.files[key]
             try:
                 with open(path, "rb") as f:
