@@ -89,6 +89,8 @@ SHIPPED = {
     "halting": ("halt:table1", {"ut, halt loss weight 0.1": "UT", "gut, halt loss weight 0.1": "GUT"}),
     "halt_logic": ("halt:table2", {n: n for n in ["Transformer", "UT", "GUT", "GUT−Transition", "TLB", "GUTLB"]}),
     "flipflop": ("halt:table3_median", {n: n for n in ["Transformer", "UT", "GUT", "TLB", "GUTLB", "TLB FR"]}),
+    **{f"halt_table4_lra_{t}": (f"halt:table4_lra_{t}", {n: n for n in ["Transformer", "UT", "GUT", "TLB", "GUTLB"]})
+       for t in ("listops", "text", "retrieval", "image")},
     "chunk_beam": ("rir:table5", {"chunk 10, beam 7": "(chunk 10)", "chunk 20, beam 7": "(chunk 20)",
                                   "chunk 30, beam 5": "(beam 5)", "chunk 30, beam 7": "RIR-EBT-GRC"}),
 }
