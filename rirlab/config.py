@@ -74,12 +74,19 @@ class TrainConfig:
     # after warm-up: none, linear / cosine down to 0 at the last step, or inverse_sqrt: sqrt(warmup / step), which
     # peaks at lr; root_warmup is the dynamic-halt paper's code's "rootwarmup" schedule,
     # lr * min(1, step / warmup) / sqrt(max(step, warmup)) (step from 1), whose peak is lr / sqrt(warmup_steps):
-    # its configs write lr 0.05 with 1,000 warm-up steps, a peak of 1.6e-3 (rirlab.train.Trainer.lr_factor)
-    lr_decay: Literal["none", "linear", "cosine", "inverse_sqrt", "root_warmup"] = "none"
+    # its configs write lr 0.05 with 1,000 warm-up steps, a peak of 1.6e-3 (rirlab.train.Trainer.lr_factor);
+    # one_cycle is that code's "linearwarmup", torch's OneCycleLR with linear annealing: lr / 25 rising to lr
+    # over warmup_steps, then down to lr / 2.5e5 at the last step, while Adam's beta1 goes 0.95 -> 0.85 -> 0.95
+    # (OneCycleLR cycles momentum by default); its flip-flop runs used it
+    lr_decay: Literal["none", "linear", "cosine", "inverse_sqrt", "root_warmup", "one_cycle"] = "none"
     plateau_factor: float = Field(0.5, gt=0, lt=1)  # scheduler plateau: lr *= factor ...
     plateau_patience: int = Field(2, ge=0)  # ... after this many epochs without dev improvement beyond these
     early_stop_patience: Optional[int] = Field(None, ge=0)  # stop once this many epochs passed without improvement
     # (the counter must exceed it, as in the papers' code); 0 = never stop early
+    # steps between dev evaluations that also select the weights and count towards early stopping, besides the
+    # epoch ends (the dynamic-halt code evaluates dev every `chunk_size` training examples: 1,000 steps on
+    # flip-flop, an epoch of 10,000); None = at epoch ends only
+    dev_every: Optional[int] = Field(None, ge=1)
     select_by: Optional[Literal["last", "accuracy", "loss", "auto"]] = None  # weights the test splits see: the
     # last step's, or the epoch with the best dev accuracy / dev loss; auto: per model (train.SELECT_BY_ACCURACY)
     s4d_lr_cap: Optional[float] = Field(None, ge=0)  # S4D kernel params get lr min(cap, lr); 0 = no own group
@@ -100,11 +107,15 @@ class TrainConfig:
         if self.scheduler == "plateau" and (self.warmup_steps or self.lr_decay != "none"):
             raise UserError(f"scheduler=plateau steps the lr on the dev score; warmup_steps={self.warmup_steps} / "
                             f"lr_decay={self.lr_decay!r} belong to scheduler=schedule: set one or the other")
+        if self.lr_decay == "one_cycle" and (self.optimizer != "adamw" or not self.warmup_steps):
+            raise UserError(f"lr_decay=one_cycle cycles AdamW's beta1 over warmup_steps: it needs optimizer=adamw "
+                            f"(not {self.optimizer}) and warmup_steps >= 1 (not {self.warmup_steps})")
 
     @property
     def per_epoch_dev(self) -> bool:
         """Whether the trainer evaluates dev at every epoch end (for the plateau scheduler, selection or stopping)."""
-        return self.scheduler == "plateau" or self.select_by != "last" or self.early_stop_patience > 0
+        return self.scheduler == "plateau" or self.select_by != "last" or self.early_stop_patience > 0 \
+            or self.dev_every is not None
 
 
 def field_names(cls) -> list[str]:

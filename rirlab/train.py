@@ -7,8 +7,8 @@ steps); the last report holds the final metrics of every evaluation split and ``
 
 The recipe (rirlab.config.RECIPES) decides the optimiser, the lr scheduler, early stopping and which weights
 the evaluation splits see. Under ``select_by`` accuracy / loss (recipe paper: auto) dev is evaluated at every
-epoch end and at the last step; the best of those (improvement > 1e-4, as the papers' code) is kept and every
-split is evaluated with it at the end. The final report then carries ``best/step``, ``best/epoch``,
+epoch end and at the last step (and every ``dev_every`` steps when set); the best of those (improvement > 1e-4,
+as the papers' code) is kept and every split is evaluated with it at the end. The final report then carries ``best/step``, ``best/epoch``,
 ``best/dev_accuracy``, ``best/dev_loss``, ``stopped_epoch`` and ``early_stopped`` (1 when early stopping ended
 the trial).
 
@@ -53,6 +53,7 @@ import torch
 import torch.nn.functional as F
 
 from rirlab.config import TrialConfig, resolve
+from rirlab.errors import UserError
 from rirlab.optim import Ranger
 from rirlab.models import registry as models
 from rirlab.models.base import autocast
@@ -165,6 +166,13 @@ class Trainer:
         if t.scheduler == "plateau":  # mode max on the dev score (accuracy, or -loss), as the papers' code
             self.sched = torch.optim.lr_scheduler.ReduceLROnPlateau(self.opt, mode="max", factor=t.plateau_factor,
                                                                     patience=t.plateau_patience)
+        elif t.lr_decay == "one_cycle":  # the dynamic-halt code's "linearwarmup" (config.py), momentum cycled too
+            if self.total_steps <= t.warmup_steps:
+                raise UserError(f"lr_decay=one_cycle needs more training steps ({self.total_steps}) than "
+                                f"warmup_steps ({t.warmup_steps})")
+            self.sched = torch.optim.lr_scheduler.OneCycleLR(
+                self.opt, max_lr=[g["lr"] for g in self.opt.param_groups], total_steps=self.total_steps,
+                pct_start=t.warmup_steps / self.total_steps, anneal_strategy="linear")
         else:
             self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, self.lr_factor)
         self.metric = selection_metric(cfg.model, t.select_by)
@@ -276,14 +284,17 @@ class Trainer:
         if not t.per_epoch_dev:
             return None
         epoch_end = self.step % self.batches_per_epoch == 0
-        if not (epoch_end or self.step == self.total_steps):
+        periodic = t.dev_every is not None and self.step % t.dev_every == 0
+        if not (epoch_end or periodic or self.step == self.total_steps):
             return None
         dev = self.evaluate(self.dev_split())
-        self.consider(dev, epoch_end)
+        self.consider(dev, epoch_end, counts=epoch_end or periodic)
         return dev
 
-    def consider(self, dev: dict, epoch_end: bool) -> None:
-        """A dev evaluation at an epoch end (or the last step): plateau scheduler, best weights, early stopping."""
+    def consider(self, dev: dict, epoch_end: bool, counts: bool) -> None:
+        """A dev evaluation at an epoch end, a ``dev_every`` point or the last step: plateau scheduler (epoch ends),
+        best weights, early stopping (``counts``: whether a miss counts towards the patience; epoch ends and
+        ``dev_every`` points, as the code's impatience counts every dev evaluation)."""
         t = self.cfg.train
         score = dev["accuracy"] if self.metric == "accuracy" else -dev["loss"]
         if epoch_end and isinstance(self.sched, torch.optim.lr_scheduler.ReduceLROnPlateau):
@@ -293,7 +304,7 @@ class Trainer:
                          "dev_loss": dev["loss"]}
             self.best_weights = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
             self.bad_epochs = 0
-        elif epoch_end:
+        elif counts:
             self.bad_epochs += 1
             self.stopped = bool(t.early_stop_patience) and self.bad_epochs > t.early_stop_patience
 

@@ -118,7 +118,8 @@ def test_paper_code_settings():
     ff = trial_configs("flipflop")
     for cfg in ff.values():
         assert (cfg["batch_size"], cfg["lr"], cfg["warmup_steps"], cfg["lr_decay"], cfg["epochs"]) \
-            == (16, 0.0003, 50, "linear", 1)
+            == (16, 0.0003, 50, "one_cycle", 1)
+        assert (cfg["dev_every"], cfg["select_by"]) == (1000, "accuracy")  # the code: dev every 16,000 sequences
         assert (cfg["weight_decay"], cfg["grad_clip"]) == (0.1, 1.0)
     assert (ff["UT"]["max_layers"], ff["GUT"]["max_layers"], ff["GUTLB"]["max_layers"]) == (10, 20, 10)
     assert (ff["TLB"]["num_layers"], ff["TLB"]["memory_layers"], ff["GUTLB"]["memory_layers"]) == (3, 2, 2)
