@@ -61,6 +61,7 @@ class TrainConfig:
     weight_decay: float = Field(1e-2, ge=0)
     adam_beta1: float = Field(0.9, ge=0, lt=1)  # AdamW betas (the dynamic-halt paper's code: 0.9, 0.98)
     adam_beta2: float = Field(0.999, ge=0, lt=1)
+    adam_eps: float = Field(1e-8, gt=0, lt=1)  # AdamW eps (the dynamic-halt code's LRA Image configs: 1e-9)
     batch_size: int = Field(128, ge=1)
     eval_batch_size: int = Field(128, ge=1)
     steps: int = Field(20000, ge=1)

@@ -107,7 +107,8 @@ def make_optimizer(model: torch.nn.Module, t) -> torch.optim.Optimizer:
     groups = param_groups(model, t)
     if t.optimizer == "ranger":
         return Ranger(groups, lr=t.lr, weight_decay=t.weight_decay)
-    return torch.optim.AdamW(groups, lr=t.lr, weight_decay=t.weight_decay, betas=(t.adam_beta1, t.adam_beta2))
+    return torch.optim.AdamW(groups, lr=t.lr, weight_decay=t.weight_decay, betas=(t.adam_beta1, t.adam_beta2),
+                             eps=t.adam_eps)
 
 
 class NonFiniteLoss(RuntimeError):

@@ -27,8 +27,8 @@ def test_inverse_sqrt_warms_up_then_decays_as_one_over_sqrt_step():
 
 def test_adam_betas_reach_the_optimizer():
     model = torch.nn.Linear(2, 2)
-    opt = make_optimizer(model, TrainConfig(adam_beta2=0.98))
-    assert opt.param_groups[0]["betas"] == (0.9, 0.98)
+    opt = make_optimizer(model, TrainConfig(adam_beta2=0.98, adam_eps=1e-9))
+    assert opt.param_groups[0]["betas"] == (0.9, 0.98) and opt.param_groups[0]["eps"] == 1e-9
 
 
 def code_root_warmup(step: int, lr: float, warmup: int) -> float:

@@ -169,7 +169,8 @@ def test_lra_specs_carry_the_codes_lra_settings(task):
     assert cfgs["Transformer"]["num_layers"] == depth["Transformer"]
     assert cfgs["TLB"]["num_layers"] == (1 if task == "image" else 2)
     if task == "image":  # 8 heads of 8 at d = 128, "cls" pooling for Transformer / UT, no clip, 10% dev held out
-        assert all(c["head_dim"] == 8 and c["dev_holdout"] == 0.1 and c["grad_clip"] == 0 for c in cfgs.values())
+        assert all(c["head_dim"] == 8 and c["dev_holdout"] == 0.1 and c["grad_clip"] == 0 and c["adam_eps"] == 1e-9
+                   for c in cfgs.values())
         assert cfgs["Transformer"]["pooling"] == cfgs["UT"]["pooling"] == "start" and "pooling" not in cfgs["GUT"]
     if task == "retrieval":  # its configs keep PyTorch's betas and give TLB / GUTLB batch 128
         assert {c["adam_beta2"] for c in cfgs.values()} == {0.999}
