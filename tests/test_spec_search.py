@@ -47,7 +47,8 @@ def test_ray_tune_runs_each_random_configuration_once_per_seed(tmp_path):
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         tuner = tune.Tuner(lambda config: tune.report({"ok": 1}), param_space=param_space(spec),
-                           tune_config=tune.TuneConfig(search_alg=_search_alg(spec), num_samples=spec.num_samples),
+                           tune_config=tune.TuneConfig(search_alg=_search_alg(spec), num_samples=spec.num_samples,
+                                                       reuse_actors=True),  # trivial trials: no new actor each
                            run_config=tune.RunConfig(storage_path=str(tmp_path / "tune"), verbose=0))
         configs = [r.config for r in tuner.fit()]
     finally:

@@ -145,7 +145,8 @@ def test_ray_tune_runs_exactly_the_expanded_grid_trials(tmp_path):
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         tuner = tune.Tuner(lambda config: tune.report({"ok": 1}), param_space=param_space(spec),
-                           tune_config=tune.TuneConfig(search_alg=_search_alg(spec), num_samples=len(grid_points(spec))),
+                           tune_config=tune.TuneConfig(search_alg=_search_alg(spec), num_samples=len(grid_points(spec)),
+                                                       reuse_actors=True),  # 24 trivial trials: ~5x faster
                            run_config=tune.RunConfig(storage_path=str(tmp_path / "tune"), verbose=0))
         configs = [r.config for r in tuner.fit()]
     finally:
