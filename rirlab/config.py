@@ -167,9 +167,12 @@ def build(cls, values: dict[str, Any], what: str):
         return cls(**values)
     except ValidationError as err:
         e = err.errors()[0]
-        loc = ".".join(str(p) for p in e["loc"]) or "?"
+        msg = e["msg"].removeprefix("Value error, ")
+        loc = ".".join(str(p) for p in e["loc"])
+        if not loc:  # a rule across fields (a model validator): its message names them
+            raise UserError(f"{what}: {msg}") from None
         got = values.get(loc, e.get("input"))
-        raise UserError(f"{what}: {loc}={got!r} is invalid: {e['msg'].removeprefix('Value error, ')}") from None
+        raise UserError(f"{what}: {loc}={got!r} is invalid: {msg}") from None
     except TypeError as err:  # unexpected keyword argument
         raise UserError(f"{what}: {err}") from None
 

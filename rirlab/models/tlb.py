@@ -27,7 +27,7 @@ from typing import Literal, Optional
 
 import torch
 import torch.nn.functional as F
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic.dataclasses import dataclass
 from torch import nn
 
@@ -50,6 +50,10 @@ class TLBConfig(RTConfig):
     readout: Literal["memory", "tokens"] = "memory"  # module doc
     memory_ff_mult: int = Field(1, ge=1)  # memory-update feed-forward d -> this * d -> d
 
+    @model_validator(mode="after")
+    def _pooling(self):
+        return pooling_needs_tokens(self)
+
 
 @dataclass(config=STRICT)
 class GUTLBConfig(GUTConfig):
@@ -60,6 +64,18 @@ class GUTLBConfig(GUTConfig):
     chunking: Literal["torch", "fixed"] = "torch"
     readout: Literal["memory", "tokens"] = "memory"
     memory_ff_mult: int = Field(1, ge=1)
+
+    @model_validator(mode="after")
+    def _pooling(self):
+        return pooling_needs_tokens(self)
+
+
+def pooling_needs_tokens(cfg):
+    """``pooling`` picks among token states; with ``readout: memory`` (the code) the memory is read instead."""
+    if cfg.pooling is not None and cfg.readout == "memory":
+        raise ValueError(f"pooling={cfg.pooling} has no effect with readout=memory (the sentence vector is the "
+                         f"mean of the final memory); drop pooling or set readout=tokens")
+    return cfg
 
 
 class ChunkLayer(nn.Module):
