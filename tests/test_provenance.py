@@ -4,7 +4,6 @@ following imported content, and the data cache reaching Ray workers."""
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 import yaml
