@@ -240,25 +240,23 @@ class LRAImage(LRATask):
     needs = {"train": tuple(f"data_batch_{i}" for i in range(1, 6)), "dev": ("test_batch",), "test": ("test_batch",)}
 
     @staticmethod
-    def _source(cfg, split: str) -> str:
-        """The split whose files a split reads: with ``dev_holdout``, dev is cut from the training images."""
-        return "train" if split == "dev" and cfg.dev_holdout else split
+    def _cut(cfg, split: str) -> bool:
+        """Whether the split is a part of the training images (``dev_holdout``: train and dev both are)."""
+        return bool(cfg.dev_holdout) and split in ("train", "dev")
 
     def paths(self, cfg, split: str, check: bool = True) -> list[tuple[str, Path]]:
-        return super().paths(cfg, self._source(cfg, split), check)
+        return super().paths(cfg, "train" if self._cut(cfg, split) else split, check)
 
     def protocol(self, cfg, split: str) -> dict:
         out = super().protocol(cfg, split)
-        if cfg.dev_holdout and split in ("train", "dev"):
-            out["dev_holdout"] = cfg.dev_holdout
-        return out
+        return {**out, "dev_holdout": cfg.dev_holdout} if self._cut(cfg, split) else out
 
     def read_split(self, cfg, root: Path, split: str) -> list:
-        rows = self._read_batches(cfg, root, self.needs[self._source(cfg, split)])
-        if cfg.dev_holdout and split in ("train", "dev"):
-            cut = len(rows) - round(len(rows) * cfg.dev_holdout)  # the last fraction, in file order
-            rows = rows[:cut] if split == "train" else rows[cut:]
-        return rows
+        if not self._cut(cfg, split):
+            return self._read_batches(cfg, root, self.needs[split])
+        rows = self._read_batches(cfg, root, self.needs["train"])
+        cut = len(rows) - round(len(rows) * cfg.dev_holdout)  # the last fraction, in file order
+        return rows[:cut] if split == "train" else rows[cut:]
 
     def _read_batches(self, cfg, root: Path, keys) -> list:
         rows = []
