@@ -8,9 +8,9 @@ steps); the last report holds the final metrics of every evaluation split and ``
 The recipe (rirlab.config.RECIPES) decides the optimiser, the lr scheduler, early stopping and which weights
 the evaluation splits see. Under ``select_by`` accuracy / loss (recipe paper: auto) dev is evaluated at every
 epoch end and at the last step (and every ``dev_every`` steps when set); the best of those (improvement > 1e-4,
-as the papers' code) is kept and every split is evaluated with it at the end. The final report then carries ``best/step``, ``best/epoch``,
-``best/dev_accuracy``, ``best/dev_loss``, ``stopped_epoch`` and ``early_stopped`` (1 when early stopping ended
-the trial).
+as the papers' code) is kept and every split is evaluated with it at the end. The final report then carries
+``best/step``, ``best/epoch``, ``best/dev_accuracy``, ``best/dev_loss``, ``stopped_epoch`` and ``early_stopped``
+(1 when early stopping ended the trial).
 
 Metrics (one unit per kind; docs/metrics.md says the same for users):
 
