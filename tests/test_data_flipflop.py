@@ -42,11 +42,27 @@ def test_splits_lengths_and_lm_batches(tmp_path):
     data = ff.load(cfg)
     assert data.kind == "lm" and list(data.eval_splits) == ["dev", "p0.98_len1024"]
     assert {len(x) for x, _ in data.eval_splits["p0.98_len1024"]} == {1024}
-    assert sorted({len(x) for x, _ in data.eval_splits["dev"]}) == [512, 1024] and len(data.eval_splits["dev"]) == 24
-    b = data.collate(data.eval_splits["dev"][:1] + data.eval_splits["dev"][-1:] + data.train[:2])
+    dev = data.eval_splits["dev"]  # 4 of each test setting, then 4 of the training setting (length 64)
+    assert [len(x) for x, _ in dev] == [512] * 12 + [1024] * 12 + [64] * 4 and ff.FlipFlop().split_rows(cfg, "dev") == 28
+    b = data.collate(dev[:1] + dev[-5:-4] + data.train[:2])
     assert b["labels"].shape == b["tokens"].shape == (4, 1024)
     assert (b["labels"][~b["mask"]] == ff.NO_LOSS).all()
     reads = b["tokens"] == ff.R
     assert (b["labels"][reads] >= ff.ZERO).all() and (b["labels"][~reads] == ff.NO_LOSS).all()
     again = ff.split_table(cfg, "train")
     assert np.array_equal(np.stack([x for x, _ in ff.examples(again)]), np.stack([x for x, _ in data.train]))
+
+
+def test_dev_holds_the_training_setting_as_its_seventh_part(tmp_path):
+    """The dynamic-halt code's dev: the six test settings and 1,000 sequences more at the training setting."""
+    cfg = ff.FlipFlopConfig(n_train=10, n_dev=300, train_len=64, cache_dir=str(tmp_path))
+    rows = [t for t in ff.to_lines(ff.split_table(cfg, "dev"))]
+    assert len(rows) == 7 * 300
+    train_part = [line.split()[0::2] for line in rows[6 * 300:]]
+    assert {len(t) for t in train_part} == {32}
+    ignore = sum(t.count("i") for t in train_part) / sum(len(t) - 2 for t in train_part)  # first w, last r fixed
+    assert abs(ignore - 0.8) < 0.02
+    again = ff.split_table(ff.FlipFlopConfig(n_train=10, n_dev=300, train_len=64, train_p_ignore=0.5,
+                                             cache_dir=str(tmp_path)), "dev")
+    other = [line.split()[0::2] for line in list(ff.to_lines(again))[6 * 300:]]
+    assert abs(sum(t.count("i") for t in other) / sum(len(t) - 2 for t in other) - 0.5) < 0.02

@@ -130,3 +130,34 @@ def test_generated_pairs_carry_the_real_files_traces():
         assert "not ( not" not in p + h
         assert all(logic.worlds(logic.parse(f)) not in (0, logic._ALL) for f in (p, h))
         assert rel == logic.label(p, h) and max(logic.n_ops(p), logic.n_ops(h)) == 9
+
+
+def _not_shares(rows, n):
+    """Per pair of exactly n operators: the share of 'not' among its operators."""
+    out = []
+    for _, p, h in rows:
+        if max(logic.n_ops(p), logic.n_ops(h)) == n:
+            words = [t for t in f"{p} {h}".split() if t in ("not", "and", "or")]
+            out.append(words.count("not") / len(words))
+    return out
+
+
+def test_dev_is_carved_from_the_train_files_every_tenth_pair(tmp_path):
+    """The papers' protocol (process_proplog.py): train0..train6 -> every 10th pair dev. At the defaults the sizes
+    are the real ones (135,529 = 121,977 + 13,552), and dev is distributed like train at every N; a dev drawn
+    after train in one stream was not at small N ('not' share at N = 1: 0.058 against train's 0.27)."""
+    cfg = logic.LogicConfig(cache_dir=str(tmp_path))
+    train, dev = (logic.split_table(cfg, s) for s in ("train", "dev"))
+    assert (train.num_rows, dev.num_rows) == (121977, 13552) == (cfg.n_train, cfg.n_dev)
+    rows = {s: list(zip(*(t.column(c).to_pylist() for c in ("relation", "premise", "hypothesis"))))
+            for s, t in (("train", train), ("dev", dev))}
+    assert not {(p, h) for _, p, h in rows["train"]} & {(p, h) for _, p, h in rows["dev"]}
+    for n in (1, 2, 3, 6):
+        a, b = _not_shares(rows["train"], n), _not_shares(rows["dev"], n)
+        assert len(b) == pytest.approx(len(a) / 9, rel=0.05), (n, len(a), len(b))
+        ma, mb = sum(a) / len(a), sum(b) / len(b)
+        va = sum((x - ma) ** 2 for x in a) / (len(a) - 1)
+        vb = sum((x - mb) ** 2 for x in b) / (len(b) - 1)
+        assert abs(ma - mb) / ((va / len(a) + vb / len(b)) ** 0.5) < 4, (n, ma, mb)  # Welch t
+    small = logic.LogicConfig(n_train=300, n_dev=50, cache_dir=str(tmp_path))
+    assert [logic.split_table(small, s).num_rows for s in ("train", "dev")] == [300, 50]

@@ -13,7 +13,9 @@ position is -100 ("no loss"). Accuracy is the share of read bits predicted.
 
 Splits: train p_i = 0.8, length 512 (160,000 sequences); test p_i in
 {0.1, 0.8, 0.98} x length {512, 1024} (10,000 each); dev mixes 1,000 of each
-test setting.
+test setting and 1,000 more of the training setting (7 x 1,000, as the dynamic-halt code's dev: its six test
+settings plus 1,000 sequences from the train pool at length 512, p_i = 0.8; ours are drawn from the training
+distribution with a seed of their own, so they are disjoint from train in practice).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ NO_LOSS = -100
 SETTINGS = [(p, n) for n in (512, 1024) for p in (0.1, 0.8, 0.98)]
 SPLITS = {f"p{p}_len{n}": f"p_i={p} len {n}" for p, n in SETTINGS}
 ALL_SPLITS = ("train", "dev", *SPLITS)
+DEV_PARTS = len(SETTINGS) + 1  # dev: n_dev of each test setting and of the training setting
 
 
 def generate(n: int, length: int, p_ignore: float, seed: int) -> np.ndarray:
@@ -124,7 +127,7 @@ class FlipFlopConfig:
     """Flip-flop settings (dynamic-halt paper §6.6): train p_i = 0.8 at length 512."""
 
     n_train: int = Field(160000, ge=1)
-    n_dev: int = Field(1000, ge=1)  # per test setting
+    n_dev: int = Field(1000, ge=1)  # per dev part: each test setting and the training setting (7 parts)
     n_eval: int = Field(10000, ge=1)  # per test split
     train_len: int = Field(512, ge=4)
     train_p_ignore: float = Field(0.8, ge=0, lt=1)
@@ -140,7 +143,7 @@ def split_params(cfg: FlipFlopConfig, split: str) -> dict:
     if split == "train":
         return {"n": cfg.n_train, "len": cfg.train_len, "p": cfg.train_p_ignore, "seed": cfg.data_seed, "v": 1}
     if split == "dev":
-        return {"n": cfg.n_dev, "seed": cfg.data_seed, "v": 1}
+        return {"n": cfg.n_dev, "len": cfg.train_len, "p": cfg.train_p_ignore, "seed": cfg.data_seed, "v": 2}
     return {"n": cfg.n_eval, "seed": cfg.data_seed, "v": 1}
 
 
@@ -152,7 +155,8 @@ def split_table(cfg: FlipFlopConfig, split: str) -> pa.Table:
         if split == "train":
             return to_table(generate(cfg.n_train, cfg.train_len, cfg.train_p_ignore, cfg.data_seed))
         if split == "dev":
-            parts = [generate(cfg.n_dev, n, p, cfg.data_seed + 100 + k) for k, (p, n) in enumerate(SETTINGS)]
+            parts = [generate(cfg.n_dev, n, p, cfg.data_seed + 100 + k)
+                     for k, (p, n) in enumerate([*SETTINGS, (cfg.train_p_ignore, cfg.train_len)])]
             return to_table([row for part in parts for row in part.tolist()])
         k = list(SPLITS).index(split)
         p, n = SETTINGS[k]
@@ -203,7 +207,7 @@ class FlipFlop(Task):
 
     def split_rows(self, cfg: FlipFlopConfig, split: str) -> int:
         if split in ("train", "dev"):
-            return cfg.n_train if split == "train" else cfg.n_dev * len(SETTINGS)
+            return cfg.n_train if split == "train" else cfg.n_dev * DEV_PARTS
         return cfg.n_eval
 
 

@@ -33,10 +33,11 @@ real files' profile follows: the other formula's count (0/1/2 operators: 0.370/0
 skip; train12: 0.405/0.242/0.064), P(N | N >= 12) (of test12's 853: 469/232/100/37/12/3/1, real
 451/243/105/38/10/5/1), the share of ``not`` growing with N (at most 7 and/or fit, so larger N takes more
 ``not``: 0.47 at N = 7 to 0.52 at 12), the depth profile and the relation shares (no thinning). The real
-``trainN`` is the first 85% of the distinct pairs of the script's stream for that N; train/dev at N <= 4,
-where the stream repeats pairs, are therefore drawn from the first :data:`TRAIN_SIZES` [N] distinct pairs
+``trainN`` is the first 85% of the distinct pairs of the script's stream for that N; the generated files at
+N <= 4, where the stream repeats pairs, are therefore drawn from the first :data:`TRAIN_SIZES` [N] distinct pairs
 (``generate``'s ``pool``; de-duplication at that size drops 'not' among operators at N = 1 from 0.47 to the
-real 0.23). Pairs are de-duplicated across the train/dev splits.
+real 0.23). Train and dev are cut from those files as the papers' protocol cuts the real ones (every 10th
+pair to dev: 121,977 train and 13,552 dev pairs at the defaults; ``_train_dev``).
 
 Model tokens keep the parentheses, as the original loaders feed them
 (``keep_parens``, default True); ``keep_parens=False`` drops them
@@ -87,6 +88,11 @@ POOL_MAX_OPS = 4
 # real train0..train6 sizes; test7..test12 sizes
 TRAIN_SIZES = (30, 2319, 12451, 23252, 30373, 34152, 32952)
 TEST_SIZES = {7: 4707, 8: 3347, 9: 2230, 10: 1444, 11: 864, 12: 853}
+# the papers' protocol (the authors' process_proplog.py): train0..train6 concatenated in order, every 10th pair is
+# dev, the rest train: 135,529 pairs -> 121,977 train + 13,552 dev
+DEV_EVERY = 10
+DEV_SIZE = sum(TRAIN_SIZES) // DEV_EVERY
+TRAIN_SIZE = sum(TRAIN_SIZES) - DEV_SIZE
 SPLITS = {f"ops_{n}": str(n) for n in TEST_SIZES}
 ALL_SPLITS = ("train", "dev", *SPLITS)
 
@@ -351,8 +357,10 @@ def to_lines(table: pa.Table) -> Iterator[str]:
 class LogicConfig:
     """Logical inference settings (train on N <= 6 operators, test on N = 7..12; RIR Table 3)."""
 
-    n_train: int = Field(sum(TRAIN_SIZES), ge=1)  # spread over N = 0..6 like the real train files
-    n_dev: int = Field(5000, ge=1)
+    # train + dev pairs make the pool of train0..train6 (N = 0..6 in the real files' proportions); dev is carved
+    # from it evenly (every 10th pair at the defaults, as the papers' protocol: _train_dev)
+    n_train: int = Field(TRAIN_SIZE, ge=1)
+    n_dev: int = Field(DEV_SIZE, ge=1)
     n_eval: Optional[int] = Field(None, ge=1)  # per test split; default the real test files' sizes
     train_max_ops: int = Field(6, ge=0, le=6)
     data_seed: int = Field(1234, ge=0)
@@ -366,24 +374,29 @@ class LogicConfig:
 
 def split_params(cfg: LogicConfig, split: str) -> dict:
     core = {"n_train": cfg.n_train, "n_dev": cfg.n_dev, "train_max_ops": cfg.train_max_ops,
-            "data_seed": cfg.data_seed, "version": 3}
+            "data_seed": cfg.data_seed, "version": 4}
     return core if split in ("train", "dev") else {**core, "n": cfg.n_eval or TEST_SIZES[int(split[4:])]}
 
 
 def _train_dev(cfg: LogicConfig) -> tuple[list, list]:
-    """Train and dev share one generation per N (dev = a held-out share of it)."""
+    """Train and dev as the papers' protocol makes them from the real files: the files train0..train6 are
+    generated as the original ones are (per N, the first distinct pairs of the process's stream, their sizes
+    :data:`TRAIN_SIZES` scaled to ``n_train + n_dev``), concatenated in order, and dev is carved from them evenly:
+    the pair at every k-th position (k = pool // n_dev; 10 at the defaults, as ``process_proplog.py``), the first
+    ``n_dev`` of those; every other pair is train. Dev is therefore distributed like train (the same N mix and,
+    at each N, the same share of the stream), which a dev drawn after train in one stream is not at small N."""
     sizes = TRAIN_SIZES[: cfg.train_max_ops + 1]
-    total = sum(sizes)
-    train, dev, seen = [], [], set()
+    total, want = sum(sizes), cfg.n_train + cfg.n_dev
+    files, seen = [], set()
     for n, size in enumerate(sizes):
-        want_train = max(1, round(cfg.n_train * size / total))
-        want_dev = max(1, round(cfg.n_dev * size / total))
-        rows = generate(want_train + want_dev, n, cfg.data_seed * 100 + n, exclude=seen,
-                        pool=size if n <= POOL_MAX_OPS else 0)
+        count = max(1, round(want * size / total))
+        rows = generate(count, n, cfg.data_seed * 100 + n, exclude=seen, pool=size if n <= POOL_MAX_OPS else 0)
         seen |= {(p, h) for _, p, h in rows}
-        cut = len(rows) * want_train // (want_train + want_dev)
-        train += rows[:cut]
-        dev += rows[cut:]
+        files += rows
+    every = max(1, len(files) // cfg.n_dev)
+    picked = set(range(every - 1, len(files), every)[: cfg.n_dev])
+    train = [r for k, r in enumerate(files) if k not in picked]
+    dev = [files[k] for k in sorted(picked)]
     rng = random.Random(cfg.data_seed)
     rng.shuffle(train)
     rng.shuffle(dev)
@@ -468,7 +481,7 @@ load = Logic().load  # load(cfg) -> TaskData, for callers that hold the module (
 
 # --- the papers' import protocol (rirlab data import logic train0 ... train6 --split train) ---
 
-IMPORT_DEV_EVERY = 10  # every 10th pair of train0..train6, counted across the files in order, is dev
+IMPORT_DEV_EVERY = DEV_EVERY  # every 10th pair of train0..train6, counted across the files in order, is dev
 IMPORT_TRAIN_MAX_OPS = 6  # the papers train on N <= 6 operators
 
 
