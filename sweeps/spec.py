@@ -112,7 +112,7 @@ def _quick_update(spec: Spec, path: Path, lines: dict) -> dict:
 
 def _override_update(spec: Spec, overrides: dict) -> dict:
     """--set: a spec-level field (seeds, num_samples, algorithm, resources.cpu, ...) replaces it; ``seed=N`` runs
-    seed N only; any other key fixes a config value and replaces a searched axis of that name. An override that
+    seed N only; ``variant=NAME`` (or ``variant=[A,B]``) runs those variants (rows) only; any other key fixes a config value and replaces a searched axis of that name. An override that
     could not take effect is refused."""
     upd: dict[str, Any] = {}
     fixed = dict(spec.fixed)
@@ -126,6 +126,16 @@ def _override_update(spec: Spec, overrides: dict) -> dict:
             if "seeds" in overrides:
                 raise UserError("--set seed and --set seeds both given; keep one (seed=N runs seed N only)")
             upd["seeds"] = [value] if not isinstance(value, list) else value
+        elif key == VARIANT_KEY:  # variant=NAME (or a list): run those rows of the spec only
+            names = [str(v) for v in (value if isinstance(value, list) else [value])]
+            known = [v.name for v in spec.variants]
+            if not known:
+                raise UserError(f"--set {key}: the spec has no variants: to choose from; drop --set {key}")
+            missing = [n for n in names if n not in known]
+            if missing:
+                raise UserError(f"--set {key}: no variant named '{missing[0]}'{closest(missing[0], known)}; the spec's "
+                                f"variants are {', '.join(known)}")
+            upd["variants"] = [v.model_dump(exclude_unset=True) for v in spec.variants if v.name in names]
         elif key in SPEC_FIELDS:
             upd[key] = value
         elif head in SPEC_SECTIONS:

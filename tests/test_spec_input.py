@@ -91,6 +91,16 @@ def test_set_seed_runs_that_seed(tmp_path):
     assert sorted(t.config["seed"] for t in trials) == [3, 3] and all(t.swept["seed"] == 3 for t in trials)
 
 
+def test_set_variant_runs_those_rows_only(tmp_path):
+    from sweeps.specfile import expand
+
+    rows = TINY + "variants:\n  - {name: a, set: {}}\n  - {name: b, set: {lr: 0.5}}\n  - {name: c, set: {lr: 0.2}}\n"
+    assert {t.swept["variant"] for t in expand(load(tmp_path, rows, variant="b").spec)} == {"b"}
+    both = expand(load(tmp_path, rows, variant=["c", "a"]).spec)
+    one = expand(load(tmp_path, rows, variant="a").spec)
+    assert {t.swept["variant"] for t in both} == {"a", "c"} and len(both) == 2 * len(one)
+
+
 def test_set_reaches_spec_level_fields(tmp_path):
     spec = load(tmp_path, seeds=3, num_samples=4, max_concurrent=1, algorithm="random",
                 **{"resources.cpu": 2, "scheduler": {"type": "asha"}, "optuna.sampler": "random"}).spec
@@ -112,6 +122,8 @@ def test_set_steps_goes_to_the_budget_when_the_spec_budgets_steps(tmp_path):
     (TINY, {"resources.cpus": 2}, "unknown key 'cpus' (did you mean cpu?)"),
     (TINY, {"search": {}}, "cannot be replaced"),
     (TINY, {"seed": 1, "seeds": 2}, "keep one"),
+    (TINY, {"variant": "a"}, "has no variants"),
+    (TINY + "variants:\n  - {name: RIR-GRC, set: {}}\n", {"variant": "RIR-GR"}, "did you mean RIR-GRC"),
     (TINY + "variants:\n  - {name: a, set: {}}\n  - {name: b, set: {lr: 0.5}}\n",
      {"lr": 0.1}, "variant 'b' sets lr itself"),
     (TINY.replace("  steps: 40\n", "  epochs: 2\n"), {"steps": 5}, "overrides steps"),
