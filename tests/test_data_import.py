@@ -103,6 +103,29 @@ def test_a_wrong_label_is_one_file_line_error_and_nothing_is_written(cli, tmp_pa
     assert _imported(tmp_path, "listops") == []
 
 
+def test_a_file_of_wrong_labels_is_one_line_with_the_count(cli, tmp_path):
+    src = tmp_path / "wrong.tsv"
+    src.write_text("3\t( ( ( [MIN 2 ) 9 ) ] )\n" * 30)
+    r = cli("data", "import", "listops", src, "--split", "test")
+    assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
+    assert f"{src}:1: label 3, solver says 2 (and 29 more wrong labels)" in r.output
+    assert _imported(tmp_path, "listops") == []
+
+
+def test_crlf_files_import_as_their_lf_twins(cli, tmp_path):
+    lines = ["9\t( ( ( [MAX 2 ) 9 ) ] )", "2\t( ( ( [MIN 2 ) 9 ) ] )"]
+    for name, end in (("lf", "\n"), ("crlf", "\r\n")):
+        src = tmp_path / f"{name}.tsv"
+        src.write_bytes(end.join(lines).encode() + end.encode())
+        assert cli("data", "import", "listops", src, "--split", "test").exit_code == 0
+        texts = cache.read_imported("listops", "test").column("text").to_pylist()
+        assert texts == [line.split("\t")[1] for line in lines], (name, texts)
+    logic_src = tmp_path / "logic_crlf"
+    logic_src.write_bytes(b"=\ta\ta\r\n<\t( a ( and b ) )\ta\r\n")
+    assert cli("data", "import", "logic", logic_src, "--split", "dev").exit_code == 0
+    assert "\r" not in "".join(cache.read_imported("logic", "dev").column("hypothesis").to_pylist())
+
+
 BAD_FILES = {
     "empty": (b"", "no examples"),
     "blank": (b"\n  \n", "no examples"),
@@ -110,6 +133,9 @@ BAD_FILES = {
     "binary": (bytes(range(256)) * 4, ":1: NUL bytes"),
     "latin1": ("9\t( ( ( [MAX 2 ) 9 ) ] )\n2\t( [MIN 2 9 ] ) é\n".encode("latin-1"), ":2: not UTF-8 text"),
     "deep": (("5\t" + "[MAX 5 " * 3000 + "5 ]" * 3000 + "\n").encode(), ":1: operators nested deeper than 1000"),
+    # what the original tokenisers would not parse: brackets that are not the binary ListOps bracketing
+    "flat brackets": (b"9\t( [MAX 2 9 ] )\n", ":1: the parentheses are not the ListOps binary bracketing"),
+    "bracketed digit": (("5\t" + "( " * 100000 + "5" + " )" * 100000 + "\n").encode(), ":1: the parentheses are not"),
 }
 
 

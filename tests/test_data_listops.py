@@ -134,3 +134,25 @@ def test_parse_line_reports_the_reason():
                      ("7\t[FOO 2 7 ]", "unknown token"), ("7\t[MAX 2 7", "unbalanced")):
         with pytest.raises(ValueError, match=why):
             listops.parse_line(bad)
+
+
+def test_length_windows_exclude_their_ends_as_the_original_scripts(cfg):
+    """latent-treelstm make_data.py keeps MIN < len < MAX; LRA listops.py 500 < len < 2000: the split named
+    200-300 never holds a tree of 200 or 300 tokens (the inclusive window let 47 of 2,000 through)."""
+    for split in ("len_200_300", "len_500_600", "len_900_1000", "lra"):
+        lo, hi = (500, 2000) if split == "lra" else map(int, split.split("_")[1:])
+        lengths = [len(listops.tokenize(t)) for t in listops.split_table(cfg, split).column("text").to_pylist()]
+        assert lo < min(lengths) and max(lengths) < hi, (split, min(lengths), max(lengths))
+    edge = listops.generate(400, 5, 5, 20, *listops.SPLITS["len_200_300"][3:5], steered=True)
+    lengths = {len(listops.tokenize(t)) for t, _ in edge}
+    assert 201 in lengths and max(lengths) >= 290  # the window is still reached up to its ends
+
+
+def test_dev_and_train_are_cut_from_one_file_and_share_no_row(tmp_path):
+    """The papers' protocol cuts dev (first lines, unfiltered) and train (the rest, <= 100 tokens) from one
+    file: no dev row is in train (a dev drawn on its own shared 57 of 1,000 rows with train)."""
+    cfg = listops.ListOpsConfig(n_train=20000, n_dev=1000, cache_dir=str(tmp_path))
+    train = set(listops.split_table(cfg, "train").column("text").to_pylist())
+    dev = listops.split_table(cfg, "dev").column("text").to_pylist()
+    assert len(train) == 20000 and len(dev) == 1000 and not train & set(dev)
+    assert any(len(listops.tokenize(t)) > 100 for t in dev)  # dev is unfiltered

@@ -36,11 +36,11 @@ def write(path, data):
 
 def test_lra_listops_source_target_without_parentheses(tmp_path):
     write(tmp_path / "lra_release/listops-1000/basic_test.tsv",
-          "Source\tTarget\n( ( ( [MAX 2 ) 9 ) ] )\t9\n( ( [SM 4 ) 7 ] )\t1\n")
+          "Source\tTarget\n( ( ( [MAX 2 ) 9 ) ] )\t9\n( ( ( [SM 4 ) 7 ) ] )\t1\n")  # LRA's to_string
     t = tasks.get("lra_listops")
     got = rows("lra_listops", cfg("lra_listops", tmp_path), "test")
     assert [(y, [t.vocab[i] for i in ids]) for y, ids in got] == [(9, ["[MAX", "2", "9", "]"]), (1, ["[SM", "4", "7", "]"])]
-    path = write(tmp_path / "lra_release/listops-1000/basic_val.tsv", "Source\tTarget\n( ( [SM 4 ) 7 ] )\tx\n")
+    path = write(tmp_path / "lra_release/listops-1000/basic_val.tsv", "Source\tTarget\n( ( ( [SM 4 ) 7 ) ] )\tx\n")
     with pytest.raises(UserError, match="^" + re.escape(f"{path}:2: label 'x' is not a digit")):
         rows("lra_listops", cfg("lra_listops", tmp_path), "dev")
 

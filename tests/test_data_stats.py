@@ -45,6 +45,15 @@ def test_compare_catches_the_old_generators():
     assert any(not ok for name, *_, ok in targets.compare("listops", "lra", short) if name.startswith("length"))
 
 
+def test_compare_flags_a_length_window_that_includes_its_ends():
+    """The original scripts keep MIN < len < MAX; a 200-300 split with trees of 200 or 300 tokens fails."""
+    inclusive = listops.generate(2000, 4, 5, 20, 200, 300, steered=True)
+    failed = {name for name, *_, ok in targets.compare("listops", "len_200_300", inclusive) if not ok}
+    assert {"length <= 200 (below the window)", "length <= 299 (window top)"} <= failed, failed
+    exclusive = listops.generate(2000, 4, 5, 20, 201, 299, steered=True)
+    assert not [n for n, *_, ok in targets.compare("listops", "len_200_300", exclusive) if not ok and "window" in n]
+
+
 def test_compare_cli_exits_1_on_a_mismatch_and_needs_a_split(tmp_path):
     path = tmp_path / "deep.tsv"  # args 10 rows from the old max_depth 20
     lines = [f"{y}\t{t}" for t, y in listops.generate(300, 3, 10, 20, 100, 1000, steered=True)]

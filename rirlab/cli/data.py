@@ -61,7 +61,7 @@ def _lines(path):
             if b"\0" in raw:
                 raise UserError(f"{path}:{no}: NUL bytes: a binary file, not a data file of text lines")
             try:
-                yield no, raw.decode("utf-8")
+                yield no, raw.decode("utf-8").rstrip("\r\n")  # LF or CRLF line ends: the text never keeps a \r
             except UnicodeDecodeError as err:
                 raise UserError(f"{path}:{no}: not UTF-8 text (byte 0x{raw[err.start]:02x} at column {err.start + 1}); "
                                 f"a data file is UTF-8 text, one example per line") from None
@@ -82,10 +82,8 @@ def read_rows(task, paths) -> list[tuple[str, int, object]]:
                 errors.append(f"{path}:{no}: {err}")
         if len(rows) == before and not errors:
             raise UserError(f"{path}: no examples (an empty file); give a {task.name} data file, one example per line")
-    if errors:
+    if errors:  # one line: the first, with the count (`rirlab data verify` lists them all)
         more = f" (and {len(errors) - 1} more malformed lines)" if len(errors) > 1 else ""
-        for e in errors[1:20]:
-            click.echo(e, err=True)
         raise UserError(f"{errors[0]}{more}")
     return rows
 
@@ -254,9 +252,7 @@ def import_(task, files, split, as_is, cache_dir):
         raise UserError(f"{task}: unknown split '{split}'; choose from {', '.join(t.all_splits)}")
     rows = read_rows(t, files)
     wrong = [f"{path}:{no}: {problem}" for path, no, row in rows for problem in t.verify(row)]
-    if wrong:
-        for line in wrong[1:20]:
-            click.echo(line, err=True)
+    if wrong:  # one line: the first, with the count
         more = f" (and {len(wrong) - 1} more wrong labels)" if len(wrong) > 1 else ""
         raise UserError(f"{wrong[0]}{more}; nothing imported: fix the labels (`rirlab data verify {task} FILE` "
                         f"lists them)")

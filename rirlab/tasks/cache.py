@@ -174,6 +174,14 @@ def load_split(task: str, split: str, params: dict, build: Callable[[], pa.Table
     return cached(task, split, key_params(task, params, imported, root), build, root)
 
 
+def store_sibling(task: str, split: str, params: dict, table: pa.Table, imported: list,
+                  root: Optional[str] = None) -> None:
+    """Store a split made by the same generation as another (train and dev cut from one file) under the key
+    :func:`load_split` will look it up by; nothing when that split is imported."""
+    if split not in imported:
+        cached(task, split, key_params(task, params, imported, root), lambda: table, root)
+
+
 def id_lists(column: pa.ChunkedArray | pa.Array) -> list:
     """A list<int> column as a list of numpy arrays (views into one buffer, stored dtype: fast to load)."""
     import numpy as np

@@ -17,26 +17,31 @@ from its original generator with that generator's parameters:
 =============  ===========  ========  =========  ==========  ==========================================
 name           paper label  max_args  max_depth  length      original generator
 =============  ===========  ========  =========  ==========  ==========================================
-train          --           5         20         <= 100      ListOps (Nangia & Bowman), papers' filter
+train          --           5         20         <= 100      ListOps train file but its first lines, filtered
 dev            --           5         20         any         ListOps train file, first lines, unfiltered
 test           near-IID     5         20         <= 1000     ListOps test file (10,000 rows)
-len_200_300    200-300      5         20         200-300     ListOps + rejection (Havrylov et al. 2019)
-len_500_600    500-600      5         20         500-600     same
-len_900_1000   900-1000     5         20         900-1000    same
+len_200_300    200-300      5         20         201-299     ListOps + rejection (Havrylov et al. 2019)
+len_500_600    500-600      5         20         501-599     same
+len_900_1000   900-1000     5         20         901-999     same
 args_10        args 10      10        9          100-1000    BT-Cell ``make_ood_10arg_data.py``
 args_15        args 15      15        9          100-1000    BT-Cell ``make_ood_15arg_data.py``
 lra            LRA          10        10         501-1999    LRA ``listops.py`` (500 < length < 2000)
 =============  ===========  ========  =========  ==========  ==========================================
 
 (BT-Cell: *Beam Tree Recursive Cells*, ICML 2023; LRA: Tay et al., 2021.) Every
-split is de-duplicated within itself, as the original files are sets. The
+split is de-duplicated within itself, as the original files are sets. The length windows exclude their
+ends, as the original scripts do (latent-treelstm ``make_data.py``: ``MIN < len < MAX``; LRA ``listops.py``:
+``500 < len < 2000``): the split named 200-300 holds 201..299 tokens. The
 original files were written from a Python set of generator draws, so a file's
 first lines are a random sample of the whole set, and de-duplication thins the
 few short expressions (10 of length 1, 400 of length 4) by the set's size: the
 original test file has 4.7% of rows of length <= 5, the share of a set of about
-90,000 draws (a set of 10,000 has 14.7%). dev and test are therefore ``n_dev`` /
-``n_test`` random rows of their own de-duplicated set of ``iid_pool`` (90,000)
-draws; they may repeat train's short expressions, as the originals do.
+90,000 draws (a set of 10,000 has 14.7%). Train and dev are cut from one generated
+training file, as the papers cut the real one (``import_train``): a de-duplicated set of draws just large
+enough for the cut, dev = ``n_dev`` random rows of it (a set's first lines), train = ``n_train`` of the
+others with at most ``max_train_len`` tokens; so dev and train share no row. test is ``n_test`` random rows of
+its own de-duplicated set of ``iid_pool`` (90,000) draws, and may repeat train's short expressions, as the
+original test file does (678 of its 10,000 rows are in the real train file).
 
 The generators all reject trees outside the length range. Where that range is
 rare (900-1000 tokens: one tree in 74,000) the split is ``steered``: the same
@@ -82,9 +87,9 @@ TOKEN_ID = {t: i for i, t in enumerate(VOCAB)}
 # train/dev/test use the config's max_args/max_depth.
 SPLITS = {
     "test": ("near-IID", None, None, 1, 1000, False),
-    "len_200_300": ("200-300", 5, 20, 200, 300, True),
-    "len_500_600": ("500-600", 5, 20, 500, 600, True),
-    "len_900_1000": ("900-1000", 5, 20, 900, 1000, True),
+    "len_200_300": ("200-300", 5, 20, 201, 299, True),  # 200 < length < 300, as the original script
+    "len_500_600": ("500-600", 5, 20, 501, 599, True),
+    "len_900_1000": ("900-1000", 5, 20, 901, 999, True),
     "args_10": ("args 10", 10, 9, 100, 1000, True),
     "args_15": ("args 15", 15, 9, 100, 1000, True),
     "lra": ("LRA", 10, 10, 501, 1999, True),
@@ -231,6 +236,18 @@ def solve(tokens: list[str]) -> int:
     return result
 
 
+def bracketed(tokens: list[str]) -> str:
+    """:func:`tree_text` of a well-formed token sequence, built without recursion (any nesting depth)."""
+    stack = [""]  # open operators' text so far; the bottom collects the whole expression
+    for tok in tokens:
+        if tok in OPS:
+            stack.append(tok)
+            continue
+        child = f"( {stack.pop()} {END} )" if tok == END else tok
+        stack[-1] = f"( {stack[-1]} {child} )" if len(stack) > 1 else child
+    return stack[0]
+
+
 def shape(tokens: list[str]) -> tuple[int, list[int]]:
     """(operator depth, argument count of every operator) of a well-formed token sequence."""
     depth, best, counts, open_ = 0, 0, [], []
@@ -312,8 +329,13 @@ def parse_line(line: str) -> tuple[str, int]:
                              f"is this a ListOps file?")
     if depth:
         raise ValueError(f"{depth} unclosed '('")
-    solve(tokenize(text))  # raises on unknown tokens or bad operator structure
-    return text, int(label)
+    tokens = tokenize(text)
+    solve(tokens)  # raises on unknown tokens or bad operator structure
+    if "(" in text and " ".join(text.split()) != bracketed(tokens):
+        raise ValueError("the parentheses are not the ListOps binary bracketing (each '( ... )' holds exactly two "
+                         "items, as in ( ( ( [MAX 2 ) 9 ) ] )), which the original tokenisers parse; is this a "
+                         "ListOps file?")
+    return " ".join(text.split()), int(label)
 
 
 def is_header(line: str) -> bool:
@@ -362,15 +384,14 @@ class ListOpsConfig:
 def split_params(cfg: ListOpsConfig, split: str) -> dict:
     """Every parameter the split's bytes depend on (its cache key); version 2: the originals' generators."""
     shared = {"max_args": cfg.max_args, "max_depth": cfg.max_depth, "data_seed": cfg.data_seed}
-    if split == "train":
-        return {"n_train": cfg.n_train, **shared, "max_train_len": cfg.max_train_len, "version": 1}
-    if split == "dev":
-        return {"n_dev": cfg.n_dev, **shared, "iid_pool": cfg.iid_pool, "version": 2}
+    if split in ("train", "dev"):  # cut from one generated file: each depends on both counts
+        return {"n_train": cfg.n_train, "n_dev": cfg.n_dev, **shared, "max_train_len": cfg.max_train_len,
+                "version": 3}
     if split == "test":
         return {"n_test": cfg.n_test, **shared, "iid_pool": cfg.iid_pool, "version": 2}
     _, max_args, max_depth, lo, hi, _ = SPLITS[split]
     return {"n": cfg.n_eval, "max_args": max_args, "max_depth": max_depth, "lo": lo, "hi": hi,
-            "seed": cfg.data_seed, "version": 2}
+            "seed": cfg.data_seed, "version": 3}
 
 
 def split_table(cfg: ListOpsConfig, split: str) -> pa.Table:
@@ -380,19 +401,49 @@ def split_table(cfg: ListOpsConfig, split: str) -> pa.Table:
 
     def build() -> pa.Table:
         seed = cfg.data_seed + ALL_SPLITS.index(split)
-        # each split is its own de-duplicated draw, as the original files are: dev and test may share
-        # (short) expressions with train, as the original test file and train file do
-        if split == "train":
-            return to_table(generate(cfg.n_train, seed, cfg.max_args, cfg.max_depth, max_len=cfg.max_train_len))
-        if split in ("dev", "test"):  # random lines of a de-duplicated file of iid_pool rows (module docstring)
-            n = cfg.n_dev if split == "dev" else cfg.n_test
-            pool = generate(max(n, cfg.iid_pool), seed, cfg.max_args, cfg.max_depth,
-                            max_len=None if split == "dev" else SPLITS["test"][4])
-            return to_table(random.Random(seed).sample(pool, n))
+        # each file is its own de-duplicated draw, as the original files are: test may share (short)
+        # expressions with train, as the original test file and train file do; train and dev are one file
+        if split in ("train", "dev"):  # one generation makes both: store the other one too
+            tables = dict(zip(("train", "dev"), map(to_table, train_dev(cfg))))
+            other = "dev" if split == "train" else "train"
+            cache.store_sibling("listops", other, split_params(cfg, other), tables[other], cfg.imported, cfg.cache_dir)
+            return tables[split]
+        if split == "test":  # random lines of a de-duplicated file of iid_pool rows (module docstring)
+            pool = generate(max(cfg.n_test, cfg.iid_pool), seed, cfg.max_args, cfg.max_depth,
+                            max_len=SPLITS["test"][4])
+            return to_table(random.Random(seed).sample(pool, cfg.n_test))
         _, max_args, max_depth, lo, hi, steered = SPLITS[split]
         return to_table(generate(cfg.n_eval, seed, max_args, max_depth, lo, hi, steered=steered))
 
     return cache.load_split("listops", split, split_params(cfg, split), build, cfg.imported, cfg.cache_dir)
+
+
+def train_dev(cfg: ListOpsConfig) -> tuple[list, list]:
+    """(train, dev) cut from one generated training file as the papers cut the real one (``import_train``): the
+    file is a de-duplicated set of the generator's draws, grown until it holds ``n_train + n_dev`` rows of at most
+    ``max_train_len`` tokens; dev = ``n_dev`` random rows of it (unfiltered: the first lines of a file written from
+    a set), train = ``n_train`` of the other rows with at most ``max_train_len`` tokens. No row is in both."""
+    rng = random.Random(cfg.data_seed + ALL_SPLITS.index("train"))
+    rows, seen, short = [], set(), 0
+    for _ in _attempts(cfg.n_train + cfg.n_dev):
+        tree = random_tree(rng, cfg.max_args, cfg.max_depth)
+        text = tree_text(tree)
+        if text in seen:
+            continue
+        seen.add(text)
+        toks = tree_tokens(tree)
+        rows.append((text, solve(toks), len(toks) <= cfg.max_train_len))
+        short += rows[-1][2]
+        if short >= cfg.n_train + cfg.n_dev:
+            break
+    else:
+        raise UserError(f"listops: could not generate {cfg.n_train} distinct training examples of at most "
+                        f"{cfg.max_train_len} tokens; lower n_train or raise max_train_len")
+    dev_at = set(rng.sample(range(len(rows)), cfg.n_dev))
+    dev = [(t, y) for k, (t, y, _) in enumerate(rows) if k in dev_at]
+    train = [(t, y) for k, (t, y, ok) in enumerate(rows) if ok and k not in dev_at][:cfg.n_train]
+    rng.shuffle(dev)
+    return train, dev
 
 
 def examples(table: pa.Table) -> list:
