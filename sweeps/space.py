@@ -237,9 +237,184 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-TIMING_BUDGET_S = 8.0  # the dry run times one training step per distinct model config for at most this long
-TIMING_BATCH = 4  # ... at this batch size (scaled linearly to the trial's batch size)
+TIMING_BUDGET_S = 8.0  # the dry run spends about this long timing training steps (all model configs together)
+TIMING_CONFIG_S = 3.0  # ... of which a model config may take this much while the budget lasts (more if it is
+# the only one left); each is timed at batch 1, 2, 8, 32, ... up to the trial's batch size or ...
+TIMING_MAX_BATCH = 128  # ... this (beyond it the time per example is taken as constant), while the next size is
+# expected to fit in its share; the trial's batch size is extrapolated from the two largest timed (_at_batch)
+TIMING_REPEAT_S = 0.5  # after a warm-up step, the fastest of up to three steps that together take this long
+TIMING_SECOND_S = 1.5  # batch 2 is timed after batch 1 whenever it should take at most this long, budget or not
 TIMING_ENV = "RIRLAB_DRY_RUN_TIMING"  # 0: no timing (the estimate then says so)
+
+# --- how long a task's training sequences are, for the batch the dry run times ---
+#
+# Step time grows with the padded length of a batch, so the timed batch must be as long as the trial's batches
+# will be. TRAIN_LENGTHS holds, per task name, the distribution of one training sequence's length in tokens as
+# the model reads it: its quantiles at LENGTH_Q, one tuple per sequence of an example (two for a pair task).
+# ``padded_batch`` draws lengths from it and cuts them into batches as rirlab.tasks.batching.BatchPlan does.
+# The figures are a fact of each task's data; they belong on the Task classes (a method such as
+# ``train_lengths(cfg)``, which could also read an imported or cached training split); they live here while
+# those files change for other reasons. A task missing here gets ``_fallback_lengths``.
+LENGTH_Q = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1.0)
+GLOVE_DIM = 300  # the text tasks' frozen GloVe 840B-300d vectors (rirlab.tasks.text)
+
+
+def _scaled(q, factor: float) -> tuple:
+    return tuple(max(1.0, v * factor) for v in q)
+
+
+def _clipped(q, top) -> tuple:
+    return tuple(q) if not top else tuple(min(v, top) for v in q)
+
+
+def _constant(n) -> tuple:
+    return (float(n),) * len(LENGTH_Q)
+
+
+# measured on this repository's generators: 20,000 distinct draws of rirlab.tasks.listops.generate at the defaults
+# (max_args 5, max_depth 20, max_len 100; mean 20 tokens), and the cached default logic training split
+# (121,977 pairs, train_max_ops 6; mean 13.5 tokens with parentheses, 5.2 without), each formula of a pair
+_LISTOPS_100 = (1, 5, 7, 12, 25, 49, 67, 92, 100)
+_LOGIC = (1, 1, 4, 13, 22, 28, 28, 31, 37)
+_LOGIC_NO_PARENS = (1, 1, 2, 5, 8, 10, 10, 11, 13)
+# user-file tasks (no data here to measure): rough quantiles after the datasets' published statistics, in the
+# tasks' own tokens (PTB-style words; LRA: bytes / pixels), before the tasks' length limits clip them
+_SST = (2, 8, 12, 18, 25, 32, 36, 45, 56)  # SST sentences: mean 19 tokens, at most 56
+_SNLI = ((2, 7, 10, 13, 17, 22, 26, 36, 82), (1, 5, 6, 7, 10, 12, 14, 19, 62))  # premise 14.1, hypothesis 8.3
+_MNLI = ((1, 8, 12, 19, 29, 40, 48, 70, 200), (1, 5, 7, 10, 13, 17, 20, 28, 70))  # premise 22, hypothesis 11
+_QQP = (1, 6, 8, 11, 15, 21, 26, 40, 270)  # questions: mean 12 tokens, a few very long ones
+_IMDB = (10, 120, 150, 215, 350, 570, 760, 1200, 2800)  # reviews: mean ~290 tokens, a long tail
+_IMDB_BYTES = (50, 530, 700, 980, 1600, 2600, 3400, 5800, 13700)  # LRA Text: the same reviews as bytes
+_LRA_LISTOPS = (500, 560, 650, 850, 1150, 1500, 1700, 1900, 2000)  # LRA ListOps: 500 to 2,000 tokens
+_AAN_BYTES = (400, 2000, 3200, 5000, 8000, 12000, 15000, 25000, 60000)  # LRA Retrieval: papers, mostly > 4,000
+
+TRAIN_LENGTHS = {  # task name -> (task, task config) -> quantiles at LENGTH_Q per sequence of an example
+    "listops": lambda task, cfg: (_scaled(_LISTOPS_100, cfg.max_train_len / 100),),  # other limits: rough
+    "logic": lambda task, cfg: (_LOGIC if cfg.keep_parens else _LOGIC_NO_PARENS,) * 2,
+    "flipflop": lambda task, cfg: (_constant(cfg.train_len),),  # every training sequence is train_len long
+    "sst5": lambda task, cfg: (_clipped(_SST, cfg.max_train_len),),
+    "imdb": lambda task, cfg: (_clipped(_IMDB, cfg.max_train_len),),
+    "snli": lambda task, cfg: tuple(_clipped(q, cfg.max_train_len) for q in _SNLI),
+    "mnli": lambda task, cfg: tuple(_clipped(q, cfg.max_train_len) for q in _MNLI),
+    "qqp": lambda task, cfg: (_clipped(_QQP, cfg.max_train_len),) * 2,
+    "lra_listops": lambda task, cfg: (_clipped(_LRA_LISTOPS, task.length(cfg)),),
+    "lra_text": lambda task, cfg: (_clipped(_IMDB_BYTES, task.length(cfg)),),
+    "lra_retrieval": lambda task, cfg: (_clipped(_AAN_BYTES, task.length(cfg)),) * 2,
+    "lra_image": lambda task, cfg: (_constant(task.length(cfg)),),  # 32 x 32 pixels, every image
+}
+
+
+def _fallback_lengths(task, cfg) -> tuple:
+    """A task TRAIN_LENGTHS does not know: its ``train_len`` when it has one (every sequence that long), else
+    half its ``max_train_len`` / ``max_len`` (50 tokens when it has neither), one per sequence of an example."""
+    if getattr(cfg, "train_len", None):
+        q = _constant(cfg.train_len)
+    else:
+        top = getattr(cfg, "max_train_len", None) or getattr(cfg, "max_len", None) or 100
+        q = _constant(max(1, int(top) // 2))
+    return (q,) * (2 if task.kind == "pair" else 1)
+
+
+def train_lengths(resolved) -> tuple:
+    """The quantiles (at LENGTH_Q) of a trial's training sequence lengths, one tuple per sequence of an example."""
+    from rirlab.tasks import registry as tasks
+
+    task = tasks.get(resolved.task)
+    return TRAIN_LENGTHS.get(resolved.task, _fallback_lengths)(task, resolved.task_cfg)
+
+
+def padded_batch(resolved, seed: int = 0) -> list:
+    """Sequence lengths of a typical training batch of the trial: one int array (batch_size,) per sequence of an
+    example, longest first. About 4,000 examples drawn from ``train_lengths`` (a pair's two sequences
+    independently) are cut into batches as the trainer's BatchPlan cuts them (pools of bucket_factor batches
+    sorted by the longer sequence); the batch whose padded size is nearest the mean of them all is returned."""
+    import numpy as np
+
+    t = resolved.train
+    quantiles = train_lengths(resolved)
+    bs, factor = t.batch_size, max(1, t.bucket_factor or 1)
+    pool = bs * factor
+    rng = np.random.default_rng(seed)
+    batches = []
+    for _ in range(max(4, -(-4096 // pool))):
+        sides = [np.maximum(1, np.rint(np.interp(rng.random(pool), LENGTH_Q, q))).astype(int) for q in quantiles]
+        order = np.argsort(np.max(sides, axis=0), kind="stable") if factor > 1 else np.arange(pool)
+        batches += [[s[order[i: i + bs]] for s in sides] for i in range(0, pool, bs)]
+    padded = np.array([sum(int(s.max()) for s in b) for b in batches])
+    best = batches[int(np.argmin(np.abs(padded - padded.mean())))]
+    return [np.sort(s)[::-1] for s in best]
+
+
+@dataclasses.dataclass
+class StepShape:
+    """What the dry run times a trial's training step on: the task's kind, vocabulary and classes (``info``) and
+    the lengths of a typical training batch (``padded_batch``)."""
+
+    task: str
+    info: object  # rirlab.tasks.base.TaskInfo
+    lengths: list  # one int array (batch_size,) per sequence of an example, longest first
+
+    @property
+    def padded(self) -> tuple[int, ...]:
+        return tuple(int(s.max()) for s in self.lengths)
+
+    def describe(self) -> str:
+        tokens = " + ".join(str(n) for n in self.padded)
+        return (f"{self.task}: {self.info.kind}, {tokens} tokens padded, vocabulary {self.info.vocab_size:,}, "
+                f"{self.info.num_classes} classes")
+
+    def batch(self, n: int, device: str = "cpu") -> dict:
+        """A random batch of ``n`` examples (the typical batch's lengths, evenly subsampled, the longest kept),
+        as the task's collator makes it: tokens / mask (and tokens2 / mask2 for a pair), labels."""
+        import numpy as np
+        import torch
+
+        g = torch.Generator().manual_seed(0)
+        pick = np.linspace(0, len(self.lengths[0]) - 1, n).round().astype(int)
+        out = {}
+        for side, suffix in zip(self.lengths, ("", "2")):
+            lens = torch.as_tensor(side[pick])
+            mask = torch.arange(int(lens.max()))[None, :] < lens[:, None]  # (N, S)
+            out["tokens" + suffix] = torch.randint(1, self.info.vocab_size, mask.shape, generator=g) * mask
+            out["mask" + suffix] = mask
+        if self.info.kind == "lm":  # a label per token, -100 (no loss) on padding
+            labels = torch.randint(0, self.info.num_classes, out["mask"].shape, generator=g)
+            out["labels"] = labels.masked_fill(~out["mask"], -100)
+        else:
+            out["labels"] = torch.randint(0, self.info.num_classes, (n,), generator=g)
+        return {k: v.to(device) for k, v in out.items()}
+
+
+def step_shape(resolved) -> StepShape:
+    """The trial's StepShape. Vocabulary and classes are the task's; a text task's vocabulary is its training
+    split's words, taken as the most it keeps (max_vocab + padding and unknown), with frozen GloVe vectors
+    when it uses them (the step then trains no embedding table)."""
+    import numpy as np
+
+    from rirlab.tasks import registry as tasks
+    from rirlab.tasks.base import TaskInfo
+
+    task, cfg = tasks.get(resolved.task), resolved.task_cfg
+    vocab, vectors = len(task.vocab), None
+    if getattr(cfg, "max_vocab", None):
+        vocab = cfg.max_vocab + 2
+        if getattr(cfg, "embeddings", None) == "glove":
+            vectors = np.zeros((vocab, GLOVE_DIM), np.float32)
+    info = TaskInfo(vocab, task.num_classes, task.kind, embeddings=vectors)
+    return StepShape(resolved.task, info, padded_batch(resolved))
+
+
+@dataclasses.dataclass
+class StepTiming:
+    ms: float  # one training step at the trial's batch size, in ms
+    timed: tuple  # (batch size, ms of one step) of each size timed, smallest first
+    shape: StepShape
+    threads: int = 0  # CPU threads timed with (0: on CUDA)
+    trial_threads: int = 0  # ... and those the trial will use
+
+    @property
+    def scaled(self) -> bool:
+        return self.timed[-1][0] != len(self.shape.lengths[0])
 
 
 def dry_run(loaded: LoadedSpec, out=sys.stdout, timing: Optional[bool] = None) -> None:
@@ -256,8 +431,9 @@ def dry_run(loaded: LoadedSpec, out=sys.stdout, timing: Optional[bool] = None) -
     resolved = [resolve(t.config) for t in trials]
     steps = [trial_steps(r) for r in resolved]
     columns = list(dict.fromkeys(k for t in trials for k in t.swept))
-    rows = [[str(i + 1), *(short_value(t.swept[k]) if k in t.swept else "-" for k in columns), f"{n:,}"]
-            for i, (t, n) in enumerate(zip(trials, steps))]
+    rows = [[str(i + 1), *(short_value(t.swept[k]) if k in t.swept else "-" for k in columns),
+             f"{n:,}" if n is not None else f"{r.train.epochs} epoch{'s' if r.train.epochs > 1 else ''}"]
+            for i, (t, r, n) in enumerate(zip(trials, resolved, steps))]
     header = ["#", *columns, "steps"]
     widths = [max(len(r[j]) for r in [header, *rows]) for j in range(len(header))]
     for r in [header, *rows]:
@@ -269,28 +445,59 @@ def dry_run(loaded: LoadedSpec, out=sys.stdout, timing: Optional[bool] = None) -
     print(compute_estimate(spec, resolved, steps, timing), file=out)
 
 
-def trial_steps(resolved) -> int:
-    """Training steps of a resolved trial: ``steps``, or with ``epochs`` epochs x ceil(n_train / batch_size)
-    (an upper bound where the recipe stops early)."""
+def train_rows(resolved) -> Optional[int]:
+    """Examples in the trial's training split as far as known before loading it: an imported or cached split's
+    stored rows, else the rows its config asks for (``n_train``); None for a split read from the user's files
+    that was never cached (the count is the files'), and for a text task's generated stand-in corpus (which
+    the first trial writes; a dry run writes nothing). ``Task.datasets`` says which; it reads no rows."""
+    from rirlab.tasks import registry as tasks
+
+    task = tasks.get(resolved.task)
+    if getattr(resolved.task_cfg, "generated", False):
+        return None
+    try:
+        info = next(d for d in task.datasets(resolved.task_cfg) if d.split == "train")
+        return info.rows
+    except Exception:  # noqa: BLE001 -- e.g. an imported split whose record is missing: the trial will say so
+        return task.split_rows(resolved.task_cfg, "train")
+
+
+def trial_steps(resolved) -> Optional[int]:
+    """Training steps of a resolved trial, as the trainer counts them: ``epochs`` x ceil(training rows /
+    batch_size) when epochs is set (an upper bound where the recipe stops early; None when the rows are not
+    known before the split is read, ``train_rows``), else ``steps``."""
     t = resolved.train
-    n_train = getattr(resolved.task_cfg, "n_train", None)
-    if t.epochs and n_train:
-        return t.epochs * -(-int(n_train) // t.batch_size)
-    return t.steps
+    if not t.epochs:
+        return t.steps
+    rows = train_rows(resolved)
+    return None if rows is None else t.epochs * max(1, -(-int(rows) // t.batch_size))
 
 
-def compute_estimate(spec: Spec, resolved: list, steps: list[int], timing: Optional[bool] = None) -> str:
-    """trials x steps x step time, as device-hours. The step time is measured here, on this machine's device: one
-    training step of each distinct model config (after a warm-up step, the fastest of up to three; a first step
-    over 1 s is taken as it is) on a random batch of TIMING_BATCH sequences of half the task's maximum training
-    length, scaled linearly to the trial's batch size; evaluation time is not included. Configs left once
-    TIMING_BUDGET_S is spent take the mean per-sequence time of the timed ones."""
+def compute_estimate(spec: Spec, resolved: list, steps: list, timing: Optional[bool] = None) -> str:
+    """trials x steps x step time, as device-hours. The step time is measured here, on this machine's device, for
+    each distinct (model config, task config, batch size) with the trial's optimiser, loss, gradient clipping,
+    precision and threads, on a random batch shaped as the trial's training batches (``step_shape``: the task's
+    kind, vocabulary and classes, a typical padded batch of its training lengths): at batch 1, 2, 8, 32, ...
+    up to the trial's batch size (at most TIMING_MAX_BATCH) while its share of TIMING_BUDGET_S lasts
+    (``_time_step``); a batch not reached is extrapolated from the two largest timed ones (``_at_batch``). On a
+    busy machine the step is timed with fewer threads than the trial's (``_free_cores``), an overestimate the
+    line states. Evaluation time is not included. Configs left once the budget is spent take the mean
+    per-example time of the timed ones. Trials whose steps are unknown (``trial_steps``) count in the step
+    time, not in the hours."""
     import os
 
     if timing is None:
         timing = os.environ.get(TIMING_ENV, "1") != "0"
-    total_steps = sum(steps)
-    head = f"compute: {len(steps)} trials, {total_steps:,} training steps in all"
+    known = [n for n in steps if n is not None]
+    unknown = len(steps) - len(known)
+    if not unknown:
+        head = f"compute: {len(steps)} trials, {sum(known):,} training steps in all"
+    else:
+        why = ("epochs over a training split not read yet, the user's files or a generated stand-in, whose rows "
+               "a trial counts when it reads them")
+        head = (f"compute: {len(steps)} trials, training steps unknown ({why})" if not known else
+                f"compute: {len(steps)} trials, {sum(known):,} training steps in the {len(known)} that know "
+                f"theirs ({unknown} unknown: {why})")
     if not timing or not resolved:
         return head + f" (step time not measured: {TIMING_ENV}=0)"
     import time
@@ -298,69 +505,200 @@ def compute_estimate(spec: Spec, resolved: list, steps: list[int], timing: Optio
     import torch
 
     device = "cuda" if torch.cuda.is_available() and resolved[0].train.device != "cpu" else "cpu"
-    per_seq: dict[str, Optional[float]] = {}  # model config -> ms per sequence in one training step
+    free = _free_cores()
+
+    def key_of(r) -> str:
+        return json.dumps([r.model, dataclasses.asdict(r.model_cfg), r.task, dataclasses.asdict(r.task_cfg),
+                           r.train.batch_size, r.train.bucket_factor, r.train.optimizer, r.train.precision,
+                           r.train.num_threads], sort_keys=True, default=str)
+
+    keys = [key_of(r) for r in resolved]
+    first: dict = {}  # key -> its first trial, in spec order
+    for k, r in zip(keys, resolved):
+        first.setdefault(k, r)
+    timings: dict[str, Optional[StepTiming]] = {}
     t_end = time.monotonic() + TIMING_BUDGET_S
-    for r in resolved:
-        key = json.dumps([r.model, dataclasses.asdict(r.model_cfg)], sort_keys=True, default=str)
-        if key not in per_seq:
-            per_seq[key] = _time_step(r, device) if time.monotonic() < t_end else None
-    measured = [v for v in per_seq.values() if v is not None]
+    for i, (k, r) in enumerate(first.items()):
+        left = t_end - time.monotonic()
+        want = r.train.num_threads or torch.get_num_threads()  # as the trial will run (torch's default: cores)
+        threads = 0 if device == "cuda" else min(want, free[0])
+        share = max(left / (len(first) - i), min(left, TIMING_CONFIG_S))
+        timings[k] = _time_step(r, device, share, threads, want) if left > 0 else None
+    measured = [(first[k].train.batch_size, v) for k, v in timings.items() if v is not None]
     if not measured:
         return head + " (step time not measured: timing one step failed)"
-    fallback = sum(measured) / len(measured)
-    hours = 0.0
-    for r, n in zip(resolved, steps):
-        key = json.dumps([r.model, dataclasses.asdict(r.model_cfg)], sort_keys=True, default=str)
-        ms = (per_seq[key] if per_seq[key] is not None else fallback) * r.train.batch_size
-        hours += n * ms / 3.6e6
+    per_example = sum(v.ms / b for b, v in measured) / len(measured)
+    step_ms = [timings[k].ms if timings[k] is not None else per_example * r.train.batch_size
+               for k, r in zip(keys, resolved)]
+    hours = sum(n * ms for n, ms in zip(steps, step_ms) if n is not None) / 3.6e6
     res = spec.resources
-    unit = f"{hours * res.gpu:,.3g} GPU-hours" if res.gpu > 0 else f"{hours * res.cpu:,.3g} CPU-hours"
-    timed = f"{len(measured)} of {len(per_seq)} model configs timed" if len(measured) < len(per_seq) \
+    timed = f"{len(measured)} of {len(timings)} model configs timed" if len(measured) < len(timings) \
         else f"{len(measured)} model config{'s' if len(measured) > 1 else ''} timed"
-    return (f"{head}; about {_duration(hours)} of trial time = {unit} at {res.cpu:g} cpu / {res.gpu:g} gpu per trial "
-            f"(step time measured here on {device}: one training step at batch {TIMING_BATCH} scaled to each "
-            f"trial's batch size, {timed}; evaluations and early stopping not counted)")
+    lo, hi = min(step_ms), max(step_ms)
+    per_step = _ms(lo) if _ms(lo) == _ms(hi) else f"{_ms(lo)} to {_ms(hi)}"
+    shapes = list(dict.fromkeys(v.shape.describe() for _, v in measured))
+    shape = shapes[0] if len(shapes) == 1 else f"{shapes[0]}; other trials their own"
+    batches = ", ".join(str(b) for b in sorted({b for b, _ in measured}))
+    scaled = [v for _, v in measured if v.scaled]
+    if scaled:
+        top = max(v.timed[-1][0] for v in scaled)
+        how = (f"timed at batch 1, 2, 8, ... up to the trial's batch {batches} as far as the time allowed; "
+               f"{len(scaled)} of {len(measured)} configs stopped short (at batch {top} or less) and are "
+               f"extrapolated (affine in the batch size) from their two largest batches")
+        alone = [v for v in scaled if len(v.timed) == 1]
+        if alone:
+            how += f", {len(alone)} of them from batch 1 alone, in proportion (rough)"
+    else:
+        how = f"timed at the trial's batch size {batches}"
+    fewer = [v for _, v in measured if 0 < v.threads < v.trial_threads]
+    if fewer:
+        k = fewer[0].threads
+        how += (f"; with {k} thread{'s' if k > 1 else ' (its CPU time)'} instead of the trial's "
+                f"{fewer[0].trial_threads} as this machine is busy ({free[1]}): an overestimate, by up to "
+                f"{fewer[0].trial_threads / k:g}x")
+    if known:
+        unit = f"{hours * res.gpu:,.3g} GPU-hours" if res.gpu > 0 else f"{hours * res.cpu:,.3g} CPU-hours"
+        amount = f"about {_duration(hours)} of trial time = {unit}"
+    else:
+        amount = f"about {per_step} per training step"
+    return (f"{head}; {amount} at {res.cpu:g} cpu / {res.gpu:g} gpu per trial "
+            f"(step time measured here on {device}: {per_step} per step, one training step on a random batch "
+            f"shaped as the task's training batches ({shape}), {how}; {timed}; evaluations and early stopping "
+            f"not counted)")
+
+
+def _ms(ms: float) -> str:
+    return f"{ms:,.0f} ms" if ms < 1000 else f"{ms / 1000:,.1f} s"
 
 
 def _duration(hours: float) -> str:
     return f"{hours:,.1f} h" if hours >= 1 else f"{hours * 60:.1f} min" if hours * 60 >= 1 else f"{hours * 3600:.0f} s"
 
 
-def _time_step(resolved, device: str) -> Optional[float]:
-    """ms per sequence of one training step of the resolved trial's model (None when it cannot be timed here)."""
+def _free_cores() -> tuple[int, str]:
+    """(CPU cores the dry run may time with, why fewer than all): the cores this process may run on less the
+    load of the last minute that is not its own. Threads that share busy cores with another process's threads
+    wait for each other (a 2-thread step of a small model was 25x slower than its 1-thread one beside a
+    2-thread trial on 2 cores), so a busy machine is timed with fewer threads."""
+    import os
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return cores, ""
+    free = max(1, min(cores, int(cores - max(0.0, load - 1) + 0.5)))  # the 1: this process, timing soon
+    return free, f"load {load:.1f} on {cores} cores" if free < cores else ""
+
+
+def _time_step(resolved, device: str, budget_s: float, threads: int = 0, trial_threads: int = 0
+               ) -> Optional[StepTiming]:
+    """One training step of the resolved trial at its batch size, in ms (``StepTiming``; None when it cannot be
+    built or run here). Timed at batch 1, 2, 8, 32, ... up to the trial's (at most TIMING_MAX_BATCH) while the
+    next one is expected to fit in ``budget_s``; the trial's batch, when not reached, is extrapolated from the
+    two largest (``_at_batch``). ``threads``: torch's CPU threads meanwhile (0: leave them); with one thread the
+    step's process CPU time is taken, which other processes on the machine do not lengthen, else its wall time."""
     import time
 
     import torch
 
-    from rirlab.bench import LISTOPS_CLASSES, LISTOPS_VOCAB, one_step, random_batch
-    from rirlab.models import registry
-    from rirlab.tasks.base import TaskInfo
+    from rirlab.models import registry as models
+    from rirlab.perf import tune_allocator
+    from rirlab.train import make_optimizer
 
+    t = resolved.train
+    start = time.monotonic()
+    saved = torch.get_num_threads()
     try:
-        model = registry.get(resolved.model).build(resolved.model_cfg, TaskInfo(LISTOPS_VOCAB, LISTOPS_CLASSES,
-                                                                                 "classify")).to(device)
+        tune_allocator()  # as a trial does
+        shape = step_shape(resolved)
+        model = models.get(resolved.model).build(resolved.model_cfg, shape.info).to(device)
         model.train()
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        length = max(2, int(getattr(resolved.task_cfg, "max_train_len", 100)) // 2)
-        batch = random_batch(TIMING_BATCH, length, device)
-        threads = torch.get_num_threads()
-        if resolved.train.num_threads:
-            torch.set_num_threads(resolved.train.num_threads)  # as the trial will run
-        try:
-            times = []
-            for _ in range(4):  # a warm-up step, then the fastest of up to three (this machine may be busy); a slow
-                if device == "cuda":  # first step (over a second) is taken as it is, an overestimate
-                    torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                one_step(model, opt, batch, True)
-                if device == "cuda":
-                    torch.cuda.synchronize()
-                times.append(time.perf_counter() - t0)
-                if sum(times) > 1.0:
-                    break
-            times = times[1:] or times
-        finally:
+        opt = make_optimizer(model, t)
+        if threads:
             torch.set_num_threads(threads)
-        return 1000 * min(times) / TIMING_BATCH
-    except Exception:  # a model this machine cannot build or run at this size: no estimate for it
+        clock = time.process_time if device == "cpu" and threads == 1 else time.perf_counter
+        top = min(t.batch_size, TIMING_MAX_BATCH)
+        n = 1
+        timed = [(n, _measure(model, opt, shape.batch(n, device), resolved, device, clock))]
+        while n < top:
+            nxt = min(top, 2 if n == 1 else 4 * n)
+            expect = _at_batch(timed, nxt)
+            cost = expect if expect > 1000 else expect + min(3 * expect, 1000 * TIMING_REPEAT_S + expect)
+            second = len(timed) == 1 and cost <= 1000 * TIMING_SECOND_S  # a fixed cost shows only with two
+            if time.monotonic() - start + cost / 1000 > budget_s and not second:
+                break
+            n = nxt
+            timed.append((n, _measure(model, opt, shape.batch(n, device), resolved, device, clock)))
+    except Exception:  # noqa: BLE001 -- a model this machine cannot build or run at this size: no estimate for it
         return None
+    finally:
+        torch.set_num_threads(saved)
+    return StepTiming(_at_batch(timed, t.batch_size), tuple(timed), shape, threads, trial_threads or threads)
+
+
+def _at_batch(timed, n: int) -> float:
+    """ms of a step at batch ``n`` from (batch, ms) measurements, smallest batch first: the largest one's when it
+    is ``n``, else the line through the two largest (a fixed cost per step plus a cost per example), kept between
+    the largest one's time and that time scaled in proportion to the batch (an upper bound when a step has a
+    fixed cost); in proportion from a single measurement."""
+    b, ms = timed[-1]
+    if n == b:
+        return ms
+    if len(timed) < 2:
+        return ms * n / b
+    a, ms_a = timed[-2]
+    slope = (ms - ms_a) / (b - a)
+    return min(max(ms + slope * (n - b), ms if n > b else 0.0), ms * n / b)
+
+
+def _measure(model, opt, batch: dict, resolved, device: str, clock=None) -> float:
+    """ms of one training step on ``batch`` by ``clock`` (default: wall time): after a warm-up step, the fastest
+    of up to three that together take TIMING_REPEAT_S (this machine may be busy); a first step over a second is
+    taken as it is (an overestimate)."""
+    import time
+
+    import torch
+
+    clock = clock or time.perf_counter
+    times = []
+    for _ in range(4):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t0 = clock()
+        _train_step(model, opt, batch, resolved)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        times.append(clock() - t0)
+        if times[0] > 1.0 or sum(times[1:]) > TIMING_REPEAT_S:
+            break
+    return 1000 * min(times[1:] or times)
+
+
+def _train_step(model, opt, batch: dict, resolved) -> None:
+    """A training step as rirlab.train.Trainer.train_step takes it: the forward under the trial's precision, the
+    task's loss (a token-level one for language modelling) plus the weighted halting loss, backward, gradient
+    clipping, the optimiser's step."""
+    import torch
+    import torch.nn.functional as F
+
+    from rirlab.models.base import autocast
+
+    t = resolved.train
+    with autocast(t.precision, batch["tokens"].device):
+        out = model(batch)
+    logits, labels = out.logits.float(), batch["labels"]
+    if logits.dim() == 3:
+        keep = labels >= 0
+        logits, labels = logits[keep], labels[keep]
+    loss = F.cross_entropy(logits, labels)
+    if out.aux_loss is not None:
+        loss = loss + float(getattr(resolved.model_cfg, "halt_loss_weight", 0.0)) * out.aux_loss.float()
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    if t.grad_clip:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
+    opt.step()
