@@ -55,6 +55,26 @@ def test_attention_is_a_stick_breaking_distribution_over_opened_slots():
     assert (p[2:] > 0).sum(-1).min() >= 1
 
 
+def test_attention_weights_the_scores_by_the_open_share_as_the_authors_process_softmax(monkeypatch):
+    """A case worked out from the OM code's process_softmax (x = exp(beta - max) * mask, L1-normalised): equal
+    scores, p_{t-1} = (0.2, 0.3, 0.5) -> mask (cumsum^{i+1}; last 1) = (0.5, 1, 1) -> p = (0.2, 0.4, 0.4). The
+    hard mask (``om_mask: hard``) gives the plain softmax over the open slots, (1/3, 1/3, 1/3)."""
+    from rirlab.models.om import StickBreaking
+
+    attn = StickBreaking(4, 0.0).eval()
+    monkeypatch.setattr(attn, "scores", lambda x, m: torch.zeros(1, 3, dtype=torch.float64))
+    prev = torch.tensor([[0.2, 0.3, 0.5]], dtype=torch.float64)
+    cp, rcp, p = attn(None, None, prev)
+    assert torch.allclose(p, torch.tensor([[0.2, 0.4, 0.4]], dtype=torch.float64), atol=1e-15)
+    assert torch.allclose(cp, torch.tensor([[0.2, 0.6, 1.0]], dtype=torch.float64), atol=1e-15)
+    assert torch.allclose(rcp, torch.tensor([[1.0, 0.8, 0.4]], dtype=torch.float64), atol=1e-15)
+    closed = attn(None, None, torch.tensor([[0.0, 0.0, 1.0]], dtype=torch.float64))[2]
+    assert torch.equal(closed, torch.tensor([[0.0, 0.5, 0.5]], dtype=torch.float64))  # closed slots get nothing
+    attn.mask = "hard"
+    assert torch.allclose(attn(None, None, prev)[2], torch.full((1, 3), 1 / 3, dtype=torch.float64))
+    assert registry.get("om").config().om_mask == registry.get("rir_om").config().om_mask == "soft"
+
+
 def test_all_attention_on_the_last_slot_is_the_cell_as_an_rnn():
     """With p_t on the last slot at every step, eq. 4-6 leave o_t = cell(x_t, o_{t-1}), o_1 = x_1: a GRC RNN."""
     torch.manual_seed(3)
@@ -74,14 +94,24 @@ def test_rir_om_with_chunk_at_least_length_is_om():
     torch.manual_seed(4)
     om = build("om", hidden_size=16, om_slots=5).eval()
     rir = build("rir_om", hidden_size=16, om_slots=5, chunk_size=40, s4d=False)
-    rir.load_state_dict(om.state_dict())
-    rir.eval()
+
+    def share(model):  # OM's weights; the chunk projection (the authors' input_projection) as LN(x I + 0)
+        assert set(model.load_state_dict(om.state_dict(), strict=False).missing_keys) == {
+            "encoder.tree.proj.w.weight", "encoder.tree.proj.w.bias", "encoder.tree.proj.ln.weight",
+            "encoder.tree.proj.ln.bias"}
+        with torch.no_grad():
+            model.encoder.tree.proj.w.weight.copy_(torch.eye(16))
+            model.encoder.tree.proj.w.bias.zero_()
+        return model.eval()
+
+    share(rir)
     batch = batch_of(random_seqs([25, 13, 1]))
-    with torch.no_grad():
-        assert torch.allclose(rir(batch).logits, om(batch).logits, atol=1e-5)
-        short = build("rir_om", hidden_size=16, om_slots=5, chunk_size=4, s4d=False)
-        short.load_state_dict(om.state_dict())
-        assert not torch.allclose(short.eval()(batch).logits, om(batch).logits, atol=1e-3)  # chunks do change it
+    with torch.no_grad():  # the leaves are already LayerNorm outputs (unit LN weights): projecting them again ~ x
+        assert torch.allclose(rir(batch).logits, om(batch).logits, atol=1e-4)
+        short = share(build("rir_om", hidden_size=16, om_slots=5, chunk_size=4, s4d=False))
+        assert not torch.allclose(short(batch).logits, om(batch).logits, atol=1e-3)  # chunks do change it
+        rir.encoder.tree.proj.w.weight.add_(0.3 * torch.randn(16, 16))  # the projection is on the inner RvNN's path
+        assert not torch.allclose(rir(batch).logits, om(batch).logits, atol=1e-3)
 
 
 # the tiny ListOps run of the OM/CRvNN learning tests: short, shallow expressions

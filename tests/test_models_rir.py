@@ -64,8 +64,9 @@ def test_chunking_rule():
 
 
 def rnn(cell, items):
-    h = items[0]
-    for x in items[1:]:
+    """RIR eq. 2 as the authors' RecurrentGRCX runs it: h_0 = 0, the first token composed too."""
+    h = torch.zeros_like(items[0])
+    for x in items:
         h = cell(h, x)
     return h
 
@@ -97,7 +98,8 @@ def test_rir_grc_follows_the_one_and_a_half_k_chunk_rule():
     torch.manual_seed(8)
     model = build("rir_grc", hidden_size=16, chunk_size=6, s4d=False, dropout=0.0).eval()
     # k = 6: L = 8 < 9 is one chunk (padding to a multiple of k would make chunks 6 + 2); 9 -> 6 + 3;
-    # 13 -> 6 + 6 + 1 (a one-item last chunk is its own root); 40 -> 7 chunks -> one; 60 -> 10 chunks -> 6 + 4 -> 2
+    # 13 -> 6 + 6 + 1 (a one-item last chunk is R(0, x), as the authors' padded chunk; a one-item sequence is
+    # its own root); 40 -> 7 chunks -> one; 60 -> 10 chunks -> 6 + 4 -> 2
     lengths = [1, 3, 8, 9, 13, 40, 60]
     with torch.no_grad():
         out, leaves = encode_rows(model, lengths, 16)
@@ -127,7 +129,11 @@ def test_rir_grc_with_chunk_at_least_length_is_rnn_grc():
     rir.embed.load_state_dict(rnn_model.embed.state_dict()), rir.head.load_state_dict(rnn_model.head.state_dict())
     batch = batch_of(random_seqs([25, 13, 40, 1]))
     with torch.no_grad():
-        assert torch.allclose(rir(batch).logits, rnn_model(batch).logits, atol=1e-5)
+        ours, rnn_logits = rir(batch).logits, rnn_model(batch).logits
+        assert torch.allclose(ours[:3], rnn_logits[:3], atol=1e-5)
+        # one item: RIR-GRC's sequence is its own root (the authors loop while S > 1; literal_rir_grc above), while
+        # the RNN composes R(0, x_1) (RIR eq. 2)
+        assert not torch.allclose(ours[3:], rnn_logits[3:], atol=1e-3)
 
 
 def test_an_inner_rvnn_whose_settings_the_model_lacks_is_refused_naming_the_model_that_has_them():

@@ -155,12 +155,18 @@ class OneBeamEncoder(nn.Module):
         return EncoderOutput(roots[:, 0])  # (N, D)
 
 
-def rnn_compose(cell: GRC, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Left-to-right GRC recurrence over the middle axis: h_1 = x_1, h_t = R(h_{t-1}, x_t) (eq. 2).
+def rnn_compose(cell: GRC, x: torch.Tensor, mask: torch.Tensor, start: str = "zero") -> torch.Tensor:
+    """Left-to-right GRC recurrence over the middle axis, h_t = R(h_{t-1}, x_t) (RIR eq. 2).
 
+    ``start``: ``zero`` (default): h_0 = 0, so the first token is composed too, h_1 = R(0, x_1), as eq. 2 writes
+    R(h_0, x_1) and the authors' RecurrentGRC / RecurrentGRCX run; ``first_token``: h_1 = x_1, which makes a pair
+    R(x_1, x_2), BBT-GRC's composition (eq. 3, the authors' BalancedTreeCell).
     x: (..., T, D), mask: (..., T) with valid positions a prefix. Returns (..., D).
     """
-    h = x[..., 0, :]  # (..., D)
-    for t in range(1, x.size(-2)):
+    if start == "first_token":
+        h, begin = x[..., 0, :], 1  # (..., D)
+    else:
+        h, begin = torch.zeros_like(x[..., 0, :]), 0  # (..., D) h_0
+    for t in range(begin, x.size(-2)):
         h = torch.where(mask[..., t, None], cell(h, x[..., t, :]), h)  # (..., D)
     return h

@@ -5,7 +5,7 @@ of ``rir_om`` (RIR paper Table 5 "RIR-OM" row).
 One step t (OM paper §3, eq. 1-7), memory M_{t-1} (n slots), the memory's outputs \\hat M_{t-1}, the input x_t:
 
 - stick-breaking attention (eq. 1-3): scores beta_i = w^T GELU(LN(W_q x_t) + LN(W_k \\hat M_{t-1}^i)) / sqrt(D);
-  p_t = softmax(beta) restricted to the slots i with \\vec\\pi_{t-1}^{i+1} > 0 (the last slot always allowed) where
+  p_t^i = exp(beta_i) m^i / sum_j exp(beta_j) m^j with the soft mask m^i = \\vec\\pi_{t-1}^{i+1} (m^n = 1) where
   \\vec\\pi = cumsum(p) (the "pointer" can move at most one slot further down than where it was, OM eq. 3);
   \\vec\\pi_t = cumsum(p_t), \\overleftarrow\\pi_t = reverse cumsum(p_t). At t = 1 there is no p_0: \\vec\\pi = 0,
   \\overleftarrow\\pi = 1, p = 0 (nothing is in memory yet).
@@ -21,6 +21,10 @@ query, key and score layers (the authors' code).
 Choices (the authors' code, BeamRecursionFamily's OrderedMemoryX):
 - the leaf transform LN(x W + b) (RIR eq. 17) is the projection of the input into slot space;
 - the mask of eq. 3 treats \\vec\\pi^{i+1} < 1e-5 as 0 (the code's threshold), so float noise cannot open a slot;
+- ``om_mask: soft`` (default): the scores are weighted by the mask's values, as the OM code's
+  ``process_softmax`` (``x * mask`` then an L1 normalisation, also in BeamRecursionFamily's OrderedMemory(X)), which
+  produced the published numbers; ``hard`` restricts a plain softmax to the open slots (the mask as a 0/1 gate).
+  They differ wherever a slot is partly open (0 < m < 1): by up to 3.5 in the output at lengths >= 4;
 - the authors' input projection and cell share one LayerNorm; ours has one per use (the RIR GRC cell owns its LN).
 Padding: a padded step leaves the state unchanged, so a padded batch gives each sequence what it gets alone.
 """
@@ -28,6 +32,7 @@ Padding: a padded step leaves the state unchanged, so a padded batch gives each 
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -36,7 +41,7 @@ from pydantic.dataclasses import dataclass
 from torch import nn
 
 from rirlab.config import STRICT
-from rirlab.models.grc import GRC, GRCConfig, OneBeamEncoder
+from rirlab.models.grc import GRC, GRCConfig, LeafTransform, OneBeamEncoder
 from rirlab.models.heads import TaskModel
 from rirlab.models.registry import register
 
@@ -50,14 +55,16 @@ class OMConfig(GRCConfig):
 
     om_slots: int = Field(21, ge=1)  # n, memory slots
     om_memory_dropout: float = Field(0.1, ge=0, lt=1)  # dropout in the stick-breaking attention
+    om_mask: Literal["soft", "hard"] = "soft"  # soft: scores weighted by the open share (the code); hard: 0/1
 
 
 class StickBreaking(nn.Module):
     """Scores of the slots and the masked softmax with its cumulative sums (OM eq. 1-3)."""
 
-    def __init__(self, d: int, p: float):
+    def __init__(self, d: int, p: float, mask: str = "soft"):
         super().__init__()
         self.drop = nn.Dropout(p)
+        self.mask = mask
         self.q = nn.Linear(d, d)
         self.k = nn.Linear(d, d)
         self.q_ln, self.k_ln = nn.LayerNorm(d), nn.LayerNorm(d)
@@ -78,8 +85,12 @@ class StickBreaking(nn.Module):
             return zeros, torch.ones_like(beta), zeros
         opened = prev_p.cumsum(1)[:, 1:]  # (M, n-1) \vec\pi_{t-1}^{i+1}
         opened = torch.where(opened < OPEN_EPS, torch.zeros_like(opened), opened)
-        allowed = torch.cat([opened, torch.ones_like(opened[:, :1])], dim=1) > 0  # (M, n)
-        p = torch.softmax(beta.masked_fill(~allowed, float("-inf")), dim=1)  # (M, n)
+        mask = torch.cat([opened, torch.ones_like(opened[:, :1])], dim=1)  # (M, n) m^i, the last slot always 1
+        if self.mask == "soft":  # exp(beta - max) * m, L1-normalised (the OM code's process_softmax)
+            w = torch.exp(beta - beta.max(dim=1, keepdim=True).values) * mask  # (M, n)
+            p = w / w.sum(1, keepdim=True).clamp_min(1e-12)  # (M, n)
+        else:
+            p = torch.softmax(beta.masked_fill(mask <= 0, float("-inf")), dim=1)  # (M, n)
         return p.cumsum(1), p.flip(1).cumsum(1).flip(1), p
 
 
@@ -94,7 +105,7 @@ class OrderedMemory(nn.Module):
     def __init__(self, cfg: OMConfig):
         super().__init__()
         d = cfg.hidden_size
-        self.attn = StickBreaking(d, cfg.om_memory_dropout)
+        self.attn = StickBreaking(d, cfg.om_memory_dropout, cfg.om_mask)
         self.cell = GRC.from_config(cfg)
         self.cell_drop = nn.Dropout(cfg.dropout)  # on the cell's input [h; M^i] (authors' cell)
         self.n_slots = cfg.om_slots
@@ -131,6 +142,22 @@ class OrderedMemory(nn.Module):
             ps.append(p)
         self.last_p = torch.stack(ps, dim=1).detach()
         return out[:, None], x.new_zeros(m, 1) if scores is None else scores  # (M, 1, D), (M, 1)
+
+
+class ProjectedOrderedMemory(OrderedMemory):
+    """OM as RIR-OM's inner RvNN: the authors' ``OrderedMemoryRecurrent`` projects its input, LN(x W + b)
+    (``input_projection``), on every call, so each chunk's items (the S4D-transformed leaves at the first level,
+    the roots of the chunks below above it) are projected before the memory reads them. Standalone OM needs no
+    second projection: its leaf transform is that projection (:class:`OneBeamEncoder`)."""
+
+    single_passes_through = True  # rir_encode: a sequence of one item is its own root, unprojected (as theirs)
+
+    def __init__(self, cfg: OMConfig):
+        super().__init__(cfg)
+        self.proj = LeafTransform(cfg.hidden_size)
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor, scores: torch.Tensor | None = None):
+        return super().forward(self.proj(x), lengths, scores)  # x: (M, 1, L, D)
 
 
 @register("om", OMConfig)

@@ -52,7 +52,7 @@ from rirlab.models import ebt_grc
 from rirlab.models.crvnn import CRvNN
 from rirlab.models.base import EncoderOutput
 from rirlab.models.beam_tree import NEG, marginalize
-from rirlab.models.om import OrderedMemory
+from rirlab.models.om import ProjectedOrderedMemory
 from rirlab.models.rnn_grc import GRCRNN
 from rirlab.models.s4d import PreChunkConfig, leaf_layer
 
@@ -73,8 +73,9 @@ class Inner:
 INNERS = {
     # EBT-GRC beam search (RIR §3)
     "ebt_grc": Inner(ebt_grc.search, ("beam_size", "d_s", "beam_select"), "rir_ebt_grc"),
-    "grc_rnn": Inner(GRCRNN, (), "rir_grc"),  # GRC RNN over each chunk (RIR-GRC, §4.1)
-    "om": Inner(OrderedMemory, ("om_slots", "om_memory_dropout"), "rir_om"),  # Ordered Memory (RIR-OM, Table 5)
+    "grc_rnn": Inner(GRCRNN, (), "rir_grc"),  # GRC RNN over each chunk (RIR-GRC, §4.1; rnn_start: RIR-GRC's)
+    # Ordered Memory with the authors' per-call input projection (RIR-OM, Table 5)
+    "om": Inner(ProjectedOrderedMemory, ("om_slots", "om_memory_dropout", "om_mask"), "rir_om"),
     # CRvNN (RIR-CRvNN, Table 5)
     "crvnn": Inner(CRvNN, ("crvnn_halt", "crvnn_stop_threshold", "crvnn_window"), "rir_crvnn"),
 }
@@ -146,6 +147,9 @@ def rir_encode(inner: nn.Module, x: torch.Tensor, lengths: torch.Tensor, k: int,
             ok = off < sizes[:, None]  # (C, Wc)
             in_scores = (pos_scores.transpose(1, 2)[rows[:, None], pos] * ok[..., None]).sum(1)  # (C, b)
         roots, scores = inner(xc, sizes, in_scores)  # (C, b, D), (C, b)
+        if getattr(inner, "single_passes_through", False):  # a sequence that is one item does not enter the
+            lone_item = (lengths[rows] == 1)[:, None, None]  # inner RvNN (the authors loop while S > 1)
+            roots = torch.where(lone_item, xc[:, :, 0], roots)  # (C, 1, D)
         most = int(counts.max())
         if most == 1:
             return roots, scores

@@ -9,6 +9,8 @@ one pair), which is the balanced binary tree.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic.dataclasses import dataclass
 
 from rirlab.config import STRICT
@@ -22,6 +24,10 @@ from rirlab.models.rir import RIRConfig, RIREncoder
 class RIRGRCConfig(RIRConfig):
     """RIR-GRC: inner ``grc_rnn``, chunk 30, S4D pre-chunk layer on, RIR inference (RIR App. K)."""
 
+    # the GRC RNN's start (rirlab.models.grc.rnn_compose): zero, h_0 = 0 (eq. 2 and the authors' RecurrentGRCX);
+    # first_token, h_1 = x_1 (BBT-GRC's pair composition R(x_1, x_2), eq. 3)
+    rnn_start: Literal["zero", "first_token"] = "zero"
+
 
 @register("rir_grc", RIRGRCConfig)
 def rir_grc(cfg: RIRGRCConfig, info):
@@ -33,5 +39,5 @@ def rir_grc(cfg: RIRGRCConfig, info):
 def bbt_grc(cfg: GRCConfig, info):
     """Balanced binary tree GRC (RIR paper eq. 3; BBT-GRC of §4.1, no S4D layer): RIR-GRC with k = 2."""
     rir = RIRGRCConfig(hidden_size=cfg.hidden_size, cell_mult=cfg.cell_mult, dropout=cfg.dropout, chunk_size=2,
-                       s4d=False, inner="grc_rnn", inference="rir")
+                       s4d=False, inner="grc_rnn", inference="rir", rnn_start="first_token")
     return TaskModel(RIREncoder(rir), info, cfg)

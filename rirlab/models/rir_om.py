@@ -2,12 +2,15 @@
 with Ordered Memory (:mod:`rirlab.models.om`) as the inner RvNN of every chunk.
 
 Defaults: the RIR ListOps settings of the outer recursion (chunk 30, S4D pre-chunk layer, the one chunk rule) and
-OM's (21 slots, memory dropout 0.1). OM keeps one beam, so alignment has nothing to do (as in RIR-GRC). The paper
+OM's (21 slots, memory dropout 0.1, the soft stick-breaking mask); each chunk's items are projected, LN(x W + b), before
+OM reads them, as the authors' OrderedMemoryRecurrent does (:class:`rirlab.models.om.ProjectedOrderedMemory`). OM keeps one beam, so alignment has nothing to do (as in RIR-GRC). The paper
 does not say which inference RIR-OM used; we default to RIR inference (``inference: rir``; ``non_rir`` runs OM over
 the whole sequence in eval mode).
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 from pydantic import Field
 from pydantic.dataclasses import dataclass
@@ -25,6 +28,7 @@ class RIROMConfig(RIRConfig):
     inner: InnerName = "om"
     om_slots: int = Field(21, ge=1)
     om_memory_dropout: float = Field(0.1, ge=0, lt=1)
+    om_mask: Literal["soft", "hard"] = "soft"  # rirlab.models.om: soft, the authors' code (default); hard, 0/1
 
 
 @register("rir_om", RIROMConfig)

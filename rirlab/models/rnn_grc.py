@@ -18,16 +18,18 @@ class GRCRNN(nn.Module):
     """
 
     beam_size = 1
+    single_passes_through = True  # rir_encode: a sequence of one item is its own root (the authors loop while S > 1)
 
     def __init__(self, cfg: GRCConfig):
         super().__init__()
         self.cell = GRC.from_config(cfg)
+        self.start = getattr(cfg, "rnn_start", "zero")
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor, scores: torch.Tensor | None = None):
         m, b_in, width, _ = x.shape
         assert b_in == 1, "a GRC RNN keeps one beam"
         mask = torch.arange(width, device=x.device) < lengths[:, None]  # (M, L)
-        root = rnn_compose(self.cell, x[:, 0], mask)  # (M, D)
+        root = rnn_compose(self.cell, x[:, 0], mask, self.start)  # (M, D)
         return root[:, None], x.new_zeros(m, 1) if scores is None else scores  # (M, 1, D), (M, 1)
 
 
