@@ -154,7 +154,7 @@ def our_configs(df: pd.DataFrame, rows: list[RowKey], tables: list, spec_model: 
     return out
 
 
-def ablation(df: pd.DataFrame, spec=None, task: Optional[str] = None, stat: str = "median",
+def ablation(df: pd.DataFrame, spec=None, task: Optional[str] = None, stat: Optional[str] = None,
              metric: str = "accuracy", n_expected: int = 0, reference: Optional[str] = None,
              splits: Optional[list[tuple[str, str]]] = None, about: Optional[str] = None) -> Grid:
     """RIR-Table-5 layout: rows = configurations (spec order), columns = ``splits`` ((split, paper label)
@@ -168,6 +168,9 @@ def ablation(df: pd.DataFrame, spec=None, task: Optional[str] = None, stat: str 
     observed = list(df["swept"]) if len(df) else []
     rows = ablation_rows(spec, observed)
     ref_tables = refs.for_task(refs.load(reference), task, columns, labels) if reference else []
+    if stat is None:  # compare like with like: the statistic the reference table reports (else the median)
+        stats = {t.stat for t in ref_tables}
+        stat = stats.pop() if len(stats) == 1 else "median"
     for t in ref_tables:  # the paper's columns we do not evaluate (yet) still show
         for s, lbl in t.columns.items():
             if s not in columns and refs.norm(lbl) not in {refs.norm(v) for v in labels.values()}:
@@ -199,8 +202,10 @@ def ablation(df: pd.DataFrame, spec=None, task: Optional[str] = None, stat: str 
     grid.footer = ([about] if about else []) + run_footer(df, stat, n_expected)
     if pairing is not None:
         titles = [t.title for t in ref_tables if t.id in used] or [t.title for t in ref_tables]
-        grid.footer.append("paper: " + "; ".join(titles) + "; Δ = ours − paper; a row of ours is paired with the "
-                           "published row whose model and configuration it runs")
+        paper_stats = sorted({t.stat for t in ref_tables if t.id in used} or {t.stat for t in ref_tables})
+        grid.footer.append("paper: " + "; ".join(titles) + f"; its cells are {' / '.join(paper_stats)}s over seeds, "
+                           f"ours {stat}s; Δ = ours − paper; a row of ours is paired with the published row whose "
+                           "model and configuration it runs")
         if pairing.ours_unpaired:
             grid.footer.append("rows of ours no published row describes: "
                                + "; ".join(rows[i].label for i in pairing.ours_unpaired))

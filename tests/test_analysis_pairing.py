@@ -173,3 +173,27 @@ def test_user_facing_analysis_text_cites_papers_not_paths():
             assert bad not in text, (path.name, bad)
     for path in files[1:]:
         assert "arXiv:" in path.read_text(), path.name
+
+
+def test_reference_cells_are_compared_with_ours_under_the_reference_tables_statistic(tmp_path):
+    """EBT Table 4 reports means of 3 runs: with --reference our cells are means too (92.67, not the median 90),
+    the footer says which statistic each side is; --stat still wins when given."""
+    from rirlab.config import resolve
+    from sweeps.schema import expand, read_spec
+
+    raw = yaml.safe_load((REPO / "search_spaces" / "ebt_table4_logic.yaml").read_text())
+    raw.pop("quick", None)
+    raw["variants"] = [v for v in raw["variants"] if v["name"] == "EBT-GRC"]
+    (tmp_path / "src.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    spec = read_spec(tmp_path / "src.yaml")
+    values = {0: 90.0, 1: 88.0, 2: 100.0}
+    runs = [{"swept": t.swept, "params": resolve(t.config).flat(),
+             "metrics": {f"{s}/accuracy": values[t.swept["seed"]] for s, _ in registry_splits("logic")}}
+            for t in expand(spec)]
+    uri, path = make_sweep(tmp_path, raw, runs)
+    out = table(uri, path, "--reference", "ebt_nlp:table4_logic")
+    assert "| EBT-GRC | 92.67 ± 5.2 |" in out and "| 94.95 ± 0.15 (Δ −2.28) |" in out, out
+    assert "its cells are means over seeds, ours means" in out and "mean ± std over seeds" in out
+    median = table(uri, path, "--reference", "ebt_nlp:table4_logic", "--stat", "median")
+    assert "| EBT-GRC | 90 ± 5.2 |" in median and "ours medians" in median, median
+    assert "| EBT-GRC | 90 ± 5.2 |" in table(uri, path)  # no reference: the median, as before

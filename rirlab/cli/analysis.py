@@ -17,8 +17,10 @@ parent_option = click.option("--run", "--parent", "parent", default=None, metava
                              help="Sweep (parent run id, `rirlab runs` lists them) to read (default: the latest).")
 latest_full_option = click.option("--latest-full", is_flag=True, default=False,
                                   help="Read the latest sweep run without --quick (default: the latest of any kind).")
-stat_option = click.option("--stat", type=click.Choice(["median", "mean"]), default="median", show_default=True,
-                           help="Centre of each cell over seeds (the papers report the median of 3 runs on ListOps).")
+stat_option = click.option("--stat", type=click.Choice(["median", "mean"]), default=None,
+                           help="Centre of each cell over seeds (default: median, as the papers on ListOps; with "
+                                "--reference, the statistic the reference table reports, e.g. the EBT and "
+                                "dynamic-halt tables' mean).")
 
 
 def check_out(out, make_parent: bool = False) -> None:
@@ -129,7 +131,7 @@ def _where(pairs) -> dict:
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the table to FILE instead of stdout.")
 def tables(spec, experiment, tracking_uri, parent, latest_full, layout, fmt, stat, metric, reference, rows_key, cols_key,
            split, where, out):
-    """Print the table of a sweep, from its runs in MLflow, in the papers' style (median ± std over seeds).
+    """Print the table of a sweep, from its runs in MLflow, in the papers' style (median or mean ± std over seeds).
 
     \b
     rirlab tables search_spaces/chunk_beam.yaml --format latex
@@ -156,7 +158,7 @@ def tables(spec, experiment, tracking_uri, parent, latest_full, layout, fmt, sta
             raise UserError(f"a pivot needs two swept parameters; this sweep swept {', '.join(keys) or 'none'} "
                             f"(use the ablation layout)")
         split = split or (sw.splits[0][0] if sw.splits else (T.split_columns(T.usable(sw.runs), metric) or ["test"])[0])
-        grid = T.pivot(sw.runs, rows_key, cols_key, split, stat=stat, metric=metric, n_expected=sw.n_expected,
+        grid = T.pivot(sw.runs, rows_key, cols_key, split, stat=stat or "median", metric=metric, n_expected=sw.n_expected,
                        where=_where(where), about=sw.about)
     if sw.parent is None:
         click.echo(f"note: no sweep of '{sw.experiment}' in the tracking store yet; showing the layout only", err=True)
@@ -207,7 +209,7 @@ def pareto(spec, experiment, tracking_uri, parent, latest_full, x, split, stat, 
     check_out(out)
     _, sw = _sweep(spec, experiment, tracking_uri, parent, latest_full=latest_full)
     try:
-        n = pareto_plot(sw, out, x=x, split=split, stat=stat)
+        n = pareto_plot(sw, out, x=x, split=split, stat=stat or "median")
     except OSError as err:
         raise write_error(out, err) from None
     click.echo(f"wrote {out} ({n} configurations)")
