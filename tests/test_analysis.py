@@ -172,8 +172,6 @@ def test_reference_layout_without_any_runs(abl, tmp_path):
 
 def test_repo_ablation_spec_prints_table5_layout(golden):
     spec = Path(__file__).parents[1] / "search_spaces" / "rir_ablation.yaml"
-    if not spec.is_file():
-        pytest.skip("search_spaces/rir_ablation.yaml is not written yet")
     r = cli("tables", spec, "--tracking-uri", golden[0], "--reference", "rir")
     assert r.exit_code == 0, r.output
     assert "| paper" in r.stdout and "99.72" in r.stdout

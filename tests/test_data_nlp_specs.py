@@ -8,13 +8,11 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from analysis import references as refs
-from rirlab.models import registry as models
 from rirlab.tasks import registry as tasks
 from sweeps.spec import load_spec
 from sweeps.specfile import expand
 from tests.conftest import REPO, run_cli
 
-GAU = {"gau", "egt_gau", "ebt_gau"}
 # reference table -> the specs whose rows it is printed beside
 TABLE_SPECS = {
     "rir_nlp:table4_lra_listops": ["rir_table4_lra_listops"], "rir_nlp:table4_lra_text": ["rir_table4_lra_text"],
@@ -35,11 +33,6 @@ def spec_path(name: str):
     return REPO / "search_spaces" / f"{name}.yaml"
 
 
-def gau_missing(name: str) -> bool:
-    """GAU specs need the GAU models (rirlab/models/gau.py, another change); skip them until registered."""
-    return "_gau_" in name and not GAU <= set(models.names())
-
-
 def test_every_reference_table_has_specs():
     assert {f"{base}:{t.id}" for base in ("rir_nlp", "ebt_nlp") for t in refs.load(base)} == set(TABLE_SPECS)
 
@@ -53,22 +46,18 @@ def test_every_published_row_finds_a_row_of_ours(table_ref):
     (table,) = refs.load(table_ref)
     covered = set()
     for name in TABLE_SPECS[table_ref]:
-        if gau_missing(name):
-            continue
         spec = load_spec(spec_path(name)).spec
         assert spec.task == table.task
         configs = [resolve(t.config).flat() for t in expand(spec) if t.swept["seed"] == spec.seed_list[0]]
         pairing = refs.pair([table], configs)
         assert not pairing.shared, [(r.name, ix) for r, ix in pairing.shared]
         covered |= {r.name for r in pairing.paper.values()}
-    want = [r.name for r in table.rows if r.model and (r.model not in GAU or GAU <= set(models.names()))]
+    want = [r.name for r in table.rows if r.model]
     assert [n for n in want if n not in covered] == [], (table_ref, sorted(covered))
 
 
 @pytest.mark.parametrize("name", SPECS)
 def test_spec_validates_and_rows_carry_the_reference_config(name):
-    if gau_missing(name):
-        pytest.skip("the GAU models are not registered in this checkout")
     spec = load_spec(spec_path(name)).spec
     trials = expand(spec)
     assert len(trials) == len(spec.variants) * 3
@@ -89,8 +78,6 @@ def test_spec_validates_and_rows_carry_the_reference_config(name):
 
 @pytest.mark.parametrize("name", SPECS)
 def test_quick_profile_runs_on_stand_in_data_and_keeps_a_published_row(name):
-    if gau_missing(name):
-        pytest.skip("the GAU models are not registered in this checkout")
     from rirlab.config import resolve
 
     spec = load_spec(spec_path(name), quick=True).spec
