@@ -194,3 +194,21 @@ def test_real_logic_files_import_with_the_papers_splits(cli):
     assert cache.imported_record("logic", "train")["rows"] == total - total // 10
     assert cli("data", "import", "logic", REAL_LOGIC / "test12", "--split", "ops_12").exit_code == 0  # N >= 12
     assert cli("data", "import", "logic", REAL_LOGIC / "test8", "--split", "ops_7").exit_code == 2
+
+
+def test_the_record_hashes_the_bytes_imported_not_a_file_that_replaced_them(cli, tmp_path, monkeypatch):
+    import hashlib
+
+    src = tmp_path / "t.tsv"
+    original = b"9\t( ( ( [MAX 2 ) 9 ) ] )\n2\t( ( ( [MIN 2 ) 9 ) ] )\n"
+    src.write_bytes(original)
+    protocol = LISTOPS.import_protocol
+
+    def replace_then_protocol(split, rows):  # the file changes on disk after its rows were read
+        src.write_bytes(b"5\t( ( ( [SM 2 ) 3 ) ] )\n")
+        return protocol(split, rows)
+
+    monkeypatch.setattr(LISTOPS, "import_protocol", replace_then_protocol)
+    assert cli("data", "import", "listops", src, "--split", "test").exit_code == 0
+    record = cache.imported_record("listops", "test")
+    assert record["files"][0]["sha256"] == hashlib.sha256(original).hexdigest() and record["rows"] == 2

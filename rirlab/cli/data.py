@@ -51,10 +51,14 @@ def _config(task, sets: tuple, seed=None):
 BOM = b"\xef\xbb\xbf"
 
 
-def _lines(path):
-    """(line number, text) of a data file read as UTF-8; UserError for what is not a text file of lines."""
+def _lines(path, digest=None):
+    """(line number, text) of a data file read as UTF-8; UserError for what is not a text file of lines.
+    ``digest``: a hashlib object fed every byte read, so a record hashes what was read, not what the path holds
+    later (a file replaced during an import)."""
     with open(path, "rb") as f:
         for no, raw in enumerate(f, 1):
+            if digest is not None:
+                digest.update(raw)
             if no == 1 and raw.startswith(BOM):
                 raise UserError(f"{path}:1: the file starts with a UTF-8 byte-order mark; save it as UTF-8 without "
                                 f"one (e.g. sed -i '1s/^\\xEF\\xBB\\xBF//' {path})")
@@ -67,19 +71,25 @@ def _lines(path):
                                 f"a data file is UTF-8 text, one example per line") from None
 
 
-def read_rows(task, paths) -> list[tuple[str, int, object]]:
+def read_rows(task, paths, digests: dict | None = None) -> list[tuple[str, int, object]]:
     """(file, line number, parsed row) of every line; UserError listing file:line: reason when malformed, and
-    for a file that is empty, not UTF-8 text, binary or starts with a byte-order mark."""
+    for a file that is empty, not UTF-8 text, binary or starts with a byte-order mark. ``digests``: filled with
+    path -> SHA-256 of the bytes read."""
+    import hashlib
+
     rows, errors = [], []
     for path in paths:
         before = len(rows)
-        for no, line in _lines(path):
+        digest = hashlib.sha256()
+        for no, line in _lines(path, digest):
             if not line.strip() or (no == 1 and task.is_header(line)):
                 continue
             try:
                 rows.append((path, no, task.parse_line(line)))
             except ValueError as err:
                 errors.append(f"{path}:{no}: {err}")
+        if digests is not None:
+            digests[path] = digest.hexdigest()
         if len(rows) == before and not errors:
             raise UserError(f"{path}: no examples (an empty file); give a {task.name} data file, one example per line")
     if errors:  # one line: the first, with the count (`rirlab data verify` lists them all)
@@ -250,7 +260,8 @@ def import_(task, files, split, as_is, cache_dir):
     t = _task(task)
     if split not in t.all_splits:
         raise UserError(f"{task}: unknown split '{split}'; choose from {', '.join(t.all_splits)}")
-    rows = read_rows(t, files)
+    digests: dict = {}
+    rows = read_rows(t, files, digests)
     wrong = [f"{path}:{no}: {problem}" for path, no, row in rows for problem in t.verify(row)]
     if wrong:  # one line: the first, with the count
         more = f" (and {len(wrong) - 1} more wrong labels)" if len(wrong) > 1 else ""
@@ -258,7 +269,7 @@ def import_(task, files, split, as_is, cache_dir):
                         f"lists them)")
     protocol, parts = ("as-is (--as-is)", {split: rows}) if as_is else t.import_protocol(split, rows)
     lines = {path: sum(1 for p, _, _ in rows if p == path) for path in files}
-    record = {"files": [{"path": os.path.abspath(path), "sha256": cache.file_sha256(path), "examples": lines[path]}
+    record = {"files": [{"path": os.path.abspath(path), "sha256": digests[path], "examples": lines[path]}
                         for path in files], "protocol": protocol, "imported_as": split}
     tables = {name: t.import_rows([row for _, _, row in part]) for name, part in parts.items()}  # all, then write
     for name, table in tables.items():
