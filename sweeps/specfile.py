@@ -200,6 +200,14 @@ class Spec(_Strict):
                              "trials itself)")
         if self.variants and self.algorithm != "grid":
             raise ValueError("variants need algorithm: grid")
+        if "optuna" in self.model_fields_set and self.algorithm != "optuna":  # settings that would change nothing
+            raise ValueError(f"optuna: settings have no effect under algorithm: {self.algorithm}; drop them or use "
+                             f"algorithm: optuna")
+        by_epochs = [w for w, d in [("fixed", self.fixed), *((f"variant '{v.name}'", v.set) for v in self.variants)]
+                     if d.get("epochs") is not None]
+        if self.budget.steps is not None and by_epochs:
+            raise ValueError(f"budget.steps would change nothing: {by_epochs[0]} sets epochs, which overrides steps; "
+                             f"give budget.epochs instead (or epochs: null there to train by steps)")
         if self.algorithm == "grid":
             bad = [k for k, a in self.search.items() if a.kind not in ("grid", "choice")]
             if bad:

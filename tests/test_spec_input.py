@@ -103,9 +103,9 @@ def test_set_variant_runs_those_rows_only(tmp_path):
 
 def test_set_reaches_spec_level_fields(tmp_path):
     spec = load(tmp_path, seeds=3, num_samples=4, max_concurrent=1, algorithm="random",
-                **{"resources.cpu": 2, "scheduler": {"type": "asha"}, "optuna.sampler": "random"}).spec
+                **{"resources.cpu": 2, "scheduler": {"type": "asha"}}).spec
     assert (spec.seed_list, spec.num_samples, spec.max_concurrent, spec.algorithm) == ([0, 1, 2], 4, 1, "random")
-    assert (spec.resources.cpu, spec.scheduler.type, spec.optuna.sampler) == (2, "asha", "random")
+    assert (spec.resources.cpu, spec.scheduler.type) == (2, "asha")
     assert "seeds" not in spec.fixed and "resources.cpu" not in spec.fixed
 
 
@@ -127,6 +127,8 @@ def test_set_steps_goes_to_the_budget_when_the_spec_budgets_steps(tmp_path):
     (TINY + "variants:\n  - {name: a, set: {}}\n  - {name: b, set: {lr: 0.5}}\n",
      {"lr": 0.1}, "variant 'b' sets lr itself"),
     (TINY.replace("  steps: 40\n", "  epochs: 2\n"), {"steps": 5}, "overrides steps"),
+    (TINY.replace("  steps: 40\n", "  epochs: 1\n"), {"budget.steps": 20}, "budget.steps would change nothing"),
+    (TINY, {"optuna.sampler": "random"}, "optuna: settings have no effect under algorithm: grid"),
 ])
 def test_override_that_cannot_take_effect_is_refused(tmp_path, text, overrides, says):
     from rirlab.errors import UserError
@@ -241,3 +243,4 @@ def test_optuna_settings_are_validated_before_anything_starts(tmp_path):
     with pytest.raises(UserError, match="optuna.sampler"):
         load(tmp_path, text, **{"optuna.sampler": "bogus"})
     assert load(tmp_path, text + "optuna: {sampler: qmc, study_name: s1}\n").spec.optuna.sampler == "qmc"
+    assert load(tmp_path, text, **{"optuna.sampler": "random"}).spec.optuna.sampler == "random"  # --set reaches it
