@@ -66,6 +66,19 @@ def test_composition_probabilities_sum_as_defined():
     assert tree.last_steps.tolist() == [8, 5]  # no halting: L iterations each
 
 
+def test_the_normaliser_adds_the_authors_epsilon_to_every_term():
+    """The authors' sum_normalize: x / sum(x + 1e-8) over [compose, no-op, left, right]. With every compose score
+    far below 0 the compose terms vanish and the no-op term is exp(0) = 1, so p(no-op) = 1 / (1 + 4e-8), not 1."""
+    torch.manual_seed(3)
+    model = build("crvnn", hidden_size=16, crvnn_halt="off").double().eval()
+    tree = model.encoder.tree
+    with torch.no_grad():
+        tree.score.bias.fill_(-200.0)
+        model(batch_of(random_seqs([6])))
+    noop = tree.last_probs[0, 1:6, 1]  # the tokens' no-op probabilities
+    assert torch.allclose(noop, torch.full_like(noop, 1 / (1 + 4e-8)), rtol=0, atol=1e-15), noop
+
+
 def test_no_composition_leaves_the_last_leaf_as_root_and_halting_modes():
     torch.manual_seed(3)
     model = build("crvnn", hidden_size=16, dropout=0.0).eval()

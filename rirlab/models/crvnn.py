@@ -29,7 +29,11 @@ the no halting mode"):
 
 Choices: the authors' code lets a sequence of a batch run L+1 iterations when a longer sequence is present and L when
 alone; we stop every sequence after its own L iterations, so a padded batch gives each sequence what it gets alone.
-The exponentials are shifted by each sequence's own maximum (no epsilon in the normaliser: the no-op term is > 0).
+The normaliser is the authors' ``sum_normalize``: each of the four terms gets 1e-8 (:data:`NORM_EPS`) before the sum, in
+the units of the exponentials shifted by the maximum score. The authors shift by the maximum over the whole batch
+(every position, and the no-op's 0); we shift by each sequence's own maximum over its selectable items and 0, so a
+padded batch gives each sequence what it gets alone, and equal theirs where the two maxima coincide (a sequence
+alone whose largest score is at a selectable item or below 0); elsewhere the epsilon's weight differs, ~1e-7.
 """
 
 from __future__ import annotations
@@ -48,6 +52,9 @@ from rirlab.models.heads import TaskModel
 from rirlab.models.registry import register
 
 CRvNNHalt = Literal["dynamic", "full_loop", "off"]
+
+
+NORM_EPS = 1e-8  # added to each term of the composition-probability normaliser (the authors' sum_normalize)
 
 
 @dataclass(config=STRICT)
@@ -112,7 +119,7 @@ class CRvNN(nn.Module):
         e_c = torch.exp(torch.where(selectable, logit, torch.full_like(logit, -1e4)) - shift) * selectable
         terms = torch.stack([e_c, torch.exp(-shift).expand_as(e_c), (left @ e_c[..., None])[..., 0],
                              (right @ e_c[..., None])[..., 0]], dim=-1)  # (M, S, 4)
-        return terms / terms.sum(-1, keepdim=True)
+        return terms / (terms + NORM_EPS).sum(-1, keepdim=True)  # the authors' sum_normalize
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor, scores: torch.Tensor | None = None):
         m, b_in, width, d = x.shape
