@@ -132,7 +132,7 @@ def test_depth_cap_stops_each_example_after_its_length_plus_offset(global_halt):
     res = halting(lambda h, s: h + 1, torch.zeros(2, 6, D), mask)
     assert res.depth[:, 0].tolist() == [3, 6]  # length + 1 layers kept
     torch.testing.assert_close(res.states[:, 0, 0], torch.tensor([3.0, 6.0]), atol=1e-4, rtol=0)
-    assert res.calls == 7  # the last example's 7th layer is computed, then dropped (as in the code)
+    assert res.calls == 6  # the loop stops at the longest cap: no 7th block computed only to be dropped
     halting.cap_offset = None
     assert halting(lambda h, s: h + 1, torch.zeros(2, 6, D), mask).depth[:, 0].tolist() == [20, 20]
 

@@ -139,8 +139,11 @@ class DepthHalting(nn.Module):
         h, state, weights, calls = h0, h0, [], 0
         for layer in range(1, self.max_layers + 1):
             active = ~halted  # (N, S'): not yet halted
-            if self.mode == "dynamic" and not bool(active.any()):
-                break  # early exit: every unit has halted
+            # early exit (one host read per layer, as before): every unit has halted or reached its depth cap, so
+            # this layer's block would be computed only to be discarded
+            live = active if cap is None else active & ~(layer > cap)  # (N, S')
+            if self.mode == "dynamic" and not bool(live.any()):
+                break
             h_new = step(h, state)  # (N, S, D)
             calls += 1
             x = self.pool(h, mask)
