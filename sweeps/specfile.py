@@ -200,7 +200,7 @@ class Spec(_Strict):
                              "trials itself)")
         if self.variants and self.algorithm != "grid":
             raise ValueError("variants need algorithm: grid")
-        if "optuna" in self.model_fields_set and self.algorithm != "optuna":  # settings that would change nothing
+        if self.algorithm != "optuna" and self.optuna != Optuna():  # settings that would change nothing
             raise ValueError(f"optuna: settings have no effect under algorithm: {self.algorithm}; drop them or use "
                              f"algorithm: optuna")
         by_epochs = [w for w, d in [("fixed", self.fixed), *((f"variant '{v.name}'", v.set) for v in self.variants)]
