@@ -35,6 +35,9 @@ class Cell:
     n: int
 
 
+EMPTY = "—"  # a cell with no value
+
+
 @dataclasses.dataclass
 class Grid:
     """A rendered-ready table: header, body rows of strings, footer lines."""
@@ -69,7 +72,7 @@ def fmt_std(x: float) -> str:
 def fmt_cell(cell: Optional[Cell], n_expected: int) -> str:
     """``centre ± std``; one run has no spread: ``centre (n=1)``."""
     if cell is None:
-        return "—"
+        return EMPTY
     if cell.n == 1:
         return f"{fmt_num(cell.centre)} (n=1)"
     text = f"{fmt_num(cell.centre)} ± {fmt_std(cell.std)}"
@@ -191,7 +194,7 @@ def ablation(df: pd.DataFrame, spec=None, task: Optional[str] = None, stat: Opti
         for c in columns:
             p = refs.cell_for(paper, c, labels.get(c), ref_tables)
             if p is None:
-                line.append("—")
+                line.append(EMPTY)
                 continue
             text = fmt_num(p[0]) + (f" ± {fmt_std(p[1])}" if p[1] is not None else "")
             if cells[c] is not None:
@@ -199,6 +202,12 @@ def ablation(df: pd.DataFrame, spec=None, task: Optional[str] = None, stat: Opti
             line.append(text)
         grid.body.append(line)
         grid.kinds.append("paper")
+    if len(done):  # once runs exist, a split that no row of ours and no published row fills is not a column
+        empty = [j for j in range(1, len(grid.header)) if all(row[j] == EMPTY for row in grid.body)]
+        if empty:
+            keep = [j for j in range(len(grid.header)) if j not in empty]
+            grid.header = [grid.header[j] for j in keep]
+            grid.body = [[row[j] for j in keep] for row in grid.body]
     grid.footer = ([about] if about else []) + run_footer(df, stat, n_expected)
     if pairing is not None:
         titles = [t.title for t in ref_tables if t.id in used] or [t.title for t in ref_tables]
