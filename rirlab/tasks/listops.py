@@ -189,14 +189,8 @@ def tree_tokens(tree) -> list[str]:
 
 
 def tree_text(tree) -> str:
-    """The binarised, fully bracketed text of the original data: ( ( ( [MAX 2 ) 9 ) ] )."""
-    if isinstance(tree, int):
-        return str(tree)
-    op, children = tree
-    s = f"( {op} {tree_text(children[0])} )"
-    for c in children[1:]:
-        s = f"( {s} {tree_text(c)} )"
-    return f"( {s} {END} )"
+    """The binarised, fully bracketed text of the original data: ( ( ( [MAX 2 ) 9 ) ] ) (:func:`bracketed`)."""
+    return bracketed(tree_tokens(tree))
 
 
 def tokenize(text: str) -> list[str]:
@@ -237,7 +231,8 @@ def solve(tokens: list[str]) -> int:
 
 
 def bracketed(tokens: list[str]) -> str:
-    """:func:`tree_text` of a well-formed token sequence, built without recursion (any nesting depth)."""
+    """The binarised, fully bracketed text of a well-formed token sequence, built without recursion (any nesting
+    depth): an operator with arguments a1..ak is ( ... ( ( OP a1 ) a2 ) ... ak ) closed by ( ... ] )."""
     stack = [""]  # open operators' text so far; the bottom collects the whole expression
     for tok in tokens:
         if tok in OPS:
