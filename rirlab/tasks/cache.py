@@ -174,12 +174,14 @@ def load_split(task: str, split: str, params: dict, build: Callable[[], pa.Table
     return cached(task, split, key_params(task, params, imported, root), build, root)
 
 
-def store_sibling(task: str, split: str, params: dict, table: pa.Table, imported: list,
-                  root: Optional[str] = None) -> None:
-    """Store a split made by the same generation as another (train and dev cut from one file) under the key
-    :func:`load_split` will look it up by; nothing when that split is imported."""
-    if split not in imported:
-        cached(task, split, key_params(task, params, imported, root), lambda: table, root)
+def one_of_pair(task: str, split: str, tables: dict[str, pa.Table], params_of: Callable[[str], dict], imported: list,
+                root: Optional[str] = None) -> pa.Table:
+    """``split``'s table of splits one generation makes together (train and dev cut from one file); the others are
+    stored under the keys :func:`load_split` looks them up by (``params_of(name)``), except an imported one."""
+    for other, table in tables.items():
+        if other != split and other not in imported:
+            cached(task, other, key_params(task, params_of(other), imported, root), lambda t=table: t, root)
+    return tables[split]
 
 
 def id_lists(column: pa.ChunkedArray | pa.Array) -> list:

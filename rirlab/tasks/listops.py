@@ -399,10 +399,8 @@ def split_table(cfg: ListOpsConfig, split: str) -> pa.Table:
         # each file is its own de-duplicated draw, as the original files are: test may share (short)
         # expressions with train, as the original test file and train file do; train and dev are one file
         if split in ("train", "dev"):  # one generation makes both: store the other one too
-            tables = dict(zip(("train", "dev"), map(to_table, train_dev(cfg))))
-            other = "dev" if split == "train" else "train"
-            cache.store_sibling("listops", other, split_params(cfg, other), tables[other], cfg.imported, cfg.cache_dir)
-            return tables[split]
+            return cache.one_of_pair("listops", split, dict(zip(("train", "dev"), map(to_table, train_dev(cfg)))),
+                                     lambda s: split_params(cfg, s), cfg.imported, cfg.cache_dir)
         if split == "test":  # random lines of a de-duplicated file of iid_pool rows (module docstring)
             pool = generate(max(cfg.n_test, cfg.iid_pool), seed, cfg.max_args, cfg.max_depth,
                             max_len=SPLITS["test"][4])

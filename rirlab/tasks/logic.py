@@ -409,10 +409,8 @@ def split_table(cfg: LogicConfig, split: str) -> pa.Table:
 
     def build() -> pa.Table:
         if split in ("train", "dev"):  # one generation makes both: store the other one too
-            tables = dict(zip(("train", "dev"), map(to_table, _train_dev(cfg))))
-            other = "dev" if split == "train" else "train"
-            cache.store_sibling("logic", other, split_params(cfg, other), tables[other], cfg.imported, cfg.cache_dir)
-            return tables[split]
+            return cache.one_of_pair("logic", split, dict(zip(("train", "dev"), map(to_table, _train_dev(cfg)))),
+                                     lambda s: split_params(cfg, s), cfg.imported, cfg.cache_dir)
         n = int(split[4:])
         return to_table(generate(cfg.n_eval or TEST_SIZES[n], OPS_12 if n == 12 else n, cfg.data_seed * 100 + n))
 
