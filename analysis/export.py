@@ -15,8 +15,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from mlflow.tracking import MlflowClient
 
-from sweeps import schema
-from sweeps.schema import UserError
+from rirlab import contract
+from rirlab.errors import UserError
 
 BASE_FIELDS = [("run_id", pa.string()), ("parent_id", pa.string()), ("experiment", pa.string()),
                ("run_name", pa.string()), ("status", pa.string()), ("start_time", pa.timestamp("ms")),
@@ -55,10 +55,10 @@ def trial_runs(client: MlflowClient, experiment: str, parent_id: Optional[str] =
     if exp is None:
         raise UserError(f"no experiment '{experiment}' in the tracking store; check the name (`rirlab ui` lists them) "
                         f"or pass the store with --tracking-uri")
-    flt = schema.children_filter(parent_id) if parent_id else ""
+    flt = contract.children_filter(parent_id) if parent_id else ""
     runs = client.search_runs([exp.experiment_id], filter_string=flt, max_results=50000,
                               order_by=["attributes.start_time ASC"])
-    return [r for r in runs if not schema.is_parent(r.data.tags)]
+    return [r for r in runs if not contract.is_parent(r.data.tags)]
 
 
 def runs_table(runs: list, experiment: str) -> pa.Table:
@@ -66,16 +66,16 @@ def runs_table(runs: list, experiment: str) -> pa.Table:
     metrics = sorted({k for r in runs for k in r.data.metrics})
     cols: dict[str, pa.Array] = {
         "run_id": pa.array([r.info.run_id for r in runs], pa.string()),
-        "parent_id": pa.array([r.data.tags.get(schema.PARENT_RUN_ID) for r in runs], pa.string()),
+        "parent_id": pa.array([r.data.tags.get(contract.PARENT_RUN_ID) for r in runs], pa.string()),
         "experiment": pa.array([experiment] * len(runs), pa.string()),
         "run_name": pa.array([r.info.run_name for r in runs], pa.string()),
         "status": pa.array([r.info.status for r in runs], pa.string()),
         "start_time": pa.array([r.info.start_time for r in runs], pa.timestamp("ms")),
         "end_time": pa.array([r.info.end_time for r in runs], pa.timestamp("ms")),
-        "variant": pa.array([r.data.tags.get(schema.VARIANT) for r in runs], pa.string()),
-        "swept": pa.array([r.data.tags.get(schema.SWEPT) for r in runs], pa.string()),
-        "early_stopped": pa.array([r.data.tags.get(schema.EARLY_STOPPED) == schema.TRUE for r in runs], pa.bool_()),
-        "failure_reason": pa.array([r.data.tags.get(schema.FAILURE_REASON) for r in runs], pa.string()),
+        "variant": pa.array([r.data.tags.get(contract.VARIANT) for r in runs], pa.string()),
+        "swept": pa.array([r.data.tags.get(contract.SWEPT) for r in runs], pa.string()),
+        "early_stopped": pa.array([r.data.tags.get(contract.EARLY_STOPPED) == contract.TRUE for r in runs], pa.bool_()),
+        "failure_reason": pa.array([r.data.tags.get(contract.FAILURE_REASON) for r in runs], pa.string()),
     }
     for p in params:
         cols[f"param.{p}"] = typed_column([r.data.params.get(p) for r in runs])

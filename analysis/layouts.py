@@ -12,7 +12,7 @@ import dataclasses
 import json
 from typing import Any, Optional
 
-from sweeps.schema import expand
+from sweeps.spec.trials import expand
 
 
 @dataclasses.dataclass

@@ -18,12 +18,12 @@ import pandas as pd  # noqa: E402
 
 from analysis.layouts import ablation_rows, signature  # noqa: E402
 from analysis.tables import metric_column, split_columns, usable  # noqa: E402
-from sweeps import schema  # noqa: E402
-from sweeps.schema import UserError  # noqa: E402
+from rirlab import contract  # noqa: E402
+from rirlab.errors import UserError  # noqa: E402
 
 X_AXES = {"time": "training time per sample (ms)", "memory": "peak memory (MB)"}
-METRIC_WORDS = {"loss": "loss", "accuracy": "accuracy (%)", schema.TIME_PER_STEP_MS: "time per training step (ms)",
-                schema.PEAK_MEM_MB: "peak memory (MB)"}
+METRIC_WORDS = {"loss": "loss", "accuracy": "accuracy (%)", contract.TIME_PER_STEP_MS: "time per training step (ms)",
+                contract.PEAK_MEM_MB: "peak memory (MB)"}
 SPLIT_WORDS = {"train": "training", "dev": "dev"}
 
 
@@ -52,18 +52,18 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
 def _ood_splits(sw, df: pd.DataFrame, split: Optional[str]) -> tuple[list[str], str]:
     labels = dict(sw.splits)
     if split:
-        return [split], metric_words(schema.split_metric(split), labels)
+        return [split], metric_words(contract.split_metric(split), labels)
     names = [s for s, _ in sw.splits]  # as the sweep recorded them, in the papers' order
     present = set(split_columns(df))
     ood = [s for s in names[1:] if s in present]  # the first split is the near-IID test split
     if len(ood) == 1:
-        return ood, metric_words(schema.split_metric(ood[0]), labels)
+        return ood, metric_words(contract.split_metric(ood[0]), labels)
     if ood:
         return ood, "OOD accuracy (%): mean of " + ", ".join(labels.get(s, s) for s in ood)
     cols = [s for s in names if s in present] or split_columns(df)
     if not cols:
         raise UserError("the runs have no evaluation split metrics (<split>/accuracy); did the trials finish?")
-    return cols[:1], metric_words(schema.split_metric(cols[0]), labels) + " (no OOD split evaluated)"
+    return cols[:1], metric_words(contract.split_metric(cols[0]), labels) + " (no OOD split evaluated)"
 
 
 def configuration_points(sw, split: Optional[str] = None, stat: str = "median") -> tuple[pd.DataFrame, str]:
@@ -75,11 +75,11 @@ def configuration_points(sw, split: Optional[str] = None, stat: str = "median") 
     missing = [s for s in splits if metric_column(s) not in df.columns]
     if missing:
         raise UserError(f"no runs report split '{missing[0]}'; splits: {', '.join(split_columns(df))}")
-    time_col, batch_col = f"metric.{schema.TIME_PER_STEP_MS}", f"param.{schema.PARAM_BATCH_SIZE}"
+    time_col, batch_col = f"metric.{contract.TIME_PER_STEP_MS}", f"param.{contract.PARAM_BATCH_SIZE}"
     df = df.assign(acc=df[[metric_column(s) for s in splits]].mean(axis=1),
                    time=df[time_col].astype(float) / df[batch_col].astype(float)
                    if time_col in df and batch_col in df else float("nan"),
-                   memory=df.get(f"metric.{schema.PEAK_MEM_MB}", float("nan")), sig=[signature(s) for s in df["swept"]])
+                   memory=df.get(f"metric.{contract.PEAK_MEM_MB}", float("nan")), sig=[signature(s) for s in df["swept"]])
     agg = "median" if stat == "median" else "mean"
     rows = []
     for row in ablation_rows(sw.spec, list(df["swept"])):

@@ -20,7 +20,8 @@ from typing import Any, Optional
 
 import yaml
 
-from sweeps.schema import UserError, closest
+from rirlab.config import closest
+from rirlab.errors import UserError
 
 REF_DIR = Path(__file__).parent / "references"
 MISSING = object()

@@ -14,7 +14,7 @@ from mlflow.tracking import MlflowClient
 
 from analysis import tables as T
 from analysis.runs import load_sweep
-from sweeps.schema import UserError
+from rirlab.errors import UserError
 
 REPORT_DIR = "report"  # artifacts: report/table.md, report/table.csv, report/pareto.png (or report/pareto.txt: why not)
 

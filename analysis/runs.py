@@ -12,8 +12,9 @@ from typing import Optional
 import pandas as pd
 from mlflow.tracking import MlflowClient
 
-from sweeps import schema
-from sweeps.schema import Spec, UserError, read_spec
+from rirlab import contract
+from rirlab.errors import UserError
+from sweeps.spec.schema import Spec, read_spec
 
 __all__ = ["Sweep", "child_runs", "describe_parent", "effective_spec", "latest_parent", "load_sweep", "open_store",
            "require_store", "read_spec", "sweeps_of"]
@@ -41,7 +42,7 @@ def require_store(uri: str) -> None:
 def open_store(uri: str) -> MlflowClient:
     """A client of an existing store: reading never creates an empty ``mlruns.db`` (MLflow would)."""
     require_store(uri)
-    return MlflowClient(getattr(uri, "raw", uri))  # a masked URI (sweeps.store.StoreURI) prints masked: the real one
+    return MlflowClient(getattr(uri, "raw", uri))  # a masked URI (sweeps.record.store.StoreURI) prints masked: the real one
 
 
 def _experiment(client: MlflowClient, experiment: str):
@@ -54,7 +55,7 @@ def _experiment(client: MlflowClient, experiment: str):
 
 def parents(client: MlflowClient, exp_id: str, full_only: bool = False) -> list:
     """The experiment's sweep parent runs, newest first (only those run without --quick with ``full_only``)."""
-    flt = schema.parent_filter() + (f" and tags.`{schema.QUICK}` = 'False'" if full_only else "")
+    flt = contract.parent_filter() + (f" and tags.`{contract.QUICK}` = 'False'" if full_only else "")
     return client.search_runs([exp_id], filter_string=flt, order_by=["attributes.start_time DESC"], max_results=1000)
 
 
@@ -65,7 +66,7 @@ def latest_parent(client: MlflowClient, experiment: str, parent_id: Optional[str
             run = client.get_run(parent_id)
         except Exception:  # noqa: BLE001  (MLflow raises its own exception types for a malformed or unknown id)
             run = None
-        if run is None or run.info.experiment_id != exp.experiment_id or not schema.is_parent(run.data.tags):
+        if run is None or run.info.experiment_id != exp.experiment_id or not contract.is_parent(run.data.tags):
             raise UserError(f"run {parent_id} is not a sweep of '{experiment}'; `rirlab runs --experiment {experiment}` "
                             f"lists its sweeps")
         return exp, run
@@ -87,9 +88,9 @@ def when(ms) -> str:
 
 def profile(tags: dict) -> str:
     """``quick`` or ``full``, with the --set overrides: ``quick, --set steps=5``."""
-    kind = "quick" if tags.get(schema.QUICK) == "True" else "full"
+    kind = "quick" if tags.get(contract.QUICK) == "True" else "full"
     try:
-        overrides = json.loads(tags.get(schema.OVERRIDES) or "{}")
+        overrides = json.loads(tags.get(contract.OVERRIDES) or "{}")
     except ValueError:
         overrides = {}
     return kind + "".join(f", --set {k}={v}" for k, v in (overrides or {}).items())
@@ -98,7 +99,7 @@ def profile(tags: dict) -> str:
 def describe_parent(run) -> str:
     """One line naming a sweep: ``sweep 3f2a… (spec hash 1a2b3c, quick, 2026-11-23 18:40 UTC, FINISHED)``."""
     tags = run.data.tags
-    return (f"sweep {run.info.run_id} (spec hash {tags.get(schema.SPEC_HASH, '?')}, {profile(tags)}, "
+    return (f"sweep {run.info.run_id} (spec hash {tags.get(contract.SPEC_HASH, '?')}, {profile(tags)}, "
             f"{when(run.info.start_time)}, {run.info.status})")
 
 
@@ -110,7 +111,7 @@ def sweeps_of(client: MlflowClient, experiment: str) -> pd.DataFrame:
     for p in parents(client, exp.experiment_id):
         tags = p.data.tags
         kids = child_runs(client, exp.experiment_id, p.info.run_id)
-        metric = (tags.get(schema.METRIC) or "").split(",")[0]
+        metric = (tags.get(contract.METRIC) or "").split(",")[0]
         spec = effective_spec(client, p)
         mode = spec.modes[0] if spec is not None else "max"
         best, best_name = None, ""
@@ -121,7 +122,7 @@ def sweeps_of(client: MlflowClient, experiment: str) -> pd.DataFrame:
                 best, best_name = float(done.loc[i, f"metric.{metric}"]), str(done.loc[i, "name"])
         status = kids["status"] if len(kids) else pd.Series([], dtype=str)
         rows.append({"parent_run": p.info.run_id, "date": when(p.info.start_time), "profile": profile(tags),
-                     "spec_hash": tags.get(schema.SPEC_HASH, ""), "status": p.info.status,
+                     "spec_hash": tags.get(contract.SPEC_HASH, ""), "status": p.info.status,
                      "finished": int((status == "FINISHED").sum()), "failed": int((status == "FAILED").sum()),
                      "other": int((~status.isin(["FINISHED", "FAILED"])).sum()), "metric": metric, "mode": mode,
                      "best": best, "best_trial": best_name})
@@ -130,13 +131,13 @@ def sweeps_of(client: MlflowClient, experiment: str) -> pd.DataFrame:
 
 def child_runs(client: MlflowClient, exp_id: str, parent_id: str) -> pd.DataFrame:
     """Columns: run_id, name, status, swept (dict), params.*, metrics (final values) and tags of interest."""
-    runs = client.search_runs([exp_id], filter_string=schema.children_filter(parent_id), max_results=50000)
+    runs = client.search_runs([exp_id], filter_string=contract.children_filter(parent_id), max_results=50000)
     rows = []
     for r in runs:
         tags = r.data.tags
         row = {"run_id": r.info.run_id, "name": r.info.run_name, "status": r.info.status,
-               "swept": schema.swept_of(tags), "early_stopped": tags.get(schema.EARLY_STOPPED) == schema.TRUE,
-               "parent_id": tags.get(schema.PARENT_RUN_ID), "failure_reason": tags.get(schema.FAILURE_REASON),
+               "swept": contract.swept_of(tags), "early_stopped": tags.get(contract.EARLY_STOPPED) == contract.TRUE,
+               "parent_id": tags.get(contract.PARENT_RUN_ID), "failure_reason": tags.get(contract.FAILURE_REASON),
                "start_time": r.info.start_time, "end_time": r.info.end_time}
         row.update({f"param.{k}": v for k, v in r.data.params.items()})
         row.update({f"metric.{k}": v for k, v in r.data.metrics.items()})
@@ -151,7 +152,7 @@ def effective_spec(client: MlflowClient, parent_run):
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            path = client.download_artifacts(parent_run.info.run_id, schema.EFFECTIVE_SPEC_ARTIFACT, tmp)
+            path = client.download_artifacts(parent_run.info.run_id, contract.EFFECTIVE_SPEC_ARTIFACT, tmp)
             with open(path) as f:
                 return Spec.model_validate(json.load(f))
     except Exception:  # noqa: BLE001  (no artifact, unreachable artifact store, older schema)
@@ -166,7 +167,7 @@ class Sweep:
     experiment: str
     parent: object
     runs: pd.DataFrame
-    spec: object  # sweeps.schema.Spec or None
+    spec: object  # sweeps.contract.Spec or None
     n_expected: int
     splits: list = dataclasses.field(default_factory=list)  # [(split, paper label)] in the papers' order
     n_sweeps: int = 0  # sweeps of the experiment (parent runs), this one included
@@ -193,6 +194,6 @@ def load_sweep(client: Optional[MlflowClient], experiment: str, parent_id: Optio
         return Sweep(experiment, None, pd.DataFrame(), spec, n)
     ran = effective_spec(client, parent)
     df = child_runs(client, exp.experiment_id, parent.info.run_id)
-    n = int(parent.data.tags.get(schema.SEEDS, "0") or 0) or (len(spec.seed_list) if spec is not None else 0)
-    return Sweep(experiment, parent, df, ran or spec, n, schema.decode_splits(parent.data.tags),
+    n = int(parent.data.tags.get(contract.SEEDS, "0") or 0) or (len(spec.seed_list) if spec is not None else 0)
+    return Sweep(experiment, parent, df, ran or spec, n, contract.decode_splits(parent.data.tags),
                  len(parents(client, exp.experiment_id)))

@@ -22,8 +22,8 @@ import pandas as pd
 
 from analysis import references as refs
 from analysis.layouts import RowKey, ablation_rows, describe, signature
-from sweeps import schema
-from sweeps.schema import UserError
+from rirlab import contract
+from rirlab.errors import UserError
 
 MINUS = "\u2212"
 
@@ -90,14 +90,14 @@ def usable(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def metric_column(split: str, metric: str = "accuracy") -> str:
-    return "metric." + schema.split_metric(split, metric)
+    return "metric." + contract.split_metric(split, metric)
 
 
 def split_columns(df: pd.DataFrame, metric: str = "accuracy") -> list[str]:
     """Evaluation splits that have metrics, sorted by name (train/dev excluded); used when the sweep did
     not record its task's splits."""
-    splits = {schema.split_of(c[len("metric."):], metric) for c in df.columns if c.startswith("metric.")}
-    return sorted(s for s in splits if s and s not in schema.NON_EVAL_SPLITS)
+    splits = {contract.split_of(c[len("metric."):], metric) for c in df.columns if c.startswith("metric.")}
+    return sorted(s for s in splits if s and s not in contract.NON_EVAL_SPLITS)
 
 
 def run_footer(df: pd.DataFrame, stat: str, n_expected: int) -> list[str]:
@@ -258,7 +258,7 @@ def pivot(df: pd.DataFrame, rows_key: str, cols_key: str, split: str, stat: str 
         cells = [aggregate(next(iter(groups[(rv, cv)].values())), stat) if (rv, cv) in groups else None for cv in col_vals]
         grid.body.append([describe(rows_key, rv), *(fmt_cell(c, n_expected) for c in cells)])
         grid.kinds.append("ours")
-    grid.footer = ([about] if about else []) + [schema.split_metric(split, metric)] + run_footer(df, stat, n_expected)
+    grid.footer = ([about] if about else []) + [contract.split_metric(split, metric)] + run_footer(df, stat, n_expected)
     return grid
 
 

@@ -365,7 +365,7 @@ def learn(opts: BenchOptions) -> dict:
     on ``train_seconds``; training also ends at the config's steps / epochs or by the recipe's early stopping.
     ``--set`` overrides any trial key: model, task (n_train, ...) or training (batch_size, lr, ...).
     """
-    from rirlab.config import resolve
+    from rirlab.trial import resolve
     from rirlab.train import Trainer
 
     if not opts.thresholds or any(not 0 < t <= 100 for t in opts.thresholds):

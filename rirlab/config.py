@@ -162,7 +162,7 @@ def build(cls, values: dict[str, Any], what: str):
     unknown = [k for k in values if k not in allowed]
     if unknown:
         raise UserError(f"{what}: unknown parameter '{unknown[0]}'{closest(unknown[0], allowed)}; "
-                        f"{cls.__name__} has {', '.join(allowed)}")
+                        f"{cls.__name__} has {', '.join(allowed)}", key=unknown[0])
     try:
         return cls(**values)
     except ValidationError as err:
@@ -172,7 +172,7 @@ def build(cls, values: dict[str, Any], what: str):
         if not loc:  # a rule across fields (a model validator): its message names them
             raise UserError(f"{what}: {msg}") from None
         got = values.get(loc, e.get("input"))
-        raise UserError(f"{what}: {loc}={got!r} is invalid: {msg}") from None
+        raise UserError(f"{what}: {loc}={got!r} is invalid: {msg}", key=loc) from None
     except TypeError as err:  # unexpected keyword argument
         raise UserError(f"{what}: {err}") from None
 
@@ -238,54 +238,3 @@ def release_keys(cls: type) -> None:
 
 
 claim_keys("train", TrainConfig)
-
-
-@dataclasses.dataclass
-class TrialConfig:
-    """The resolved, validated pieces of one flat trial config."""
-
-    model: str
-    task: str
-    train: Any
-    model_cfg: Any
-    task_cfg: Any
-
-    def flat(self) -> dict[str, Any]:
-        out = {"model": self.model, "task": self.task}
-        for part in (self.train, self.model_cfg, self.task_cfg):
-            out.update(dataclasses.asdict(part))
-        return out
-
-
-def resolve(flat: dict[str, Any], where: str = "config") -> TrialConfig:
-    """Split a flat dict into train / model / task configs, validating every key and value."""
-    from rirlab.models import registry as models
-    from rirlab.tasks import registry as tasks
-
-    flat = dict(flat)
-    model = flat.pop("model", None)
-    task = flat.pop("task", None)
-    if model is None or task is None:
-        raise UserError(f"{where}: both 'model' and 'task' must be set")
-    mentry = models.get(model)
-    tentry = tasks.get(task)
-    groups = {"train": TrainConfig, "model": mentry.config, "task": tentry.config}
-    owners = {key: g for g, cls in groups.items() for key in field_names(cls)}  # one owner each (claim_keys)
-    split: dict[str, dict] = {g: {} for g in groups}
-    for key, value in flat.items():
-        owner = owners.get(key)
-        if owner is None:
-            raise UserError(
-                f"{where}: unknown parameter '{key}' for model '{model}' and task '{task}'"
-                f"{closest(key, owners)}"
-            )
-        split[owner][key] = value
-    if model not in tentry.models_ok(mentry):
-        raise UserError(f"{where}: model '{model}' cannot run task '{task}' ({tentry.kind} task); pick another model")
-    return TrialConfig(
-        model=model,
-        task=task,
-        train=build(TrainConfig, split["train"], where),
-        model_cfg=build(mentry.config, split["model"], where),
-        task_cfg=build(tentry.config, split["task"], where),
-    )

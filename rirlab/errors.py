@@ -5,3 +5,7 @@ class UserError(Exception):
     """Bad input from the user (spec, parameter, data file). The CLI prints it on one line and exits 2."""
 
     exit_code = 2
+
+    def __init__(self, message: str = "", key: str | None = None):
+        super().__init__(message)
+        self.key = key  # the config or spec key at fault, where one is (the spec loader names its file:line)

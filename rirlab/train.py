@@ -52,7 +52,7 @@ from typing import Callable, Optional
 import torch
 import torch.nn.functional as F
 
-from rirlab.config import TrialConfig, resolve
+from rirlab.trial import TrialConfig, resolve
 from rirlab.errors import UserError
 from rirlab.optim import Ranger
 from rirlab.models import registry as models

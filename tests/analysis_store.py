@@ -10,8 +10,8 @@ import yaml
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
-from sweeps import schema
-from sweeps.schema import read_spec
+from rirlab import contract
+from sweeps.spec.schema import read_spec
 
 REGISTRY = object()
 
@@ -42,21 +42,21 @@ def make_sweep(root: Path, spec: dict, runs: list[dict], splits=REGISTRY) -> tup
     client = MlflowClient(uri)
     exp_id = client.create_experiment(spec["name"], artifact_location=str(root / "mlartifacts" / spec["name"]))
     swept_keys = (["variant"] if spec.get("variants") else []) + list(spec.get("search", {}))
-    tags = {schema.SWEEP_TAG: schema.PARENT, schema.SPEC_HASH: "0" * 12, schema.SWEPT_KEYS: ",".join(swept_keys),
-            schema.SEEDS: str(len(parsed.seed_list)), schema.METRIC: "dev/accuracy", schema.QUICK: "False"}
+    tags = {contract.SWEEP_TAG: contract.PARENT, contract.SPEC_HASH: "0" * 12, contract.SWEPT_KEYS: json.dumps(swept_keys),
+            contract.SEEDS: str(len(parsed.seed_list)), contract.METRIC: "dev/accuracy", contract.QUICK: "False"}
     splits = registry_splits(spec.get("task")) if splits is REGISTRY else splits
     if splits is not None:
-        tags[schema.SPLITS] = schema.encode_splits(splits)
+        tags[contract.SPLITS] = contract.encode_splits(splits)
     parent = client.create_run(exp_id, run_name=f"{spec['name']} test", tags=tags)
     pid = parent.info.run_id
-    client.log_text(pid, json.dumps(parsed.model_dump(mode="json")), schema.EFFECTIVE_SPEC_ARTIFACT)
+    client.log_text(pid, json.dumps(parsed.model_dump(mode="json")), contract.EFFECTIVE_SPEC_ARTIFACT)
     now = int(time.time() * 1000)
     for i, r in enumerate(runs):
         sw = r["swept"]
-        trial = schema.TrialRecord.of(sw, {})
-        tags = {schema.PARENT_RUN_ID: pid, **trial.tags(f"t{i}")}
+        trial = contract.TrialRecord.of(sw, {})
+        tags = {contract.PARENT_RUN_ID: pid, **trial.tags(f"t{i}")}
         if r.get("early_stopped"):
-            tags[schema.EARLY_STOPPED] = schema.TRUE
+            tags[contract.EARLY_STOPPED] = contract.TRUE
         run = client.create_run(exp_id, run_name=trial.name, tags=tags)
         rid = run.info.run_id
         params = {"model": spec.get("model", "m"), "task": spec.get("task", "t"), "lr": 0.001, "batch_size": 32,
@@ -68,7 +68,7 @@ def make_sweep(root: Path, spec: dict, runs: list[dict], splits=REGISTRY) -> tup
         metrics += [Metric(k, float(v), now + 10_000, 1000) for k, v in r.get("metrics", {}).items()]
         client.log_batch(rid, metrics=metrics)
         if r.get("reason"):
-            client.set_tag(rid, schema.FAILURE_REASON, r["reason"])
+            client.set_tag(rid, contract.FAILURE_REASON, r["reason"])
         client.set_terminated(rid, r.get("status", "FINISHED"))
     client.set_terminated(pid, "FINISHED")
     return uri, spec_path

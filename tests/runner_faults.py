@@ -8,7 +8,7 @@ import os
 import signal
 
 if os.environ.get("RIRLAB_TEST_KILL_AFTER_COMPLETE"):
-    from sweeps import callback
+    from sweeps.record import callback
 
     _complete = callback.MLflowTrialCallback.on_trial_complete
 

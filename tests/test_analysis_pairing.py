@@ -21,8 +21,9 @@ REPO = Path(__file__).resolve().parents[1]
 def spec_store(root: Path, name: str, metric_of=lambda i, split: 50.0 + i):
     """A store holding one finished sweep of search_spaces/NAME.yaml: one run (seed 0) per configuration, its
     params the resolved config a real trial logs (model defaults included), a metric per recorded split."""
-    from rirlab.config import resolve
-    from sweeps.schema import expand, read_spec
+    from rirlab.trial import resolve
+    from sweeps.spec.trials import expand
+    from sweeps.spec.schema import read_spec
 
     raw = yaml.safe_load((REPO / "search_spaces" / f"{name}.yaml").read_text())
     raw.pop("quick", None)
@@ -178,8 +179,9 @@ def test_user_facing_analysis_text_cites_papers_not_paths():
 def test_reference_cells_are_compared_with_ours_under_the_reference_tables_statistic(tmp_path):
     """EBT Table 4 reports means of 3 runs: with --reference our cells are means too (92.67, not the median 90),
     the footer says which statistic each side is; --stat still wins when given."""
-    from rirlab.config import resolve
-    from sweeps.schema import expand, read_spec
+    from rirlab.trial import resolve
+    from sweeps.spec.trials import expand
+    from sweeps.spec.schema import read_spec
 
     raw = yaml.safe_load((REPO / "search_spaces" / "ebt_table4_logic.yaml").read_text())
     raw.pop("quick", None)
@@ -202,8 +204,9 @@ def test_reference_cells_are_compared_with_ours_under_the_reference_tables_stati
 def test_splits_neither_we_nor_the_paper_filled_are_not_columns(tmp_path):
     """The real EBT Table 4 run evaluates ops 10-12 of the task's six test splits: the table shows those three,
     not three columns of '—' for 7-9 as well."""
-    from rirlab.config import resolve
-    from sweeps.schema import expand, read_spec
+    from rirlab.trial import resolve
+    from sweeps.spec.trials import expand
+    from sweeps.spec.schema import read_spec
 
     raw = yaml.safe_load((REPO / "search_spaces" / "ebt_table4_logic.yaml").read_text())
     raw.pop("quick", None)

@@ -10,7 +10,7 @@ from mlflow.tracking import MlflowClient
 
 from analysis.report import log_parent_report
 from analysis_store import make_sweep
-from sweeps import schema
+from rirlab import contract
 
 SPEC = {"name": "rep", "task": "listops", "model": "rir_ebt_grc", "search": {"chunk_size": {"grid": [10, 30]}},
         "seeds": 2}
@@ -31,7 +31,7 @@ def _run(chunk, seed, acc=None, status="FINISHED", only_dev=False):
 def _parent(uri, name):
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name(name)
-    return client, client.search_runs([exp.experiment_id], schema.parent_filter())[0].info.run_id
+    return client, client.search_runs([exp.experiment_id], contract.parent_filter())[0].info.run_id
 
 
 def _artifacts(client, run_id):

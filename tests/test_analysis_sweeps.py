@@ -13,7 +13,7 @@ from mlflow.tracking import MlflowClient
 
 from analysis_store import make_sweep
 from rirlab.cli import main
-from sweeps import schema
+from rirlab import contract
 
 SPEC = {"name": "two", "task": "listops", "model": "rir_ebt_grc",
         "search": {"chunk_size": {"grid": [10, 30]}}, "seeds": 3}
@@ -29,12 +29,12 @@ def add_sweep(uri, experiment, runs, quick=True, overrides=None, seeds=1):
     """A second sweep (parent + children) in an existing experiment, as `rirlab sweep --quick --set ...` records."""
     client = MlflowClient(uri)
     exp_id = client.get_experiment_by_name(experiment).experiment_id
-    tags = {schema.SWEEP_TAG: schema.PARENT, schema.SPEC_HASH: "q" * 12, schema.QUICK: str(quick),
-            schema.OVERRIDES: json.dumps(overrides or {}), schema.SEEDS: str(seeds), schema.METRIC: "dev/accuracy"}
+    tags = {contract.SWEEP_TAG: contract.PARENT, contract.SPEC_HASH: "q" * 12, contract.QUICK: str(quick),
+            contract.OVERRIDES: json.dumps(overrides or {}), contract.SEEDS: str(seeds), contract.METRIC: "dev/accuracy"}
     pid = client.create_run(exp_id, run_name="second", tags=tags).info.run_id
     for r in runs:
-        trial = schema.TrialRecord.of(r["swept"], {})
-        rid = client.create_run(exp_id, run_name=trial.name, tags={schema.PARENT_RUN_ID: pid, **trial.tags("k")}).info.run_id
+        trial = contract.TrialRecord.of(r["swept"], {})
+        rid = client.create_run(exp_id, run_name=trial.name, tags={contract.PARENT_RUN_ID: pid, **trial.tags("k")}).info.run_id
         client.log_param(rid, "batch_size", 32)
         client.log_batch(rid, metrics=[Metric(k, float(v), int(time.time() * 1000), 100) for k, v in r["metrics"].items()])
         client.set_terminated(rid, r["status"])
@@ -52,7 +52,7 @@ def two(tmp_path_factory):
     quick = add_sweep(uri, "two", [_run(10, 0, 40.0), _run(30, 0, 45.5), _run(30, 1, 0, status="FAILED")],
                       overrides={"steps": 5})
     first = [r for r in MlflowClient(uri).search_runs([MlflowClient(uri).get_experiment_by_name("two").experiment_id],
-                                                      filter_string=schema.parent_filter()) if r.info.run_id != quick]
+                                                      filter_string=contract.parent_filter()) if r.info.run_id != quick]
     return uri, spec, root, first[0].info.run_id, quick
 
 
@@ -84,8 +84,8 @@ def test_latest_full_and_run_pick_a_sweep(two):
 def test_latest_full_when_every_sweep_is_quick(tmp_path):
     uri, spec = make_sweep(tmp_path, {**SPEC, "name": "q"}, [_run(10, 0, 50)])
     MlflowClient(uri).set_tag(MlflowClient(uri).search_runs(
-        [MlflowClient(uri).get_experiment_by_name("q").experiment_id], schema.parent_filter())[0].info.run_id,
-        schema.QUICK, "True")
+        [MlflowClient(uri).get_experiment_by_name("q").experiment_id], contract.parent_filter())[0].info.run_id,
+        contract.QUICK, "True")
     r = cli("tables", spec, "--tracking-uri", uri, "--latest-full")
     assert r.exit_code == 2 and "has no full sweep" in r.stderr
 

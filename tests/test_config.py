@@ -9,7 +9,8 @@ from pydantic import Field
 from pydantic.dataclasses import dataclass
 
 from rirlab import config
-from rirlab.config import STRICT, TrainConfig, build, parse_overrides, resolve
+from rirlab.config import STRICT, TrainConfig, build, parse_overrides
+from rirlab.trial import resolve
 from rirlab.errors import UserError
 from rirlab.models import registry as models
 from rirlab.tasks import registry as tasks

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from rirlab.cli import main
-from rirlab.config import resolve
+from rirlab.trial import resolve
 from rirlab.tasks import cache, listops
 from rirlab.tasks.base import collate_classify
 from rirlab.tasks.batching import BatchPlan, loader

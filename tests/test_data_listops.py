@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from rirlab.config import resolve
+from rirlab.trial import resolve
 from rirlab.errors import UserError
 from rirlab.tasks import cache, listops
 

@@ -9,8 +9,8 @@ from mlflow.tracking import MlflowClient
 
 from analysis import references as refs
 from rirlab.tasks import registry as tasks
-from sweeps.spec import load_spec
-from sweeps.specfile import expand
+from sweeps.spec.load import load_spec
+from sweeps.spec.trials import expand
 from tests.conftest import REPO, run_cli
 
 # reference table -> the specs whose rows it is printed beside
@@ -41,7 +41,7 @@ def test_every_reference_table_has_specs():
 def test_every_published_row_finds_a_row_of_ours(table_ref):
     """Pairing by configuration (analysis.references.pair) over each spec's resolved trial configs: every
     published row the specs can build is run by one of our rows, and each of our rows gets its own."""
-    from rirlab.config import resolve
+    from rirlab.trial import resolve
 
     (table,) = refs.load(table_ref)
     covered = set()
@@ -78,7 +78,7 @@ def test_spec_validates_and_rows_carry_the_reference_config(name):
 
 @pytest.mark.parametrize("name", SPECS)
 def test_quick_profile_runs_on_stand_in_data_and_keeps_a_published_row(name):
-    from rirlab.config import resolve
+    from rirlab.trial import resolve
 
     spec = load_spec(spec_path(name), quick=True).spec
     if spec.task != "logic":

@@ -7,8 +7,8 @@ import re
 import pytest
 from mlflow.tracking import MlflowClient
 
-from sweeps.spec import load_spec
-from sweeps.specfile import expand
+from sweeps.spec.load import load_spec
+from sweeps.spec.trials import expand
 from tests.conftest import REPO, run_cli
 
 SPEC = REPO / "search_spaces" / "chunk_beam.yaml"

@@ -56,7 +56,7 @@ def test_one_cycle_is_the_flipflop_codes_schedule_with_beta1_cycled():
     cfg = {"model": "transformer", "task": "flipflop", **FLIPFLOP, "hidden_size": 16, "num_heads": 2,
            "num_layers": 1, "lr": 3e-4, "warmup_steps": 5, "lr_decay": "one_cycle", "steps": 20, "batch_size": 2,
            "max_eval_examples": 2, "num_threads": 1}
-    from rirlab.config import resolve
+    from rirlab.trial import resolve
 
     trainer = Trainer(resolve(cfg))
     lrs, beta1 = [], []
@@ -75,7 +75,7 @@ def test_one_cycle_is_the_flipflop_codes_schedule_with_beta1_cycled():
 def test_dev_every_selects_and_counts_patience_between_epoch_ends():
     """dev_every: dev is evaluated (and the best weights kept, misses counted) every N steps within an epoch,
     as the code's chunked evaluation; without it, only at epoch ends."""
-    from rirlab.config import resolve
+    from rirlab.trial import resolve
 
     base = {"model": "transformer", "task": "flipflop", **FLIPFLOP, "hidden_size": 16, "num_heads": 2,
             "num_layers": 1, "epochs": 1, "batch_size": 8, "select_by": "accuracy", "max_eval_examples": 4,

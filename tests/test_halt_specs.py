@@ -11,7 +11,7 @@ import pytest
 from analysis import references as refs
 from analysis.layouts import ablation_rows
 from analysis.tables import our_configs
-from sweeps.spec import load_spec
+from sweeps.spec.load import load_spec
 from tests.conftest import REPO, run_cli, sqlite_uri
 
 LRA = [f"halt_table4_lra_{t}" for t in ("listops", "text", "retrieval", "image")]
@@ -96,7 +96,7 @@ def test_quick_profile_rows_still_match(name):
 
 
 def trial_configs(name: str, quick: bool = False) -> dict[str, dict]:
-    from sweeps.schema import expand
+    from sweeps.spec.trials import expand
 
     spec = load_spec(spec_path(name), quick=quick).spec
     return {t.swept.get("variant", str(t.swept)): t.config for t in expand(spec)}
@@ -191,7 +191,7 @@ def test_spec_dry_runs_and_tables_through_the_cli(name, tmp_path):
 def test_lra_image_quick_rows_train_on_the_stand_in(tmp_path, monkeypatch):
     """Every row of the LRA Image spec's quick profile trains in-process on the generated CIFAR stand-in: head
     size 8 apart from d, START pooling, the held-out dev and the cosine schedule without gradient clip."""
-    from sweeps.schema import expand
+    from sweeps.spec.trials import expand
     from rirlab.train import run_trial
 
     monkeypatch.setenv("RIRLAB_CACHE", str(tmp_path / "cache"))

@@ -146,6 +146,28 @@ def all_imports(path: Path) -> set[str]:
     return out
 
 
+def full_import_graph() -> dict[str, set[str]]:
+    """Module -> the project modules it imports anywhere, function bodies included (a cycle that only closes
+    inside a function still ties the two modules together: neither can be understood, moved or tested alone)."""
+    modules = project_modules()
+    graph = {}
+    for name, path in modules.items():
+        targets = set()
+        for imported in all_imports(path):
+            parts = imported.split(".")
+            owner = next((".".join(parts[:k]) for k in range(len(parts), 0, -1) if ".".join(parts[:k]) in modules),
+                         None)
+            if owner is not None and owner != name:
+                targets.add(owner)
+        graph[name] = targets
+    return graph
+
+
+def test_no_import_cycle_even_through_imports_inside_functions():
+    found = cycles(full_import_graph())
+    assert not found, "import cycles (imports anywhere): " + "; ".join(" <-> ".join(c) for c in found)
+
+
 def _under(name: str, prefixes) -> bool:
     return any(name == p or name.startswith(p + ".") for p in prefixes)
 
@@ -155,6 +177,17 @@ LAYERS = [
     (("rirlab",), ("rirlab.cli",), ("sweeps", "analysis", "ray", "mlflow", "optuna")),  # the library: CLI wiring only
     (("rirlab.tasks",), (), ("rirlab.models", "rirlab.train")),  # tasks do not import models
     (("analysis",), (), ("torch", "rirlab.models", "rirlab.train", "rirlab.tasks")),  # analysis never imports torch
+    # the sweep side (sweeps/__init__.py): spec < plan < tune, record < driver; the sweep never calls analysis
+    (("sweeps",), (), ("analysis", "rirlab.cli")),
+    (("sweeps.spec",), (), ("sweeps.plan", "sweeps.tune", "sweeps.record", "sweeps.driver", "ray", "mlflow",
+                            "optuna")),
+    (("sweeps.plan",), (), ("sweeps.tune", "sweeps.record", "sweeps.driver", "mlflow", "optuna")),
+    (("sweeps.tune",), (), ("sweeps.record", "sweeps.driver")),  # (a trial's system metrics: MLflow's sampler)
+    (("sweeps.record",), (), ("sweeps.tune", "sweeps.driver")),
+    # the spec schema and the trial expansion are what analysis reads: torch-free, registry-free
+    (("sweeps.spec.schema", "sweeps.spec.lines", "sweeps.spec.trials"), (),
+     ("torch", "rirlab.models", "rirlab.tasks", "rirlab.trial", "rirlab.train")),
+    (("rirlab.contract",), (), ("rirlab.config", "rirlab.models", "rirlab.tasks", "torch", "pydantic")),
 ]
 
 

@@ -117,8 +117,8 @@ def test_table2_specs_validate_and_every_row_matches_its_paper_row():
     from analysis.layouts import ablation_rows
     from analysis.references import load, pair
     from analysis.tables import our_configs
-    from sweeps.spec import load_spec
-    from sweeps.specfile import expand
+    from sweeps.spec.load import load_spec
+    from sweeps.spec.trials import expand
 
     from rirlab.models import registry
 

@@ -137,7 +137,7 @@ def test_rir_grc_with_chunk_at_least_length_is_rnn_grc():
 
 
 def test_an_inner_rvnn_whose_settings_the_model_lacks_is_refused_naming_the_model_that_has_them():
-    from rirlab.config import resolve
+    from rirlab.trial import resolve
     from rirlab.errors import UserError
 
     assert resolve({"model": "rir_ebt_grc", "task": "listops", "inner": "grc_rnn"}).model_cfg.inner == "grc_rnn"

@@ -10,8 +10,8 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from rirlab.tasks import cache, registry
-from sweeps.spec import load_spec
-from sweeps.tracking import Tracker, worker_env
+from sweeps.spec.load import load_spec
+from sweeps.record.tracker import Tracker, worker_env
 from tests.conftest import REPO, run_cli
 
 TINY = yaml.safe_load((REPO / "tests" / "specs" / "tiny.yaml").read_text())
@@ -54,8 +54,8 @@ def test_an_imported_split_is_described_by_its_import_record(tmp_path):
 def test_tracker_logs_datasets_as_mlflow_inputs(tmp_path):
     _import_test_split(tmp_path, 12, seed=5)
     cfg = LISTOPS.config(**SMALL, imported=["test"], eval_splits=["test", "args_10"], cache_dir=str(tmp_path))
-    from sweeps.callback import trial_datasets
-    from rirlab.config import resolve
+    from sweeps.record.callback import trial_datasets
+    from rirlab.trial import resolve
 
     resolved = resolve({"model": "bbt_grc", "task": "listops", **{k: getattr(cfg, k) for k in
                                                                      ("n_train", "n_dev", "n_test", "n_eval", "imported",

@@ -9,7 +9,8 @@ import math
 import pytest
 import torch
 
-from rirlab.config import TrainConfig, build, resolve
+from rirlab.config import TrainConfig, build
+from rirlab.trial import resolve
 from rirlab.errors import UserError
 from rirlab.optim import Ranger
 from rirlab.train import Trainer, run_trial, s4d_parameters, selection_metric

@@ -38,7 +38,7 @@ def test_there_are_results_pages_and_the_readme_links_them():
 
 @pytest.mark.parametrize("page", PAGES, ids=[p.stem for p in PAGES])
 def test_a_results_page_names_a_spec_that_loads_and_its_table_parses(page):
-    from sweeps.spec import load_spec
+    from sweeps.spec.load import load_spec
 
     text = page.read_text()
     specs = sorted(set(re.findall(r"search_spaces/[\w.-]+\.yaml", text)))

@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import types
 
-from sweeps import schema
-from sweeps.callback import MLflowTrialCallback
-from sweeps.runner import _recorded_ends
-from sweeps.spec import load_spec
-from sweeps.specfile import TrialSpace, base_config
-from sweeps.tracking import Tracker
+from rirlab import contract
+from sweeps.record.callback import MLflowTrialCallback
+from sweeps.driver.sweep import _recorded_ends
+from sweeps.plan.plan import SweepPlan
+from sweeps.record.tracker import Tracker
+from sweeps.spec.load import load_spec
+from sweeps.spec.schema import base_config
 from tests.conftest import REPO
 
 
-SPEC = load_spec(REPO / "tests" / "specs" / "tiny.yaml").spec
+PLAN = SweepPlan.of(load_spec(REPO / "tests" / "specs" / "tiny.yaml"))
+SPEC = PLAN.spec
 
 
 def _trial(key, lr):
@@ -31,9 +33,8 @@ def test_a_resumed_sweep_neither_reruns_nor_relogs_what_mlflow_holds(tmp_path):
     tracker = Tracker(f"sqlite:///{tmp_path / 'mlruns.db'}")
     exp_id = tracker.experiment_id("tiny")
     parent = tracker.start_parent(exp_id, "tiny", {})
-    space = TrialSpace.of(SPEC)
     final = {"step": 40, "train/loss": 1.0, "dev/accuracy": 20.0, "test/accuracy": 30.0, "final": True}
-    first = MLflowTrialCallback(tracker, exp_id, parent, space, checkpoint_artifacts=False)
+    first = MLflowTrialCallback(tracker, exp_id, parent, PLAN, checkpoint_artifacts=False)
     a, b, c = _trial("a", 0.003), _trial("b", 0.001), _trial("c", 0.002)
     for t in (a, b, c):
         first.on_trial_start(0, [], t)
@@ -49,7 +50,7 @@ def test_a_resumed_sweep_neither_reruns_nor_relogs_what_mlflow_holds(tmp_path):
     assert set(ends) == {"a", "b"}  # c has no end: it continues from its checkpoint
     assert ends["a"]["test/accuracy"] == 30.0 and ends["a"]["step"] == 40 and ends["a"]["final"] is True
 
-    again = MLflowTrialCallback(tracker, exp_id, parent, space, checkpoint_artifacts=False)
+    again = MLflowTrialCallback(tracker, exp_id, parent, PLAN, checkpoint_artifacts=False)
     for t in (a, b, c):
         again.on_trial_start(0, [], t)
         again.on_trial_result(0, [], t, {"step": 20, "train/loss": 2.0, "dev/accuracy": 10.0})  # a replay
@@ -63,4 +64,4 @@ def test_a_resumed_sweep_neither_reruns_nor_relogs_what_mlflow_holds(tmp_path):
         assert tracker.client.get_run(run_id).info.status == "FINISHED"
     assert "rirlab.resumed" not in tracker.client.get_run(runs["a"]).data.tags
     assert again.counts() == {"finished": 3, "failed": 0}
-    assert schema.TRUE == tracker.client.get_run(runs["c"]).data.tags["rirlab.final_logged"]
+    assert contract.TRUE == tracker.client.get_run(runs["c"]).data.tags["rirlab.final_logged"]

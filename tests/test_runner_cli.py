@@ -22,8 +22,8 @@ def test_malformed_address_is_one_line_exit_2_before_anything_starts(workdir):
 
 
 def test_resume_after_the_spec_changed_says_so_and_how_to_go_on(workdir):
-    from sweeps.spec import load_spec
-    from sweeps.tracking import Tracker
+    from sweeps.spec.load import load_spec
+    from sweeps.record.tracker import Tracker
 
     spec = workdir / "s.yaml"
     spec.write_text(TINY.read_text())
@@ -45,7 +45,7 @@ def test_resume_after_the_spec_changed_says_so_and_how_to_go_on(workdir):
 
 
 def test_two_sweeps_of_one_spec_in_the_same_second_get_their_own_tune_folders(tmp_path, monkeypatch):
-    from sweeps import runner
+    from sweeps.driver import sweep as runner
 
     monkeypatch.setattr(runner.time, "strftime", lambda fmt, *a: "20260101-000000")
     paths = {runner.new_tune_path(str(tmp_path), "tiny", "abc") for _ in range(20)}
@@ -60,9 +60,9 @@ def _trial(tid, lr):
 def test_progress_shows_the_best_final_value_per_objective_never_a_mid_training_one(tmp_path):
     import io
 
-    from sweeps.callback import ProgressCallback
-    from sweeps.spec import load_spec
-    from sweeps.specfile import TrialSpace
+    from sweeps.driver.progress import ProgressCallback
+    from sweeps.spec.load import load_spec
+    from sweeps.spec.trials import TrialSpace
 
     space = TrialSpace.of(load_spec(TINY).spec)
     out = io.StringIO()
@@ -86,7 +86,7 @@ def test_progress_shows_the_best_final_value_per_objective_never_a_mid_training_
 
 
 def test_spec_params_are_flat_and_the_best_trial_is_the_best_finished_one():
-    from sweeps.artifacts import best_trials, spec_params
+    from sweeps.record.artifacts import best_trials, spec_params
 
     params = spec_params({"name": "t", "description": "d", "fixed": {"hidden_size": 8, "steps": 40},
                           "search": {"lr": {"grid": [0.1, 0.01]}}, "metric": "dev/accuracy", "seeds": 2,

@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from rirlab.config import resolve
+from rirlab.trial import resolve
 from rirlab.models import registry as models
 from rirlab.tasks import listops
 from rirlab.tasks.base import TaskInfo, collate_classify

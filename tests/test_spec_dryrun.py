@@ -7,8 +7,9 @@ import io
 import pytest
 import yaml
 
-from sweeps.space import dry_run
-from sweeps.spec import load_spec
+from sweeps.plan.dryrun import dry_run
+from sweeps.plan.plan import SweepPlan
+from sweeps.spec.load import load_spec
 from tests.conftest import REPO
 
 TINY = yaml.safe_load((REPO / "tests" / "specs" / "tiny.yaml").read_text())
@@ -18,7 +19,7 @@ def show(tmp_path, timing, **changes) -> list[str]:
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump({**TINY, **changes}, sort_keys=False))
     out = io.StringIO()
-    dry_run(load_spec(path), out=out, timing=timing)
+    dry_run(SweepPlan.of(load_spec(path)), out=out, timing=timing)
     return out.getvalue().splitlines()
 
 
@@ -59,7 +60,7 @@ def test_dry_run_of_an_epoch_recipe_over_user_files_does_not_guess_its_steps(tmp
 
 
 def _trial(**config):
-    from rirlab.config import resolve
+    from rirlab.trial import resolve
 
     return resolve({"recipe": "paper", "epochs": 100, **config})
 
@@ -69,7 +70,7 @@ def test_dry_run_times_a_batch_shaped_like_the_tasks_training_batches():
     classify batch of half the maximum length): logic pairs ~20-35 tokens a side at batch 128 in pools of 5,
     every flip-flop sequence train_len long with a label per token, SST with GloVe-sized frozen vectors."""
     from rirlab.tasks import logic
-    from sweeps.space import step_shape
+    from sweeps.plan.dryrun import step_shape
 
     shape = step_shape(_trial(task="logic", model="ebt_grc", batch_size=128))
     batch = shape.batch(4)
@@ -93,7 +94,7 @@ def test_dry_run_extrapolates_a_step_with_a_fixed_cost_to_the_trial_batch(monkey
     """Timed at batch 1, 2, 8, ... up to the trial's batch (at most TIMING_MAX_BATCH) and extrapolated along the
     line through the two largest: a step of 40 ms plus 0.5 ms per token is 40 + 0.5 x 256 x S ms at batch 256,
     not 256x the batch-1 step. Steps are not run (a fake clock), so the test does not depend on this machine."""
-    import sweeps.space as space
+    import sweeps.plan.dryrun as space
 
     calls = []
 
@@ -113,7 +114,7 @@ def test_dry_run_extrapolates_a_step_with_a_fixed_cost_to_the_trial_batch(monkey
 def test_a_busy_machine_is_timed_with_fewer_threads(monkeypatch):
     import os
 
-    from sweeps.space import _free_cores
+    from sweeps.plan.dryrun import _free_cores
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     monkeypatch.setattr(os, "getloadavg", lambda: (0.9, 0.5, 0.3))  # this process alone

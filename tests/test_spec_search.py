@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from sweeps.spec import load_spec
-from sweeps.specfile import expand
+from sweeps.spec.load import load_spec
+from sweeps.spec.trials import expand
 from tests.conftest import REPO, run_cli
 
 TINY = yaml.safe_load((REPO / "tests" / "specs" / "tiny.yaml").read_text())
@@ -40,14 +40,16 @@ def test_ray_tune_runs_each_random_configuration_once_per_seed(tmp_path):
     import ray
     from ray import tune
 
-    from sweeps.space import _search_alg, param_space
-    from sweeps.specfile import TrialSpace
+    from sweeps.plan.plan import SweepPlan
+    from sweeps.spec.trials import TrialSpace
+    from sweeps.tune.search import search_alg
 
-    spec = load_spec(write_spec(tmp_path / "r.yaml", algorithm="random", num_samples=3, seeds=2, search=SEARCH)).spec
+    plan = SweepPlan.of(load_spec(write_spec(tmp_path / "r.yaml", algorithm="random", num_samples=3, seeds=2, search=SEARCH)))
+    spec = plan.spec
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        tuner = tune.Tuner(lambda config: tune.report({"ok": 1}), param_space=param_space(spec),
-                           tune_config=tune.TuneConfig(search_alg=_search_alg(spec), num_samples=spec.num_samples,
+        tuner = tune.Tuner(lambda config: tune.report({"ok": 1}), param_space=plan.param_space(),
+                           tune_config=tune.TuneConfig(search_alg=search_alg(plan), num_samples=plan.num_samples,
                                                        reuse_actors=True),  # trivial trials: no new actor each
                            run_config=tune.RunConfig(storage_path=str(tmp_path / "tune"), verbose=0))
         configs = [r.config for r in tuner.fit()]
@@ -91,14 +93,16 @@ def test_optuna_sweep_with_sparse_evaluations_runs_each_suggestion_per_seed_into
 def test_optuna_searcher_ignores_reports_without_the_metric(tmp_path):
     """A trial reports train/loss every log_every steps and dev/accuracy only when it evaluates; Ray's
     OptunaSearch raised KeyError on the first report without the metric (seeds: 1, no Repeater in between)."""
-    from sweeps.space import _classes, _search_alg, param_space
+    from sweeps.plan.plan import SweepPlan
+    from sweeps.tune.optuna import OptunaSearchEvalOnly
+    from sweeps.tune.search import search_alg
 
-    spec = load_spec(write_spec(tmp_path / "o.yaml", algorithm="optuna", num_samples=2, seeds=1,
-                                search={"lr": {"loguniform": [1e-4, 1e-2]}})).spec
-    gen = _search_alg(spec, tune_path=str(tmp_path / "out" / "o-hash-time"))
+    plan = SweepPlan.of(load_spec(write_spec(tmp_path / "o.yaml", algorithm="optuna", num_samples=2, seeds=1,
+                                             search={"lr": {"loguniform": [1e-4, 1e-2]}})))
+    gen = search_alg(plan, tune_path=str(tmp_path / "out" / "o-hash-time"))
     optuna_search = gen.searcher.searcher
-    assert isinstance(optuna_search, _classes()["OptunaSearchEvalOnly"])
-    optuna_search.set_search_properties(None, None, param_space(spec))
+    assert isinstance(optuna_search, OptunaSearchEvalOnly)
+    optuna_search.set_search_properties(None, None, plan.param_space())
     assert "lr" in gen.searcher.suggest("t1")
     optuna_search.on_trial_result("t1", {"train/loss": 1.0, "training_iteration": 1})  # no KeyError
     optuna_search.on_trial_result("t1", {"train/loss": 1.0, "dev/accuracy": 50.0, "training_iteration": 2})
@@ -107,7 +111,7 @@ def test_optuna_searcher_ignores_reports_without_the_metric(tmp_path):
 
 
 def test_optuna_study_storage_defaults_beside_a_sqlite_mlflow_store(tmp_path):
-    from sweeps.space import optuna_study
+    from sweeps.tune.search import optuna_study
 
     spec = load_spec(write_spec(tmp_path / "o.yaml", algorithm="optuna", search={"lr": {"uniform": [0.1, 0.2]}})).spec
     name, url = optuna_study(spec, f"sqlite:///{tmp_path}/store/mlruns.db", str(tmp_path / "runs" / "o-abc-1"))
@@ -122,14 +126,15 @@ def test_multi_objective_optuna_tells_the_seed_mean_of_each_objective(tmp_path):
     """Ray's Repeater looked a list of metrics up as one key (TypeError); each objective is averaged over seeds."""
     import optuna
 
-    from sweeps.space import _search_alg, param_space
+    from sweeps.plan.plan import SweepPlan
+    from sweeps.tune.search import search_alg
 
-    spec = load_spec(write_spec(tmp_path / "m.yaml", algorithm="optuna", num_samples=1, seeds=2,
-                                metric=["dev/accuracy", "time_per_step_ms"], mode=["max", "min"],
-                                search={"lr": {"loguniform": [1e-4, 1e-2]}})).spec
-    gen = _search_alg(spec, tune_path=str(tmp_path / "out" / "m-hash-time"))
+    plan = SweepPlan.of(load_spec(write_spec(tmp_path / "m.yaml", algorithm="optuna", num_samples=1, seeds=2,
+                                             metric=["dev/accuracy", "time_per_step_ms"], mode=["max", "min"],
+                                             search={"lr": {"loguniform": [1e-4, 1e-2]}})))
+    gen = search_alg(plan, tune_path=str(tmp_path / "out" / "m-hash-time"))
     repeater = gen.searcher
-    repeater.set_search_properties(None, None, param_space(spec))
+    repeater.set_search_properties(None, None, plan.param_space())
     first, second = repeater.suggest("t1"), repeater.suggest("t2")
     assert first["lr"] == second["lr"] and {first["__trial_index__"], second["__trial_index__"]} == {0, 1}
     repeater.on_trial_complete("t1", {"dev/accuracy": 40.0, "time_per_step_ms": 10.0})
@@ -144,12 +149,13 @@ def test_optuna_pruner_is_the_studys_and_stops_every_seed_of_a_pruned_configurat
     import optuna
     from ray.tune.schedulers import TrialScheduler
 
-    from sweeps.space import _search_alg, param_space, pruning_scheduler
+    from sweeps.plan.plan import SweepPlan
+    from sweeps.tune.search import pruning_scheduler, search_alg
 
-    spec = load_spec(write_spec(tmp_path / "p.yaml", algorithm="optuna", num_samples=2, seeds=2,
-                                optuna={"pruner": "median"}, search={"lr": {"loguniform": [1e-4, 1e-2]}})).spec
-    gen = _search_alg(spec, tune_path=str(tmp_path / "out" / "p-hash-time"))
-    gen.searcher.set_search_properties(None, None, param_space(spec))
+    plan = SweepPlan.of(load_spec(write_spec(tmp_path / "p.yaml", algorithm="optuna", num_samples=2, seeds=2,
+                                             optuna={"pruner": "median"}, search={"lr": {"loguniform": [1e-4, 1e-2]}})))
+    gen = search_alg(plan, tune_path=str(tmp_path / "out" / "p-hash-time"))
+    gen.searcher.set_search_properties(None, None, plan.param_space())
     sched = pruning_scheduler(gen)
     assert sched is not None
     ids = ["a0", "a1", "b0", "b1"]
@@ -165,8 +171,8 @@ def test_optuna_pruner_is_the_studys_and_stops_every_seed_of_a_pruned_configurat
     result = {"dev/accuracy": 1.0}
     assert [sched.on_trial_result(None, types.SimpleNamespace(trial_id=i), result) for i in ids] == \
         [TrialScheduler.STOP] * 2 + [TrialScheduler.CONTINUE] * 2
-    plain = load_spec(write_spec(tmp_path / "n.yaml", algorithm="optuna", search={"lr": {"uniform": [0.1, 0.2]}})).spec
-    assert pruning_scheduler(_search_alg(plain, tune_path=str(tmp_path / "out" / "n-h-t"))) is None
+    plain = SweepPlan.of(load_spec(write_spec(tmp_path / "n.yaml", algorithm="optuna", search={"lr": {"uniform": [0.1, 0.2]}})))
+    assert pruning_scheduler(search_alg(plain, tune_path=str(tmp_path / "out" / "n-h-t"))) is None
 
 
 def test_optuna_pruner_needs_optuna_and_one_metric(tmp_path):

@@ -18,7 +18,7 @@ SCRIPT = """
 import sys
 from pathlib import Path
 import ray
-from sweeps.runner import _ray_init
+from sweeps.driver.cluster import ray_init as _ray_init
 _ray_init(None, Path(sys.argv[1]), sys.argv[2])
 @ray.remote(num_cpus=0)
 def probe():

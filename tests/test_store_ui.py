@@ -17,7 +17,8 @@ from click.testing import CliRunner
 
 from rirlab.cli import main
 from rirlab.cli.ui import pick_experiment, ui_url
-from sweeps.tracking import EXPERIMENT_KIND_TAG, Tracker
+from rirlab.contract import EXPERIMENT_KIND_TAG
+from sweeps.record.tracker import Tracker
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -17,8 +17,8 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from rirlab.train import run_trial
-from sweeps.spec import load_spec
-from sweeps.specfile import expand
+from sweeps.spec.load import load_spec
+from sweeps.spec.trials import expand
 from tests.conftest import REPO, RIRLAB, run_cli
 
 TINY = yaml.safe_load((REPO / "tests" / "specs" / "tiny.yaml").read_text())
@@ -65,7 +65,7 @@ def test_conditional_axis_only_applies_when_its_condition_holds(tmp_path):
 def test_asha_cap_covers_an_epoch_budget():
     """ASHA stops trials at max_t steps: with ``epochs`` (which overrides ``steps``) the cap must cover
     epochs x batches per epoch, not the unused ``steps`` default (a paper-recipe trial would be cut short)."""
-    from sweeps.runner import asha_max_t
+    from sweeps.tune.tuner import asha_max_t
 
     base = {"model": "rir_ebt_grc", "task": "listops", "batch_size": 128}
     assert asha_max_t({**base, "steps": 300}) == 300
@@ -91,39 +91,44 @@ WHEN_SPEC = {"seeds": [0, 7], "model": None, "variants": [{"name": "small", "set
                         "chunk_size": {"grid": [2, 4], "when": {"model": "rir_grc"}}}}
 
 
-def _when_spec(tmp_path):
+def _when_plan(tmp_path):
+    from sweeps.plan.plan import SweepPlan
+
     spec = write_spec(tmp_path / "w.yaml", **WHEN_SPEC)
     spec.write_text(spec.read_text().replace("  chunk_size: 5\n", ""))
-    return load_spec(spec).spec
+    return SweepPlan.of(load_spec(spec))
+
+
+def _when_spec(tmp_path):
+    return _when_plan(tmp_path).spec
 
 
 def test_param_space_is_flat_real_config_keys_for_every_algorithm(tmp_path):
-    from rirlab.config import resolve
-    from sweeps.runner import param_space
+    from sweeps.plan.plan import SweepPlan
 
-    grid = _when_spec(tmp_path)
+    grid = _when_plan(tmp_path)
     sampled = write_spec(tmp_path / "r.yaml", algorithm="random", num_samples=2,
                          search={"lr": {"loguniform": [1e-4, 1e-2]}, "hidden_size": {"randint": [4, 12]}})
-    for spec in (grid, load_spec(sampled).spec, load_spec(sampled).spec.model_copy(update={"algorithm": "optuna"})):
-        space = param_space(spec)
+    optuna = write_spec(tmp_path / "o.yaml", algorithm="optuna", num_samples=2,
+                        search={"lr": {"loguniform": [1e-4, 1e-2]}, "hidden_size": {"randint": [4, 12]}})
+    for plan in (grid, SweepPlan.of(load_spec(sampled)), SweepPlan.of(load_spec(optuna))):
+        space = plan.param_space()
         assert all(not isinstance(v, dict) or set(v) == {"grid_search"} for v in space.values())  # flat
         assert "trial" not in space and not any(k.startswith("__") for k in space)  # no meta keys
-        assert set(space) - {"variant"} <= set(resolve(expand(spec, sample_random=True)[0].config).flat())
-    assert "variant" in param_space(grid)
+        assert set(space) - {"variant"} <= set(plan.resolved[0].flat())
+    assert "variant" in grid.param_space()
 
 
 def test_grid_trials_in_tune_are_exactly_the_expanded_trials(tmp_path):
     """Tune's config of each grid trial = the spec's constants + one grid point (real keys + the variant's
     name); TrialSpace.trial maps it to the expanded trial: variants x grid x seeds, `when:` applied once."""
-    from sweeps.runner import param_space
-    from sweeps.specfile import TrialSpace, grid_points
-
-    spec = _when_spec(tmp_path)
+    plan = _when_plan(tmp_path)
+    spec = plan.spec
     trials = expand(spec)
     assert len(trials) == 2 * 2 * (2 + 1) * 2  # variants x lr x (rir_grc: 2 chunk sizes, bbt_grc: none) x seeds
-    constants = {k: v for k, v in param_space(spec).items() if not hasattr(v, "sample")}
-    space = TrialSpace.of(spec)
-    from_tune = [space.trial({**constants, **point}) for point in grid_points(spec)]
+    assert list(plan.trials) == trials and plan.num_samples == len(trials)
+    constants = {k: v for k, v in plan.param_space().items() if not hasattr(v, "sample")}
+    from_tune = [plan.space.trial({**constants, **point}) for point in plan.points]
     assert from_tune == trials
     assert trials[0].name == "small,model=rir_grc,lr=0.003,chunk_size=2,seed=0"
     bbt = next(t for t in trials if t.config["model"] == "bbt_grc")
@@ -138,14 +143,15 @@ def test_ray_tune_runs_exactly_the_expanded_grid_trials(tmp_path):
     import ray
     from ray import tune
 
-    from sweeps.runner import _search_alg, param_space
-    from sweeps.specfile import TrialSpace, grid_points
+    from sweeps.spec.trials import TrialSpace
+    from sweeps.tune.search import search_alg
 
-    spec = _when_spec(tmp_path)
+    plan = _when_plan(tmp_path)
+    spec = plan.spec
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        tuner = tune.Tuner(lambda config: tune.report({"ok": 1}), param_space=param_space(spec),
-                           tune_config=tune.TuneConfig(search_alg=_search_alg(spec), num_samples=len(grid_points(spec)),
+        tuner = tune.Tuner(lambda config: tune.report({"ok": 1}), param_space=plan.param_space(),
+                           tune_config=tune.TuneConfig(search_alg=search_alg(plan), num_samples=plan.num_samples,
                                                        reuse_actors=True),  # 24 trivial trials: ~5x faster
                            run_config=tune.RunConfig(storage_path=str(tmp_path / "tune"), verbose=0))
         configs = [r.config for r in tuner.fit()]
@@ -159,7 +165,7 @@ def test_ray_tune_runs_exactly_the_expanded_grid_trials(tmp_path):
 def test_random_and_repeated_optuna_configs_map_to_trials_with_when_and_seeds(tmp_path):
     from ray.tune.search.repeater import TRIAL_INDEX
 
-    from sweeps.specfile import REPEATER_INDEX, TrialSpace
+    from sweeps.spec.trials import REPEATER_INDEX, TrialSpace
 
     assert REPEATER_INDEX == TRIAL_INDEX  # Ray's key for the repeat index of an Optuna sample
     spec = _when_spec(tmp_path).model_copy(update={"variants": [], "algorithm": "optuna"})
@@ -177,8 +183,9 @@ def test_driver_callbacks_load_back_as_the_bound_ones(tmp_path):
 
     from ray import tune
 
-    from sweeps.callback import ProgressCallback, bound
-    from sweeps.specfile import TrialSpace
+    from sweeps.driver.progress import ProgressCallback
+    from sweeps.record.callback import bound
+    from sweeps.spec.trials import TrialSpace
 
     live = ProgressCallback("x", 1, "dev/accuracy", "max", TrialSpace())
     saved = pickle.dumps(live)

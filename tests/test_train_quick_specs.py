@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sweeps.spec import load_spec
-from sweeps.specfile import expand
+from sweeps.spec.load import load_spec
+from sweeps.spec.trials import expand
 
 ROOT = Path(__file__).resolve().parents[1] / "search_spaces"
 # MEGA's variant fixes its own 90,000 steps, which a quick block cannot override (quick.fixed sits under the

@@ -63,13 +63,13 @@ def _write(text: str, out) -> None:
 def _client(tracking_uri, must_exist: bool = True):
     """A client of the store (None when it does not exist and ``must_exist`` is false)."""
     from analysis.runs import require_store, store_exists
-    from sweeps.tracking import resolve_tracking_uri
+    from sweeps.record.tracker import resolve_tracking_uri
 
     uri = resolve_tracking_uri(tracking_uri)
     if not must_exist and not store_exists(uri):
         return None
     require_store(uri)  # no store: one line naming the fix (reading never creates one)
-    from sweeps.tracking import Tracker
+    from sweeps.record.tracker import Tracker
 
     return Tracker(uri, create=False).client  # probed first: unreachable, foreign, older schema: one line
 
@@ -96,7 +96,7 @@ def _sweep(spec, experiment, tracking_uri, parent, allow_empty=False, latest_ful
     sw = load_sweep(client, experiment, parent, spec=loaded, allow_empty=allow_empty, latest_full=latest_full)
     if client is None:
         from analysis.runs import store_path
-        from sweeps.tracking import resolve_tracking_uri
+        from sweeps.record.tracker import resolve_tracking_uri
 
         click.echo(f"note: no MLflow store at {store_path(resolve_tracking_uri(tracking_uri))}", err=True)
     elif sw.n_sweeps > 1 and not parent and not latest_full:

@@ -39,26 +39,29 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
     SIGTERM stops the sweep: running trials end KILLED in MLflow and the command that continues it is printed
     (exit 130 for Ctrl-C, 143 for SIGTERM).
     """
-    from sweeps.runner import SweepInterrupted, run_sweep, stop_on_sigterm_like_ctrl_c, terminated
+    from sweeps.driver.signals import SweepInterrupted, stop_on_sigterm_like_ctrl_c, terminated
 
     stop_on_sigterm_like_ctrl_c()
     try:
         from rirlab.config import parse_overrides
-        from sweeps.spec import load_spec
+        from sweeps.plan.plan import SweepPlan
+        from sweeps.spec.load import load_spec
 
-        loaded = load_spec(spec, quick=quick, overrides=parse_overrides(sets))
+        plan = SweepPlan.of(load_spec(spec, quick=quick, overrides=parse_overrides(sets)))
         if dry_run:
-            from sweeps.space import dry_run as show
+            from sweeps.plan.dryrun import dry_run as show
 
-            show(loaded)
+            show(plan)
             return
-        from sweeps.tracking import resolve_tracking_uri
+        from analysis.report import log_parent_report
+        from sweeps.driver.sweep import run_sweep
+        from sweeps.record.tracker import resolve_tracking_uri
 
         uri = resolve_tracking_uri(tracking_uri)
-        click.echo(f"sweep {loaded.spec.name} (spec hash {loaded.hash}) -> MLflow {uri}")
-        counts = run_sweep(loaded, uri, address=address, resume=resume,
+        click.echo(f"sweep {plan.spec.name} (spec hash {plan.hash}) -> MLflow {uri}")
+        counts = run_sweep(plan, uri, address=address, resume=resume,
                            checkpoint_artifacts=not no_checkpoint_artifacts, output_root=output_dir,
-                           progress=progress, system_metrics=system_metrics)
+                           progress=progress, system_metrics=system_metrics, report=log_parent_report)
     except SweepInterrupted:
         click.echo(f"interrupted; continue with: rirlab sweep {spec}{' --quick' if quick else ''}"
                    f"{''.join(' --set ' + s for s in sets)} --resume", err=True)

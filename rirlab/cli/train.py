@@ -27,7 +27,8 @@ def train(model, task, quick, sets, tracking_uri, experiment):
     rirlab train --model rir_ebt_grc --task logic --set chunk_size=20 --set beam_size=5 --set steps=5000
     rirlab train --model rir_grc --task listops --quick --set recipe=paper   # Ranger, plateau, best-dev weights
     """
-    from rirlab.config import field_names, parse_overrides, resolve
+    from rirlab.config import field_names, parse_overrides
+    from rirlab.trial import resolve
     from rirlab.models import registry as models
     from rirlab.tasks import registry as tasks
 
@@ -41,7 +42,7 @@ def train(model, task, quick, sets, tracking_uri, experiment):
     flat = resolve(config, where="train").flat()
 
     from rirlab.train import run_trial
-    from sweeps.tracking import Tracker, resolve_tracking_uri
+    from sweeps.record.tracker import Tracker, resolve_tracking_uri
 
     tracker = Tracker(resolve_tracking_uri(tracking_uri))
     exp_id = tracker.experiment_id(experiment)

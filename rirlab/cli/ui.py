@@ -39,8 +39,8 @@ def ui(tracking_uri, port, host, experiment):
     rirlab ui --experiment chunk_beam --port 5001
     rirlab ui --tracking-uri http://mlflow:5000  # a tracking server: its UI is already there
     """
-    from sweeps.store import scheme
-    from sweeps.tracking import Tracker, artifact_root, resolve_tracking_uri
+    from sweeps.record.store import scheme
+    from sweeps.record.tracker import Tracker, artifact_root, resolve_tracking_uri
 
     uri = resolve_tracking_uri(tracking_uri)
     tracker = Tracker(uri, create=False)  # no store: one line, and none is created
@@ -93,8 +93,8 @@ def pick_experiment(tracker, name):
     """The experiment named ``name``, else the one of the most recent sweep (parent run), else the most recently
     created experiment holding runs; None for an empty store. Tags it as a model-training experiment (so the UI
     opens its runs, not a GenAI overview) when it is not yet."""
-    from sweeps import schema
-    from sweeps.tracking import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
+    from rirlab import contract
+    from rirlab.contract import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
 
     client = tracker.client
     if name is not None:
@@ -109,7 +109,7 @@ def pick_experiment(tracker, name):
         ids = [e.experiment_id for e in exps]
         latest = None
         for i in range(0, len(ids), 100):  # the store's limit of experiments per search
-            runs = client.search_runs(ids[i:i + 100], filter_string=f"tags.`{schema.SWEEP_TAG}` = '{schema.PARENT}'",
+            runs = client.search_runs(ids[i:i + 100], filter_string=f"tags.`{contract.SWEEP_TAG}` = '{contract.PARENT}'",
                                       order_by=["attributes.start_time DESC"], max_results=1)
             if runs and (latest is None or runs[0].info.start_time > latest.info.start_time):
                 latest = runs[0]

@@ -1,10 +1,10 @@
-"""The MLflow contract between the sweep (which writes runs) and the analysis (which reads them back).
+"""The MLflow contract: every tag, param, metric and artifact name that a writer (the trainer's reports, the
+sweep driver) or a reader (analysis, the CLI) uses, spelled here and nowhere else; with the trial record (name,
+swept values, config) and the split labels.
 
-Every tag, param and metric name either side uses is spelled here and nowhere else, with the trial
-record (name, swept values, config) and the split labels. Torch-free and Ray-free: ``analysis``
-imports this module and MLflow, never the library. The spec file's schema (``Spec``, ``expand``,
-``read_spec``) lives in the torch-free ``sweeps.specfile`` and is re-exported here, so that analysis
-can lay out a table before any run exists without importing anything else of the project.
+Plain Python (no torch, Ray or MLflow import), so the trainer (``rirlab.train``), the sweep side and the
+torch-free analysis all import it. ``docs/metrics.md`` documents ``METRICS`` (tests/test_contract.py checks
+that the page and this table agree).
 
 One sweep = one parent run (``SWEEP_TAG: PARENT``) and one child run per trial (MLflow's parent tag),
 all in the experiment named after the spec.
@@ -16,10 +16,6 @@ import dataclasses
 import json
 from typing import Any
 
-from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
-
-from rirlab.errors import UserError
-
 # ------------------------------------------------------------------ parent run (one per sweep)
 SWEEP_TAG = "rirlab.sweep"
 PARENT = "parent"  # value of SWEEP_TAG on the parent run
@@ -28,7 +24,7 @@ SPEC_PATH = "rirlab.spec_path"
 QUICK = "rirlab.quick"
 OVERRIDES = "rirlab.overrides"  # --set, JSON
 TUNE_PATH = "rirlab.tune_path"  # Ray Tune's experiment directory (--resume restores it)
-SWEPT_KEYS = "rirlab.swept"  # on the parent: the swept parameters, comma separated (same name as the child's tag)
+SWEPT_KEYS = "rirlab.swept_keys"  # on the parent: JSON [key, ...] of the parameters that differ between trials
 ALGORITHM = "rirlab.algorithm"
 METRIC = "rirlab.metric"  # comma separated
 SEEDS = "rirlab.seeds"  # seeds per configuration (how many runs a table cell expects)
@@ -40,9 +36,20 @@ VERSION = "rirlab.version"
 GIT_COMMIT = "rirlab.git_commit"
 SPEC_ARTIFACT_DIR = "spec"  # the spec file as written
 EFFECTIVE_SPEC_ARTIFACT = "spec/effective_spec.json"  # the spec as run (after --quick and --set)
+SPEC_PARAM_PREFIX = "spec."  # the spec as the parent's params: spec.fixed.hidden_size, spec.search.lr (JSON), ...
+BEST_PREFIX = "sweep/best/"  # parent metric: the best final value of an objective over the sweep's finished trials
+BEST_TRIAL_PREFIX = "sweep/best_trial/"  # parent metric: every final metric of the best trial (first objective)
+BEST_TRIAL = "rirlab.best_trial"  # parent tag: the best trial's run name
+BEST_RUN_ID = "rirlab.best_run_id"
+BEST_TRIAL_ARTIFACT = "best_trial.yaml"
+REPORT_ARTIFACT_DIR = "report"  # the parent's table (Markdown, CSV) and Pareto plot
+NOTE = "mlflow.note.content"  # MLflow's description of a run or an experiment (the spec's description)
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"  # MLflow 3's UI opens an experiment by its kind (GenAI or training)
+EXPERIMENT_KIND = "custom_model_development"
+GIT_COMMIT_MLFLOW = "mlflow.source.git.commit"  # MLflow's own commit tag, set beside GIT_COMMIT
 
 # ------------------------------------------------------------------ child run (one per trial)
-PARENT_RUN_ID = MLFLOW_PARENT_RUN_ID
+PARENT_RUN_ID = "mlflow.parentRunId"  # MLflow's nesting tag (mlflow.utils.mlflow_tags.MLFLOW_PARENT_RUN_ID)
 TRIAL_KEY = "rirlab.trial_key"  # Ray Tune's trial id: a resumed sweep finds and continues its own runs
 SWEPT = "rirlab.swept"  # JSON {key: value} of the values that differ between trials, seed included
 VARIANT = "rirlab.variant"
@@ -52,7 +59,12 @@ RETRIED = "rirlab.retried"  # Ray Tune restarted the trial (a lost worker) this 
 RESUMED = "rirlab.resumed"
 INTERRUPTED = "rirlab.interrupted"  # also on the parent
 TRUE = "true"
+FINAL_LOGGED = "rirlab.final_logged"  # the trial's final result is in the run (--resume never reruns it)
+MODEL_ERROR = "rirlab.model_error"  # the trial's weights could not be logged as an MLflow model: why
 CHECKPOINT_ARTIFACT = "checkpoint"
+CHECKPOINT_STATE_FILE = "state.pt"  # inside a checkpoint: the trainer's state dict (torch.save)
+CONFIG_ARTIFACT = "config.yaml"  # the trial's resolved flat config
+MODEL_ARTIFACT = "model"  # its final weights as an MLflow PyTorch model
 # Each child run's dataset inputs (MLflow "Datasets used"): one per split the trial reads, named
 # "<task>/<split>"; source type "local" (an imported file: the source holds the cached Parquet path and the
 # import record) or "generated" (the source holds the generator parameters); the digest is the imported rows'
@@ -63,20 +75,64 @@ DATASET_GENERATED = "generated"
 # ------------------------------------------------------------------ params and metrics
 # Params are the trial's whole flat config (rirlab.config field names); analysis reads these by name:
 PARAM_BATCH_SIZE = "batch_size"
-# Metrics are what rirlab.train.run_trial reports (the last report has FINAL and SPLIT_METRIC per eval split):
+# Metrics are what rirlab.train.run_trial reports (the last report has FINAL and SPLIT_METRIC per eval split).
 STEP = "step"
-FINAL = "final"
+FINAL = "final"  # a report key, not a metric: the trial's last report
+DEVICE = "device"  # a report key with a string value (cpu, or the GPU's name): the child run's tag rirlab.device
+ARTIFACT_PREFIX = "artifact:"  # a report key artifact:<file>: a JSON-able value the tracker logs as that artifact
+TRAIN_PREFIX = "train/"  # train/loss, train/accuracy and each model's own train/<stat>
 TRAIN_LOSS = "train/loss"
+TRAIN_ACCURACY = "train/accuracy"
+TRAIN_AUX_LOSS = "train/aux_loss"
+# the halting models' own statistics (rirlab.models.halting, tlb), reported as train/<stat>
+HALTING_STATS = ("train/act_loss", "train/mean_layers", "train/max_layers_used")
 TIME_PER_STEP_MS = "time_per_step_ms"
 PEAK_MEM_MB = "peak_mem_mb"
+PROCESS_RSS_MB = "process_rss_mb"
+LR = "lr"
+EPOCH = "epoch"
+NUM_PARAMS = "num_params"
+STOPPED_EPOCH = "stopped_epoch"
+EARLY_STOPPED_METRIC = "early_stopped"  # 1 when early stopping ended the trial (the tag EARLY_STOPPED is the scheduler's)
+BEST_PREFIX_METRIC = "best/"  # best/step, best/epoch, best/dev_accuracy, best/dev_loss: the best dev evaluation
+BEST_METRICS = tuple(BEST_PREFIX_METRIC + k for k in ("step", "epoch", "dev_accuracy", "dev_loss"))
 NON_EVAL_SPLITS = ("train", "dev")
-TRAIN_PREFIX = "train/"  # train/loss, train/accuracy and each model's own train/<stat>
 EVAL_METRICS = ("accuracy", "loss")  # what every evaluated split reports: <split>/accuracy, <split>/loss
-RUN_METRICS = (STEP, TIME_PER_STEP_MS, PEAK_MEM_MB, "lr", "epoch", "num_params", "stopped_epoch", "early_stopped",
-               "best/step", "best/epoch", "best/dev_accuracy", "best/dev_loss")  # splits with metrics that are not a table column
+RUN_METRICS = (STEP, TIME_PER_STEP_MS, PEAK_MEM_MB, PROCESS_RSS_MB, LR, EPOCH, NUM_PARAMS, STOPPED_EPOCH,
+               EARLY_STOPPED_METRIC, *BEST_METRICS)  # reported by every trial; never a table column
+
+# What each metric means, in one unit per kind (accuracy %, loss nats, time ms, memory MiB): docs/metrics.md's
+# table lists exactly these names, and every trial reports only these (tests/test_contract.py checks both).
+METRICS = {
+    TRAIN_LOSS: ("nats", "cross-entropy of the training batches since the last report (mean)"),
+    TRAIN_ACCURACY: ("%", "correct predictions of those batches, 0-100"),
+    TRAIN_AUX_LOSS: ("--", "halting models: the ACT penalty L_ACT of those batches"),
+    HALTING_STATS[0]: ("--", "halting models: the model's own L_ACT"),
+    HALTING_STATS[1]: ("layers", "halting models: mean kept layers per halting unit"),
+    HALTING_STATS[2]: ("--", "halting models: block applications in the forward"),
+    "<split>/accuracy": ("%", "dev while training, every evaluation split at the end"),
+    "<split>/loss": ("nats", "cross-entropy on that split"),
+    TIME_PER_STEP_MS: ("ms", "mean wall time of one training step (evaluation and checkpointing excluded)"),
+    PEAK_MEM_MB: ("MiB", "the memory the model's training uses"),
+    PROCESS_RSS_MB: ("MiB", "peak resident set size of the whole process"),
+    LR: ("--", "learning rate of the last parameter group"),
+    EPOCH: ("--", "epochs done (a fraction)"),
+    STEP: ("--", "steps done"),
+    NUM_PARAMS: ("count", "parameters of the model"),
+    STOPPED_EPOCH: ("--", "the epoch the trial stopped in"),
+    EARLY_STOPPED_METRIC: ("--", "1 when early stopping ended the trial"),
+    **{m: ("--", "the best dev evaluation (accuracy %, loss nats) and its step / epoch") for m in BEST_METRICS},
+}
 # A trial that ends on a deterministic failure (a NaN loss) reports this string as its last result: the
 # child run ends FAILED with it as FAILURE_REASON (never a metric, never retried).
 FAILURE_RESULT = "failure_reason"
+
+
+def is_documented(metric: str) -> bool:
+    """A metric name in METRICS, or ``<split>/accuracy`` / ``<split>/loss`` of an evaluated split."""
+    split, _, kind = metric.rpartition("/")
+    return metric in METRICS or (kind in EVAL_METRICS and split not in ("train", "best", "")
+                                 and f"<split>/{kind}" in METRICS)
 
 
 def split_metric(split: str, metric: str = "accuracy") -> str:
@@ -173,21 +229,3 @@ def decode_splits(tags: dict) -> list[tuple[str, str]]:
         return [(str(s), str(label)) for s, label in json.loads(tags.get(SPLITS) or "[]")]
     except (ValueError, TypeError):
         return []
-
-
-# ------------------------------------------------------------------ the spec file's schema, torch-free
-_SPECFILE = ("Spec", "expand", "read_spec", "closest")
-
-
-def __getattr__(name: str):
-    """``from sweeps.schema import Spec, expand, read_spec, closest``: the spec schema (sweeps.specfile),
-    imported on first use so the two modules can refer to each other."""
-    if name in _SPECFILE:
-        from sweeps import specfile
-
-        return getattr(specfile, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = ["UserError", "TrialRecord", "trial_name", "swept_of", "split_metric", "split_of", "encode_splits",
-           "decode_splits", "parent_filter", "children_filter", "is_parent", *_SPECFILE]

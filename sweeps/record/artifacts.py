@@ -19,18 +19,9 @@ from typing import Any, Optional
 
 import yaml
 
-from sweeps import schema
-
-NOTE = "mlflow.note.content"  # MLflow's description of a run or an experiment (shown in the UI)
-SPEC_PARAM_PREFIX = "spec."
-BEST_PREFIX = "sweep/best/"  # parent metric: the best final value of an objective over the sweep's finished trials
-BEST_TRIAL_PREFIX = "sweep/best_trial/"  # parent metric: every final metric of the best trial (first objective)
-BEST_TRIAL = "rirlab.best_trial"  # parent tag: the best trial's run name
-BEST_RUN_ID = "rirlab.best_run_id"
-BEST_TRIAL_ARTIFACT = "best_trial.yaml"
-CONFIG_ARTIFACT = "config.yaml"
-FINAL_LOGGED = "rirlab.final_logged"  # child tag: the trial's final result is in the run (--resume never reruns it)
-MODEL_ARTIFACT = "model"
+from rirlab import contract
+from rirlab.contract import (BEST_PREFIX, BEST_RUN_ID, BEST_TRIAL, BEST_TRIAL_ARTIFACT, BEST_TRIAL_PREFIX,
+                             MODEL_ARTIFACT, NOTE, SPEC_PARAM_PREFIX)
 
 
 def spec_params(spec_dict: dict, prefix: str = SPEC_PARAM_PREFIX) -> dict[str, str]:
@@ -77,7 +68,7 @@ def best_trials(children: list, metrics: list[str], modes: list[str]) -> dict[st
     """Per objective, the finished trial (not stopped early) with the best final value: {metric: run}."""
     best: dict[str, Any] = {}
     for run in children:
-        if run.info.status != "FINISHED" or run.data.tags.get(schema.EARLY_STOPPED) == schema.TRUE:
+        if run.info.status != "FINISHED" or run.data.tags.get(contract.EARLY_STOPPED) == contract.TRUE:
             continue
         for metric, mode in zip(metrics, modes):
             v = run.data.metrics.get(metric)
@@ -91,7 +82,7 @@ def record_best(client, exp_id: str, parent_id: str, metrics: list[str], modes: 
     """The best trial on the parent run; returns its run name (None when no trial finished)."""
     from mlflow.entities import Metric, RunTag
 
-    children = client.search_runs([exp_id], filter_string=schema.children_filter(parent_id), max_results=50000)
+    children = client.search_runs([exp_id], filter_string=contract.children_filter(parent_id), max_results=50000)
     best = best_trials(children, metrics, modes)
     if not best:
         return None
@@ -106,7 +97,7 @@ def record_best(client, exp_id: str, parent_id: str, metrics: list[str], modes: 
     client.log_batch(parent_id, metrics=values, tags=tags, synchronous=True)
     summary = {
         "objective": metrics[0], "mode": modes[0], "run_id": top.info.run_id, "name": top.info.run_name,
-        "swept": schema.swept_of(top.data.tags), "final_metrics": dict(sorted(top.data.metrics.items())),
+        "swept": contract.swept_of(top.data.tags), "final_metrics": dict(sorted(top.data.metrics.items())),
         "config": dict(sorted(top.data.params.items())),
         "best_per_objective": {m: {"value": run.data.metrics[m], "run_id": run.info.run_id, "name": run.info.run_name}
                                for m, run in best.items()},
@@ -123,22 +114,20 @@ def evaluated_weights(state: dict, config: dict) -> dict:
     return state["model"]
 
 
-def log_model(client, run_id: str, checkpoint_dir: str, flat: dict[str, Any], state_file: str) -> None:
+def log_model(client, run_id: str, checkpoint_dir: str, resolved) -> None:
     """The trial's evaluated weights as an MLflow PyTorch model under ``model/`` (rebuilt on the driver from
-    the config and the task's vocabulary; the data is never loaded here)."""
+    the trial's resolved config and the task's vocabulary; the data is never loaded here)."""
     import mlflow.pytorch
     import torch
 
-    from rirlab.config import resolve
     from rirlab.models import registry as models
     from rirlab.tasks import registry as tasks
     from rirlab.tasks.base import TaskInfo
 
-    resolved = resolve(flat)
     task = tasks.get(resolved.task)
     model = models.get(resolved.model).build(resolved.model_cfg, TaskInfo(len(task.vocab), task.num_classes, task.kind))
-    state = torch.load(Path(checkpoint_dir) / state_file, map_location="cpu", weights_only=False)
-    model.load_state_dict(evaluated_weights(state, flat))
+    state = torch.load(Path(checkpoint_dir) / contract.CHECKPOINT_STATE_FILE, map_location="cpu", weights_only=False)
+    model.load_state_dict(evaluated_weights(state, resolved.flat()))
     model.eval()
     # pickled (a torch.export graph would need an example batch per model); MLflow's notice that loading a
     # pickle runs code would print on every trial: kept out of the terminal
@@ -153,14 +142,3 @@ def log_model(client, run_id: str, checkpoint_dir: str, flat: dict[str, Any], st
             client.log_artifacts(run_id, str(path), MODEL_ARTIFACT)
     finally:
         quiet.setLevel(level)
-
-
-def log_parent_report(uri: str, parent_id: str, warn) -> None:
-    """The table and the Pareto plot on the parent run (analysis.report); a failure there is a warning only."""
-    try:
-        from analysis.report import log_parent_report as report
-
-        report(uri, parent_id)
-    except Exception as err:  # the sweep itself succeeded: its report is a convenience
-        warn(f"warning: the sweep finished but its table/plot could not be attached to the parent run "
-             f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); run rirlab tables instead")

@@ -1,5 +1,7 @@
-"""Loading a sweep spec for a run: the file's schema (``sweeps.specfile``), then --quick and --set, then
-every trial config validated against the library's config dataclasses.
+"""Loading a sweep spec for a run: the file's schema (``sweeps.spec.schema``), then --quick and --set, then
+the trials expanded (``sweeps.spec.trials``) and every trial config validated against the library's config
+dataclasses. This is the one expansion and the one resolution of the trials on the driver: the result
+(``LoadedSpec.trials`` / ``.resolved``) is what ``sweeps.plan.SweepPlan`` hands to every later stage.
 
 Everything is validated before Ray or MLflow is touched: unknown keys name file:line and the closest
 valid key, values out of range name the rule.
@@ -9,16 +11,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from pathlib import Path
 from typing import Any, Optional
 
 from pydantic import ValidationError
 
-from rirlab.config import resolve
+from rirlab import contract
+from rirlab.trial import TrialConfig, resolve
 from rirlab.errors import UserError
-from sweeps import schema
-from sweeps.specfile import VARIANT_KEY, Budget, Optuna, Resources, Scheduler, Spec, _union_member, base_config, closest, expand, parse_spec
+from sweeps.spec.trials import VARIANT_KEY, expand
+from sweeps.spec.schema import Budget, Optuna, Resources, Scheduler, Spec, _union_member, base_config, closest, parse_spec
 
 
 class LoadedSpec:
@@ -28,6 +30,10 @@ class LoadedSpec:
         self.spec, self.path, self.text, self.lines = spec, path, text, lines
         self.quick, self.overrides = quick, overrides
         self.imported: dict[str, str] = {}  # path -> content digest of each imported split the trials read
+        # the trials (grid: what runs; random: the drawn configurations x seeds; optuna: a local preview) and
+        # each one's resolved config, filled by validate_params
+        self.trials: list = []
+        self.resolved: list[TrialConfig] = []
 
     @property
     def hash(self) -> str:
@@ -185,27 +191,26 @@ def validate_params(loaded: LoadedSpec) -> None:
     _check_when_keys(loaded)
     if spec.algorithm == "optuna" and spec.optuna.storage:
         _check_storage_url(loaded, spec.optuna.storage)
-    trials = expand(spec, sample_random=True)
+    trials = loaded.trials = expand(spec, sample_random=True)
+    loaded.resolved = []
     reported: Optional[set] = None
     for trial in trials:
         try:
             resolved = resolve(trial.config, where="spec")
             loaded.imported.update(imported_digests(resolved))
         except UserError as err:
-            msg = str(err)
-            m = re.search(r"unknown parameter '([^']+)'|: ([A-Za-z_0-9]+)=", msg)
-            key = next((g for g in (m.groups() if m else ()) if g), None)
-            where = _key_location(loaded, key) if key else str(loaded.path)
-            raise UserError(msg.replace("spec:", f"{where}:", 1)) from None
+            where = _key_location(loaded, err.key) if err.key else str(loaded.path)
+            raise UserError(str(err).replace("spec:", f"{where}:", 1), key=err.key) from None
+        loaded.resolved.append(resolved)
         flat = resolved.flat()
         for key, value in trial.config.items():  # pydantic takes true as 1 for an int field: not in a spec
             if isinstance(value, bool) and key in flat and not isinstance(flat[key], bool):
                 raise UserError(f"{_key_location(loaded, key)}: {key}: {value!r} is not a number; give an integer")
-        mine = set(schema.reported_metrics(getattr(resolved.task_cfg, "eval_splits", ())))
+        mine = set(contract.reported_metrics(getattr(resolved.task_cfg, "eval_splits", ())))
         reported = mine if reported is None else reported & mine
-    check_memory(loaded, [resolve(t.config) for t in _one_per_model(trials)])
+    check_memory(loaded, _one_per_model(loaded.resolved))
     for metric in spec.metrics if reported is not None else ():
-        if metric not in reported and not metric.startswith(schema.TRAIN_PREFIX):
+        if metric not in reported and not metric.startswith(contract.TRAIN_PREFIX):
             near = closest(metric, reported)
             raise UserError(f"{loaded.where('metric')}: metric '{metric}' is not reported by every trial, so the "
                             f"search and the scheduler would never see it{near}; trials report "
@@ -221,11 +226,12 @@ MEMORY_ENV = "RIRLAB_MEMORY_GB"  # memory of one trial's device where it is not 
 BYTES_PER_PARAM = 16  # fp32 weights, their gradients and two Adam moments
 
 
-def _one_per_model(trials):
+def _one_per_model(resolved: list) -> list:
+    """One resolved config per distinct model/task/train config (the seeds aside)."""
     seen: dict = {}
-    for t in trials:
-        key = json.dumps({k: v for k, v in t.config.items() if k != "seed"}, sort_keys=True, default=str)
-        seen.setdefault(key, t)
+    for r in resolved:
+        key = json.dumps({k: v for k, v in r.flat().items() if k != "seed"}, sort_keys=True, default=str)
+        seen.setdefault(key, r)
     return list(seen.values())
 
 

@@ -2,7 +2,7 @@
 
 Only the driver writes (safe with a sqlite store and concurrent trials; the
 same code talks to a tracking server across machines). Child runs carry the
-tag ``schema.TRIAL_KEY`` so a resumed sweep finds and continues its own runs.
+tag ``contract.TRIAL_KEY`` so a resumed sweep finds and continues its own runs.
 """
 
 from __future__ import annotations
@@ -20,13 +20,12 @@ from mlflow.entities import Metric, Param, RunStatus, RunTag
 from mlflow.tracking import MlflowClient
 
 import rirlab
-from sweeps import schema
-from sweeps.store import (StoreURI, can_create, check_store, raw, redact_uri,  # noqa: F401  (redact_uri: re-exported)
-                          sqlite_path, validate_uri)
+from rirlab import contract
+from sweeps.record.store import StoreURI, can_create, check_store, raw, redact_uri, sqlite_path, validate_uri
 
 DEFAULT_URI_FILE = "mlruns.db"
 RAY_KEYS = {"time_this_iter_s", "timestamp", "training_iteration", "time_total_s", "time_since_restore",
-            "iterations_since_restore", "pid", "done", schema.STEP, "checkpoint_dir_name", "should_checkpoint"}
+            "iterations_since_restore", "pid", "done", contract.STEP, "checkpoint_dir_name", "should_checkpoint"}
 SECRET_MARKERS = ("PASSWORD", "SECRET", "TOKEN", "KEY", "CREDENTIAL")
 # forwarded to Ray workers (when set): plugins, the data cache, MLflow's TLS and S3 endpoint settings. Never a
 # secret: Ray writes a job's runtime_env, env_vars included, into its world-readable runtime_env_agent.log, and
@@ -34,8 +33,6 @@ SECRET_MARKERS = ("PASSWORD", "SECRET", "TOKEN", "KEY", "CREDENTIAL")
 # workers credentials of their own should a plugin need them.
 WORKER_ENV = ("MLFLOW_TRACKING_INSECURE_TLS", "MLFLOW_TRACKING_SERVER_CERT_PATH", "MLFLOW_S3_ENDPOINT_URL",
               "MLFLOW_S3_IGNORE_TLS", "AWS_DEFAULT_REGION", "AWS_REGION", "RIRLAB_PLUGINS", "RIRLAB_CACHE")
-EXPERIMENT_KIND_TAG = "mlflow.experimentKind"  # MLflow 3's UI opens an experiment by its kind (GenAI or model training)
-EXPERIMENT_KIND = "custom_model_development"
 
 
 def resolve_tracking_uri(cli_value: Optional[str] = None) -> StoreURI:
@@ -77,7 +74,7 @@ def split_result(result: dict) -> tuple[dict[str, float], dict[str, str]]:
         if isinstance(v, (int, float)) and math.isfinite(v):
             metrics[k] = float(v)
         elif isinstance(v, str):
-            tags[schema.result_tag(k)] = v[:5000]
+            tags[contract.result_tag(k)] = v[:5000]
     return metrics, tags
 
 
@@ -125,8 +122,8 @@ class Tracker:
     def context(self) -> dict[str, str]:
         if self._context is None:
             self._context = context_tags()
-            self._context.setdefault(schema.GIT_COMMIT, git_commit())
-            self._context.setdefault("mlflow.source.git.commit", self._context[schema.GIT_COMMIT])
+            self._context.setdefault(contract.GIT_COMMIT, git_commit())
+            self._context.setdefault(contract.GIT_COMMIT_MLFLOW, self._context[contract.GIT_COMMIT])
         return self._context
 
     def create_run(self, exp_id: str, name: str, tags: Optional[dict[str, str]] = None):
@@ -145,25 +142,25 @@ class Tracker:
             return None
         root = artifact_root(self.uri)
         return self.client.create_experiment(name, artifact_location=f"{root}/{name}" if root else None,
-                                             tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+                                             tags={contract.EXPERIMENT_KIND_TAG: contract.EXPERIMENT_KIND})
 
     def start_parent(self, exp_id: str, name: str, tags: dict[str, str]) -> str:
-        if EXPERIMENT_KIND_TAG not in self.client.get_experiment(exp_id).tags:  # made by an earlier rirlab
-            self.client.set_experiment_tag(exp_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
-        run = self.create_run(exp_id, name, {schema.SWEEP_TAG: schema.PARENT, **tags, schema.VERSION: rirlab.__version__,
-                                             schema.GIT_COMMIT: self.context()[schema.GIT_COMMIT]})
+        if contract.EXPERIMENT_KIND_TAG not in self.client.get_experiment(exp_id).tags:  # made by an earlier rirlab
+            self.client.set_experiment_tag(exp_id, contract.EXPERIMENT_KIND_TAG, contract.EXPERIMENT_KIND)
+        run = self.create_run(exp_id, name, {contract.SWEEP_TAG: contract.PARENT, **tags, contract.VERSION: rirlab.__version__,
+                                             contract.GIT_COMMIT: self.context()[contract.GIT_COMMIT]})
         return run.info.run_id
 
     def find_parent(self, exp_id: str, spec_hash: str):
-        runs = self.client.search_runs([exp_id], filter_string=schema.parent_filter(spec_hash),
+        runs = self.client.search_runs([exp_id], filter_string=contract.parent_filter(spec_hash),
                                        order_by=["attributes.start_time DESC"], max_results=1)
         return runs[0] if runs else None
 
     def children(self, exp_id: str, parent_id: str) -> list:
-        return self.client.search_runs([exp_id], filter_string=schema.children_filter(parent_id), max_results=50000)
+        return self.client.search_runs([exp_id], filter_string=contract.children_filter(parent_id), max_results=50000)
 
     def start_child(self, exp_id: str, parent_id: str, name: str, params: dict[str, Any], tags: dict[str, str]) -> str:
-        run = self.create_run(exp_id, name, {schema.PARENT_RUN_ID: parent_id, **tags})
+        run = self.create_run(exp_id, name, {contract.PARENT_RUN_ID: parent_id, **tags})
         self.log_params(run.info.run_id, params)
         return run.info.run_id
 
@@ -182,18 +179,18 @@ class Tracker:
                               tags=[RunTag(k, v) for k, v in tags.items()], synchronous=True)
 
     def log_datasets(self, run_id: str, datasets: list[dict]) -> None:
-        """Record a trial's splits as MLflow dataset inputs (``Task.datasets`` as dicts; see schema.DATASET_*)."""
+        """Record a trial's splits as MLflow dataset inputs (``Task.datasets`` as dicts; see contract.DATASET_*)."""
         from mlflow.entities import Dataset, DatasetInput, InputTag
 
         inputs = []
         for d in datasets:
-            generated = d["source"] == schema.DATASET_GENERATED
+            generated = d["source"] == contract.DATASET_GENERATED
             source = {"params": d["params"]} if generated else {"uri": d["source"], **d["params"]}
             dataset = Dataset(name=d["name"], digest=d["digest"],
-                              source_type=schema.DATASET_GENERATED if generated else "local",
+                              source_type=contract.DATASET_GENERATED if generated else "local",
                               source=json.dumps(source, sort_keys=True, default=str),
                               profile=json.dumps({"rows": d["rows"], "rows_from": d["rows_from"]}))
-            inputs.append(DatasetInput(dataset, tags=[InputTag(schema.DATASET_CONTEXT, d["split"])]))
+            inputs.append(DatasetInput(dataset, tags=[InputTag(contract.DATASET_CONTEXT, d["split"])]))
         if inputs:
             self.client.log_inputs(run_id, datasets=inputs)
 
@@ -202,7 +199,7 @@ class Tracker:
 
     def finish(self, run_id: str, status: str = "FINISHED", reason: Optional[str] = None) -> None:
         if reason:
-            self.set_tags(run_id, {schema.FAILURE_REASON: reason[:5000]})
+            self.set_tags(run_id, {contract.FAILURE_REASON: reason[:5000]})
         self.client.set_terminated(run_id, status=status)
 
     def reopen(self, run_id: str) -> None:

@@ -1,5 +1,5 @@
-"""The sweep spec file, torch-free: its YAML schema (pydantic), its expansion into trials, and the one
-function that turns a Ray Tune config into a trial (variants, ``when:`` and seeds applied there only).
+"""The sweep spec file, torch-free: its YAML schema (pydantic), its expansion into trials, and ``base_config`` (what every
+trial shares). How a spec becomes trials is ``sweeps.plan``.
 
 A spec is data, not code::
 
@@ -15,27 +15,23 @@ A spec is data, not code::
     mode: max
     quick: {fixed: {hidden_size: 16, steps: 200}, search: {chunk_size: {grid: [10, 30]}}, seeds: 1}
 
-This module checks the schema only; ``sweeps.spec.load_spec`` also applies --quick / --set and validates
-every trial config against the library's config dataclasses. Analysis reads specs through this module
-(re-exported by ``sweeps.schema``), so a table's layout needs neither torch nor the model registry.
+This module checks the schema only; ``sweeps.spec.load.load_spec`` also applies --quick / --set and validates
+every trial config against the library's config dataclasses. Torch-free and Ray-free: analysis reads specs
+through this module, so a table's layout needs neither torch nor the model registry.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import itertools
-import json
 import math
 import os
-import random
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, model_validator
 
-from rirlab.config import closest  # torch-free: the config layer imports models only inside resolve()
+from rirlab.config import closest  # torch-free: the config layer imports no model or task
 from rirlab.errors import UserError
-from sweeps.schema import TrialRecord
+from sweeps.spec.lines import load_with_lines
 
 SEARCH_KINDS = ("grid", "choice", "uniform", "loguniform", "randint")
 Count = Annotated[int, Strict()]  # counts take integers only: YAML's true is not 1
@@ -80,14 +76,6 @@ class Axis(_Strict):
     @property
     def values(self):
         return getattr(self, self.kind)
-
-
-def condition_holds(when: Optional[dict], config: dict) -> bool:
-    """A ``when:`` block holds if every named key has (one of) the listed value(s) in ``config``."""
-    for key, want in (when or {}).items():
-        if config.get(key) not in (want if isinstance(want, list) else [want]):
-            return False
-    return True
 
 
 class Variant(_Strict):
@@ -135,7 +123,7 @@ class Optuna(_Strict):
     importances read it. ``storage`` is an Optuna storage URL (default: a SQLite file beside the MLflow store
     when that is SQLite, else in the sweep's output directory); ``study_name`` defaults to the sweep's folder
     name ``<spec>-<hash>-<time>``. ``pruner``: Optuna's pruner judges the metric each evaluation reports (of a
-    configuration's first seed) and a pruned configuration stops on every seed (sweeps.space.pruning_scheduler);
+    configuration's first seed) and a pruned configuration stops on every seed (sweeps.tune.search.pruning_scheduler);
     single-metric only, instead of ``scheduler: asha``."""
 
     study_name: Optional[str] = Field(None, min_length=1)
@@ -285,8 +273,6 @@ def spec_error(err: ValidationError, path: Path, lines: dict) -> UserError:
 
 def parse_spec(path: Path) -> tuple[Spec, dict]:
     """(validated Spec, {key path: line}) of a spec file; any problem is a one-line UserError with file:line."""
-    from sweeps.yaml_lines import load_with_lines
-
     data, lines = load_with_lines(path)
     try:
         return Spec.model_validate(data), lines
@@ -313,93 +299,3 @@ def base_config(spec: Spec) -> dict[str, Any]:
     if spec.budget.epochs is not None:
         cfg["epochs"] = spec.budget.epochs
     return cfg
-
-
-VARIANT_KEY = "variant"  # the Tune config key naming a grid trial's variant (its overrides apply in TrialSpace.trial)
-REPEATER_INDEX = "__trial_index__"  # ray.tune.search.repeater.TRIAL_INDEX: which repeat (seed) of an Optuna sample
-
-
-@dataclasses.dataclass(frozen=True)
-class TrialSpace:
-    """How a flat Tune config of real config keys becomes a trial: the one place where a variant's
-    overrides, the ``when:`` conditions and the seeds of repeated Optuna samples are applied.
-
-    Plain data (picklable): the driver's callbacks and the trial workers hold the same one."""
-
-    search: tuple[str, ...] = ()  # the searched keys, in spec order
-    when: dict[str, dict] = dataclasses.field(default_factory=dict)  # searched key -> its condition
-    variants: dict[str, dict] = dataclasses.field(default_factory=dict)  # variant name -> its overrides
-    seeds: tuple[int, ...] = (0,)
-
-    @classmethod
-    def of(cls, spec: Spec) -> "TrialSpace":
-        return cls(tuple(spec.search), {k: a.when for k, a in spec.search.items() if a.when},
-                   {v.name: dict(v.set) for v in spec.variants}, tuple(spec.seed_list))
-
-    def trial(self, config: dict) -> TrialRecord:
-        """The trial a Tune config stands for (its name, swept values and flat rirlab config)."""
-        flat = dict(config)
-        variant = flat.pop(VARIANT_KEY, "")
-        if REPEATER_INDEX in flat:
-            flat["seed"] = self.seeds[flat.pop(REPEATER_INDEX)]
-        seed = flat.pop("seed", 0)
-        point = {k: flat.pop(k) for k in self.search if k in flat}
-        base = {**flat, **self.variants.get(variant, {})}
-        merged = {**base, **point, **({VARIANT_KEY: variant} if variant else {})}  # when: may name the variant
-        point = {k: v for k, v in point.items() if condition_holds(self.when.get(k), merged)}
-        swept = ({"variant": variant} if variant else {}) | point | {"seed": seed}
-        return TrialRecord.of(swept, {**base, **point, "seed": seed})
-
-
-def grid_points(spec: Spec) -> list[dict]:
-    """The grid as Tune configs of the swept keys only, ``{variant?, every searched key, seed}``, in
-    variants x grid x seeds order, one per distinct trial (a grid value whose ``when`` does not hold
-    would only repeat a trial)."""
-    space, base = TrialSpace.of(spec), base_config(spec)
-    names = [v.name for v in spec.variants] or [""]
-    keys = list(spec.search)
-    points, seen = [], set()
-    for name in names:
-        for combo in itertools.product(*(spec.search[k].values for k in keys)):
-            for s in spec.seed_list:
-                point = ({VARIANT_KEY: name} if name else {}) | dict(zip(keys, combo)) | {"seed": s}
-                sig = json.dumps(space.trial({**base, **point}).swept, sort_keys=True, default=str)
-                if sig not in seen:
-                    seen.add(sig)
-                    points.append(point)
-    return points
-
-
-def _sample_axis(axis: Axis, rng: random.Random):
-    kind, v = axis.kind, axis.values
-    if kind in ("grid", "choice"):
-        return rng.choice(v)
-    if kind == "uniform":
-        return rng.uniform(*v)
-    if kind == "loguniform":
-        return math.exp(rng.uniform(math.log(v[0]), math.log(v[1])))
-    return rng.randint(*v)
-
-
-def random_points(spec: Spec, seed: int = 0) -> list[dict]:
-    """The ``num_samples`` configurations of a random (or optuna, for previews) search: the searched keys only,
-    drawn on the driver from an RNG seeded with ``seed``, so the dry run and the sweep run the same ones and every
-    configuration runs once per seed with the same values."""
-    rng = random.Random(seed)
-    return [{k: _sample_axis(a, rng) for k, a in spec.search.items()} for _ in range(spec.num_samples)]
-
-
-def expand(spec: Spec, sample_random: bool = False, seed: int = 0) -> list[TrialRecord]:
-    """The trials. Grid: variants x grid x seeds. Random: the ``random_points`` x seeds (what the sweep runs).
-    Optuna with ``sample_random``: a local preview of num_samples x seeds (Optuna chooses the real values)."""
-    space, base = TrialSpace.of(spec), base_config(spec)
-    if spec.algorithm == "grid":
-        return [space.trial({**base, **point}) for point in grid_points(spec)]
-    if spec.algorithm == "optuna" and not sample_random:
-        return []
-    return [space.trial({**base, **point, "seed": s}) for point in random_points(spec, seed) for s in spec.seed_list]
-
-
-def swept_keys(spec: Spec) -> list[str]:
-    """Parameters that differ between trials, without the seed (what tables group by)."""
-    return (["variant"] if spec.variants else []) + list(spec.search)

@@ -1,240 +1,16 @@
-"""The Ray Tune search of a validated spec, as data: its param space, its search algorithm, and the
-dry run that shows the trials without starting anything."""
+"""``rirlab sweep --dry-run``: the plan's trials as a table, started nowhere, and a compute estimate (each distinct
+model config's training step timed here on a batch shaped like the task's)."""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import sys
-from pathlib import Path
 from typing import Optional
 
-from rirlab.config import resolve
-from rirlab.errors import UserError
-from sweeps.spec import LoadedSpec
-from sweeps.specfile import VARIANT_KEY, Spec, base_config, expand, grid_points, random_points
-
-
-def param_space(spec: Spec) -> dict:
-    """The Tune search space, as data: a flat dict of real config keys. Constants, a domain per searched
-    key, the seeds; a grid names its variants under ``variant`` (their overrides apply in TrialSpace.trial)."""
-    from ray import tune
-
-    space = {**base_config(spec), **{key: _domain(axis) for key, axis in spec.search.items()}}
-    if spec.algorithm == "grid":  # every trial is one of grid_points (_search_alg): the domains only declare the keys
-        if spec.variants:
-            space[VARIANT_KEY] = tune.choice([v.name for v in spec.variants])
-        space["seed"] = tune.choice(spec.seed_list)
-    elif spec.algorithm == "random":  # each drawn configuration (_search_alg) runs once per seed
-        space["seed"] = tune.grid_search(spec.seed_list)
-    else:  # optuna: the Repeater's index picks the seed of each repeat
-        space["seed"] = spec.seed_list[0]
-    return space
-
-
-def _domain(axis):
-    from ray import tune
-
-    v = axis.values
-    if axis.kind in ("grid", "choice"):
-        return tune.choice(v)
-    if axis.kind == "uniform":
-        return tune.uniform(*v)
-    if axis.kind == "loguniform":
-        return tune.loguniform(*v)
-    return tune.randint(v[0], v[1] + 1)  # randint bounds are inclusive in specs
-
-
-def _search_alg(spec: Spec, tracking_uri: Optional[str] = None, tune_path: Optional[str] = None):
-    """grid: exactly the spec's trials (``grid_points``, after variants and ``when:``), in spec order;
-    random: the configurations drawn on the driver (``random_points``, what the dry run shows), each run once per
-    seed with identical values; optuna: each Optuna suggestion runs once per seed (a Repeater: Optuna is told the
-    seed-mean of the metric), in a persistent study (``optuna_study``)."""
-    from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
-
-    if spec.algorithm == "grid":
-        return BasicVariantGenerator(points_to_evaluate=grid_points(spec), max_concurrent=spec.max_concurrent or 0)
-    if spec.algorithm == "random":
-        return BasicVariantGenerator(points_to_evaluate=random_points(spec), max_concurrent=spec.max_concurrent or 0)
-    study_name, storage = optuna_study(spec, tracking_uri, tune_path)
-    search = _classes()["OptunaSearchEvalOnly"](
-        metric=spec.metrics if len(spec.metrics) > 1 else spec.metrics[0],
-        mode=spec.modes if len(spec.modes) > 1 else spec.modes[0],
-        sampler=optuna_sampler(spec), study_name=study_name, storage=_rdb_storage(storage))
-    search.pruner = optuna_pruner(spec)
-    searcher = _classes()["SeedRepeater"](search, repeat=len(spec.seed_list), set_index=True)
-    if spec.max_concurrent:
-        searcher = ConcurrencyLimiter(searcher, max_concurrent=spec.max_concurrent)
-    return _classes()["PerSeedGenerator"](searcher, repeat=len(spec.seed_list))
-
-
-OPTUNA_DB = "optuna.db"
-
-
-def optuna_study(spec: Spec, tracking_uri: Optional[str] = None, tune_path: Optional[str] = None) -> tuple[str, str]:
-    """(study name, storage URL) of an optuna sweep: the spec's ``optuna:`` values, else the sweep's folder name
-    ``<spec>-<hash>-<time>`` and an SQLite file ``optuna.db`` beside the MLflow store when that is a SQLite file,
-    else in the output directory (``optuna-dashboard sqlite:///PATH/optuna.db`` shows it)."""
-    import time
-
-    # one study per sweep (a study named after the spec alone would mix its quick and full sweeps); --resume
-    # restores the searcher, and with it the study's name, from Ray Tune's state
-    name = spec.optuna.study_name or (Path(tune_path).name if tune_path else f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}")
-    if spec.optuna.storage:
-        return name, spec.optuna.storage
-    if tracking_uri and tracking_uri.startswith("sqlite:///") and tracking_uri != "sqlite:///:memory:":
-        db = Path(tracking_uri.removeprefix("sqlite:///")).expanduser()
-        return name, f"sqlite:///{(db.resolve().parent / OPTUNA_DB)}"
-    root = Path(tune_path).parent if tune_path else Path("rirlab_runs")
-    root.mkdir(parents=True, exist_ok=True)
-    return name, f"sqlite:///{root.resolve() / OPTUNA_DB}"
-
-
-def _rdb_storage(url: str):
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)  # not "A new study created in RDB ..." on the terminal
-    try:
-        return optuna.storages.RDBStorage(url)
-    except Exception as err:  # a bad URL or a database that cannot be opened: before any trial starts
-        raise UserError(f"optuna.storage {url!r} cannot be opened ({str(err).splitlines()[0]}); give a database URL "
-                        f"Optuna accepts, e.g. sqlite:///optuna.db") from None
-
-
-def optuna_sampler(spec: Spec):
-    """The spec's ``optuna.sampler`` (a name from specfile.SAMPLERS), seeded with the first seed."""
-    import optuna
-
-    seed = spec.seed_list[0]
-    return {"tpe": lambda: optuna.samplers.TPESampler(seed=seed),
-            "random": lambda: optuna.samplers.RandomSampler(seed=seed),
-            "qmc": lambda: optuna.samplers.QMCSampler(seed=seed),
-            "gp": lambda: optuna.samplers.GPSampler(seed=seed),
-            "nsgaii": lambda: optuna.samplers.NSGAIISampler(seed=seed)}[spec.optuna.sampler]()
-
-
-def optuna_pruner(spec: Spec):
-    """The spec's ``optuna.pruner`` as an Optuna pruner (NopPruner for none)."""
-    import optuna
-
-    return {"none": optuna.pruners.NopPruner, "median": optuna.pruners.MedianPruner,
-            "hyperband": optuna.pruners.HyperbandPruner,
-            "successive_halving": optuna.pruners.SuccessiveHalvingPruner}[spec.optuna.pruner]()
-
-
-def pruning_scheduler(search_alg):
-    """The Tune scheduler that carries out Optuna's pruning decisions for an optuna search from ``_search_alg``
-    (None when its pruner is none): pass it as TuneConfig(scheduler=...) where the spec's scheduler is fifo."""
-    import optuna
-
-    searcher = getattr(search_alg, "searcher", None)
-    while searcher is not None and not isinstance(searcher, _classes()["OptunaSearchEvalOnly"]):
-        searcher = getattr(searcher, "searcher", None)
-    if searcher is None or isinstance(searcher.pruner, optuna.pruners.NopPruner):
-        return None
-    return _classes()["OptunaPruning"](search_alg.searcher)
-
-
-@functools.cache
-def _classes() -> dict:
-    """Ray Tune subclasses, defined on first use (importing Ray is slow) and importable by name from this module
-    (Tune pickles its search algorithm with the experiment; ``--resume`` loads it back)."""
-    import numpy as np
-    import optuna
-    from ray.tune.schedulers import FIFOScheduler, TrialScheduler
-    from ray.tune.search import Repeater, SearchGenerator
-    from ray.tune.search.optuna import OptunaSearch
-
-    class OptunaSearchEvalOnly(OptunaSearch):
-        """Ray's OptunaSearch reads the metric from every report; a trial reports its train loss every
-        ``log_every`` steps and the metric (dev accuracy) only when it evaluates: pass only those to Optuna."""
-
-        pruner = None  # set by _search_alg; Ray's OptunaSearch creates its study with NopPruner
-
-        def on_trial_result(self, trial_id: str, result: dict):
-            if isinstance(self.metric, str) and self.metric not in result:
-                return
-            super().on_trial_result(trial_id, result)
-
-        def _setup_study(self, mode):
-            super()._setup_study(mode)
-            if self.pruner is not None:
-                self._ot_study.pruner = self.pruner
-
-        def should_prune(self, trial_id: str) -> bool:
-            ot_trial = self._ot_trials.get(trial_id)
-            return ot_trial is not None and trial_id not in self._completed_trials and ot_trial.should_prune()
-
-    class SeedRepeater(Repeater):
-        """Repeater that also averages several objectives (multi-objective Optuna) over the seeds, and passes the
-        intermediate results of each configuration's first seed to Optuna (what its pruner judges)."""
-
-        def on_trial_result(self, trial_id: str, result: dict):
-            group = self._trial_id_to_group.get(trial_id)
-            if group is not None and trial_id == group.primary_trial_id:
-                self.searcher.on_trial_result(trial_id, result)
-
-        def should_prune(self, trial_id: str) -> bool:
-            group = self._trial_id_to_group.get(trial_id)
-            return group is not None and self.searcher.should_prune(group.primary_trial_id)
-
-        def on_trial_complete(self, trial_id: str, result: Optional[dict] = None, **kwargs):
-            metrics = self.searcher.metric if isinstance(self.searcher.metric, list) else [self.searcher.metric]
-            group = self._trial_id_to_group[trial_id]
-            group.report(trial_id, [float((result or {}).get(m, np.nan)) for m in metrics])
-            if group.finished_reporting():
-                means = np.nanmean(np.array(group.scores(), dtype=float).reshape(-1, len(metrics)), axis=0)
-                values = {m: (None if np.isnan(v) else float(v)) for m, v in zip(metrics, means)}
-                self.searcher.on_trial_complete(group.primary_trial_id,
-                                                result=values if None not in values.values() else None, **kwargs)
-
-    class PerSeedGenerator(SearchGenerator):
-        """num_samples counts configurations: each is repeated once per seed, so Tune runs num_samples x seeds."""
-
-        def __init__(self, searcher, repeat: int = 1):
-            super().__init__(searcher)
-            self._repeat = repeat
-
-        def add_configurations(self, experiments):
-            super().add_configurations(experiments)
-            self._total_samples *= self._repeat
-
-        def __getstate__(self):  # Tune pickles its search algorithm with the Tuner; the argument parser is rebuilt
-            return {k: v for k, v in self.__dict__.items() if k != "_parser"}
-
-        def __setstate__(self, state):
-            from ray.tune.experiment.config_parser import _make_parser
-
-            self.__dict__.update(state, _parser=_make_parser())
-
-    class OptunaPruning(FIFOScheduler):
-        """Stops a trial once Optuna's pruner prunes its configuration (judged on the first seed's reports)."""
-
-        def __init__(self, searcher):
-            super().__init__()
-            self.searcher = searcher  # the SeedRepeater (or a ConcurrencyLimiter around it)
-
-        def on_trial_result(self, tune_controller, trial, result: dict) -> str:
-            inner = self.searcher
-            while not hasattr(inner, "should_prune"):
-                inner = inner.searcher
-            try:
-                return TrialScheduler.STOP if inner.should_prune(trial.trial_id) else TrialScheduler.CONTINUE
-            except (KeyError, optuna.exceptions.OptunaError):
-                return TrialScheduler.CONTINUE
-
-    out = {}
-    for cls in (OptunaSearchEvalOnly, SeedRepeater, PerSeedGenerator, OptunaPruning):
-        cls.__module__, cls.__qualname__ = __name__, cls.__name__
-        out[cls.__name__] = cls
-    return out
-
-
-def __getattr__(name: str):
-    if name in ("OptunaSearchEvalOnly", "SeedRepeater", "PerSeedGenerator", "OptunaPruning"):
-        return _classes()[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+from rirlab.contract import short_value
+from sweeps.plan.plan import SweepPlan
+from sweeps.spec.schema import Spec
 
 
 TIMING_BUDGET_S = 8.0  # the dry run spends about this long timing training steps (all model configs together)
@@ -417,18 +193,14 @@ class StepTiming:
         return self.timed[-1][0] != len(self.shape.lengths[0])
 
 
-def dry_run(loaded: LoadedSpec, out=sys.stdout, timing: Optional[bool] = None) -> None:
+def dry_run(plan: SweepPlan, out=sys.stdout, timing: Optional[bool] = None) -> None:
     """What the sweep will run, started nowhere: one line of header, a table with one row per trial (one column
     per swept value, the trial's training steps), then the compute estimate (``compute_estimate``)."""
-    from sweeps.schema import short_value
-
-    spec = loaded.spec
-    trials = expand(spec, sample_random=True)
+    spec, trials, resolved = plan.spec, plan.trials, plan.resolved
     how = {"grid": "grid", "random": f"random search ({spec.num_samples} configurations drawn here, each run per seed)",
            "optuna": f"Optuna ({spec.num_samples} suggestions, each run per seed; the values below are a preview, "
                      f"Optuna chooses the real ones)"}[spec.algorithm]
-    print(f"{spec.name}: {len(trials)} trials (spec hash {loaded.hash}) by {how}", file=out)
-    resolved = [resolve(t.config) for t in trials]
+    print(f"{spec.name}: {len(trials)} trials (spec hash {plan.hash}) by {how}", file=out)
     steps = [trial_steps(r) for r in resolved]
     columns = list(dict.fromkeys(k for t in trials for k in t.swept))
     rows = [[str(i + 1), *(short_value(t.swept[k]) if k in t.swept else "-" for k in columns),
@@ -439,7 +211,7 @@ def dry_run(loaded: LoadedSpec, out=sys.stdout, timing: Optional[bool] = None) -
     for r in [header, *rows]:
         print("  ".join(c.rjust(w) if j == 0 or j == len(header) - 1 else c.ljust(w)
                         for j, (c, w) in enumerate(zip(r, widths))).rstrip(), file=out)
-    shared = {k: v for k, v in base_config(spec).items() if k not in columns}
+    shared = {k: v for k, v in plan.base.items() if k not in columns}
     if shared:
         print("every trial: " + ", ".join(f"{k}={short_value(v)}" for k, v in shared.items()), file=out)
     print(compute_estimate(spec, resolved, steps, timing), file=out)

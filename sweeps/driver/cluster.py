@@ -1,0 +1,115 @@
+"""The Ray side of a sweep's driver: ``--address`` checked, Ray started (a fresh local Ray, or a cluster joined
+with this checkout's code as py_modules), Ray's logging sent to the sweep's folder, and a trial's resources
+checked against the nodes."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import socket
+import sys
+from pathlib import Path
+from typing import Optional
+
+from rirlab.errors import UserError
+from sweeps.record.tracker import worker_env
+from sweeps.spec.schema import Spec
+
+
+def ray_init(address: Optional[str], log_dir: Path, tracking_uri: Optional[str] = None) -> None:
+    import ray
+
+    if address not in (None, "local"):
+        _check_reachable(address)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(log_dir / "ray_driver.log")
+    _log_ray_to(handler)
+    if ray.is_initialized():
+        return
+    kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
+    if address in (None, "local"):
+        # no --address: always a fresh local Ray sized to this machine, never an unrelated `ray start` cluster;
+        # workers get the same environment as on a cluster ($RIRLAB_CACHE made absolute: trials run in their own
+        # directories)
+        ray.init(address="local", runtime_env={"env_vars": worker_env(tracking_uri)}, **kwargs)
+        _log_ray_to(handler)
+        return
+    # a running cluster (ray start, `ray up`, KubeRay, Slurm): workers need only the Python environment; the
+    # trial code travels as py_modules (this checkout's rirlab and sweeps, so every node runs the driver's
+    # version) with the top-level packages of $RIRLAB_PLUGINS, MLflow's URI and credentials as env_vars (the
+    # trial configs themselves travel with the trials)
+    import importlib
+
+    import rirlab
+    import sweeps
+
+    plugins = {m.strip().split(".")[0] for m in os.environ.get("RIRLAB_PLUGINS", "").split(",") if m.strip()}
+    modules = [rirlab, sweeps] + [importlib.import_module(p) for p in sorted(plugins - {"rirlab", "sweeps"})]
+    runtime_env = {"py_modules": modules, "excludes": ["__pycache__", "*.pyc"], "env_vars": worker_env(tracking_uri)}
+    try:
+        ray.init(address=address, runtime_env=runtime_env, **kwargs)
+        _log_ray_to(handler)
+    except (ConnectionError, ValueError, RuntimeError) as err:  # not a Ray head there, or a token that is not
+        # the cluster's (token authentication)
+        why = (str(err).splitlines() or [type(err).__name__])[0]
+        raise UserError(f"cannot join the Ray cluster at {address} ({why}); check the address "
+                        f"and give this process the cluster's token: RAY_AUTH_MODE=token with RAY_AUTH_TOKEN or "
+                        f"RAY_AUTH_TOKEN_PATH (see cluster/README.md)") from None
+
+
+def _log_ray_to(handler: logging.Handler) -> None:
+    """Ray's driver-side logging goes to the sweep's ray_driver.log, never to the terminal. (Called again after
+    ray.init: with configure_logging=False it empties the "ray" logger's handlers, and a warning it logs then,
+    such as the token-authentication notice, would reach stderr through Python's last-resort handler.)"""
+    for name in ("ray", "ray._private", "ray.tune", "ray.train", "ray.data"):
+        lg = logging.getLogger(name)
+        lg.handlers = [handler]
+        lg.propagate = False
+        lg.setLevel(logging.INFO)
+
+
+_ADDRESS = re.compile(r"^(ray://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.\-]*):(\d{1,5})$")
+
+
+def check_address(address: Optional[str]) -> None:
+    """--address is local, auto, HOST:PORT or ray://HOST:PORT (checked before anything starts)."""
+    if address in (None, "local", "auto") or _ADDRESS.match(address):
+        return
+    raise UserError(f"--address {address!r} is not a Ray address; give HOST:PORT of the head's GCS (e.g. "
+                    f"10.0.0.5:6379), ray://HOST:10001 for Ray Client, auto for the cluster this machine belongs to, "
+                    f"or leave it out for a local Ray")
+
+
+def _check_reachable(address: str) -> None:
+    """HOST:PORT or ray://HOST:PORT must accept a TCP connection (Ray itself would wait for minutes)."""
+    hostport = address.split("://", 1)[-1]
+    if address == "auto" or ":" not in hostport:
+        return
+    host, _, port = hostport.rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+    except (OSError, ValueError) as err:
+        raise UserError(f"--address {address}: nothing answers there ({err}); start the cluster (ray start --head) "
+                        f"or fix the address (HOST:PORT of the head's GCS, e.g. 10.0.0.5:6379)") from None
+
+
+def check_resources(spec: Spec, address: Optional[str]) -> None:
+    """A trial must fit on one node (cpu and gpu of one placement-group bundle). On a local Ray nothing would
+    ever run: refuse. On a cluster an autoscaler may still add a node that fits: say so at once, in one line."""
+    import ray
+
+    cpu, gpu = spec.resources.cpu, spec.resources.gpu
+    nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+    if any(r.get("CPU", 0) >= cpu and r.get("GPU", 0) >= gpu for r in nodes):
+        return
+    biggest = max(nodes, key=lambda r: (r.get("GPU", 0), r.get("CPU", 0)), default={})
+    have = f"cpu {biggest.get('CPU', 0):g}, gpu {biggest.get('GPU', 0):g}"
+    need = f"resources: {{cpu: {cpu:g}, gpu: {gpu:g}}}"
+    if address in (None, "local"):
+        raise UserError(f"{need} per trial does not fit this machine (Ray sees {have}); lower the spec's resources "
+                        f"(gpu: 0 on a machine without a GPU) or run on a cluster with --address")
+    print(f"warning: {need} per trial fits no node of the cluster at {address} (the largest has {have}); trials "
+          f"stay pending until a node that fits joins (an autoscaler's); Ctrl-C to stop", file=sys.stderr, flush=True)
+
+

@@ -1,0 +1,121 @@
+"""The sweep's progress on the terminal: one live line (running / pending / finished / failed, the best final value
+so far, elapsed time), and with ``--progress trials`` a line per trial as it starts, finishes or fails."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from rirlab import contract
+from sweeps.spec.trials import TrialSpace
+from sweeps.record.callback import DriverCallback, trial_error, failure_of
+
+
+class ProgressCallback(DriverCallback):
+    """One live line: running / pending / finished / failed, the best FINAL value of each objective so far (a
+    trial's last report, never a mid-training one) and the trial that reached it, elapsed time. With
+    ``trials=True`` (``--progress trials``) also one line per trial as it starts, finishes or fails."""
+
+    slot = "progress"
+
+    def __init__(self, name: str, total: int, metric, mode, space: TrialSpace, stream=None, trials: bool = False):
+        self.name, self.total, self.space = name, total, space
+        self.metrics = [metric] if isinstance(metric, str) else list(metric)
+        self.modes = [mode] * len(self.metrics) if isinstance(mode, str) else list(mode)
+        self.trials = trials
+        self.stream = stream or sys.stdout
+        self.tty = self.stream.isatty()
+        self.t0 = time.time()
+        self.state: dict[str, str] = {}
+        self.best: dict[str, tuple[float, str]] = {}  # objective -> (best final value, trial name)
+        self.last_line = ""
+        self.last_print = 0.0
+
+    def seed(self, runs) -> None:
+        """A resumed sweep starts from what its runs in MLflow already hold (ended trials and their finals)."""
+        for run in runs:
+            key = run.data.tags.get(contract.TRIAL_KEY)
+            if key and run.info.status in ("FINISHED", "FAILED"):
+                self.state[key] = "finished" if run.info.status == "FINISHED" else "failed"
+                if run.info.status == "FINISHED" and run.data.tags.get(contract.EARLY_STOPPED) != contract.TRUE:
+                    self._update_best(run.data.metrics, run.info.run_name)
+
+    def _update_best(self, values: dict, name: str) -> None:
+        for metric, mode in zip(self.metrics, self.modes):
+            v = values.get(metric)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                old = self.best.get(metric)
+                if old is None or (v > old[0] if mode == "max" else v < old[0]):
+                    self.best[metric] = (float(v), name)
+
+    def _line(self) -> str:
+        vals = list(self.state.values())
+        running, finished, failed = vals.count("running"), vals.count("finished"), vals.count("failed")
+        pending = max(self.total - len(vals), 0)
+        el = int(time.time() - self.t0)
+        best = "; ".join(f"{m} {v:.2f} ({who})" for m in self.metrics if m in self.best for v, who in [self.best[m]])
+        return (f"[{self.name} {el // 60:02d}:{el % 60:02d}] {running} running | {pending} pending | "
+                f"{finished} finished | {failed} failed" + (f" | best final {best}" if best else ""))
+
+    def _emit(self, force: bool = False) -> None:
+        line = self._line()
+        if self.tty:
+            if force or time.time() - self.last_print > 1:
+                self.stream.write("\r" + line.ljust(len(self.last_line)))
+                self.stream.flush()
+                self.last_line, self.last_print = line, time.time()
+        elif force and line.split("] ", 1)[1] != self.last_line.split("] ", 1)[-1]:
+            print(line, file=self.stream, flush=True)
+            self.last_line = line
+
+    def _trial_line(self, trial, what: str) -> None:
+        if not self.trials:
+            return
+        text = f"  trial {self.space.trial(trial.config).name}: {what}"
+        if self.tty:  # above the live line, which is redrawn below it
+            self.stream.write("\r" + text.ljust(len(self.last_line)) + "\n")
+            self.last_line = ""
+        else:
+            print(text, file=self.stream, flush=True)
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        if self.state.get(trial.trial_id) in ("finished", "failed"):
+            return  # an ended trial of a resumed sweep reporting its recorded end
+        self.state[trial.trial_id] = "running"
+        self._trial_line(trial, "running")
+        self._emit(True)
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        if result.get(contract.FINAL) and self.state.get(trial.trial_id) == "running":
+            self._update_best(result, self.space.trial(trial.config).name)
+        self._emit()
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        if self.state.get(trial.trial_id) in ("finished", "failed"):
+            return
+        reason = failure_of(trial)
+        self.state[trial.trial_id] = "failed" if reason is not None else "finished"
+        last = trial.last_result or {}
+        if reason is not None:
+            self._trial_line(trial, f"failed ({reason})")
+        else:
+            finals = ", ".join(f"{m} {last[m]:.2f}" for m in self.metrics if isinstance(last.get(m), (int, float)))
+            self._trial_line(trial, ("finished" if last.get(contract.FINAL) else "stopped early") +
+                             (f": {finals}" if finals else ""))
+        self._emit(True)
+
+    def ontrial_error(self, iteration, trials, trial, **info):
+        if self.state.get(trial.trial_id) in ("finished", "failed"):
+            return
+        self.state[trial.trial_id] = "failed"
+        self._trial_line(trial, f"failed ({trial_error(trial)})")
+        self._emit(True)
+
+    def on_step_end(self, iteration, trials, **info):
+        if self.tty:
+            self._emit()
+
+    def close(self) -> None:
+        self._emit(True)
+        if self.tty:
+            self.stream.write("\n")

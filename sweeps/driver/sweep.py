@@ -1,0 +1,233 @@
+"""Run (or ``--resume``) the sweep of a plan: Ray started, the parent run opened, the Tuner fitted with the MLflow
+and progress callbacks, and the parent ended with its counts, best trial and report."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+from rirlab import contract
+from rirlab.errors import UserError
+from sweeps.driver.cluster import check_address, check_resources, ray_init
+from sweeps.driver.signals import SweepInterrupted, raise_if_interrupted, stop_on_sigterm_like_ctrl_c
+from sweeps.plan.plan import SweepPlan
+from sweeps.record.tracker import Tracker
+
+OUTPUT_ROOT = "rirlab_runs"
+
+
+def new_tune_path(output_root: str, name: str, spec_hash: str) -> str:
+    """A fresh Ray Tune folder per sweep: the time and a random suffix, so two sweeps of one spec started in the
+    same second each keep their own state (and each can be resumed)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return str(Path(output_root).resolve() / f"{name}-{spec_hash}-{stamp}-{secrets.token_hex(3)}")
+
+
+def _no_parent_message(tracker: Tracker, exp_id: Optional[str], plan: SweepPlan, uri: str) -> str:
+    """Why --resume finds nothing: no sweep of this spec at all, or one of an earlier version of the spec."""
+    last = None
+    if exp_id:
+        runs = tracker.client.search_runs([exp_id], filter_string=contract.parent_filter(),
+                                          order_by=["attributes.start_time DESC"], max_results=1)
+        last = runs[0] if runs else None
+    if last is None:
+        return (f"--resume: no earlier sweep of {plan.loaded.path} (spec hash {plan.hash}) in {uri}; run it without "
+                f"--resume first (same --quick/--set flags)")
+    tags = last.data.tags
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(last.info.start_time / 1000))
+    flags = (" --quick" if tags.get(contract.QUICK) == "True" else "") + "".join(
+        f" --set {k}={v}" for k, v in json.loads(tags.get(contract.OVERRIDES) or "{}").items())
+    return (f"--resume: the spec changed since the last sweep of {plan.spec.name} (run {last.info.run_id}, "
+            f"{when}, spec hash {tags.get(contract.SPEC_HASH)}; now {plan.hash}); to resume that sweep, put back the "
+            f"spec it ran (saved in that run's artifacts under {contract.SPEC_ARTIFACT_DIR}/) and use its flags"
+            f"{flags or ' (none)'}; to start a new sweep of this spec, leave out --resume")
+
+
+def run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str] = None, resume: bool = False,
+              checkpoint_artifacts: bool = True, output_root: str = OUTPUT_ROOT, progress: str = "line",
+              system_metrics: bool = False, report: Optional[Callable[[str, str], None]] = None) -> dict:
+    """Run (or --resume) the sweep; returns counts of finished / failed trials. Ctrl-C or SIGTERM once the
+    parent run exists raises SweepInterrupted (before it, KeyboardInterrupt: nothing to resume). ``report(uri,
+    parent_id)`` attaches the finished sweep's report (the CLI passes analysis's table and plot); a failure
+    there is a warning."""
+    stop_on_sigterm_like_ctrl_c()
+    check_address(address)
+    os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", "1")
+    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "5")  # snapshot Tune's state often: --resume needs it
+    # CheckpointConfig(num_to_keep=1) makes Tune snapshot its state after every trial checkpoint (so the state
+    # never names a deleted checkpoint: what --resume restores from) and warn when such snapshots come closer
+    # than this many seconds apart. On this storage they are small local files: wanted, not a bottleneck.
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    from ray import tune
+
+    spec = plan.spec
+    tracker = Tracker(tracking_uri)
+    exp_id = tracker.experiment_id(spec.name, create=False)
+    parent = tracker.find_parent(exp_id, plan.hash) if resume and exp_id else None
+    if resume and parent is None:
+        raise UserError(_no_parent_message(tracker, exp_id, plan, tracking_uri))
+    restore = False
+    if parent is not None:
+        tune_path = parent.data.tags.get(contract.TUNE_PATH, "")
+        restore = bool(tune_path) and tune.Tuner.can_restore(tune_path)
+        if not restore and tracker.children(exp_id, parent.info.run_id):
+            raise UserError(f"--resume: the Ray Tune state of run {parent.info.run_id} ({tune_path or 'unknown'}) is "
+                            f"gone; start the sweep again without --resume")
+    else:
+        tune_path = new_tune_path(output_root, spec.name, plan.hash)
+    ray_init(address, Path(tune_path), tracking_uri)  # a wrong --address fails here, before MLflow is written
+    stop_on_sigterm_like_ctrl_c()  # again: ray.init replaced it
+    raise_if_interrupted()  # a Ctrl-C that ray.init swallowed: stop before anything is recorded
+    try:
+        check_resources(spec, address)  # a trial no node can hold: refused before MLflow is written
+    except UserError:
+        if parent is None:  # nothing ran: leave no sweep folder behind
+            import shutil
+
+            import ray
+
+            ray.shutdown()
+            shutil.rmtree(tune_path, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                Path(tune_path).parent.rmdir()  # the output root, when this made it and it is empty
+        raise
+    if parent is not None:
+        parent_id = parent.info.run_id
+        tracker.reopen(parent_id)  # (no Tune state and no trial yet: the sweep starts afresh under the same run)
+    else:
+        exp_id = tracker.experiment_id(spec.name)
+        parent_id = _start_parent(tracker, exp_id, plan, tune_path, time.strftime("%Y%m%d-%H%M%S"))
+    try:
+        return _fit(plan, tracker, exp_id, parent_id, tune_path, restore, checkpoint_artifacts, progress,
+                    system_metrics, report)
+    except BaseException as err:
+        # whatever stops the driver (Ctrl-C before Tune took over, an error) leaves no parent run RUNNING
+        tracker.set_tags(parent_id, {contract.INTERRUPTED: contract.TRUE})
+        tracker.finish(parent_id, "KILLED")
+        if isinstance(err, KeyboardInterrupt) and not isinstance(err, SweepInterrupted):
+            raise SweepInterrupted(parent_id) from None
+        raise
+
+
+def _start_parent(tracker: Tracker, exp_id: str, plan: SweepPlan, tune_path: str, stamp: str) -> str:
+    spec, loaded = plan.spec, plan.loaded
+    tags = {contract.SPEC_HASH: plan.hash, contract.SPEC_PATH: str(loaded.path), contract.QUICK: str(loaded.quick),
+            contract.TUNE_PATH: tune_path, contract.SWEPT_KEYS: json.dumps(plan.swept_keys),
+            contract.ALGORITHM: spec.algorithm, contract.METRIC: ",".join(spec.metrics),
+            contract.SEEDS: str(len(spec.seed_list)), contract.OVERRIDES: json.dumps(loaded.overrides, default=str)}
+    if plan.splits is not None:
+        tags[contract.SPLITS] = contract.encode_splits(plan.splits)
+    parent_id = tracker.start_parent(exp_id, f"{spec.name} {stamp}", tags)
+    tracker.client.log_text(parent_id, loaded.text, f"{contract.SPEC_ARTIFACT_DIR}/{loaded.path.name}")
+    tracker.client.log_text(parent_id, json.dumps(spec.model_dump(mode="json"), indent=2), contract.EFFECTIVE_SPEC_ARTIFACT)
+    from sweeps.record import artifacts
+
+    artifacts.record_spec(tracker.client, exp_id, parent_id, spec.model_dump(mode="json"))
+    return parent_id
+
+
+def _recorded_ends(tracker: Tracker, exp_id: str, parent_id: str) -> dict:
+    """Trials whose end MLflow holds (run FINISHED or FAILED, or its final result logged): trial key -> the
+    result that ends them again."""
+    done = {}
+    for run in tracker.children(exp_id, parent_id):
+        key = run.data.tags.get(contract.TRIAL_KEY)
+        final = run.info.status != "FAILED" and run.data.tags.get(contract.FINAL_LOGGED) == contract.TRUE
+        if not key or (run.info.status not in ("FINISHED", "FAILED") and not final):
+            continue
+        if run.info.status == "FAILED":
+            done[key] = {contract.FAILURE_RESULT: run.data.tags.get(contract.FAILURE_REASON, "failed")}
+            continue
+        steps = [m.step for m in tracker.client.get_metric_history(run.info.run_id, contract.TRAIN_LOSS)]
+        done[key] = {**run.data.metrics, contract.STEP: max(steps, default=0),
+                     contract.FINAL: run.data.tags.get(contract.EARLY_STOPPED) != contract.TRUE}
+    return done
+
+
+def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_path: str, restore: bool,
+         checkpoint_artifacts: bool, progress_mode: str = "line", system_metrics: bool = False, report=None) -> dict:
+    from ray import tune
+
+    import ray
+
+    from sweeps.driver.progress import ProgressCallback
+    from sweeps.record.callback import MLflowTrialCallback, bound
+    from sweeps.tune.trainable import trial_fn
+    from sweeps.tune.tuner import new_tuner
+
+    spec, loaded = plan.spec, plan.loaded
+
+    raise_if_interrupted()
+    tracker.set_tags(parent_id, {contract.CLUSTER_RESOURCES: json.dumps(ray.cluster_resources(), sort_keys=True)})
+    space = plan.space
+    resources = {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu}
+    done = _recorded_ends(tracker, exp_id, parent_id) if restore else {}
+    monitor = None
+    if system_metrics:
+        monitor = {"uri": str(getattr(tracker.uri, "raw", tracker.uri)), "exp_id": exp_id, "parent_id": parent_id,
+                   "interval": float(os.environ.get("RIRLAB_SYSTEM_METRICS_INTERVAL_S", "10"))}
+    trainable = tune.with_parameters(trial_fn, space=space, checkpoint_every=spec.checkpoint_every,
+                                     driver_cwd=os.getcwd(), done=done, monitor=monitor)
+    train_fn = tune.with_resources(trainable, resources)
+    mlflow_cb = MLflowTrialCallback(tracker, exp_id, parent_id, plan, checkpoint_artifacts=checkpoint_artifacts)
+    n_trials = plan.n_trials
+    progress = ProgressCallback(spec.name, n_trials, spec.metrics, spec.modes, space, trials=progress_mode == "trials")
+    progress.seed(mlflow_cb.existing.values())
+    try:
+        # Tune saves its callbacks with the experiment (pickle; deep copies too): while bound, they load back
+        # as these two live ones, in a fresh Tuner and in a restored one alike
+        with bound(mlflow_cb, progress) as callbacks:
+            if restore:
+                tuner = tune.Tuner.restore(tune_path, trainable=train_fn, resume_unfinished=True, resume_errored=True)
+            else:
+                tuner = new_tuner(plan, train_fn, tune_path, callbacks,
+                                   tracking_uri=str(getattr(tracker.uri, "raw", tracker.uri)))
+            grid = tuner.fit()
+        errors = len(grid.errors)
+    except KeyboardInterrupt:  # a second Ctrl-C: Ray gives up waiting
+        errors = 0
+    progress.close()
+    counts = mlflow_cb.counts()
+    counts.update(parent_run_id=parent_id, errors=errors)
+    running = [k for k, st in mlflow_cb.state.items() if st == "running"]
+    counts["interrupted"] = bool(running) or counts["finished"] + counts["failed"] < n_trials
+    tracker.set_tags(parent_id, {contract.TRIALS_FINISHED: str(counts["finished"]),
+                                 contract.TRIALS_FAILED: str(counts["failed"])})
+    if counts["interrupted"]:
+        # Ctrl-C (Ray Tune stops gracefully and saves its state): unfinished trials end KILLED in MLflow;
+        # --resume reopens the same runs and continues each trial from its last checkpoint.
+        mlflow_cb.mark_interrupted()
+        tracker.set_tags(parent_id, {contract.INTERRUPTED: contract.TRUE})
+        tracker.finish(parent_id, "KILLED")
+        flags = (" --quick" if loaded.quick else "") + "".join(f" --set {k}={v}" for k, v in loaded.overrides.items())
+        print(f"interrupted: {len(running)} running trial(s) stopped, their last checkpoints kept; continue with:\n"
+              f"  rirlab sweep {loaded.path}{flags} --resume", file=sys.stderr)
+    else:
+        from sweeps.record import artifacts
+
+        def warn(msg: str) -> None:
+            print(msg, file=sys.stderr, flush=True)
+
+        try:  # every trial is recorded already: a summary that cannot be written costs only the summary
+            artifacts.record_best(tracker.client, exp_id, parent_id, spec.metrics, spec.modes)
+        except Exception as err:  # noqa: BLE001
+            warn(f"warning: the best trial could not be recorded on the parent run ({type(err).__name__}: {err})"
+                 .splitlines()[0])
+        if report is not None:
+            try:  # the sweep itself succeeded: its report is a convenience
+                report(tracker.uri, parent_id)
+            except Exception as err:  # noqa: BLE001
+                why = str(err).splitlines()[0] if str(err) else ""
+                warn(f"warning: the sweep finished but its table/plot could not be attached to the parent run "
+                     f"({type(err).__name__}: {why}); run rirlab tables instead")
+        tracker.finish(parent_id, "FINISHED")
+    return counts
+

@@ -1,0 +1,194 @@
+"""Driver-side Ray Tune callbacks: MLflow child runs per trial, and one live progress line per sweep."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+from ray import tune
+
+from rirlab import contract
+from sweeps.plan.plan import SweepPlan
+from sweeps.record.artifacts import config_yaml, log_model
+from sweeps.record.tracker import Tracker
+
+
+def failure_of(trial):
+    """The reason a completed trial failed (its last result names it), else None."""
+    return (trial.last_result or {}).get(contract.FAILURE_RESULT)
+
+
+def trial_error(trial) -> str:
+    for attr in ("error_file", "pickled_error_file"):
+        path = getattr(trial, attr, None)
+        if path and Path(path).is_file() and not str(path).endswith(".pkl"):
+            text = Path(path).read_text(errors="replace").strip().splitlines()
+            return text[-1] if text else "unknown error"
+    return "trial raised an error (see the Ray logs in the sweep's output directory)"
+
+
+def trial_datasets(resolved) -> list[dict]:
+    """The datasets a trial reads (``Task.datasets``: name, source, params, digest, rows), as dicts for MLflow."""
+    import dataclasses
+
+    from rirlab.tasks import registry
+
+    return [dataclasses.asdict(d) for d in registry.get(resolved.task).datasets(resolved.task_cfg)]
+
+
+_BOUND: dict[str, "DriverCallback"] = {}
+
+
+def bound_callback(slot: str) -> tune.Callback:
+    """What a saved DriverCallback loads back as: the callback this driver bound to its slot (a no-op
+    callback when none is bound, e.g. when Tune's state is read outside a sweep)."""
+    return _BOUND.get(slot) or tune.Callback()
+
+
+@contextlib.contextmanager
+def bound(*callbacks: "DriverCallback"):
+    """Bind this driver's callbacks while Ray Tune builds, restores and runs the experiment."""
+    _BOUND.update({cb.slot: cb for cb in callbacks})
+    try:
+        yield list(callbacks)
+    finally:
+        for cb in callbacks:
+            _BOUND.pop(cb.slot, None)
+
+
+class DriverCallback(tune.Callback):
+    """A callback holding live clients and streams, which must not be saved with Tune's state.
+
+    Ray Tune pickles its callbacks into the experiment state and, on ``Tuner.restore``, runs the
+    unpickled ones. A DriverCallback pickles as its slot name only and unpickles as the callback the
+    current driver bound to that slot (``bound``): a fresh and a resumed sweep both report through this
+    driver's own MLflow client and progress line, through the public pickle protocol only."""
+
+    slot = ""
+
+    def __reduce__(self):
+        return bound_callback, (self.slot,)
+
+
+class MLflowTrialCallback(DriverCallback):
+    """One MLflow child run per Tune trial, nested under the sweep's parent run; logs every result.
+
+    A resumed sweep continues its own runs. A run that already ended (FINISHED or FAILED) is left exactly as
+    it is: the trial reports its recorded end again (``sweeps.tune.trainable.trial_fn``) and nothing is logged. No
+    metric is ever logged twice at one step: a trial replaying the steps since its checkpoint (a retry, a
+    resume) logs only what its run does not hold yet."""
+
+    slot = "mlflow"
+
+    def __init__(self, tracker: Tracker, exp_id: str, parent_id: str, plan: SweepPlan,
+                 checkpoint_artifacts: bool = True):
+        self.tracker, self.exp_id, self.parent_id, self.plan = tracker, exp_id, parent_id, plan
+        self.checkpoint_artifacts = checkpoint_artifacts
+        self.runs: dict[str, str] = {}
+        self.state: dict[str, str] = {}
+        self.logged: dict[str, dict[str, int]] = {}  # per trial, per metric: the last step its run holds
+        self.existing = {}
+        self.ended: set[str] = set()  # trials whose run had ended before this driver started
+        self.unclosed: set[str] = set()  # trials whose final result was logged but whose run was not closed
+        for run in tracker.children(exp_id, parent_id):
+            key = run.data.tags.get(contract.TRIAL_KEY)
+            if key:
+                self.existing[key] = run
+                if run.info.status in ("FINISHED", "FAILED"):
+                    self.state[key] = "finished" if run.info.status == "FINISHED" else "failed"
+                    self.ended.add(key)
+                elif run.data.tags.get(contract.FINAL_LOGGED) == contract.TRUE:
+                    self.unclosed.add(key)
+
+    def _run_for(self, trial) -> str:
+        key = trial.trial_id
+        if key in self.runs:
+            return self.runs[key]
+        old = self.existing.get(key)
+        if old is not None:
+            run_id = old.info.run_id
+            if key not in self.ended:
+                self.tracker.reopen(run_id)
+                self.tracker.set_tags(run_id, {contract.RESUMED: contract.TRUE})
+                self.logged[key] = {m: max((p.step for p in self.tracker.client.get_metric_history(run_id, m)),
+                                           default=-1) for m in old.data.metrics}
+        else:
+            record = self.plan.space.trial(trial.config)
+            resolved = self.plan.resolved_of(record)
+            flat = resolved.flat()
+            run_id = self.tracker.start_child(self.exp_id, self.parent_id, record.name, flat, record.tags(key))
+            self.tracker.client.log_text(run_id, config_yaml(flat), contract.CONFIG_ARTIFACT)
+            self.tracker.log_datasets(run_id, trial_datasets(resolved))
+        self.runs[key] = run_id
+        return run_id
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        self._run_for(trial)
+        if trial.trial_id not in self.ended:
+            self.state[trial.trial_id] = "running"
+
+    def on_trial_recover(self, iteration, trials, trial, **info):
+        run_id = self._run_for(trial)
+        if trial.trial_id not in self.ended:
+            self.tracker.set_tags(run_id, {contract.RETRIED: str(trial.num_failures)})
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        key = trial.trial_id
+        run_id = self._run_for(trial)
+        if key in self.ended or key in self.unclosed or contract.FAILURE_RESULT in result:
+            return  # an ended run is final; a failure is recorded when the trial completes (FAILED + reason)
+        step = int(result.get(contract.STEP, result.get("training_iteration", 0)))
+        logged = self.logged.setdefault(key, {})
+        numbers = [k for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        repeated = {k for k in numbers if logged.get(k, -1) >= step}
+        if repeated and len(repeated) == len(numbers):
+            return  # a retried or resumed trial replays the steps since its checkpoint: already logged
+        self.tracker.log_result(run_id, {k: v for k, v in result.items() if k not in repeated}, step)
+        logged.update({k: step for k in numbers})
+        if result.get(contract.FINAL):  # the trial's end is in MLflow from here on: --resume never reruns it
+            self.tracker.set_tags(run_id, {contract.FINAL_LOGGED: contract.TRUE})
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        key = trial.trial_id
+        run_id = self._run_for(trial)
+        if key in self.ended:
+            return
+        if key in self.unclosed:  # the driver died between the final result and here: close the run only
+            self.tracker.finish(run_id, "FINISHED")
+            self.state[key] = "finished"
+            return
+        reason = failure_of(trial)
+        if reason is None and not (trial.last_result or {}).get(contract.FINAL):  # stopped by ASHA or a time limit
+            self.tracker.set_tags(run_id, {contract.EARLY_STOPPED: contract.TRUE})
+        ckpt = getattr(trial, "checkpoint", None)
+        if self.checkpoint_artifacts and reason is None and ckpt is not None and Path(ckpt.path).is_dir():
+            self.tracker.client.log_artifacts(run_id, ckpt.path, contract.CHECKPOINT_ARTIFACT)
+            self._log_model(run_id, trial, ckpt.path)
+        self.tracker.finish(run_id, "FINISHED" if reason is None else "FAILED", reason)
+        self.state[key] = "finished" if reason is None else "failed"
+
+    def _log_model(self, run_id: str, trial, path: str) -> None:
+        """The evaluated weights as an MLflow PyTorch model; a failure there costs the model, not the run."""
+        try:
+            log_model(self.tracker.client, run_id, path, self.plan.resolved_of(self.plan.space.trial(trial.config)))
+        except Exception as err:  # noqa: BLE001 - the checkpoint itself is logged above
+            self.tracker.set_tags(run_id, {contract.MODEL_ERROR: f"{type(err).__name__}: {err}"[:5000]})
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        key = trial.trial_id
+        run_id = self._run_for(trial)
+        if key in self.ended:
+            return
+        self.tracker.finish(run_id, "FAILED", trial_error(trial))
+        self.state[key] = "failed"
+
+    def mark_interrupted(self) -> None:
+        """Ctrl-C: trials still running end as KILLED in MLflow; --resume reopens them."""
+        for key, st in self.state.items():
+            if st == "running" and key in self.runs:
+                self.tracker.set_tags(self.runs[key], {contract.INTERRUPTED: contract.TRUE})
+                self.tracker.finish(self.runs[key], "KILLED")
+
+    def counts(self) -> dict:
+        vals = list(self.state.values())
+        return {"finished": vals.count("finished"), "failed": vals.count("failed")}

@@ -1,0 +1,114 @@
+"""How a spec becomes trials, torch-free and Ray-free: the grid (variants x grid x seeds) or the drawn random
+configurations, and the one function (``TrialSpace.trial``) that turns a Ray Tune config into a trial: a
+variant's overrides, the ``when:`` conditions and the seeds of repeated Optuna samples are applied there only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import math
+import random
+from typing import Optional
+
+from rirlab.contract import TrialRecord
+from sweeps.spec.schema import Axis, Spec, base_config
+
+
+def condition_holds(when: Optional[dict], config: dict) -> bool:
+    """A ``when:`` block holds if every named key has (one of) the listed value(s) in ``config``."""
+    for key, want in (when or {}).items():
+        if config.get(key) not in (want if isinstance(want, list) else [want]):
+            return False
+    return True
+
+
+VARIANT_KEY = "variant"  # the Tune config key naming a grid trial's variant (its overrides apply in TrialSpace.trial)
+REPEATER_INDEX = "__trial_index__"  # ray.tune.search.repeater.TRIAL_INDEX: which repeat (seed) of an Optuna sample
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialSpace:
+    """How a flat Tune config of real config keys becomes a trial: the one place where a variant's
+    overrides, the ``when:`` conditions and the seeds of repeated Optuna samples are applied.
+
+    Plain data (picklable): the driver's callbacks and the trial workers hold the same one."""
+
+    search: tuple[str, ...] = ()  # the searched keys, in spec order
+    when: dict[str, dict] = dataclasses.field(default_factory=dict)  # searched key -> its condition
+    variants: dict[str, dict] = dataclasses.field(default_factory=dict)  # variant name -> its overrides
+    seeds: tuple[int, ...] = (0,)
+
+    @classmethod
+    def of(cls, spec: Spec) -> "TrialSpace":
+        return cls(tuple(spec.search), {k: a.when for k, a in spec.search.items() if a.when},
+                   {v.name: dict(v.set) for v in spec.variants}, tuple(spec.seed_list))
+
+    def trial(self, config: dict) -> TrialRecord:
+        """The trial a Tune config stands for (its name, swept values and flat rirlab config)."""
+        flat = dict(config)
+        variant = flat.pop(VARIANT_KEY, "")
+        if REPEATER_INDEX in flat:
+            flat["seed"] = self.seeds[flat.pop(REPEATER_INDEX)]
+        seed = flat.pop("seed", 0)
+        point = {k: flat.pop(k) for k in self.search if k in flat}
+        base = {**flat, **self.variants.get(variant, {})}
+        merged = {**base, **point, **({VARIANT_KEY: variant} if variant else {})}  # when: may name the variant
+        point = {k: v for k, v in point.items() if condition_holds(self.when.get(k), merged)}
+        swept = ({"variant": variant} if variant else {}) | point | {"seed": seed}
+        return TrialRecord.of(swept, {**base, **point, "seed": seed})
+
+
+def grid_points(spec: Spec) -> list[dict]:
+    """The grid as Tune configs of the swept keys only, ``{variant?, every searched key, seed}``, in
+    variants x grid x seeds order, one per distinct trial (a grid value whose ``when`` does not hold
+    would only repeat a trial)."""
+    space, base = TrialSpace.of(spec), base_config(spec)
+    names = [v.name for v in spec.variants] or [""]
+    keys = list(spec.search)
+    points, seen = [], set()
+    for name in names:
+        for combo in itertools.product(*(spec.search[k].values for k in keys)):
+            for s in spec.seed_list:
+                point = ({VARIANT_KEY: name} if name else {}) | dict(zip(keys, combo)) | {"seed": s}
+                sig = json.dumps(space.trial({**base, **point}).swept, sort_keys=True, default=str)
+                if sig not in seen:
+                    seen.add(sig)
+                    points.append(point)
+    return points
+
+
+def _sample_axis(axis: Axis, rng: random.Random):
+    kind, v = axis.kind, axis.values
+    if kind in ("grid", "choice"):
+        return rng.choice(v)
+    if kind == "uniform":
+        return rng.uniform(*v)
+    if kind == "loguniform":
+        return math.exp(rng.uniform(math.log(v[0]), math.log(v[1])))
+    return rng.randint(*v)
+
+
+def random_points(spec: Spec, seed: int = 0) -> list[dict]:
+    """The ``num_samples`` configurations of a random (or optuna, for previews) search: the searched keys only,
+    drawn on the driver from an RNG seeded with ``seed``, so the dry run and the sweep run the same ones and every
+    configuration runs once per seed with the same values."""
+    rng = random.Random(seed)
+    return [{k: _sample_axis(a, rng) for k, a in spec.search.items()} for _ in range(spec.num_samples)]
+
+
+def expand(spec: Spec, sample_random: bool = False, seed: int = 0) -> list[TrialRecord]:
+    """The trials. Grid: variants x grid x seeds. Random: the ``random_points`` x seeds (what the sweep runs).
+    Optuna with ``sample_random``: a local preview of num_samples x seeds (Optuna chooses the real values)."""
+    space, base = TrialSpace.of(spec), base_config(spec)
+    if spec.algorithm == "grid":
+        return [space.trial({**base, **point}) for point in grid_points(spec)]
+    if spec.algorithm == "optuna" and not sample_random:
+        return []
+    return [space.trial({**base, **point, "seed": s}) for point in random_points(spec, seed) for s in spec.seed_list]
+
+
+def swept_keys(spec: Spec) -> list[str]:
+    """Parameters that differ between trials, without the seed (what tables group by)."""
+    return (["variant"] if spec.variants else []) + list(spec.search)

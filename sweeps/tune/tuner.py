@@ -1,0 +1,61 @@
+"""The Ray Tune experiment of a sweep plan: the Tuner (search algorithm, scheduler, run config) of a fresh sweep."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from rirlab import contract
+from rirlab.config import TrainConfig
+from rirlab.trial import resolve
+from sweeps.plan.plan import SweepPlan
+from sweeps.tune.search import pruning_scheduler, search_alg
+
+
+def new_tuner(plan: SweepPlan, train_fn, tune_path: str, callbacks: list, tracking_uri: Optional[str] = None):
+    """The Tuner of a fresh sweep (``--resume`` restores the saved one instead)."""
+    from ray import tune
+
+    spec = plan.spec
+    # an Optuna study lives beside the MLflow store (sqlite) or in the sweep's folder, named after the sweep
+    search = search_alg(plan, tracking_uri=tracking_uri, tune_path=tune_path)
+    single = len(spec.metrics) == 1
+    run_config = tune.RunConfig(
+        name=Path(tune_path).name, storage_path=str(Path(tune_path).parent),
+        failure_config=tune.FailureConfig(max_failures=spec.max_failures),
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+        stop={"time_total_s": spec.budget.time_limit_s} if spec.budget.time_limit_s else None,
+        callbacks=callbacks, verbose=0)
+    return tune.Tuner(
+        train_fn, param_space=plan.param_space(),
+        tune_config=tune.TuneConfig(
+            metric=spec.metrics[0] if single and spec.algorithm != "optuna" else None,
+            mode=spec.modes[0] if single and spec.algorithm != "optuna" else None,
+            search_alg=search, scheduler=scheduler(plan) or pruning_scheduler(search),
+            num_samples=plan.num_samples,
+            max_concurrent_trials=spec.max_concurrent if spec.algorithm != "grid" else None,  # grid: in search_alg
+            trial_dirname_creator=lambda t: f"trial_{t.trial_id}"),
+        run_config=run_config)
+
+
+def scheduler(plan: SweepPlan):
+    """The spec's ``scheduler: asha`` as Tune's ASHAScheduler over training steps (None for fifo)."""
+    spec = plan.spec
+    if spec.scheduler.type != "asha":
+        return None
+    from ray.tune.schedulers import ASHAScheduler
+
+    return ASHAScheduler(time_attr=contract.STEP, max_t=asha_max_t(plan.base, plan.resolved[0].task_cfg if plan.resolved else None), grace_period=spec.scheduler.grace_period,
+                         reduction_factor=spec.scheduler.reduction_factor)
+
+
+def asha_max_t(base: dict, task_cfg=None) -> int:
+    """ASHA's step cap: ``steps``, or with ``epochs`` set (which overrides steps) an upper bound of
+    epochs x batches per epoch, so ASHA never cuts a trial the recipe would still train."""
+    if base.get("epochs") is None:
+        return int(base.get("steps", TrainConfig().steps))  # budget.steps is folded in there
+    n_train = base.get("n_train")
+    if n_train is None:  # the task's default, when the task has a training-set size (from a planned trial's config)
+        n_train = getattr(task_cfg if task_cfg is not None else resolve(base).task_cfg, "n_train", None)
+    batch = int(base.get("batch_size", TrainConfig().batch_size))
+    return int(base["epochs"]) * -(-int(n_train) // batch) if n_train else 10**9
