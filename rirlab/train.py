@@ -52,6 +52,7 @@ from typing import Callable, Optional
 import torch
 import torch.nn.functional as F
 
+from rirlab import optim
 from rirlab.config import TrialConfig, resolve
 from rirlab.errors import UserError
 from rirlab.optim import Ranger
@@ -77,30 +78,12 @@ def selection_metric(model: str, select_by: str) -> str:
     return "accuracy" if model in SELECT_BY_ACCURACY else "loss"
 
 
-def s4d_parameters(model: torch.nn.Module) -> list:
-    """The S4D kernels' parameters and the D skip of the layer holding each (the papers' code's "S4 group")."""
-    from rirlab.models.s4d import S4DKernel
-
-    out, seen = [], set()
-    for module in model.modules():
-        if any(isinstance(child, S4DKernel) for child in module.children()):
-            for p in module.parameters():  # the kernel's and the layer's own (D)
-                if id(p) not in seen:
-                    seen.add(id(p))
-                    out.append(p)
-    return out
-
-
 def param_groups(model: torch.nn.Module, t) -> list[dict]:
-    """One group, or (s4d_lr_cap > 0) the S4D group with lr min(cap, lr) and the rest (RIR code's agent)."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    s4d = [p for p in s4d_parameters(model) if p.requires_grad] if t.s4d_lr_cap else []
-    if not s4d:
-        return [{"params": params, "lr": t.lr, "weight_decay": t.weight_decay}]
-    ids = {id(p) for p in s4d}
+    """One group, or (s4d_lr_cap > 0) the parameters the model marks "s4d" (rirlab.optim.mark_group: the S4D
+    kernels' and their layers' D) with lr min(cap, lr) first, then the rest (RIR code's agent)."""
     wd = t.weight_decay if t.s4d_weight_decay is None else t.s4d_weight_decay
-    return [{"params": s4d, "lr": min(t.s4d_lr_cap, t.lr), "weight_decay": wd},
-            {"params": [p for p in params if id(p) not in ids], "lr": t.lr, "weight_decay": t.weight_decay}]
+    groups = {"s4d": {"lr": min(t.s4d_lr_cap, t.lr), "weight_decay": wd}} if t.s4d_lr_cap else {}
+    return optim.param_groups(model, t.lr, t.weight_decay, groups)
 
 
 def make_optimizer(model: torch.nn.Module, t) -> torch.optim.Optimizer:

@@ -1,0 +1,64 @@
+"""Optimiser groups from the modules' marks (rirlab.optim.mark_group): the same groups, learning rates and weight
+decays as the recipe says, for models with and without S4D layers."""
+
+from __future__ import annotations
+
+import pytest
+
+from rirlab.config import resolve
+from rirlab.models import registry
+from rirlab.train import Trainer
+
+TINY = {"task": "listops", "hidden_size": 16, "batch_size": 16, "n_train": 64, "n_dev": 32, "n_test": 32,
+        "eval_splits": ["test"], "num_threads": 1, "device": "cpu"}
+SMALL = {"s4d": {"n_layers": 2}, "mega": {"num_layers": 2, "mega_z_dim": 8},
+         "rir_ebt_grc": {"chunk_size": 6, "d_s": 8, "s4d": True}, "ebt_grc": {"d_s": 8}}
+S4D_LEAVES = ("log_dt", "c", "b", "log_a_real", "a_imag")  # S4DKernel's parameters
+
+
+def expected_groups(model, t) -> list[tuple[list[int], float, float]]:
+    """(param ids, lr, weight_decay) per group, from the recipe's fields: when the cap is on and the model has S4D
+    layers, their kernel parameters and D (by name: ``<layer>.kernel.<leaf>``, ``<layer>.d``) first with lr
+    min(s4d_lr_cap, lr), then everything else with lr and weight_decay; otherwise one group."""
+    named = list(model.named_parameters())
+    layers = {n[: -len(".kernel.log_dt")] for n, _ in named if n.endswith(".kernel.log_dt")}
+
+    def in_s4d(name: str) -> bool:
+        owner, leaf = name.rsplit(".", 1)
+        return owner in layers and leaf == "d" or owner.endswith(".kernel") and owner[: -len(".kernel")] in layers \
+            and leaf in S4D_LEAVES
+
+    s4d = [id(p) for n, p in named if in_s4d(n)]
+    if not (t.s4d_lr_cap and s4d):
+        return [([id(p) for _, p in named], t.lr, t.weight_decay)]
+    wd = t.weight_decay if t.s4d_weight_decay is None else t.s4d_weight_decay
+    return [(s4d, min(t.s4d_lr_cap, t.lr), wd), ([id(p) for _, p in named if id(p) not in s4d], t.lr, t.weight_decay)]
+
+
+@pytest.mark.parametrize("model", ["s4d", "mega", "rir_ebt_grc", "ebt_grc"])
+@pytest.mark.parametrize("train", [{"recipe": "paper", "lr": 3e-3, "s4d_weight_decay": 0.0},
+                                   {"recipe": "paper", "lr": 5e-4},
+                                   {"recipe": "adamw", "lr": 3e-3}])
+def test_optimiser_groups_are_the_recipes(model, train):
+    trainer = Trainer(resolve({"model": model, **TINY, **SMALL[model], **train}))
+    got = [([id(p) for p in g["params"]], g["lr"], g["weight_decay"]) for g in trainer.opt.param_groups]
+    assert got == expected_groups(trainer.model, trainer.cfg.train)
+    if model in ("s4d", "rir_ebt_grc") and train["recipe"] == "paper":
+        assert len(got) == 2 and got[0][1] == min(1e-3, train["lr"]) and got[0][0]  # the S4D group exists
+
+
+def test_s4d_group_marks_survive_pickling_and_to():
+    import pickle
+
+    model = registry.get("s4d").build(resolve({"model": "s4d", **TINY}).model_cfg, _info())
+    from rirlab.optim import marked
+
+    n = len(marked(model, "s4d"))
+    assert n == 2 * 4 * (len(S4D_LEAVES) + 1)  # 4 layers x 2 directions x (kernel + D)
+    assert len(marked(model.to("cpu"), "s4d")) == n and len(marked(pickle.loads(pickle.dumps(model)), "s4d")) == n
+
+
+def _info():
+    from rirlab.tasks.base import TaskInfo
+
+    return TaskInfo(16, 10, "classify")
