@@ -64,10 +64,6 @@ from rirlab.tasks.batching import BatchPlan, example_length, loader
 
 Report = Callable[..., None]
 
-# select_by: auto -> the dev metric the papers' code selects (and schedules, and stops) by: save_by "accuracy"
-# for RIR-EBT-GRC (HEBT_GRC), RIR-GRC (HGRC), the S4D stack and MEGA in configs/listopsc_configs.py, "loss" for
-# the other RvNNs (RIR-OM and RIR-CRvNN, HOM / HCRvNN there, included).
-SELECT_BY_ACCURACY = frozenset({"rir_ebt_grc", "rir_grc", "s4d", "mega"})
 IMPROVEMENT = 1e-4  # a dev score must beat the best by more than this to count (papers' code)
 
 
@@ -75,7 +71,7 @@ def selection_metric(model: str, select_by: str) -> str:
     """"accuracy" or "loss": what the dev score is (for selection, the plateau scheduler and early stopping)."""
     if select_by in ("accuracy", "loss"):
         return select_by
-    return "accuracy" if model in SELECT_BY_ACCURACY else "loss"
+    return models.get(model).select_by  # auto: the model's, declared in its @register
 
 
 def param_groups(model: torch.nn.Module, t) -> list[dict]:
@@ -141,7 +137,8 @@ class Trainer:
         self.memory = TensorMemory(self.model, self.opt)  # CPU: tensor-level high-water mark (peak_mem_mb)
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)  # this trial's peak, not an earlier one's in the worker
-        self.halt_loss_weight = float(getattr(cfg.model_cfg, "halt_loss_weight", 0.0))
+        key = models.get(cfg.model).aux_loss_key  # the config field weighting the model's auxiliary loss
+        self.aux_loss_weight = float(getattr(cfg.model_cfg, key)) if key else 0.0
         self.step = 0
         self.plan = BatchPlan([example_length(x) for x in self.data.train], t.batch_size, t.seed, t.bucket_factor)
         self.batches_per_epoch = self.plan.batches_per_epoch
@@ -205,7 +202,7 @@ class Trainer:
             logits, labels = logits[keep], labels[keep]
         loss = F.cross_entropy(logits, labels)
         aux = None if out.aux_loss is None else out.aux_loss.float()
-        total = loss if aux is None else loss + self.halt_loss_weight * aux
+        total = loss if aux is None else loss + self.aux_loss_weight * aux
         correct = (logits.argmax(-1) == labels).sum().item()
         return total, loss.detach(), correct, labels.numel(), out
 

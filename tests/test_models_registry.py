@@ -1,5 +1,6 @@
-"""Optimiser groups from the modules' marks (rirlab.optim.mark_group): the same groups, learning rates and weight
-decays as the recipe says, for models with and without S4D layers."""
+"""What the registry entries declare for the trainer (the dev metric of ``select_by: auto``, the auxiliary-loss
+weight) and the optimiser groups from the modules' marks (rirlab.optim.mark_group): the same groups, learning rates
+and weight decays as the recipe says, for models with and without S4D layers."""
 
 from __future__ import annotations
 
@@ -62,3 +63,29 @@ def _info():
     from rirlab.tasks.base import TaskInfo
 
     return TaskInfo(16, 10, "classify")
+
+
+def test_selection_metric_and_aux_loss_are_declared_by_the_models():
+    from rirlab.train import selection_metric
+
+    for name in ("rir_ebt_grc", "rir_grc", "s4d", "mega"):  # the papers' code's save_by "accuracy"
+        assert registry.get(name).select_by == selection_metric(name, "auto") == "accuracy", name
+    for name in ("ebt_grc", "bbt_grc", "bt_grc", "bt_grc_os", "rnn_grc", "om", "crvnn", "rir_om", "rir_crvnn",
+                 "gt_grc", "egt_grc", "gau", "egt_gau", "ebt_gau", "transformer", "ut", "gut", "tlb", "gutlb"):
+        assert selection_metric(name, "auto") == "loss", name
+    halting = {n for n in registry.names() if registry.get(n).aux_loss_key}
+    assert {"ut", "gut", "gutlb"} <= halting and not halting & {"tlb", "transformer", "rir_ebt_grc"}
+    assert all(registry.get(n).aux_loss_key == "halt_loss_weight" for n in ("ut", "gut", "gutlb"))
+    trainer = Trainer(resolve({"model": "gut", **TINY, "num_heads": 2, "max_layers": 2, "halt_loss_weight": 0.25}))
+    assert trainer.aux_loss_weight == 0.25
+    assert Trainer(resolve({"model": "tlb", **TINY, "num_heads": 2})).aux_loss_weight == 0.0
+
+
+def test_register_refuses_keys_its_config_lacks():
+    from rirlab.models.registry import register
+    from rirlab.models.rir_grc import RIRGRCConfig
+
+    with pytest.raises(ValueError, match="not a field of RIRGRCConfig"):
+        register("x_grc", RIRGRCConfig, aux_loss_key="halt_loss_weight")
+    with pytest.raises(ValueError, match="select_by"):
+        register("x_grc", RIRGRCConfig, select_by="last")

@@ -29,7 +29,7 @@ class RIREBTConfig(RIRConfig):
     inference: Inference = "non_rir"
 
 
-@register("rir_ebt_grc", RIREBTConfig)
+@register("rir_ebt_grc", RIREBTConfig, select_by="accuracy")
 def rir_ebt_grc(cfg: RIREBTConfig, info):
     """RIR-EBT-GRC: S4D pre-chunk layer, k-ary outer recursion, EBT-GRC inner recursion, beam alignment (RIR §3)."""
     return TaskModel(RIREncoder(cfg), info, cfg)

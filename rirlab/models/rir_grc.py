@@ -29,7 +29,7 @@ class RIRGRCConfig(RIRConfig):
     rnn_start: Literal["zero", "first_token"] = "zero"
 
 
-@register("rir_grc", RIRGRCConfig)
+@register("rir_grc", RIRGRCConfig, select_by="accuracy")
 def rir_grc(cfg: RIRGRCConfig, info):
     """RIR with a GRC RNN as inner RvNN: balanced k-ary outer recursion over chunks (RIR §2 eq. 6-7, §4.1)."""
     return TaskModel(RIREncoder(cfg), info, cfg)
