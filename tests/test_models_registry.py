@@ -1,6 +1,6 @@
-"""What the registry entries declare for the trainer (the dev metric of ``select_by: auto``, the auxiliary-loss
-weight) and the optimiser groups from the modules' marks (rirlab.optim.mark_group): the same groups, learning rates
-and weight decays as the recipe says, for models with and without S4D layers."""
+"""What the registry entries declare for the trainer, the bench and the dry run: optimiser groups from the modules'
+marks (rirlab.optim.mark_group), the dev metric of ``select_by: auto``, the auxiliary-loss weight, RIR Table 1 rows
+and settings, and the memory lower bound's width."""
 
 from __future__ import annotations
 
@@ -89,3 +89,40 @@ def test_register_refuses_keys_its_config_lacks():
         register("x_grc", RIRGRCConfig, aux_loss_key="halt_loss_weight")
     with pytest.raises(ValueError, match="select_by"):
         register("x_grc", RIRGRCConfig, select_by="last")
+
+
+def test_table1_rows_and_settings():
+    from rirlab.bench import TABLE1_ROWS, BenchOptions, table1_models
+
+    names, notes = table1_models(BenchOptions())
+    assert names == ["rnn_grc", "mega", "s4d", "bbt_grc", "rir_grc", "om", "crvnn", "bt_grc", "bt_grc_os", "ebt_grc",
+                     "rir_ebt_grc"] and not notes  # RIR Table 1, in its row order
+    assert [registry.get(n).table1_row for n in names] == list(range(1, TABLE1_ROWS + 1))
+    assert {n: dict(registry.get(n).table1_settings) for n in names if registry.get(n).table1_settings} == \
+        {"crvnn": {"crvnn_halt": "full_loop"}}
+
+
+# hidden_size x beam_size at the model's defaults (beam 1 where the config has none): the pre-flight bound's width
+WIDTH = {"bbt_grc": 128, "bt_grc": 128 * 5, "bt_grc_os": 128 * 5, "crvnn": 128, "ebt_gau": 300 * 5, "ebt_grc": 128 * 5,
+         "egt_gau": 300, "egt_grc": 128, "gau": 300, "gt_grc": 128, "gut": 512, "gutlb": 512, "mega": 80, "om": 128,
+         "rir_crvnn": 128, "rir_ebt_grc": 128 * 7, "rir_grc": 128, "rir_om": 128, "rnn_grc": 128, "s4d": 128,
+         "tlb": 512, "transformer": 512, "ut": 512}
+
+
+def test_memory_width_is_hidden_times_beam():
+    from rirlab.config import build
+
+    for name, width in WIDTH.items():
+        entry = registry.get(name)
+        cfg = build(entry.config, {}, "test")
+        assert entry.memory_width(cfg) == int(cfg.hidden_size) * int(getattr(cfg, "beam_size", 1)), name
+        assert entry.memory_width(cfg) == width, (name, entry.memory_width(cfg))
+
+
+def test_memory_estimate_numbers():
+    from sweeps.spec import BYTES_PER_PARAM, memory_estimate_gb
+
+    for name, extra, width in (("rir_ebt_grc", {"beam_size": 3}, 16 * 3), ("s4d", {}, 16), ("gut", {}, 16)):
+        resolved = resolve({"model": name, **TINY, "batch_size": 8, "max_train_len": 50, **extra})
+        params = sum(p.numel() for p in registry.get(name).build(resolved.model_cfg, _info()).parameters())
+        assert memory_estimate_gb(resolved) == (params * BYTES_PER_PARAM + 8 * 50 * width * 4 * 2) / 2**30, name
