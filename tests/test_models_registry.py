@@ -1,10 +1,11 @@
 """What the registry entries declare for the trainer, the bench and the dry run: optimiser groups from the modules'
 marks (rirlab.optim.mark_group), the dev metric of ``select_by: auto``, the auxiliary-loss weight, RIR Table 1 rows
-and settings, and the memory lower bound's width."""
+and settings, the memory lower bound's width, and the catalogue generated from them (``rirlab models``)."""
 
 from __future__ import annotations
 
 import pytest
+from click.testing import CliRunner
 
 from rirlab.config import resolve
 from rirlab.models import registry
@@ -126,3 +127,13 @@ def test_memory_estimate_numbers():
         resolved = resolve({"model": name, **TINY, "batch_size": 8, "max_train_len": 50, **extra})
         params = sum(p.numel() for p in registry.get(name).build(resolved.model_cfg, _info()).parameters())
         assert memory_estimate_gb(resolved) == (params * BYTES_PER_PARAM + 8 * 50 * width * 4 * 2) / 2**30, name
+
+
+def test_rirlab_models_prints_every_model_with_its_doc():
+    from rirlab.cli.catalog import first_paragraph, list_models
+
+    out = CliRunner().invoke(list_models).output
+    for name in registry.names():
+        doc = first_paragraph(registry.get(name).doc)
+        assert doc and any(line.startswith(f"{name} ") and line.endswith(doc) for line in out.splitlines()), name
+    assert "selects by dev accuracy; RIR Table 1 row 11" in out and "Table 1 with crvnn_halt=full_loop" in out
