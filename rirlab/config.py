@@ -37,7 +37,8 @@ STRICT = ConfigDict(extra="forbid", validate_assignment=True)
 #   improvement (the code stops when its counter exceeds the patience), batches from length buckets of 5
 #   batches, gradient-norm clip 1, S4D parameters in their own group with lr min(1e-3, lr), and every test split
 #   evaluated with the best-dev weights (dev accuracy for RIR-EBT-GRC / RIR-GRC, dev loss for the others: each
-#   model's ``select_by`` in its @register, rirlab.models.registry). The training length stays `steps` / `epochs` (the specs set epochs: 100).
+#   model's ``select_by`` in its @register, rirlab.models.registry). The training length stays `steps` /
+#   `epochs` (the specs set epochs: 100).
 RECIPES: dict[str, dict[str, Any]] = {
     "adamw": {"optimizer": "adamw", "scheduler": "schedule", "grad_clip": 5.0, "bucket_factor": 1,
               "early_stop_patience": 0, "select_by": "last", "s4d_lr_cap": 0.0},
