@@ -30,13 +30,14 @@ from rirlab.errors import UserError
 
 PROTOCOLS: dict[str, Callable] = {}
 TABLE1_BINS = ((200, 250), (500, 600), (900, 1000), (1500, 2000))
+TABLE1_ROWS = 11  # rows of RIR Table 1; each model's entry names its own (``table1_row``)
 LISTOPS_VOCAB, LISTOPS_CLASSES = 16, 10
 
 
 @dataclasses.dataclass
 class BenchOptions:
     model: str = "rir_ebt_grc"
-    models: tuple = ()  # table1: empty = the registered models of RIR Table 1 (TABLE1_MODELS)
+    models: tuple = ()  # table1: empty = the registered models of RIR Table 1 (their entries' ``table1_row``)
     batch: int = 16
     length: int = 100
     mode: str = "train"  # train | eval
@@ -198,13 +199,6 @@ def listops_bin(lo: int, hi: int, n: int, seed: int) -> list[list[int]]:
     return [[listops.TOKEN_ID[t] for t in listops.tokenize(text)] for text, _ in examples]
 
 
-TABLE1_MODELS = ("rnn_grc", "mega", "s4d", "bbt_grc", "rir_grc", "om", "crvnn", "bt_grc", "bt_grc_os", "ebt_grc",
-                 "rir_ebt_grc")  # the rows of RIR Table 1, in its order
-# RIR Table 1 times CRvNN without its early exit ("no halting", the authors' CRvNN_nohalt): same outputs, every
-# sequence runs its whole loop; a --set of the same key wins
-TABLE1_SETTINGS = {"crvnn": {"crvnn_halt": "full_loop"}}
-
-
 def is_oom(err: BaseException) -> bool:
     """Out of memory on any device: torch.OutOfMemoryError (CUDA) or a CPU allocator failure (RuntimeError)."""
     if isinstance(err, getattr(torch, "OutOfMemoryError", ())) or isinstance(err, MemoryError):
@@ -254,14 +248,16 @@ class MemoryCap:
 
 
 def table1_models(opts: BenchOptions) -> tuple[list[str], list[str]]:
-    """The models to run (``--models``, else the registered rows of RIR Table 1) and notes on the ones skipped."""
+    """The models to run (``--models``, else the registered rows of RIR Table 1 in its order: the entries with a
+    ``table1_row``) and notes on the rows skipped (a row that no registered model has)."""
     from rirlab.models import registry
 
     if opts.models:
         return list(opts.models), []
-    known = set(registry.names())
-    return [m for m in TABLE1_MODELS if m in known], [f"{m}: not registered, skipped" for m in TABLE1_MODELS
-                                                      if m not in known]
+    rows = registry.table1_rows()
+    have = {e.table1_row for e in rows}
+    return [e.name for e in rows], [f"row {r}: no registered model, skipped" for r in range(1, TABLE1_ROWS + 1)
+                                    if r not in have]
 
 
 @protocol("table1")
@@ -274,13 +270,14 @@ def table1(opts: BenchOptions) -> dict:
     sample that crossed it with ``status`` "TIMEOUT" (a bin whose samples all finished is "ok"). A model's larger
     bins after an OOM or TIMEOUT are not run and carry the same status (``skipped``: true), as the paper's table marks them.
     """
+    from rirlab.models import registry
     from rirlab.models.base import autocast
 
     names, notes = table1_models(opts)
     rows = []
     for name in names:
-        model = build_model(name, opts, {k: v for k, v in TABLE1_SETTINGS.get(name, {}).items()
-                                         if k not in opts.overrides})
+        settings = registry.get(name).table1_settings  # the model's Table 1 settings; a --set of the same key wins
+        model = build_model(name, opts, {k: v for k, v in settings.items() if k not in opts.overrides})
         model.train()
         failed = None
         for lo, hi in opts.bins:

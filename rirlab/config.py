@@ -36,8 +36,9 @@ STRICT = ConfigDict(extra="forbid", validate_assignment=True)
 #   (factor 0.5, patience 2) stepped once per epoch on the dev score, early stopping after 4 epochs without dev
 #   improvement (the code stops when its counter exceeds the patience), batches from length buckets of 5
 #   batches, gradient-norm clip 1, S4D parameters in their own group with lr min(1e-3, lr), and every test split
-#   evaluated with the best-dev weights (dev accuracy for RIR-EBT-GRC / RIR-GRC, dev loss for the others:
-#   rirlab.train.SELECT_BY_ACCURACY). The training length stays `steps` / `epochs` (the specs set epochs: 100).
+#   evaluated with the best-dev weights (dev accuracy for RIR-EBT-GRC / RIR-GRC, dev loss for the others: each
+#   model's ``select_by`` in its @register, rirlab.models.registry). The training length stays `steps` /
+#   `epochs` (the specs set epochs: 100).
 RECIPES: dict[str, dict[str, Any]] = {
     "adamw": {"optimizer": "adamw", "scheduler": "schedule", "grad_clip": 5.0, "bucket_factor": 1,
               "early_stop_patience": 0, "select_by": "last", "s4d_lr_cap": 0.0},
@@ -89,7 +90,7 @@ class TrainConfig:
     # flip-flop, an epoch of 10,000); None = at epoch ends only
     dev_every: Optional[int] = Field(None, ge=1)
     select_by: Optional[Literal["last", "accuracy", "loss", "auto"]] = None  # weights the test splits see: the
-    # last step's, or the epoch with the best dev accuracy / dev loss; auto: per model (train.SELECT_BY_ACCURACY)
+    # last step's, or the epoch with the best dev accuracy / dev loss; auto: per model (its registry entry)
     s4d_lr_cap: Optional[float] = Field(None, ge=0)  # S4D kernel params get lr min(cap, lr); 0 = no own group
     s4d_weight_decay: Optional[float] = Field(None, ge=0)  # their weight decay; None = weight_decay (papers' code)
     device: Literal["cpu", "cuda", "auto"] = "auto"

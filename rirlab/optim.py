@@ -18,6 +18,13 @@ Written from the two definitions:
 Defaults are the papers' code settings: betas (0.9, 0.999), rho threshold 5, k 5, alpha 0.8, eps 1e-5
 (Ranger's). Everything, slow weights included, lives in the optimiser state, so ``state_dict`` /
 ``load_state_dict`` resume it exactly.
+
+Parameter groups follow the convention of the S4 code (state-spaces/s4, "Efficiently Modeling Long Sequences with
+Structured State Spaces", Gu et al., ICLR 2022, arXiv:2111.00396): the module that owns parameters needing their
+own learning rate or weight decay marks them with an ``_optim`` dict (:func:`mark_group`), and the optimiser
+builder groups parameters by those marks (:func:`param_groups`); the training config says what a named group's
+lr and weight decay are, so the trainer knows no model class. A mark is an attribute of the ``nn.Parameter``: it
+survives ``Module.to`` and pickling, not ``copy.deepcopy`` (which builds new parameters).
 """
 
 from __future__ import annotations
@@ -88,3 +95,28 @@ class Ranger(torch.optim.Optimizer):
                     slow.add_(p - slow, alpha=group["alpha"])
                     p.copy_(slow)
         return loss
+
+
+def mark_group(params, group: str) -> None:
+    """Mark ``params`` as members of the optimiser group ``group`` (module docstring)."""
+    for p in params:
+        p._optim = {"group": group}
+
+
+def marked(model: torch.nn.Module, group: str) -> list:
+    """The parameters of ``model`` marked as members of ``group``, in ``model.parameters()`` order."""
+    return [p for p in model.parameters() if getattr(p, "_optim", {}).get("group") == group]
+
+
+def param_groups(model: torch.nn.Module, lr: float, weight_decay: float, groups: dict[str, dict]) -> list[dict]:
+    """The trainable parameters of ``model`` as optimiser groups: for each name of ``groups`` whose marked
+    parameters include a trainable one, those with that entry's settings (``lr``, ``weight_decay``), in the order of
+    ``groups``; then every other trainable parameter with ``lr`` and ``weight_decay``."""
+    out, taken = [], set()
+    for name, settings in groups.items():
+        mine = [p for p in marked(model, name) if p.requires_grad and id(p) not in taken]
+        if mine:
+            out.append({"params": mine, **settings})
+            taken.update(id(p) for p in mine)
+    rest = [p for p in model.parameters() if p.requires_grad and id(p) not in taken]
+    return out + [{"params": rest, "lr": lr, "weight_decay": weight_decay}]

@@ -52,7 +52,7 @@ from typing import Callable, Optional
 import torch
 import torch.nn.functional as F
 
-from rirlab.trial import TrialConfig, resolve
+from rirlab import optim
 from rirlab.errors import UserError
 from rirlab.optim import Ranger
 from rirlab.models import registry as models
@@ -60,13 +60,10 @@ from rirlab.models.base import autocast
 from rirlab.perf import TensorMemory, tune_allocator
 from rirlab.tasks import registry as tasks
 from rirlab.tasks.batching import BatchPlan, example_length, loader
+from rirlab.trial import TrialConfig, resolve
 
 Report = Callable[..., None]
 
-# select_by: auto -> the dev metric the papers' code selects (and schedules, and stops) by: save_by "accuracy"
-# for RIR-EBT-GRC (HEBT_GRC), RIR-GRC (HGRC), the S4D stack and MEGA in configs/listopsc_configs.py, "loss" for
-# the other RvNNs (RIR-OM and RIR-CRvNN, HOM / HCRvNN there, included).
-SELECT_BY_ACCURACY = frozenset({"rir_ebt_grc", "rir_grc", "s4d", "mega"})
 IMPROVEMENT = 1e-4  # a dev score must beat the best by more than this to count (papers' code)
 
 
@@ -74,33 +71,15 @@ def selection_metric(model: str, select_by: str) -> str:
     """"accuracy" or "loss": what the dev score is (for selection, the plateau scheduler and early stopping)."""
     if select_by in ("accuracy", "loss"):
         return select_by
-    return "accuracy" if model in SELECT_BY_ACCURACY else "loss"
-
-
-def s4d_parameters(model: torch.nn.Module) -> list:
-    """The S4D kernels' parameters and the D skip of the layer holding each (the papers' code's "S4 group")."""
-    from rirlab.models.s4d import S4DKernel
-
-    out, seen = [], set()
-    for module in model.modules():
-        if any(isinstance(child, S4DKernel) for child in module.children()):
-            for p in module.parameters():  # the kernel's and the layer's own (D)
-                if id(p) not in seen:
-                    seen.add(id(p))
-                    out.append(p)
-    return out
+    return models.get(model).select_by  # auto: the model's, declared in its @register
 
 
 def param_groups(model: torch.nn.Module, t) -> list[dict]:
-    """One group, or (s4d_lr_cap > 0) the S4D group with lr min(cap, lr) and the rest (RIR code's agent)."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    s4d = [p for p in s4d_parameters(model) if p.requires_grad] if t.s4d_lr_cap else []
-    if not s4d:
-        return [{"params": params, "lr": t.lr, "weight_decay": t.weight_decay}]
-    ids = {id(p) for p in s4d}
+    """One group, or (s4d_lr_cap > 0) the parameters the model marks "s4d" (rirlab.optim.mark_group: the S4D
+    kernels' and their layers' D) with lr min(cap, lr) first, then the rest (RIR code's agent)."""
     wd = t.weight_decay if t.s4d_weight_decay is None else t.s4d_weight_decay
-    return [{"params": s4d, "lr": min(t.s4d_lr_cap, t.lr), "weight_decay": wd},
-            {"params": [p for p in params if id(p) not in ids], "lr": t.lr, "weight_decay": t.weight_decay}]
+    groups = {"s4d": {"lr": min(t.s4d_lr_cap, t.lr), "weight_decay": wd}} if t.s4d_lr_cap else {}
+    return optim.param_groups(model, t.lr, t.weight_decay, groups)
 
 
 def make_optimizer(model: torch.nn.Module, t) -> torch.optim.Optimizer:
@@ -141,6 +120,28 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def aux_loss_weight(cfg: TrialConfig) -> float:
+    """The weight of the model's auxiliary loss: the config field its registry entry names (halting models'
+    halt_loss_weight); 0 for a model without one."""
+    key = models.get(cfg.model).aux_loss_key
+    return float(getattr(cfg.model_cfg, key)) if key else 0.0
+
+
+def training_loss(model, batch: dict, precision: str, device, aux_weight: float):
+    """The training objective of one batch: the task's cross-entropy (token-level where labels >= 0 for language
+    modelling) plus ``aux_weight`` x the model's auxiliary loss. Returns (total, task loss, logits, labels, the
+    model's output). The trainer and the dry run's step timing both call this."""
+    with autocast(precision, device):  # bf16: the models keep beam scores etc. in fp32
+        out = model(batch)
+    logits, labels = out.logits.float(), batch["labels"]
+    if logits.dim() == 3:  # language modelling: loss only where labels >= 0
+        keep = labels >= 0
+        logits, labels = logits[keep], labels[keep]
+    loss = F.cross_entropy(logits, labels)
+    total = loss if out.aux_loss is None else loss + aux_weight * out.aux_loss.float()
+    return total, loss, logits, labels, out
+
+
 class Trainer:
     """Builds task data and model from a resolved config; trains under its recipe; evaluates every split."""
 
@@ -158,7 +159,7 @@ class Trainer:
         self.memory = TensorMemory(self.model, self.opt)  # CPU: tensor-level high-water mark (peak_mem_mb)
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)  # this trial's peak, not an earlier one's in the worker
-        self.halt_loss_weight = float(getattr(cfg.model_cfg, "halt_loss_weight", 0.0))
+        self.aux_loss_weight = aux_loss_weight(cfg)
         self.step = 0
         self.plan = BatchPlan([example_length(x) for x in self.data.train], t.batch_size, t.seed, t.bucket_factor)
         self.batches_per_epoch = self.plan.batches_per_epoch
@@ -214,15 +215,8 @@ class Trainer:
         return {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
 
     def loss_of(self, batch: dict):
-        with autocast(self.cfg.train.precision, self.device):  # bf16: the models keep beam scores etc. in fp32
-            out = self.model(batch)
-        logits, labels = out.logits.float(), batch["labels"]
-        if logits.dim() == 3:  # language modelling: loss only where labels >= 0
-            keep = labels >= 0
-            logits, labels = logits[keep], labels[keep]
-        loss = F.cross_entropy(logits, labels)
-        aux = None if out.aux_loss is None else out.aux_loss.float()
-        total = loss if aux is None else loss + self.halt_loss_weight * aux
+        total, loss, logits, labels, out = training_loss(self.model, batch, self.cfg.train.precision, self.device,
+                                                         self.aux_loss_weight)
         correct = (logits.argmax(-1) == labels).sum().item()
         return total, loss.detach(), correct, labels.numel(), out
 

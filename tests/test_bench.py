@@ -109,12 +109,13 @@ def test_bench_table1_reports_oom_in_its_cell_and_runs_the_other_models(tmp_path
 
 
 def test_bench_table1_time_cap_and_default_model_list():
-    from rirlab.bench import TABLE1_MODELS, BenchOptions, run, table1_models
+    from rirlab.bench import TABLE1_ROWS, BenchOptions, run, table1_models
+    from rirlab.models import registry
 
     names, notes = table1_models(BenchOptions())
     assert {"bt_grc", "bt_grc_os", "ebt_grc", "rir_ebt_grc", "rnn_grc"} <= set(names)
-    assert names == [m for m in TABLE1_MODELS if m in names]  # the paper's row order
-    assert len(names) + len(notes) == len(TABLE1_MODELS)  # unregistered rows are named, not silently dropped
+    assert names == sorted(names, key=lambda m: registry.get(m).table1_row)  # the paper's row order
+    assert len(names) + len(notes) == TABLE1_ROWS  # unregistered rows are named, not silently dropped
     r = run("table1", BenchOptions(models=("rnn_grc",), samples=3, bins=((30, 40), (50, 60)), time_cap_s=1e-6,
                                    overrides={"hidden_size": 8}))
     assert [(x["status"], x["samples"]) for x in r["rows"]] == [("TIMEOUT", 1), ("TIMEOUT", 0)]

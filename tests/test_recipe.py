@@ -12,8 +12,8 @@ import torch
 from rirlab.config import TrainConfig, build
 from rirlab.trial import resolve
 from rirlab.errors import UserError
-from rirlab.optim import Ranger
-from rirlab.train import Trainer, run_trial, s4d_parameters, selection_metric
+from rirlab.optim import Ranger, marked
+from rirlab.train import Trainer, run_trial, selection_metric
 
 TINY = {"task": "listops", "hidden_size": 16, "batch_size": 16, "n_train": 64, "n_dev": 32, "n_test": 32,
         "eval_splits": ["test"], "log_every": 1, "eval_every": 10**6, "num_threads": 1, "device": "cpu"}
@@ -121,7 +121,7 @@ def test_s4d_parameters_get_their_own_group_with_capped_lr():
     assert len(s4d["params"]) + len(rest["params"]) == len(list(trainer.model.parameters()))
     plain = Trainer(resolve({**base, "lr": 3e-3}))
     assert len(plain.opt.param_groups) == 1 and isinstance(plain.opt, torch.optim.AdamW)
-    assert s4d_parameters(Trainer(resolve({**base, "s4d": False})).model) == []
+    assert marked(Trainer(resolve({**base, "s4d": False})).model, "s4d") == []
 
 
 # --- plateau, early stopping, selection, resume ---

@@ -5,9 +5,26 @@ from __future__ import annotations
 import click
 
 
+def first_paragraph(doc: str) -> str:
+    """A docstring's first paragraph on one line."""
+    return " ".join(doc.strip().split("\n\n")[0].split())
+
+
+def entry_facts(e) -> str:
+    """What the trainer and the bench take from a model's registry entry, where it differs from the default."""
+    facts = ["selects by dev accuracy"] if e.select_by == "accuracy" else []
+    facts += [f"auxiliary loss weighted by {e.aux_loss_key}"] if e.aux_loss_key else []
+    facts += [f"RIR Table 1 row {e.table1_row}"] if e.table1_row is not None else []
+    facts += [f"Table 1 with {', '.join(f'{k}={v}' for k, v in e.table1_settings.items())}"] if e.table1_settings \
+        else []
+    return "; ".join(facts)
+
+
 @click.command("models")
 def list_models():
-    """List registered models, the task kinds they support and what each is.
+    """List registered models (the catalogue: every model family's file registers its own), the task kinds they
+    support, what each is, and what the trainer and bench take from it (dev metric under `select_by: auto`,
+    auxiliary-loss weight, RIR Table 1 row).
 
     A model's config fields are flat keys of a trial (`--set`, sweep specs); plugins listed in $RIRLAB_PLUGINS
     appear here too.
@@ -19,7 +36,10 @@ def list_models():
 
     for name in registry.names():
         e = registry.get(name)
-        click.echo(f"{name:14s} [{','.join(e.kinds)}] {e.doc.splitlines()[0] if e.doc else ''}")
+        click.echo(f"{name:14s} [{','.join(e.kinds)}] {first_paragraph(e.doc)}")
+        facts = entry_facts(e)
+        if facts:
+            click.echo(f"{'':16s}{facts}")
 
 
 @click.command("tasks")

@@ -45,7 +45,7 @@ from rirlab.models.base import EncoderOutput, at_least_fp32
 from rirlab.models.beam_tree import NEG, gumbel_like, initial_scores, keep_survivors, marginalize
 from rirlab.models.grc import GRC, GRCConfig, LeafTransform
 from rirlab.models.heads import TaskModel
-from rirlab.models.registry import register
+from rirlab.models.registry import beam_width, register
 
 BTTopK = Literal["top", "stochastic"]
 
@@ -170,13 +170,13 @@ class BTEncoder(nn.Module):
         return EncoderOutput(marginalize(roots, scores))  # (N, D)
 
 
-@register("bt_grc", BTConfig)
+@register("bt_grc", BTConfig, table1_row=8, memory_width=beam_width)
 def bt_grc(cfg: BTConfig, info):
     """Beam Tree GRC (BT-RvNN, ICML 2023; EBT paper §2): beam search, scorer on composed parents."""
     return TaskModel(BTEncoder(cfg), info, cfg)
 
 
-@register("bt_grc_os", BTConfig)
+@register("bt_grc_os", BTConfig, table1_row=9, memory_width=beam_width)
 def bt_grc_os(cfg: BTConfig, info):
     """BT-GRC with the OneSoft top-k in training (BT-RvNN; the authors' BT_GRC_OS)."""
     return TaskModel(BTEncoder(cfg, one_soft=True), info, cfg)

@@ -159,7 +159,9 @@ class CRvNN(nn.Module):
         return root[:, None], x.new_zeros(m, 1) if scores is None else scores
 
 
-@register("crvnn", CRvNNConfig)
+# RIR Table 1 times CRvNN without its early exit ("no halting", the authors' CRvNN_nohalt): same outputs,
+# every sequence runs its whole loop; a --set of the same key wins
+@register("crvnn", CRvNNConfig, table1_row=7, table1_settings={"crvnn_halt": "full_loop"})
 def crvnn(cfg: CRvNNConfig, info):
     """Continuous Recursive Neural Network (Ray Chowdhury & Caragea, ICML 2021) with the GRC cell."""
     return TaskModel(OneBeamEncoder(cfg.hidden_size, CRvNN(cfg)), info, cfg)

@@ -15,7 +15,7 @@ from rirlab.config import STRICT
 from rirlab.models.beam_tree import BeamSelect
 from rirlab.models.heads import TaskModel
 from rirlab.models.parent_attention import TreeGAUConfig, tree_gau
-from rirlab.models.registry import register
+from rirlab.models.registry import beam_width, register
 
 
 @dataclass(config=STRICT)
@@ -26,7 +26,7 @@ class EBTGAUConfig(TreeGAUConfig):
     beam_select: BeamSelect = "stochastic"  # training survivors: Gumbel top-b (authors' code) or plain top-b
 
 
-@register("ebt_gau", EBTGAUConfig)
+@register("ebt_gau", EBTGAUConfig, memory_width=beam_width)
 def ebt_gau(cfg: EBTGAUConfig, info):
     """EBT-GAU: EBT-GRC trees' non-terminals as parent attention, then GAU sentence interaction (EBT paper §4)."""
     return TaskModel(tree_gau(cfg, info, cfg.beam_size, straight_through=False, beam_select=cfg.beam_select), info, cfg)

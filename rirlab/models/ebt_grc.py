@@ -18,7 +18,7 @@ from rirlab.models.beam_tree import BeamSelect, marginalize
 from rirlab.models.fused_beam import FusedBeamTree
 from rirlab.models.grc import GRC
 from rirlab.models.heads import TaskModel
-from rirlab.models.registry import register
+from rirlab.models.registry import beam_width, register
 from rirlab.models.s4d import PreChunkConfig, leaf_layer
 from rirlab.models.scorer import Scorer
 
@@ -54,7 +54,7 @@ class EBTEncoder(nn.Module):
         return EncoderOutput(marginalize(roots, scores))  # (N, D)
 
 
-@register("ebt_grc", EBTConfig)
+@register("ebt_grc", EBTConfig, table1_row=10, memory_width=beam_width)
 def ebt_grc(cfg: EBTConfig, info):
     """Efficient Beam Tree GRC (EBT paper §3, Algorithm 1)."""
     return TaskModel(EBTEncoder(cfg), info, cfg)

@@ -62,7 +62,8 @@ class UniversalEncoder(nn.Module):
 
 
 register_encoder("ut", HaltConfig, UniversalEncoder,
-                 "Universal Transformer with token-level halting (Algorithm 1, eq. 5-8), mean pooling.")
+                 "Universal Transformer with token-level halting (Algorithm 1, eq. 5-8), mean pooling.",
+                 aux_loss_key="halt_loss_weight")
 register_encoder("gut", GUTConfig, UniversalEncoder,
                  "Gated Universal Transformer: gating, global mean halting, transition-aware halt (Algorithm 3, "
-                 "eq. 9-17).")
+                 "eq. 9-17).", aux_loss_key="halt_loss_weight")

@@ -214,7 +214,7 @@ class MegaEncoder(nn.Module):
         return EncoderOutput((x * m).sum(1) / m.sum(1).clamp(min=1))  # (N, D)
 
 
-@register("mega", MegaConfig)
+@register("mega", MegaConfig, select_by="accuracy", table1_row=2)
 def mega(cfg: MegaConfig, info):
     """MEGA (Ma et al., ICLR 2023): bidirectional multi-dim EMA + single-head gated softmax attention, post-norm,
     mean pooling; defaults = MEGA's ListOps-LRA setting."""

@@ -160,7 +160,7 @@ class ProjectedOrderedMemory(OrderedMemory):
         return super().forward(self.proj(x), lengths, scores)  # x: (M, 1, L, D)
 
 
-@register("om", OMConfig)
+@register("om", OMConfig, table1_row=6)
 def om(cfg: OMConfig, info):
     """Ordered Memory (Shen et al., NeurIPS 2019) with the GRC cell: stick-breaking attention over memory slots."""
     return TaskModel(OneBeamEncoder(cfg.hidden_size, OrderedMemory(cfg)), info, cfg)

@@ -14,7 +14,7 @@ from pydantic.dataclasses import dataclass
 from rirlab.config import STRICT
 from rirlab.models.beam_tree import BeamSelect
 from rirlab.models.heads import TaskModel
-from rirlab.models.registry import register
+from rirlab.models.registry import beam_width, register
 from rirlab.models.rir import Inference, InnerName, RIRConfig, RIREncoder
 
 
@@ -29,7 +29,7 @@ class RIREBTConfig(RIRConfig):
     inference: Inference = "non_rir"
 
 
-@register("rir_ebt_grc", RIREBTConfig)
+@register("rir_ebt_grc", RIREBTConfig, select_by="accuracy", table1_row=11, memory_width=beam_width)
 def rir_ebt_grc(cfg: RIREBTConfig, info):
     """RIR-EBT-GRC: S4D pre-chunk layer, k-ary outer recursion, EBT-GRC inner recursion, beam alignment (RIR §3)."""
     return TaskModel(RIREncoder(cfg), info, cfg)

@@ -29,13 +29,13 @@ class RIRGRCConfig(RIRConfig):
     rnn_start: Literal["zero", "first_token"] = "zero"
 
 
-@register("rir_grc", RIRGRCConfig)
+@register("rir_grc", RIRGRCConfig, select_by="accuracy", table1_row=5)
 def rir_grc(cfg: RIRGRCConfig, info):
     """RIR with a GRC RNN as inner RvNN: balanced k-ary outer recursion over chunks (RIR §2 eq. 6-7, §4.1)."""
     return TaskModel(RIREncoder(cfg), info, cfg)
 
 
-@register("bbt_grc", GRCConfig)
+@register("bbt_grc", GRCConfig, table1_row=4)
 def bbt_grc(cfg: GRCConfig, info):
     """Balanced binary tree GRC (RIR paper eq. 3; BBT-GRC of §4.1, no S4D layer): RIR-GRC with k = 2."""
     rir = RIRGRCConfig(hidden_size=cfg.hidden_size, cell_mult=cfg.cell_mult, dropout=cfg.dropout, chunk_size=2,

@@ -45,7 +45,7 @@ class RNNEncoder(nn.Module):
         return EncoderOutput(rnn_compose(self.cell, self.leaf(x), mask))  # (N, D)
 
 
-@register("rnn_grc", GRCConfig)
+@register("rnn_grc", GRCConfig, table1_row=1)
 def rnn_grc(cfg: GRCConfig, info):
     """Plain recurrent GRC baseline (RNN-GRC, RIR paper eq. 2)."""
     return TaskModel(RNNEncoder(cfg), info, cfg)

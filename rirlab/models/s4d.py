@@ -34,6 +34,7 @@ from torch import nn
 from rirlab.config import STRICT
 from rirlab.models.base import at_least_fp32, full_precision
 from rirlab.models.grc import GRCConfig, LeafTransform
+from rirlab.optim import mark_group
 
 S4DInit = Literal["inv", "lin"]  # S4D-Inv or S4D-Lin initialisation of the imaginary parts of A
 
@@ -112,6 +113,7 @@ class S4D(nn.Module):
         super().__init__()
         self.kernel = S4DKernel(h, n_state, init)
         self.d = nn.Parameter(torch.randn(h))
+        mark_group(self.parameters(), "s4d")  # the papers' code's "S4 group": own lr cap (rirlab.train.param_groups)
 
     def forward(self, u: torch.Tensor) -> torch.Tensor:
         u = at_least_fp32(u)

@@ -46,7 +46,7 @@ class S4DStack(nn.Module):
         return EncoderOutput((self.ln(x) * m).sum(1) / m.sum(1).clamp(min=1))  # (N, D)
 
 
-@register("s4d", S4DConfig)
+@register("s4d", S4DConfig, select_by="accuracy", table1_row=3)
 def s4d(cfg: S4DConfig, info):
     """Stacked bidirectional S4D (S4D-Inv, bilinear), masked mean pooling."""
     return TaskModel(S4DStack(cfg), info, cfg)

@@ -185,4 +185,5 @@ class LatentBottleneckEncoder(nn.Module):
 register_encoder("tlb", TLBConfig, LatentBottleneckEncoder,
                  "Temporal Latent Bottleneck: chunk-wise recurrence with memory slots (Algorithm 2), mean pooling.")
 register_encoder("gutlb", GUTLBConfig, LatentBottleneckEncoder,
-                 "Gated Universal Transformer Latent Bottleneck: TLB with a halting GUT per chunk (Algorithm 4).")
+                 "Gated Universal Transformer Latent Bottleneck: TLB with a halting GUT per chunk (Algorithm 4).",
+                 aux_loss_key="halt_loss_weight")

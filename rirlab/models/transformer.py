@@ -121,9 +121,10 @@ def task_model(encoder_cls, cfg: RTConfig, info) -> TaskModel:
     return model
 
 
-def register_encoder(name: str, config: type, encoder_cls, doc: str) -> None:
-    """Register ``name`` as ``encoder_cls`` (built from ``config``) under the task's head, for every task kind."""
-    register(name, config, kinds=KINDS, doc=doc)(functools.partial(task_model, encoder_cls))
+def register_encoder(name: str, config: type, encoder_cls, doc: str, **entry) -> None:
+    """Register ``name`` as ``encoder_cls`` (built from ``config``) under the task's head, for every task kind;
+    ``entry``: the other keywords of :func:`rirlab.models.registry.register`."""
+    register(name, config, kinds=KINDS, doc=doc, **entry)(functools.partial(task_model, encoder_cls))
 
 
 @dataclass(config=STRICT)

@@ -455,20 +455,11 @@ def _train_step(model, opt, batch: dict, resolved) -> None:
     task's loss (a token-level one for language modelling) plus the weighted halting loss, backward, gradient
     clipping, the optimiser's step."""
     import torch
-    import torch.nn.functional as F
 
-    from rirlab.models.base import autocast
+    from rirlab.train import aux_loss_weight, training_loss
 
     t = resolved.train
-    with autocast(t.precision, batch["tokens"].device):
-        out = model(batch)
-    logits, labels = out.logits.float(), batch["labels"]
-    if logits.dim() == 3:
-        keep = labels >= 0
-        logits, labels = logits[keep], labels[keep]
-    loss = F.cross_entropy(logits, labels)
-    if out.aux_loss is not None:
-        loss = loss + float(getattr(resolved.model_cfg, "halt_loss_weight", 0.0)) * out.aux_loss.float()
+    loss = training_loss(model, batch, t.precision, batch["tokens"].device, aux_loss_weight(resolved))[0]
     opt.zero_grad(set_to_none=True)
     loss.backward()
     if t.grad_clip:

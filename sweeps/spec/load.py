@@ -237,8 +237,8 @@ def _one_per_model(resolved: list) -> list:
 
 def memory_estimate_gb(resolved) -> float:
     """A lower bound on one trial's memory (GB): its parameters with gradients and Adam state (the model built on
-    the meta device: nothing allocated), plus one fp32 state (and its gradient) per sequence x token x hidden unit
-    x beam for a training batch of the task's longest training sequences. Real use is higher."""
+    the meta device: nothing allocated), plus one fp32 state (and its gradient) per sequence x token x the entry's
+    memory_width (hidden x beam) for a training batch of the task's longest training sequences. Real use is higher."""
     import torch
 
     from rirlab.models import registry as models
@@ -252,10 +252,9 @@ def memory_estimate_gb(resolved) -> float:
         params = sum(p.numel() for p in model.parameters())
     except Exception:  # a builder that needs a real device: count the states only
         params = 0
-    hidden = int(getattr(cfg, "hidden_size", 0) or 0)
-    beam = int(getattr(cfg, "beam_size", 1) or 1)
+    width = models.get(resolved.model).memory_width(cfg)  # fp32 values per token: the model entry's hook
     length = int(getattr(resolved.task_cfg, "max_train_len", 100) or 100)
-    states = resolved.train.batch_size * length * hidden * beam * 4 * 2
+    states = resolved.train.batch_size * length * width * 4 * 2
     return (params * BYTES_PER_PARAM + states) / 2**30
 
 
