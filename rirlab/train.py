@@ -12,7 +12,8 @@ as the papers' code) is kept and every split is evaluated with it at the end. Th
 ``best/step``, ``best/epoch``, ``best/dev_accuracy``, ``best/dev_loss``, ``stopped_epoch`` and ``early_stopped``
 (1 when early stopping ended the trial).
 
-Metrics (one unit per kind; docs/metrics.md says the same for users):
+Metrics (one unit per kind; their names are spelled in rirlab.contract, whose METRICS table docs/metrics.md
+documents for users):
 
 ====================================  ======  ==================================================================
 metric                                unit    meaning
@@ -52,6 +53,7 @@ from typing import Callable, Optional
 import torch
 import torch.nn.functional as F
 
+from rirlab import contract as C
 from rirlab import optim
 from rirlab.errors import UserError
 from rirlab.optim import Ranger
@@ -238,10 +240,10 @@ class Trainer:
         if not isinstance(self.sched, torch.optim.lr_scheduler.ReduceLROnPlateau):
             self.sched.step()
         self.step += 1
-        m = {"train/loss": loss.item(), "train/accuracy": 100.0 * correct / max(n, 1)}
+        m = {C.TRAIN_LOSS: loss.item(), C.TRAIN_ACCURACY: 100.0 * correct / max(n, 1)}
         if out.aux_loss is not None:
-            m["train/aux_loss"] = out.aux_loss.item()
-        m.update({f"train/{k}": float(v) for k, v in out.stats.items()})
+            m[C.TRAIN_AUX_LOSS] = out.aux_loss.item()
+        m.update({C.TRAIN_PREFIX + k: float(v) for k, v in out.stats.items()})
         return m
 
     @torch.no_grad()
@@ -353,7 +355,7 @@ def run_trial(config: dict, report: Optional[Report] = None, *, state: Optional[
     t = cfg.train
     total = trainer.total_steps
     window: list[dict] = []
-    final, final_ckpt = {"step": trainer.step}, None  # stays so when resumed from a finished checkpoint
+    final, final_ckpt = {C.STEP: trainer.step}, None  # stays so when resumed from a finished checkpoint
     train_s, steps_timed = 0.0, 0  # wall time of training steps only (no evaluation), since start or resume
     while trainer.step < total and not trainer.stopped:
         t0 = time.perf_counter()
@@ -365,13 +367,13 @@ def run_trial(config: dict, report: Optional[Report] = None, *, state: Optional[
         last = s == total or trainer.stopped
         if s % t.log_every == 0 or s % t.eval_every == 0 or last or dev is not None:
             metrics = {k: sum(w[k] for w in window) / len(window) for k in window[0]}
-            metrics.update(step=s, time_per_step_ms=1000 * train_s / steps_timed, lr=trainer.lr,
-                           epoch=trainer.epoch)
+            metrics.update({C.STEP: s, C.TIME_PER_STEP_MS: 1000 * train_s / steps_timed, C.LR: trainer.lr,
+                            C.EPOCH: trainer.epoch})
             window = []
             if dev is None and s % t.eval_every == 0 and not last:
                 dev = trainer.evaluate(trainer.dev_split())
             if dev is not None and not last:  # at the end dev is reported with the other splits
-                metrics.update({f"dev/{k}": v for k, v in dev.items()})
+                metrics.update({C.split_metric("dev", k): v for k, v in dev.items()})
             ckpt = trainer.state_dict() if checkpoint_every and (s % checkpoint_every == 0 or last) else None
             if not last:
                 report(metrics, checkpoint=ckpt)
@@ -381,15 +383,15 @@ def run_trial(config: dict, report: Optional[Report] = None, *, state: Optional[
     if t.select_by != "last" and trainer.best_weights is not None:
         trainer.model.load_state_dict(trainer.best_weights)  # every split sees the best-dev weights
     if trainer.best:
-        final.update({f"best/{k}": v for k, v in trainer.best.items() if k != "score"})
-        final.update(stopped_epoch=trainer.epoch, early_stopped=int(trainer.stopped))
+        final.update({C.BEST_PREFIX_METRIC + k: v for k, v in trainer.best.items() if k != "score"})
+        final.update({C.STOPPED_EPOCH: trainer.epoch, C.EARLY_STOPPED_METRIC: int(trainer.stopped)})
     for name, examples in trainer.data.eval_splits.items():
-        final.update({f"{name}/{k}": v for k, v in trainer.evaluate(examples).items()})
+        final.update({C.split_metric(name, k): v for k, v in trainer.evaluate(examples).items()})
     for name, obj in getattr(trainer.model, "artifacts", dict)().items():
-        final[f"artifact:{name}"] = obj  # JSON-able; the tracker stores it as an MLflow artifact
-    final.update(peak_mem_mb=trainer.peak_mem_mb(), process_rss_mb=rss_mb(),
-                 num_params=sum(p.numel() for p in trainer.model.parameters()),
-                 device=device_name() if trainer.device.type == "cuda" else "cpu", final=True)
+        final[C.ARTIFACT_PREFIX + name] = obj  # JSON-able; the tracker stores it as an MLflow artifact
+    final.update({C.PEAK_MEM_MB: trainer.peak_mem_mb(), C.PROCESS_RSS_MB: rss_mb(),
+                  C.NUM_PARAMS: sum(p.numel() for p in trainer.model.parameters()),
+                  C.DEVICE: device_name() if trainer.device.type == "cuda" else "cpu", C.FINAL: True})
     report(final, checkpoint=final_ckpt)
     return final
 

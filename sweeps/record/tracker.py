@@ -67,7 +67,7 @@ def split_result(result: dict) -> tuple[dict[str, float], dict[str, str]]:
     """Numeric, finite values -> metrics; strings -> tags; Ray's bookkeeping keys dropped."""
     metrics, tags = {}, {}
     for k, v in result.items():
-        if k in RAY_KEYS or k.startswith(("config", "artifact:")) or k in ("trial_id", "experiment_tag", "date", "hostname", "node_ip"):
+        if k in RAY_KEYS or k.startswith(("config", contract.ARTIFACT_PREFIX)) or k in ("trial_id", "experiment_tag", "date", "hostname", "node_ip"):
             continue
         if isinstance(v, bool):
             continue
@@ -171,8 +171,8 @@ class Tracker:
 
     def log_result(self, run_id: str, result: dict, step: int) -> None:
         for key, obj in result.items():
-            if key.startswith("artifact:"):
-                self.client.log_dict(run_id, obj, key[len("artifact:"):])
+            if key.startswith(contract.ARTIFACT_PREFIX):
+                self.client.log_dict(run_id, obj, key.removeprefix(contract.ARTIFACT_PREFIX))
         metrics, tags = split_result(result)
         now = int(time.time() * 1000)
         self.client.log_batch(run_id, metrics=[Metric(k, v, now, step) for k, v in metrics.items()],
