@@ -9,7 +9,7 @@ from torch import nn
 
 from rirlab.models import registry
 from rirlab.models.halting import DepthHalting
-from rirlab.models.transformer import Block
+from rirlab.models.attention import Block
 from rirlab.tasks.base import TaskInfo
 
 D = 16

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from rirlab.models import registry
-from rirlab.models.transformer import FeedForward, GatedFeedForward
+from rirlab.models.attention import FeedForward, GatedFeedForward
 from rirlab.tasks.base import TaskInfo
 from test_halting import one_thread  # noqa: F401  (autouse: tiny models run fastest on one thread)
 
@@ -153,7 +153,7 @@ def test_gutlb_mean_layers_per_chunk_and_act_loss_per_sequence_over_its_chunks()
 
 def test_code_init_leaves_a_tasks_pretrained_embeddings_alone(monkeypatch):
     """Tasks with frozen word vectors (GloVe) give the head an embedding that is not a plain nn.Embedding."""
-    import rirlab.models.transformer as transformer
+    import rirlab.models.attention as transformer
 
     vectors = torch.randn(12, 6)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rirlab.models.transformer import MultiHeadAttention, add_start_end, attention_mask, rotate
+from rirlab.models.attention import MultiHeadAttention, add_start_end, attention_mask, rotate
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -73,7 +73,7 @@ def test_paper_table_specs_validate(spec, n):
 
 
 def test_xpos_with_unit_scale_is_rope_and_its_scores_decay_with_offset():
-    from rirlab.models.transformer import xpos_zeta
+    from rirlab.models.attention import xpos_zeta
 
     torch.manual_seed(0)
     x = torch.randn(2, 2, 7, 8)

@@ -9,7 +9,8 @@ Shared building blocks, each with the config base of its concept:
   grc.py (GRC cell eq. 10-11, leaf transform eq. 17, GRC recurrence; GRCConfig), scorer.py (pair scorer eq. 12),
   beam_tree.py (the reference beam search), fused_beam.py (its fast path), rir.py (the outer recursion; RIRConfig),
   s4d.py (S4D layer, pre-chunk layer eq. 13-17; PreChunkConfig), halting.py (dynamic halting loop; HaltConfig),
-  heads.py (embedding + task heads), base.py (what encoders and models return),
+  heads.py (embedding + task heads), base.py (what encoders and models return), attention.py (the recurrent
+  Transformers' positions, attention, feed-forward and readout blocks; RTConfig),
   parent_attention.py (the EBT search recording tree nodes, parent attention; TreeGAUConfig; EBT §4, eq. 21-29).
 
 Papers cited in the docstrings (equation and algorithm numbers are theirs):

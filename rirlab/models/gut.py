@@ -18,7 +18,7 @@ from torch import nn
 from rirlab.config import STRICT
 from rirlab.models.base import EncoderOutput
 from rirlab.models.halting import HaltConfig, depth_halting
-from rirlab.models.transformer import Block, Readout, attn_options, ff_options, register_encoder
+from rirlab.models.attention import Block, Readout, attn_options, ff_options, register_encoder
 
 
 @dataclass(config=STRICT)

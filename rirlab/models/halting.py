@@ -45,7 +45,7 @@ from torch import nn
 
 from rirlab.config import STRICT
 from rirlab.models.base import at_least_fp32, full_precision
-from rirlab.models.transformer import RTConfig, cumulative_mean, masked_mean
+from rirlab.models.attention import RTConfig, cumulative_mean, masked_mean
 
 Mode = Literal["dynamic", "upper_bound", "none"]  # §7: GUT, "GUT upper bound" (no break), "GUT no halt"
 MODES = get_args(Mode)

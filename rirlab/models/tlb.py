@@ -35,7 +35,7 @@ from rirlab.config import STRICT
 from rirlab.models.base import EncoderOutput
 from rirlab.models.gut import GUTConfig
 from rirlab.models.halting import depth_halting
-from rirlab.models.transformer import (Attention, FeedForward, GatedFeedForward, Readout, RTConfig, attn_options,
+from rirlab.models.attention import (Attention, FeedForward, GatedFeedForward, Readout, RTConfig, attn_options,
                                        ff_options, register_encoder)
 
 
