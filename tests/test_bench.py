@@ -74,7 +74,7 @@ def test_bench_learn_needs_neither_ray_nor_mlflow(tmp_path):
     import sys
 
     code = ("import sys; sys.modules['ray'] = sys.modules['mlflow'] = None\n"
-            "from rirlab.bench import BenchOptions, run\n"
+            "from rirlab.bench.base import BenchOptions, run\n"
             "r = run('learn', BenchOptions(minutes=0.005, eval_every=2, dev_examples=8, threads=1, overrides=dict("
             "hidden_size=16, chunk_size=10, d_s=8, n_train=64, n_dev=16, batch_size=16)))\n"
             "assert r['steps'] > 0 and not any(m.split('.')[0] in ('ray', 'mlflow') for m in sys.modules "
@@ -109,7 +109,8 @@ def test_bench_table1_reports_oom_in_its_cell_and_runs_the_other_models(tmp_path
 
 
 def test_bench_table1_time_cap_and_default_model_list():
-    from rirlab.bench import TABLE1_ROWS, BenchOptions, run, table1_models
+    from rirlab.bench.base import TABLE1_ROWS, BenchOptions, run
+    from rirlab.bench.table1 import table1_models
     from rirlab.models import registry
 
     names, notes = table1_models(BenchOptions())

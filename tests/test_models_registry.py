@@ -93,7 +93,8 @@ def test_register_refuses_keys_its_config_lacks():
 
 
 def test_table1_rows_and_settings():
-    from rirlab.bench import TABLE1_ROWS, BenchOptions, table1_models
+    from rirlab.bench.base import TABLE1_ROWS, BenchOptions
+    from rirlab.bench.table1 import table1_models
 
     names, notes = table1_models(BenchOptions())
     assert names == ["rnn_grc", "mega", "s4d", "bbt_grc", "rir_grc", "om", "crvnn", "bt_grc", "bt_grc_os", "ebt_grc",

@@ -1,4 +1,4 @@
-"""`rirlab bench`: speed and memory protocols (see rirlab/bench.py)."""
+"""`rirlab bench`: speed and memory protocols (see rirlab/bench/)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from rirlab.cli.options import set_option
 @click.command()
 @click.option("--protocol", "name", default="step", show_default=True,
               help="step (one step of one model), table1 (RIR Table 1 length bins), gut_halt (dynamic-halt §7) or "
-                   "learn (time to reach dev-accuracy thresholds under a training recipe); see rirlab/bench.py.")
+                   "learn (time to reach dev-accuracy thresholds under a training recipe); see rirlab/bench/.")
 @click.option("--model", default="rir_ebt_grc", show_default=True, help="step, learn: the model.")
 @click.option("--models", default="", help="table1: comma-separated models (default: the registered RIR Table 1 rows).")
 @click.option("--batch", default=16, show_default=True, type=click.IntRange(min=1))
@@ -61,7 +61,7 @@ def bench(name, model, models, batch, length, mode, inference, device, precision
     rirlab bench --model rir_grc --set chunk_size=20 --json step.json
     rirlab bench --protocol learn --device cuda --minutes 20 --json learn.json --png learn.png
     """
-    from rirlab.bench import BenchOptions, run
+    from rirlab.bench.base import BenchOptions, run
     from rirlab.config import parse_overrides
     from rirlab.errors import UserError
 
@@ -87,7 +87,7 @@ def bench(name, model, models, batch, length, mode, inference, device, precision
                    f"{result['eval_seconds']:.1f} s evaluation; stopped by {result['stopped_by']}; best dev accuracy "
                    f"{result['best_dev_accuracy']:.2f} ({result['device']})")
         if png_path:
-            from rirlab.bench import plot_learn
+            from rirlab.bench.learn import plot_learn
 
             plot_learn(result, png_path)
     elif "table" in result:  # protocols that format their own table (gut_halt)

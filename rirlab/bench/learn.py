@@ -1,0 +1,119 @@
+"""``learn``: time to learn -- trains one model on a task under a recipe (rirlab.train.Trainer, no Ray or MLflow)
+for a budget of training minutes and reports the training seconds, steps and samples at which dev accuracy first
+reaches each threshold, and the curve (dev accuracy vs seconds); ``plot_learn`` draws it."""
+
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+from rirlab.bench.base import BenchOptions, device_name, protocol, sync
+from rirlab.errors import UserError
+
+
+@protocol("learn")
+def learn(opts: BenchOptions) -> dict:
+    """Time to learn: train ``opts.model`` on ``opts.task`` under ``opts.recipe`` for ``opts.minutes`` of training.
+
+    Every ``eval_every`` steps (and at step 0 and the last step) dev accuracy on the first ``dev_examples`` dev
+    examples is one curve point. ``train_seconds`` counts only training steps (data, forward, backward,
+    optimiser; synchronised on CUDA); dev evaluations, the curve's and the recipe's own per-epoch ones, go to
+    ``eval_seconds``; ``wall_seconds`` is both (setup excluded, reported as ``setup_seconds``). The budget is
+    on ``train_seconds``; training also ends at the config's steps / epochs or by the recipe's early stopping.
+    ``--set`` overrides any trial key: model, task (n_train, ...) or training (batch_size, lr, ...).
+    """
+    from rirlab.trial import resolve
+    from rirlab.train import Trainer
+
+    if not opts.thresholds or any(not 0 < t <= 100 for t in opts.thresholds):
+        raise UserError(f"bench learn: thresholds {list(opts.thresholds)} must be dev accuracies in (0, 100]")
+    config = {"model": opts.model, "task": opts.task, "recipe": opts.recipe, "device": opts.device,
+              "seed": opts.seed, "num_threads": opts.threads, **opts.overrides}
+    if "steps" not in opts.overrides and "epochs" not in opts.overrides:
+        config["epochs"] = 100  # the papers' cap; the time budget usually ends training first
+    cfg = resolve(config, where="bench learn")
+    say = opts.progress or (lambda line: None)
+    t_setup = time.perf_counter()
+    trainer = Trainer(cfg)
+    setup_s = time.perf_counter() - t_setup
+    dev = list(trainer.dev_split())[: opts.dev_examples]
+    budget = 60.0 * opts.minutes
+    clock = {"train": 0.0, "eval": 0.0, "samples": 0}
+    curve: list[dict] = []
+    reached: dict[float, Optional[dict]] = {float(t): None for t in sorted(opts.thresholds)}
+    losses: list[float] = []
+    say(f"learn: {opts.model} on {opts.task}, recipe {cfg.train.recipe}, batch {cfg.train.batch_size}, "
+        f"{len(trainer.data.train)} train / {len(dev)} dev examples, budget {opts.minutes:g} min of training, "
+        f"{device_name(opts.device)}; setup {setup_s:.1f} s")
+
+    def timed(fn, key: str):
+        sync(opts.device)
+        t0 = time.perf_counter()
+        out = fn()
+        sync(opts.device)
+        clock[key] += time.perf_counter() - t0
+        return out
+
+    def point() -> None:
+        m = timed(lambda: trainer.evaluate(dev), "eval")
+        p = {"step": trainer.step, "samples": clock["samples"], "epoch": trainer.epoch,
+             "train_seconds": clock["train"], "wall_seconds": clock["train"] + clock["eval"],
+             "dev_accuracy": m["accuracy"], "dev_loss": m["loss"],
+             "train_loss": sum(losses) / len(losses) if losses else None, "lr": trainer.lr}
+        losses.clear()
+        curve.append(p)
+        for thr, hit in reached.items():
+            if hit is None and p["dev_accuracy"] >= thr:
+                reached[thr] = p
+        got = [f"{t:g}%@{h['train_seconds']:.0f}s" for t, h in reached.items() if h is not None]
+        say(f"step {p['step']:6d}  epoch {p['epoch']:6.2f}  train {p['train_seconds']:8.1f} s  eval "
+            f"{clock['eval']:6.1f} s  dev acc {p['dev_accuracy']:6.2f}  loss {p['dev_loss']:.4f}  lr {p['lr']:.2g}"
+            f"  reached {' '.join(got) or '-'}")
+
+    point()
+    while clock["train"] < budget and trainer.step < trainer.total_steps and not trainer.stopped:
+        clock["samples"] += len(trainer.plan.indices(trainer.step))
+        losses.append(timed(trainer.train_step, "train")["train/loss"])
+        timed(trainer.selection_point, "eval")  # the recipe's per-epoch dev evaluation (plateau, stopping)
+        if trainer.step % opts.eval_every == 0:
+            point()
+    if curve[-1]["step"] != trainer.step:
+        point()
+    stopped = ("early stopping" if trainer.stopped else "time budget" if clock["train"] >= budget
+               else "steps")
+    return {"model": opts.model, "task": opts.task, "recipe": cfg.train.recipe, "config": cfg.flat(),
+            "budget_minutes": opts.minutes, "eval_every": opts.eval_every, "dev_examples": len(dev),
+            "thresholds": [{"threshold": t, "reached": h is not None,
+                            **{k: (h or {}).get(k) for k in ("step", "samples", "epoch", "train_seconds",
+                                                             "wall_seconds", "dev_accuracy")}}
+                           for t, h in reached.items()],
+            "curve": curve, "steps": trainer.step, "samples": clock["samples"], "train_seconds": clock["train"],
+            "eval_seconds": clock["eval"], "wall_seconds": clock["train"] + clock["eval"], "setup_seconds": setup_s,
+            "stopped_by": stopped, "best_dev_accuracy": max(p["dev_accuracy"] for p in curve),
+            "peak_mem_mb": trainer.peak_mem_mb()}
+
+
+def plot_learn(result: dict, path) -> None:
+    """The learn curve as a PNG: dev accuracy vs training seconds, each threshold and where it was reached."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    xs = [p["train_seconds"] for p in result["curve"]]
+    ax.plot(xs, [p["dev_accuracy"] for p in result["curve"]], marker=".", label="dev accuracy")
+    for t in result["thresholds"]:
+        ax.axhline(t["threshold"], color="grey", lw=0.6, ls=":")
+        if t["reached"]:
+            ax.plot([t["train_seconds"]], [t["dev_accuracy"]], "o", color="C3")
+            ax.annotate(f"{t['threshold']:g}% @ {t['train_seconds']:.0f} s", (t["train_seconds"], t["dev_accuracy"]),
+                        textcoords="offset points", xytext=(5, -12), fontsize=8)
+    ax.set_xlabel("training seconds (evaluation excluded)")
+    ax.set_ylabel(f"dev accuracy (%), first {result['dev_examples']} dev examples")
+    ax.set_ylim(0, 100)
+    ax.set_title(f"{result['model']} on {result['task']}, recipe {result['recipe']} ({result['device']})", fontsize=9)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
