@@ -166,7 +166,7 @@ def verify(task, files):
 @click.option("--split", default=None, help="Describe this split: generated from the task config (cached), "
               "or FILES when given; with --compare, the split whose target FILES/the split are held to.")
 @click.option("--compare", is_flag=True, help="Compare with the split's original data (targets in "
-              "rirlab/tasks/targets.py): ours, target, tolerance, ok; exit 1 when any is out of tolerance.")
+              "rirlab/tasks/targets.py, targets.json): ours, target, tolerance, ok; exit 1 when any is out of tolerance.")
 @click.option("--seed", type=int, default=None, help="Data seed of the generated split (default the task's).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @set_option

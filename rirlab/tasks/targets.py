@@ -9,7 +9,8 @@ with ``sd`` the per-row standard deviation in the target sample and ``n_target``
 (4 standard errors of the difference; FLOOR absorbs rounding). Length quantiles are compared as shares:
 the target's quantile value ``v`` is stored and the statistic is the share of rows of length <= v.
 
-How the targets were derived (``python -m rirlab.tasks.targets listops|logic`` prints them again):
+How the targets in ``targets.json`` were derived (``python -m rirlab.tasks.targets listops|logic [--write]`` derives
+them again):
 
 - ListOps: each split's original generator, with the parameters of the public scripts (see
   :mod:`rirlab.tasks.listops`): the ListOps generator (Nangia & Bowman, 2018; max_args 5, max_depth
@@ -28,7 +29,11 @@ How the targets were derived (``python -m rirlab.tasks.targets listops|logic`` p
 
 from __future__ import annotations
 
+import functools
+import json
+import re
 import sys
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -110,367 +115,35 @@ def logic_values(rows, ns: tuple, depth_cut: int) -> dict[str, np.ndarray]:
     return {k: np.asarray(v) for k, v in out.items()}
 
 
-# --- targets: split -> {"n": n_target, "args": values() keyword arguments, "stats": {name: (mean, sd)}} ---
+# --- targets: task -> split -> {"n": n_target, "args": values() keyword arguments, "stats": {name: [mean, sd]}} ---
 
-TARGETS: dict[str, dict[str, dict]] = {'listops': {'dev': {'n': 90000,
-                     'args': {'max_args': 5,
-                              'length_cuts': {'short': 5, 'q10': 6, 'q25': 8, 'q50': 15, 'q75': 40, 'q90': 106},
-                              'depth_cut': 11},
-                     'stats': {'length <= 5 (short)': (0.0468, 0.2111),
-                               'length <= 6 (q10)': (0.1386, 0.3455),
-                               'length <= 8 (q25)': (0.2598, 0.4385),
-                               'length <= 15 (q50)': (0.5007, 0.5),
-                               'length <= 40 (q75)': (0.7547, 0.4303),
-                               'length <= 106 (q90)': (0.9004, 0.2994),
-                               'depth (mean)': (4.5346, 4.371),
-                               'depth >= 11': (0.1036, 0.3048),
-                               'args per operator (mean)': (3.5879, 0.6611),
-                               'operators with 5 args': (0.258, 0.289),
-                               'leaf operators with 5 args': (0.198, 0.342),
-                               'label 0': (0.1132, 0.3168),
-                               'label 1': (0.0999, 0.2999),
-                               'label 2': (0.0972, 0.2962),
-                               'label 3': (0.0979, 0.2971),
-                               'label 4': (0.0998, 0.2997),
-                               'label 5': (0.0983, 0.2977),
-                               'label 6': (0.0954, 0.2937),
-                               'label 7': (0.0926, 0.2899),
-                               'label 8': (0.0962, 0.2949),
-                               'label 9': (0.1096, 0.3124)}},
-             'test': {'n': 90000,
-                      'args': {'max_args': 5,
-                               'length_cuts': {'short': 5, 'q10': 6, 'q25': 8, 'q50': 15, 'q75': 40, 'q90': 106},
-                               'depth_cut': 11},
-                      'stats': {'length <= 5 (short)': (0.0468, 0.2111),
-                                'length <= 6 (q10)': (0.1386, 0.3455),
-                                'length <= 8 (q25)': (0.2598, 0.4385),
-                                'length <= 15 (q50)': (0.5007, 0.5),
-                                'length <= 40 (q75)': (0.7547, 0.4303),
-                                'length <= 106 (q90)': (0.9005, 0.2994),
-                                'depth (mean)': (4.5339, 4.3699),
-                                'depth >= 11': (0.1036, 0.3047),
-                                'args per operator (mean)': (3.5879, 0.6611),
-                                'operators with 5 args': (0.258, 0.289),
-                                'leaf operators with 5 args': (0.198, 0.342),
-                                'label 0': (0.1131, 0.3168),
-                                'label 1': (0.0999, 0.2999),
-                                'label 2': (0.0972, 0.2962),
-                                'label 3': (0.0979, 0.2971),
-                                'label 4': (0.0998, 0.2997),
-                                'label 5': (0.0983, 0.2978),
-                                'label 6': (0.0954, 0.2937),
-                                'label 7': (0.0926, 0.2899),
-                                'label 8': (0.0962, 0.2948),
-                                'label 9': (0.1096, 0.3124)}},
-             'len_200_300': {'n': 10000,
-                             'args': {'max_args': 5,
-                                      'length_cuts': {'below the window': 200,
-                                                      'q10': 208,
-                                                      'q25': 219,
-                                                      'q50': 241,
-                                                      'q75': 267,
-                                                      'q90': 286,
-                                                      'window top': 299},
-                                      'depth_cut': 19},
-                             'stats': {'length <= 200 (below the window)': (0.0, 0.0),
-                                       'length <= 208 (q10)': (0.1134, 0.3171),
-                                       'length <= 219 (q25)': (0.2584, 0.4378),
-                                       'length <= 241 (q50)': (0.5097, 0.4999),
-                                       'length <= 267 (q75)': (0.7567, 0.4291),
-                                       'length <= 286 (q90)': (0.9069, 0.2906),
-                                       'length <= 299 (window top)': (1.0, 0.0),
-                                       'depth (mean)': (16.7876, 2.5467),
-                                       'depth >= 19': (0.4437, 0.4968),
-                                       'args per operator (mean)': (3.5648, 0.1446),
-                                       'operators with 5 args': (0.2691, 0.0585),
-                                       'leaf operators with 5 args': (0.163, 0.0891),
-                                       'label 0': (0.1171, 0.3215),
-                                       'label 1': (0.0967, 0.2955),
-                                       'label 2': (0.0999, 0.2999),
-                                       'label 3': (0.091, 0.2876),
-                                       'label 4': (0.0969, 0.2958),
-                                       'label 5': (0.0976, 0.2968),
-                                       'label 6': (0.0929, 0.2903),
-                                       'label 7': (0.0909, 0.2875),
-                                       'label 8': (0.0992, 0.2989),
-                                       'label 9': (0.1178, 0.3224)}},
-             'len_500_600': {'n': 10000,
-                             'args': {'max_args': 5,
-                                      'length_cuts': {'below the window': 500,
-                                                      'q10': 507,
-                                                      'q25': 519,
-                                                      'q50': 540,
-                                                      'q75': 566,
-                                                      'q90': 586,
-                                                      'window top': 599},
-                                      'depth_cut': 19},
-                             'stats': {'length <= 500 (below the window)': (0.0, 0.0),
-                                       'length <= 507 (q10)': (0.1009, 0.3012),
-                                       'length <= 519 (q25)': (0.2615, 0.4395),
-                                       'length <= 540 (q50)': (0.5083, 0.4999),
-                                       'length <= 566 (q75)': (0.7552, 0.43),
-                                       'length <= 586 (q90)': (0.9052, 0.2929),
-                                       'length <= 599 (window top)': (1.0, 0.0),
-                                       'depth (mean)': (18.8529, 0.5954),
-                                       'depth >= 19': (0.9235, 0.2658),
-                                       'args per operator (mean)': (3.5778, 0.0978),
-                                       'operators with 5 args': (0.2742, 0.04),
-                                       'leaf operators with 5 args': (0.1701, 0.0595),
-                                       'label 0': (0.1235, 0.329),
-                                       'label 1': (0.0976, 0.2968),
-                                       'label 2': (0.0968, 0.2957),
-                                       'label 3': (0.0928, 0.2902),
-                                       'label 4': (0.1004, 0.3005),
-                                       'label 5': (0.0937, 0.2914),
-                                       'label 6': (0.0908, 0.2873),
-                                       'label 7': (0.087, 0.2818),
-                                       'label 8': (0.0983, 0.2977),
-                                       'label 9': (0.1191, 0.3239)}},
-             'len_900_1000': {'n': 10000,
-                              'args': {'max_args': 5,
-                                       'length_cuts': {'below the window': 900,
-                                                       'q10': 908,
-                                                       'q25': 919,
-                                                       'q50': 940,
-                                                       'q75': 966,
-                                                       'q90': 985,
-                                                       'window top': 999},
-                                       'depth_cut': 19},
-                              'stats': {'length <= 900 (below the window)': (0.0, 0.0),
-                                        'length <= 908 (q10)': (0.1088, 0.3114),
-                                        'length <= 919 (q25)': (0.257, 0.437),
-                                        'length <= 940 (q50)': (0.503, 0.5),
-                                        'length <= 966 (q75)': (0.7506, 0.4327),
-                                        'length <= 985 (q90)': (0.9051, 0.2931),
-                                        'length <= 999 (window top)': (1.0, 0.0),
-                                        'depth (mean)': (18.9942, 0.1057),
-                                        'depth >= 19': (0.996, 0.0631),
-                                        'args per operator (mean)': (3.5834, 0.0731),
-                                        'operators with 5 args': (0.2759, 0.03),
-                                        'leaf operators with 5 args': (0.1726, 0.0449),
-                                        'label 0': (0.1223, 0.3276),
-                                        'label 1': (0.101, 0.3013),
-                                        'label 2': (0.0942, 0.2921),
-                                        'label 3': (0.0929, 0.2903),
-                                        'label 4': (0.0949, 0.2931),
-                                        'label 5': (0.0912, 0.2879),
-                                        'label 6': (0.0917, 0.2886),
-                                        'label 7': (0.0914, 0.2882),
-                                        'label 8': (0.1012, 0.3016),
-                                        'label 9': (0.1192, 0.324)}},
-             'args_10': {'n': 10000,
-                         'args': {'max_args': 10,
-                                  'length_cuts': {'q10': 158, 'q25': 245, 'q50': 415, 'q75': 635, 'q90': 821},
-                                  'depth_cut': 8},
-                         'stats': {'length <= 158 (q10)': (0.1, 0.3),
-                                   'length <= 245 (q25)': (0.2517, 0.434),
-                                   'length <= 415 (q50)': (0.5007, 0.5),
-                                   'length <= 635 (q75)': (0.751, 0.4324),
-                                   'length <= 821 (q90)': (0.9004, 0.2995),
-                                   'depth (mean)': (7.9943, 0.0993),
-                                   'depth >= 8': (0.9962, 0.0615),
-                                   'args per operator (mean)': (5.9682, 0.3694),
-                                   'operators with 10 args': (0.1078, 0.0447),
-                                   'leaf operators with 10 args': (0.0831, 0.0591),
-                                   'label 0': (0.1582, 0.3649),
-                                   'label 1': (0.0918, 0.2887),
-                                   'label 2': (0.0774, 0.2672),
-                                   'label 3': (0.0828, 0.2756),
-                                   'label 4': (0.0942, 0.2921),
-                                   'label 5': (0.0888, 0.2845),
-                                   'label 6': (0.0794, 0.2704),
-                                   'label 7': (0.0757, 0.2645),
-                                   'label 8': (0.0898, 0.2859),
-                                   'label 9': (0.1619, 0.3684)}},
-             'args_15': {'n': 10000,
-                         'args': {'max_args': 15,
-                                  'length_cuts': {'q10': 221, 'q25': 377, 'q50': 600, 'q75': 803, 'q90': 924},
-                                  'depth_cut': 8},
-                         'stats': {'length <= 221 (q10)': (0.1006, 0.3008),
-                                   'length <= 377 (q25)': (0.2507, 0.4334),
-                                   'length <= 600 (q50)': (0.5003, 0.5),
-                                   'length <= 803 (q75)': (0.7502, 0.4329),
-                                   'length <= 924 (q90)': (0.9004, 0.2995),
-                                   'depth (mean)': (7.997, 0.0871),
-                                   'depth >= 8': (0.9985, 0.0387),
-                                   'args per operator (mean)': (8.2018, 0.5907),
-                                   'operators with 15 args': (0.0633, 0.0346),
-                                   'leaf operators with 15 args': (0.0596, 0.0471),
-                                   'label 0': (0.1682, 0.374),
-                                   'label 1': (0.0894, 0.2853),
-                                   'label 2': (0.0792, 0.2701),
-                                   'label 3': (0.0823, 0.2748),
-                                   'label 4': (0.0928, 0.2902),
-                                   'label 5': (0.0837, 0.2769),
-                                   'label 6': (0.0785, 0.269),
-                                   'label 7': (0.0731, 0.2603),
-                                   'label 8': (0.0873, 0.2823),
-                                   'label 9': (0.1655, 0.3716)}},
-             'lra': {'n': 10000,
-                     'args': {'max_args': 10,
-                              'length_cuts': {'below the window': 500,
-                                              'q10': 578,
-                                              'q25': 699,
-                                              'q50': 949,
-                                              'q75': 1306,
-                                              'q90': 1641,
-                                              'window top': 1999},
-                              'depth_cut': 9},
-                     'stats': {'length <= 500 (below the window)': (0.0, 0.0),
-                               'length <= 578 (q10)': (0.1016, 0.3021),
-                               'length <= 699 (q25)': (0.2513, 0.4338),
-                               'length <= 949 (q50)': (0.5008, 0.5),
-                               'length <= 1306 (q75)': (0.7506, 0.4327),
-                               'length <= 1641 (q90)': (0.9002, 0.2997),
-                               'length <= 1999 (window top)': (1.0, 0.0),
-                               'depth (mean)': (9.0, 0.0),
-                               'depth >= 9': (1.0, 0.0),
-                               'args per operator (mean)': (6.0194, 0.2214),
-                               'operators with 10 args': (0.1121, 0.0275),
-                               'leaf operators with 10 args': (0.0859, 0.0359),
-                               'label 0': (0.1662, 0.3723),
-                               'label 1': (0.0934, 0.291),
-                               'label 2': (0.0776, 0.2675),
-                               'label 3': (0.0811, 0.273),
-                               'label 4': (0.0887, 0.2843),
-                               'label 5': (0.0825, 0.2751),
-                               'label 6': (0.078, 0.2682),
-                               'label 7': (0.0706, 0.2562),
-                               'label 8': (0.0886, 0.2842),
-                               'label 9': (0.1733, 0.3785)}}},
- 'logic': {'dev': {'n': 135529,
-                   'args': {'ns': (0, 1, 2, 3, 4, 5, 6), 'depth_cut': 5},
-                   'stats': {'operators N = 0': (0.0002, 0.0149),
-                             'operators N = 1': (0.0171, 0.1297),
-                             'operators N = 2': (0.0919, 0.2888),
-                             'operators N = 3': (0.1716, 0.377),
-                             'operators N = 4': (0.2241, 0.417),
-                             'operators N = 5': (0.252, 0.4342),
-                             'operators N = 6': (0.2431, 0.429),
-                             'operators of the other formula (mean)': (0.9553, 1.2575),
-                             'other formula has 0 operators': (0.4663, 0.4989),
-                             'depth (mean)': (3.6663, 1.0664),
-                             'depth >= 5': (0.2231, 0.4163),
-                             "'not' among operators": (0.416, 0.1694),
-                             'relation =': (0.0208, 0.1427),
-                             'relation <': (0.1061, 0.308),
-                             'relation >': (0.1071, 0.3092),
-                             'relation ^': (0.0191, 0.137),
-                             'relation |': (0.1021, 0.3028),
-                             'relation v': (0.1024, 0.3031),
-                             'relation #': (0.5424, 0.4982)}},
-           'ops_7': {'n': 4707,
-                     'args': {'ns': (7,), 'depth_cut': 6},
-                     'stats': {'operators N = 7': (1.0, 0.0),
-                               'operators of the other formula (mean)': (1.4436, 1.8992),
-                               'other formula has 0 operators': (0.4408, 0.4965),
-                               'depth (mean)': (5.0302, 0.7651),
-                               'depth >= 6': (0.2615, 0.4395),
-                               "'not' among operators": (0.4707, 0.1038),
-                               'relation =': (0.0155, 0.1236),
-                               'relation <': (0.1151, 0.3192),
-                               'relation >': (0.1158, 0.32),
-                               'relation ^': (0.0183, 0.1339),
-                               'relation |': (0.1173, 0.3217),
-                               'relation v': (0.1039, 0.3051),
-                               'relation #': (0.5141, 0.4998)}},
-           'ops_8': {'n': 3347,
-                     'args': {'ns': (8,), 'depth_cut': 6},
-                     'stats': {'operators N = 8': (1.0, 0.0),
-                               'operators of the other formula (mean)': (1.7123, 2.1893),
-                               'other formula has 0 operators': (0.4144, 0.4926),
-                               'depth (mean)': (5.2471, 0.7945),
-                               'depth >= 6': (0.3657, 0.4816),
-                               "'not' among operators": (0.4764, 0.0959),
-                               'relation =': (0.0161, 0.126),
-                               'relation <': (0.1082, 0.3106),
-                               'relation >': (0.1171, 0.3216),
-                               'relation ^': (0.0158, 0.1248),
-                               'relation |': (0.1162, 0.3205),
-                               'relation v': (0.1105, 0.3136),
-                               'relation #': (0.516, 0.4997)}},
-           'ops_9': {'n': 2230,
-                     'args': {'ns': (9,), 'depth_cut': 6},
-                     'stats': {'operators N = 9': (1.0, 0.0),
-                               'operators of the other formula (mean)': (1.7691, 2.3493),
-                               'other formula has 0 operators': (0.4291, 0.495),
-                               'depth (mean)': (5.4166, 0.7929),
-                               'depth >= 6': (0.4498, 0.4975),
-                               "'not' among operators": (0.4843, 0.0902),
-                               'relation =': (0.0108, 0.1032),
-                               'relation <': (0.1157, 0.3199),
-                               'relation >': (0.1166, 0.3209),
-                               'relation ^': (0.0112, 0.1053),
-                               'relation |': (0.117, 0.3215),
-                               'relation v': (0.1148, 0.3188),
-                               'relation #': (0.5139, 0.4998)}},
-           'ops_10': {'n': 1444,
-                      'args': {'ns': (10,), 'depth_cut': 6},
-                      'stats': {'operators N = 10': (1.0, 0.0),
-                                'operators of the other formula (mean)': (1.9896, 2.5597),
-                                'other formula has 0 operators': (0.3954, 0.4889),
-                                'depth (mean)': (5.5319, 0.7487),
-                                'depth >= 6': (0.4993, 0.5),
-                                "'not' among operators": (0.4857, 0.0802),
-                                'relation =': (0.0097, 0.098),
-                                'relation <': (0.1184, 0.3231),
-                                'relation >': (0.1281, 0.3342),
-                                'relation ^': (0.009, 0.0945),
-                                'relation |': (0.099, 0.2987),
-                                'relation v': (0.1226, 0.328),
-                                'relation #': (0.5132, 0.4998)}},
-           'ops_11': {'n': 864,
-                      'args': {'ns': (11,), 'depth_cut': 7},
-                      'stats': {'operators N = 11': (1.0, 0.0),
-                                'operators of the other formula (mean)': (1.919, 2.5753),
-                                'other formula has 0 operators': (0.4109, 0.492),
-                                'depth (mean)': (5.7477, 0.7193),
-                                'depth >= 7': (0.1331, 0.3397),
-                                "'not' among operators": (0.495, 0.0666),
-                                'relation =': (0.0104, 0.1015),
-                                'relation <': (0.1308, 0.3372),
-                                'relation >': (0.0961, 0.2947),
-                                'relation ^': (0.0058, 0.0759),
-                                'relation |': (0.1146, 0.3185),
-                                'relation v': (0.1366, 0.3434),
-                                'relation #': (0.5058, 0.5)}},
-           'ops_12': {'n': 853,
-                      'args': {'ns': (12, 13, 14, 15, 16, 17, 18), 'depth_cut': 7},
-                      'stats': {'operators N = 12': (0.5287, 0.4992),
-                                'operators N = 13': (0.2849, 0.4514),
-                                'operators N = 14': (0.1231, 0.3285),
-                                'operators N = 15': (0.0445, 0.2063),
-                                'operators N = 16': (0.0117, 0.1076),
-                                'operators N = 17': (0.0059, 0.0763),
-                                'operators N = 18': (0.0012, 0.0342),
-                                'operators of the other formula (mean)': (2.068, 2.6058),
-                                'other formula has 0 operators': (0.3822, 0.4859),
-                                'depth (mean)': (5.9156, 0.7116),
-                                'depth >= 7': (0.2005, 0.4004),
-                                "'not' among operators": (0.516, 0.0585),
-                                'relation =': (0.007, 0.0836),
-                                'relation <': (0.1266, 0.3325),
-                                'relation >': (0.1184, 0.3231),
-                                'relation ^': (0.0059, 0.0763),
-                                'relation |': (0.1489, 0.356),
-                                'relation v': (0.1114, 0.3146),
-                                'relation #': (0.4818, 0.4997)}}}}
+TARGETS_FILE = Path(__file__).with_name("targets.json")  # written by ``python -m rirlab.tasks.targets TASK --write``
+ROW_VALUES: dict[str, Callable] = {"listops": listops_values, "logic": logic_values}  # task -> its per-row values
+
+
+@functools.cache
+def targets() -> dict[str, dict[str, dict]]:
+    return json.loads(TARGETS_FILE.read_text())
+
+
+def dump(data: dict) -> str:
+    """targets.json's text: one line per statistic ([mean, sd] and lists kept on their line)."""
+    text = json.dumps(data, indent=1)
+    return re.sub(r"\[\s+([^\[\]{}]*?)\s+\]", lambda m: "[" + re.sub(r",\s+", ", ", m.group(1)) + "]", text) + "\n"
 
 
 def _values(task: str, split: str, rows) -> dict[str, np.ndarray]:
-    spec = TARGETS[task][split]
-    fn: Callable = listops_values if task == "listops" else logic_values
-    return fn(rows, **spec["args"])
+    return ROW_VALUES[task](rows, **targets()[task][split]["args"])
 
 
 def compare(task: str, split: str, rows) -> list[tuple[str, float, float, float, bool]]:
     """(statistic, ours, target, tolerance, within) for every statistic of the split's target."""
     from rirlab.errors import UserError
 
-    if split not in TARGETS.get(task, {}):
-        known = ", ".join(TARGETS.get(task, {})) or "none"
+    if split not in targets().get(task, {}):
+        known = ", ".join(targets().get(task, {})) or "none"
         raise UserError(f"{task}: no target statistics for split '{split}' (known: {known})")
-    spec = TARGETS[task][split]
+    spec = targets()[task][split]
     values = _values(task, split, rows)
     n = max(1, len(rows))
     out = []
@@ -524,16 +197,17 @@ def derive_logic(split: str, root: str) -> dict:
     return {"n": len(rows), "args": args, "stats": _summarise(logic_values(rows, **args))}
 
 
-if __name__ == "__main__":  # python -m rirlab.tasks.targets listops | logic DIR
-    import pprint
-
-    if sys.argv[1] == "listops":
+if __name__ == "__main__":  # python -m rirlab.tasks.targets listops | logic DIR  [--write]
+    args = [a for a in sys.argv[1:] if a != "--write"]
+    if args[0] == "listops":
         from rirlab.tasks.listops import ALL_SPLITS
 
-        for s in ALL_SPLITS[1:]:
-            print(f"{s!r}:", pprint.pformat(derive_listops(s), width=120, sort_dicts=False), ",", flush=True)
+        derived = {s: derive_listops(s) for s in ALL_SPLITS[1:]}
     else:
         from rirlab.tasks.logic import ALL_SPLITS
 
-        for s in ALL_SPLITS[1:]:
-            print(f"{s!r}:", pprint.pformat(derive_logic(s, sys.argv[2]), width=120, sort_dicts=False), ",")
+        derived = {s: derive_logic(s, args[1]) for s in ALL_SPLITS[1:]}
+    if "--write" in sys.argv:  # replace this task's targets in targets.json
+        TARGETS_FILE.write_text(dump({**targets(), args[0]: derived}))
+    else:
+        print(json.dumps(derived, indent=1))
