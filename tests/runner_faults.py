@@ -1,6 +1,11 @@
-"""A driver fault for the runner tests, loaded through $RIRLAB_PLUGINS: with $RIRLAB_TEST_KILL_AFTER_COMPLETE
-set (only in the driver's environment: Ray workers never see it), the driver and its local Ray die by SIGKILL
-right after the first trial's completion reached MLflow, before Ray Tune could snapshot its state again."""
+"""Driver faults for the runner tests, loaded through $RIRLAB_PLUGINS (set only in the driver's environment: Ray
+workers never see them):
+
+- $RIRLAB_TEST_KILL_AFTER_COMPLETE: the driver and its local Ray die by SIGKILL right after the first trial's
+  completion reached MLflow, before Ray Tune could snapshot its state again.
+- $RIRLAB_TEST_INTERRUPT_IN_PARENT: a real SIGINT (Ctrl-C) reaches the driver right after MLflow created the
+  sweep's parent run, while its spec params and artifacts are still being written.
+"""
 
 from __future__ import annotations
 
@@ -17,3 +22,16 @@ if os.environ.get("RIRLAB_TEST_KILL_AFTER_COMPLETE"):
         os.killpg(os.getpgid(0), signal.SIGKILL)  # the whole session: the driver and its local Ray at once
 
     callback.MLflowTrialCallback.on_trial_complete = _complete_then_die
+
+
+if os.environ.get("RIRLAB_TEST_INTERRUPT_IN_PARENT"):
+    from sweeps.record import tracker
+
+    _start_parent = tracker.Tracker.start_parent
+
+    def _start_parent_then_ctrl_c(self, *args, **kwargs):
+        run_id = _start_parent(self, *args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)  # delivered before the next bytecode: inside the parent's creation
+        return run_id
+
+    tracker.Tracker.start_parent = _start_parent_then_ctrl_c

@@ -50,3 +50,28 @@ def test_resume_after_a_kill_right_after_a_trial_finished_does_not_run_it_again(
         for key, points in histories(client, run.info.run_id).items():
             steps = [s for s, _ in points]
             assert len(steps) == len(set(steps)), (run.info.run_name, key, steps)
+
+
+@pytest.mark.e2e
+def test_ctrl_c_while_the_parent_run_is_written_ends_it_killed_and_resume_continues_it(workdir):
+    """The parent run existed (params, spec artifacts half written) when Ctrl-C came: it must not stay RUNNING
+    beside a second parent, and the message must name --resume, not "nothing was recorded"."""
+    spec = workdir / "p.yaml"
+    spec.write_text(yaml.safe_dump({**TINY, "name": "ctrl_c_parent", "seeds": 1, "search": {}, "checkpoint_every": 0,
+                                    "fixed": {**TINY["fixed"], "steps": 10}}, sort_keys=False))
+    faults = {"RIRLAB_PLUGINS": "tests.runner_faults", "PYTHONPATH": str(REPO)}
+    proc = run_cli(["sweep", spec, "--no-checkpoint-artifacts"], cwd=workdir,
+                   env={**faults, "RIRLAB_TEST_INTERRUPT_IN_PARENT": "1"})
+    assert proc.returncode == 130, proc.stdout + proc.stderr
+    assert "--resume" in proc.stderr and "nothing was recorded" not in proc.stderr, proc.stderr
+    client = MlflowClient(f"sqlite:///{workdir / 'mlruns.db'}")
+    exp = client.get_experiment_by_name("ctrl_c_parent")
+    (parent,) = client.search_runs([exp.experiment_id])
+    assert parent.info.status == "KILLED" and parent.data.tags.get("rirlab.interrupted") == "true"
+
+    run_cli(["sweep", spec, "--resume", "--no-checkpoint-artifacts"], cwd=workdir, env=faults, check=True)
+    runs = client.search_runs([exp.experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert [p.info.run_id for p in parents] == [parent.info.run_id]  # the same parent, continued
+    assert client.get_run(parent.info.run_id).info.status == "FINISHED"
+    assert [r.info.status for r in runs if "mlflow.parentRunId" in r.data.tags] == ["FINISHED"]

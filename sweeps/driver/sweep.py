@@ -99,22 +99,41 @@ def run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str] = None,
             with contextlib.suppress(OSError):
                 Path(tune_path).parent.rmdir()  # the output root, when this made it and it is empty
         raise
-    if parent is not None:
-        parent_id = parent.info.run_id
-        tracker.reopen(parent_id)  # (no Tune state and no trial yet: the sweep starts afresh under the same run)
-    else:
-        exp_id = tracker.experiment_id(spec.name)
-        parent_id = _start_parent(tracker, exp_id, plan, tune_path, time.strftime("%Y%m%d-%H%M%S"))
+    parent_id = None
     try:
+        if parent is not None:
+            parent_id = parent.info.run_id
+            tracker.reopen(parent_id)  # (no Tune state and no trial yet: the sweep starts afresh under the same run)
+        else:
+            exp_id = tracker.experiment_id(spec.name)
+            started = time.time()
+            try:
+                parent_id = _start_parent(tracker, exp_id, plan, tune_path, time.strftime("%Y%m%d-%H%M%S"))
+            except BaseException:
+                # Ctrl-C (or an error) while the parent was being written: the run may exist before its id reached
+                # us; found by its spec hash and start time, it is ended like any other (and --resume continues it)
+                parent_id = _parent_started_since(tracker, exp_id, plan.hash, started)
+                raise
         return _fit(plan, tracker, exp_id, parent_id, tune_path, restore, checkpoint_artifacts, progress,
                     system_metrics, report)
     except BaseException as err:
+        if parent_id is None:  # nothing recorded: the CLI says so
+            raise
         # whatever stops the driver (Ctrl-C before Tune took over, an error) leaves no parent run RUNNING
         tracker.set_tags(parent_id, {contract.INTERRUPTED: contract.TRUE})
         tracker.finish(parent_id, "KILLED")
         if isinstance(err, KeyboardInterrupt) and not isinstance(err, SweepInterrupted):
             raise SweepInterrupted(parent_id) from None
         raise
+
+
+def _parent_started_since(tracker: Tracker, exp_id: str, spec_hash: str, since: float) -> Optional[str]:
+    """The RUNNING parent run of this spec hash that this driver started at or after ``since`` (seconds), if any."""
+    runs = tracker.client.search_runs([exp_id], filter_string=contract.parent_filter(spec_hash),
+                                      order_by=["attributes.start_time DESC"], max_results=1)
+    if runs and runs[0].info.status == "RUNNING" and runs[0].info.start_time >= int(since * 1000) - 1000:
+        return runs[0].info.run_id
+    return None
 
 
 def _start_parent(tracker: Tracker, exp_id: str, plan: SweepPlan, tune_path: str, stamp: str) -> str:
