@@ -152,6 +152,12 @@ def test_override_that_cannot_take_effect_is_refused(tmp_path, text, overrides, 
     (TINY.replace("metric: dev/accuracy", "metric: len_200_300/accuracy"), None),
     (TINY.replace("seeds: 2", "seeds: 1000000000"), "2,000,000,000 trials"),
     (TINY.replace("  steps: 40", "  steps: 40\n  seed: 3"), "seed in fixed would be ignored"),
+    (TINY.replace("name: tiny", "name: '..'"), "name: '..' names a folder, not a sweep"),
+    (TINY.replace("name: tiny", "name: '.'"), "name: '.' names a folder, not a sweep"),
+    (TINY.replace("name: tiny", "name: " + "x" * 300), "name: String should match pattern"),
+    (TINY.replace("name: tiny", "name: tiny.v2"), None),
+    (TINY + "variants: [{name: \"two\\nlines\", set: {}}]\n", "variants.0.name: String should match pattern"),
+    (TINY + "variants: [{name: " + "v" * 101 + ", set: {}}]\n", "variants.0.name: String should have at most 100"),
 ])
 def test_silently_accepted_values_are_refused(tmp_path, text, says):
     from rirlab.errors import UserError

@@ -27,7 +27,7 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator, model_validator
 
 from rirlab.config import closest  # torch-free: the config layer imports no model or task
 from rirlab.errors import UserError
@@ -79,7 +79,8 @@ class Axis(_Strict):
 
 
 class Variant(_Strict):
-    name: str = Field(min_length=1)
+    # a row label and part of run names: printable, one line (a newline broke the dry-run table)
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[^\x00-\x1f\x7f]+$")
     set: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -133,7 +134,10 @@ class Optuna(_Strict):
 
 
 class Spec(_Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
+    # the MLflow experiment and the Ray Tune folder are named after it: a file name, never "." or ".." (which
+    # would write artifacts outside the store's folder), at most 100 characters (with the hash and time appended
+    # it stays under the file systems' 255)
+    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]{1,100}$")
     task: Optional[str] = None
     model: Optional[str] = None
     description: str = ""
@@ -154,6 +158,13 @@ class Spec(_Strict):
     max_trials: Optional[Count] = Field(None, ge=1)  # refuse a sweep of more trials (default MAX_TRIALS)
     optuna: Optuna = Field(default_factory=Optuna)
     quick: Optional[Quick] = None
+
+    @field_validator("name")
+    @classmethod
+    def _not_only_dots(cls, name: str) -> str:
+        if set(name) == {"."}:
+            raise ValueError(f"{name!r} names a folder, not a sweep: give letters, digits, _ . or -")
+        return name
 
     @model_validator(mode="after")
     def _checks(self):
