@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sweeps.record.store import redact_uri
+from rirlab.redact import redact_uri
 from sweeps.record.tracker import redact_env, worker_env
 
 SECRET = "sk-live-9f8e7d6c5b4a39281706f5e4d3c2b1a0"

@@ -180,3 +180,58 @@ def test_optuna_pruner_needs_optuna_and_one_metric(tmp_path):
 
     with pytest.raises(UserError, match="optuna.pruner needs algorithm: optuna"):
         load_spec(write_spec(tmp_path / "g.yaml", optuna={"pruner": "median"}))
+
+
+SECRET = "Pw-3f9c1e"  # a password that must appear nowhere
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("storage, says", [("MLFLOW", "is the MLflow store"),
+                                           (f"postgresql://alice:{SECRET}@127.0.0.1:9/db", "cannot be opened")])
+def test_an_optuna_storage_that_cannot_serve_is_refused_before_anything_is_recorded(workdir, storage, says):
+    """The MLflow store itself as Optuna's storage used to get Optuna's tables added to it, and an unreachable
+    database left a KILLED parent run; a password in the URL was printed in clear."""
+    import sqlite3
+
+    from mlflow.tracking import MlflowClient
+
+    db = workdir / "mlruns.db"
+    storage = f"sqlite:///{db}" if storage == "MLFLOW" else storage
+    MlflowClient(f"sqlite:///{db}").search_experiments()  # the store exists (made by an earlier sweep)
+    tables = {r[0] for r in sqlite3.connect(db).execute("select name from sqlite_master where type='table'")}
+    spec = write_spec(workdir / "o.yaml", name="o_storage", algorithm="optuna", num_samples=1, seeds=1,
+                      search={"lr": {"loguniform": [1e-4, 1e-2]}}, optuna={"storage": storage})
+    proc = run_cli(["sweep", spec], cwd=workdir)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert says in line and SECRET not in proc.stdout + proc.stderr, line
+    assert MlflowClient(f"sqlite:///{db}").get_experiment_by_name("o_storage") is None  # no parent run, no experiment
+    assert {r[0] for r in sqlite3.connect(db).execute("select name from sqlite_master where type='table'")} == tables
+    assert not (workdir / "rirlab_runs").exists()
+
+
+def test_a_password_in_the_optuna_storage_is_recorded_masked(tmp_path):
+    """The parent run carries the spec as written, the effective spec and the spec as params: none of them may
+    hold the password of an optuna.storage URL, given in the file or by --set."""
+    from mlflow.tracking import MlflowClient
+
+    from sweeps.driver.sweep import _start_parent
+    from sweeps.plan.plan import SweepPlan
+    from sweeps.record.tracker import Tracker
+
+    url = f"postgresql://alice:{SECRET}@db.internal:5432/optuna"
+    spec = write_spec(tmp_path / "o.yaml", name="o_masked", algorithm="optuna", num_samples=1, seeds=1,
+                      search={"lr": {"loguniform": [1e-4, 1e-2]}}, optuna={"storage": url})
+    tracker = Tracker(f"sqlite:///{tmp_path / 'mlruns.db'}")
+    for overrides in ({}, {"optuna.storage": url.replace("optuna", "other")}):
+        plan = SweepPlan.of(load_spec(spec, overrides=overrides))
+        exp = tracker.experiment_id("o_masked")
+        run_id = _start_parent(tracker, exp, plan, str(tmp_path / "t"), "now")
+        client = MlflowClient(f"sqlite:///{tmp_path / 'mlruns.db'}")
+        run = client.get_run(run_id)
+        texts = [client.download_artifacts(run_id, p, str(tmp_path / run_id)) for p in ("spec/o.yaml",
+                                                                                         "spec/effective_spec.json")]
+        recorded = " ".join([*map(str, run.data.params.values()), *map(str, run.data.tags.values()),
+                             *(open(t).read() for t in texts)])
+        assert SECRET not in recorded
+        assert "postgresql://alice:***@db.internal:5432/" in recorded  # masked, not dropped

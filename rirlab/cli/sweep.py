@@ -63,8 +63,10 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
                            checkpoint_artifacts=not no_checkpoint_artifacts, output_root=output_dir,
                            progress=progress, system_metrics=system_metrics, report=log_parent_report)
     except SweepInterrupted:
+        from rirlab.redact import redact_uri
+
         click.echo(f"interrupted; continue with: rirlab sweep {spec}{' --quick' if quick else ''}"
-                   f"{''.join(' --set ' + s for s in sets)} --resume", err=True)
+                   f"{''.join(' --set ' + redact_uri(s) for s in sets)} --resume", err=True)
         sys.exit(143 if terminated() else 130)
     except KeyboardInterrupt:  # before the sweep's parent run existed: nothing to resume
         click.echo(f"interrupted before the sweep {'continued' if resume else 'started'}; nothing was recorded: "

@@ -14,6 +14,7 @@ from typing import Callable, Optional
 
 from rirlab import contract
 from rirlab.errors import UserError
+from rirlab.redact import redact_all, redact_uri
 from sweeps.driver.cluster import check_address, check_resources, ray_init
 from sweeps.driver.signals import SweepInterrupted, raise_if_interrupted, stop_on_sigterm_like_ctrl_c
 from sweeps.plan.plan import SweepPlan
@@ -88,6 +89,10 @@ def run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str] = None,
     raise_if_interrupted()  # a Ctrl-C that ray.init swallowed: stop before anything is recorded
     try:
         check_resources(spec, address)  # a trial no node can hold: refused before MLflow is written
+        if parent is None:  # an Optuna storage that cannot serve: refused before MLflow is written
+            from sweeps.tune.search import check_storage
+
+            check_storage(plan, str(getattr(tracking_uri, "raw", tracking_uri)), tune_path)
     except UserError:
         if parent is None:  # nothing ran: leave no sweep folder behind
             import shutil
@@ -141,15 +146,18 @@ def _start_parent(tracker: Tracker, exp_id: str, plan: SweepPlan, tune_path: str
     tags = {contract.SPEC_HASH: plan.hash, contract.SPEC_PATH: str(loaded.path), contract.QUICK: str(loaded.quick),
             contract.TUNE_PATH: tune_path, contract.SWEPT_KEYS: json.dumps(plan.swept_keys),
             contract.ALGORITHM: spec.algorithm, contract.METRIC: ",".join(spec.metrics),
-            contract.SEEDS: str(len(spec.seed_list)), contract.OVERRIDES: json.dumps(loaded.overrides, default=str)}
+            contract.SEEDS: str(len(spec.seed_list)),
+            contract.OVERRIDES: json.dumps(redact_all(loaded.overrides), default=str)}
     if plan.splits is not None:
         tags[contract.SPLITS] = contract.encode_splits(plan.splits)
     parent_id = tracker.start_parent(exp_id, f"{spec.name} {stamp}", tags)
-    tracker.client.log_text(parent_id, loaded.text, f"{contract.SPEC_ARTIFACT_DIR}/{loaded.path.name}")
-    tracker.client.log_text(parent_id, json.dumps(spec.model_dump(mode="json"), indent=2), contract.EFFECTIVE_SPEC_ARTIFACT)
+    # a password in a URL (optuna.storage) is recorded masked: in the spec's text, the effective spec, the params
+    tracker.client.log_text(parent_id, redact_uri(loaded.text), f"{contract.SPEC_ARTIFACT_DIR}/{loaded.path.name}")
+    effective = redact_all(spec.model_dump(mode="json"))
+    tracker.client.log_text(parent_id, json.dumps(effective, indent=2), contract.EFFECTIVE_SPEC_ARTIFACT)
     from sweeps.record import artifacts
 
-    artifacts.record_spec(tracker.client, exp_id, parent_id, spec.model_dump(mode="json"))
+    artifacts.record_spec(tracker.client, exp_id, parent_id, effective)
     return parent_id
 
 
@@ -226,7 +234,8 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
         mlflow_cb.mark_interrupted()
         tracker.set_tags(parent_id, {contract.INTERRUPTED: contract.TRUE})
         tracker.finish(parent_id, "KILLED")
-        flags = (" --quick" if loaded.quick else "") + "".join(f" --set {k}={v}" for k, v in loaded.overrides.items())
+        flags = (" --quick" if loaded.quick else "") + "".join(f" --set {k}={v}" for k, v in
+                                                             redact_all(loaded.overrides).items())
         print(f"interrupted: {len(running)} running trial(s) stopped, their last checkpoints kept; continue with:\n"
               f"  rirlab sweep {loaded.path}{flags} --resume", file=sys.stderr)
     else:

@@ -18,17 +18,13 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from rirlab.errors import UserError
+from rirlab.redact import redact_uri
 
 PROBE_TIMEOUT_S = 5
 SQLITE_MAGIC = b"SQLite format 3\x00"
 DB_SCHEMES = ("postgresql", "mysql", "mssql")
 FORMS = ("sqlite:///relative/path.db, sqlite:////absolute/path.db, http(s)://HOST:PORT, "
          "postgresql://USER@HOST/DB, mysql://..., mssql://..., file:///absolute/dir")
-
-
-def redact_uri(uri: str) -> str:
-    """``scheme://user:password@host/...`` -> ``scheme://user:***@host/...`` (URIs without a password unchanged)."""
-    return re.sub(r"^([a-zA-Z][a-zA-Z0-9+.-]*://[^/:@]*):[^/@]*@", r"\1:***@", str.__str__(uri))
 
 
 class StoreURI(str):

@@ -21,7 +21,8 @@ from mlflow.tracking import MlflowClient
 
 import rirlab
 from rirlab import contract
-from sweeps.record.store import StoreURI, can_create, check_store, raw, redact_uri, sqlite_path, validate_uri
+from rirlab.redact import redact_uri
+from sweeps.record.store import StoreURI, can_create, check_store, raw, sqlite_path, validate_uri
 
 DEFAULT_URI_FILE = "mlruns.db"
 RAY_KEYS = {"time_this_iter_s", "timestamp", "training_iteration", "time_total_s", "time_since_restore",

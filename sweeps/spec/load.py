@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from rirlab import contract
 from rirlab.trial import TrialConfig, resolve
 from rirlab.errors import UserError
+from rirlab.redact import redact_uri
 from sweeps.spec.trials import VARIANT_KEY, expand
 from sweeps.spec.schema import Budget, Optuna, Resources, Scheduler, Spec, _union_member, base_config, closest, parse_spec
 
@@ -305,7 +306,8 @@ def _check_storage_url(loaded: LoadedSpec, url: str) -> None:
     except Exception as err:
         where = "--set optuna.storage" if "optuna.storage" in loaded.overrides or "optuna" in loaded.overrides \
             else loaded.where("optuna", "storage")
-        raise UserError(f"{where}: {url!r} is not a database URL Optuna can use ({str(err).splitlines()[0]}); "
+        raise UserError(f"{where}: {redact_uri(url)!r} is not a database URL Optuna can use "
+                        f"({redact_uri(str(err).splitlines()[0])}); "
                         f"e.g. sqlite:///optuna.db or postgresql://user@host/db") from None
 
 

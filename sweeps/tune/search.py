@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 from rirlab.errors import UserError
+from rirlab.redact import redact_uri
 from sweeps.plan.plan import SweepPlan
 from sweeps.spec.schema import Spec
 
@@ -65,8 +66,37 @@ def _rdb_storage(url: str):
     try:
         return optuna.storages.RDBStorage(url)
     except Exception as err:  # a bad URL or a database that cannot be opened: before any trial starts
-        raise UserError(f"optuna.storage {url!r} cannot be opened ({str(err).splitlines()[0]}); give a database URL "
+        why = redact_uri(str(err).splitlines()[0])
+        raise UserError(f"optuna.storage {redact_uri(url)!r} cannot be opened ({why}); give a database URL "
                         f"Optuna accepts, e.g. sqlite:///optuna.db") from None
+
+
+def _same_database(a: str, b: str) -> bool:
+    """Whether two database URLs name one database (sqlite: the same file)."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        x, y = make_url(a), make_url(b)
+    except Exception:  # noqa: BLE001 -- not a database URL (an MLflow server): not the same database
+        return False
+    if x.get_backend_name() != y.get_backend_name():
+        return False
+    if x.get_backend_name() == "sqlite":
+        return bool(x.database) and bool(y.database) and Path(x.database).expanduser().resolve() == \
+            Path(y.database).expanduser().resolve()
+    return (x.host, x.port, x.database) == (y.host, y.port, y.database)
+
+
+def check_storage(plan: SweepPlan, tracking_uri: str, tune_path: str) -> None:
+    """An optuna sweep's study storage, checked before the parent run exists: not the MLflow store itself (Optuna
+    would add its tables to it) and a database Optuna can open. Other algorithms: nothing to check."""
+    if plan.spec.algorithm != "optuna":
+        return
+    _, url = optuna_study(plan.spec, tracking_uri, tune_path)
+    if _same_database(url, tracking_uri):
+        raise UserError(f"optuna.storage {redact_uri(url)!r} is the MLflow store; give Optuna a database of its own "
+                        f"(e.g. sqlite:///optuna.db), or leave optuna.storage out for a file beside the store")
+    _rdb_storage(url).remove_session()
 
 
 def optuna_sampler(spec: Spec):
