@@ -235,3 +235,39 @@ def test_a_password_in_the_optuna_storage_is_recorded_masked(tmp_path):
                              *(open(t).read() for t in texts)])
         assert SECRET not in recorded
         assert "postgresql://alice:***@db.internal:5432/" in recorded  # masked, not dropped
+
+
+def test_a_sweep_that_continues_a_persistent_study_draws_new_configurations(tmp_path):
+    """The sampler was seeded alike on every sweep, so a second sweep of one named study re-proposed the first
+    sweep's configurations; the study also names its objectives after the metrics (optuna-dashboard)."""
+    import optuna
+
+    from sweeps.plan.plan import SweepPlan
+    from sweeps.tune.search import search_alg
+
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    plan = SweepPlan.of(load_spec(write_spec(tmp_path / "o.yaml", algorithm="optuna", num_samples=3, seeds=1,
+                                             search={"lr": {"loguniform": [1e-4, 1e-2]}},
+                                             optuna={"sampler": "random", "study_name": "kept", "storage": storage})))
+
+    def one_sweep(tag: str) -> list[float]:
+        gen = search_alg(plan, tune_path=str(tmp_path / "out" / tag))
+        gen.searcher.set_search_properties(None, None, plan.param_space())
+        lrs = []
+        for i in range(3):
+            lrs.append(gen.searcher.suggest(f"{tag}{i}")["lr"])
+            gen.searcher.on_trial_complete(f"{tag}{i}", {"dev/accuracy": 50.0 + i})
+        return lrs
+
+    first, second = one_sweep("a"), one_sweep("b")
+    assert not set(first) & set(second), (first, second)
+    assert one_sweep("c") != second  # and a third continues further
+    study = optuna.load_study(study_name="kept", storage=storage)
+    assert len(study.trials) == 9 and study.metric_names == ["dev/accuracy"]
+    fresh = SweepPlan.of(load_spec(write_spec(tmp_path / "f.yaml", algorithm="optuna", num_samples=3, seeds=1,
+                                              search={"lr": {"loguniform": [1e-4, 1e-2]}},
+                                              optuna={"sampler": "random", "study_name": "new",
+                                                      "storage": storage})))
+    gen = search_alg(fresh, tune_path=str(tmp_path / "out" / "d"))
+    gen.searcher.set_search_properties(None, None, fresh.param_space())
+    assert gen.searcher.suggest("d0")["lr"] == first[0]  # a new study is reproducible: the same first draw

@@ -10,6 +10,7 @@ pinned Ray version is what tests/sweeps exercise.
 
 from __future__ import annotations
 
+import warnings
 from typing import Optional
 
 import numpy as np
@@ -34,6 +35,10 @@ class OptunaSearchEvalOnly(OptunaSearch):
         super()._setup_study(mode)
         if self.pruner is not None:
             self._ot_study.pruner = self.pruner
+        # optuna-dashboard names the objectives after the metrics instead of "Objective 0, 1"
+        with warnings.catch_warnings():  # "experimental" since Optuna 3.2: not a message for the user's terminal
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            self._ot_study.set_metric_names(self.metric if isinstance(self.metric, list) else [self.metric])
 
     def should_prune(self, trial_id: str) -> bool:
         ot_trial = self._ot_trials.get(trial_id)

@@ -26,10 +26,11 @@ def search_alg(plan: SweepPlan, tracking_uri: Optional[str] = None, tune_path: O
     from sweeps.tune.optuna import OptunaSearchEvalOnly, PerSeedGenerator, SeedRepeater
 
     study_name, storage = optuna_study(spec, tracking_uri, tune_path)
+    rdb = _rdb_storage(storage)
     search = OptunaSearchEvalOnly(
         metric=spec.metrics if len(spec.metrics) > 1 else spec.metrics[0],
         mode=spec.modes if len(spec.modes) > 1 else spec.modes[0],
-        sampler=optuna_sampler(spec), study_name=study_name, storage=_rdb_storage(storage))
+        sampler=optuna_sampler(spec, _trials_in_study(rdb, study_name)), study_name=study_name, storage=rdb)
     search.pruner = optuna_pruner(spec)
     searcher = SeedRepeater(search, repeat=len(spec.seed_list), set_index=True)
     if spec.max_concurrent:
@@ -99,11 +100,22 @@ def check_storage(plan: SweepPlan, tracking_uri: str, tune_path: str) -> None:
     _rdb_storage(url).remove_session()
 
 
-def optuna_sampler(spec: Spec):
-    """The spec's ``optuna.sampler`` (a name from specfile.SAMPLERS), seeded with the first seed."""
+def _trials_in_study(storage, study_name: str) -> int:
+    """How many trials the named study already holds (0 for a new study)."""
+    try:
+        return len(storage.get_all_trials(storage.get_study_id_from_name(study_name), deepcopy=False))
+    except KeyError:
+        return 0
+
+
+def optuna_sampler(spec: Spec, done: int = 0):
+    """The spec's ``optuna.sampler`` (a name from ``sweeps.spec.schema.SAMPLERS``), seeded with the first seed plus
+    the number of trials the study already holds: a sweep that continues a persistent study (the same
+    ``optuna.study_name`` and storage) draws new configurations instead of re-proposing the first sweep's (a
+    sampler seeded alike replays its random start-up draws), while a fresh study stays reproducible."""
     import optuna
 
-    seed = spec.seed_list[0]
+    seed = spec.seed_list[0] + done
     return {"tpe": lambda: optuna.samplers.TPESampler(seed=seed),
             "random": lambda: optuna.samplers.RandomSampler(seed=seed),
             "qmc": lambda: optuna.samplers.QMCSampler(seed=seed),
