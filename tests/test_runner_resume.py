@@ -73,5 +73,8 @@ def test_ctrl_c_while_the_parent_run_is_written_ends_it_killed_and_resume_contin
     runs = client.search_runs([exp.experiment_id])
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     assert [p.info.run_id for p in parents] == [parent.info.run_id]  # the same parent, continued
-    assert client.get_run(parent.info.run_id).info.status == "FINISHED"
+    finished = client.get_run(parent.info.run_id)
+    assert finished.info.status == "FINISHED" and "rirlab.interrupted" not in finished.data.tags  # not any more
     assert [r.info.status for r in runs if "mlflow.parentRunId" in r.data.tags] == ["FINISHED"]
+    footer = open(client.download_artifacts(parent.info.run_id, "report/table.md", str(workdir))).read()
+    assert "FINISHED" in footer and "RUNNING" not in footer, footer[-300:]  # the report says how the sweep ended

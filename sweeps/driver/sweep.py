@@ -249,6 +249,7 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
         except Exception as err:  # noqa: BLE001
             warn(f"warning: the best trial could not be recorded on the parent run ({type(err).__name__}: {err})"
                  .splitlines()[0])
+        tracker.finish(parent_id, "FINISHED")  # before the report, whose footer shows the parent's status
         if report is not None:
             try:  # the sweep itself succeeded: its report is a convenience
                 report(tracker.uri, parent_id)
@@ -256,6 +257,5 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
                 why = str(err).splitlines()[0] if str(err) else ""
                 warn(f"warning: the sweep finished but its table/plot could not be attached to the parent run "
                      f"({type(err).__name__}: {why}); run rirlab tables instead")
-        tracker.finish(parent_id, "FINISHED")
     return counts
 
