@@ -104,3 +104,17 @@ def test_spec_params_are_flat_and_the_best_trial_is_the_best_finished_one():
             run("d", "FINISHED", 99, 0.5, early=True)]
     best = best_trials(runs, ["dev/accuracy", "time_per_step_ms"], ["max", "min"])
     assert best["dev/accuracy"].info.run_name == "b" and best["time_per_step_ms"].info.run_name == "a"
+
+
+def test_suggested_commands_are_spelled_as_the_user_called_rirlab(tmp_path, monkeypatch):
+    """The README runs `.venv/bin/rirlab ...`; the hints after a sweep must work when pasted back."""
+    from rirlab.cli.options import command_name
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    monkeypatch.setattr("sys.argv", [str(tmp_path / ".venv" / "bin" / "rirlab"), "sweep"])
+    assert command_name() == ".venv/bin/rirlab"
+    monkeypatch.setattr("sys.argv", ["rirlab", "sweep"])  # found on PATH
+    assert command_name() == "rirlab"
+    monkeypatch.setattr("sys.argv", ["/opt/env/bin/rirlab", "sweep"])  # outside this folder: the full path
+    assert command_name() == "/opt/env/bin/rirlab"

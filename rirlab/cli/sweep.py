@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from rirlab.cli.options import set_option, tracking_option
+from rirlab.cli.options import command_name, set_option, tracking_option
 
 
 @click.command()
@@ -65,7 +65,7 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
     except SweepInterrupted:
         from rirlab.redact import redact_uri
 
-        click.echo(f"interrupted; continue with: rirlab sweep {spec}{' --quick' if quick else ''}"
+        click.echo(f"interrupted; continue with: {command_name()} sweep {spec}{' --quick' if quick else ''}"
                    f"{''.join(' --set ' + redact_uri(s) for s in sets)} --resume", err=True)
         sys.exit(143 if terminated() else 130)
     except KeyboardInterrupt:  # before the sweep's parent run existed: nothing to resume
@@ -73,8 +73,13 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
                    f"run the same command again", err=True)
         sys.exit(143 if terminated() else 130)
     if counts["interrupted"]:
+        from rirlab.redact import redact_uri
+
+        flags = (" --quick" if quick else "") + "".join(" --set " + redact_uri(s) for s in sets)
+        click.echo(f"interrupted: {counts['stopped']} running trial(s) stopped, their last checkpoints kept; "
+                   f"continue with:\n  {command_name()} sweep {spec}{flags} --resume", err=True)
         sys.exit(143 if terminated() else 130)
     click.echo(f"done: {counts['finished']} finished, {counts['failed']} failed; parent run {counts['parent_run_id']}")
-    click.echo(f"next: rirlab tables {spec}   |   rirlab ui")
+    click.echo(f"next: {command_name()} tables {spec}   |   {command_name()} ui")
     if counts["finished"] == 0:
         sys.exit(1)

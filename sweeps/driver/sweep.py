@@ -190,7 +190,7 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
     from sweeps.tune.trainable import trial_fn
     from sweeps.tune.tuner import new_tuner
 
-    spec, loaded = plan.spec, plan.loaded
+    spec = plan.spec
 
     raise_if_interrupted()
     tracker.set_tags(parent_id, {contract.CLUSTER_RESOURCES: json.dumps(ray.cluster_resources(), sort_keys=True)})
@@ -226,6 +226,7 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
     counts.update(parent_run_id=parent_id, errors=errors)
     running = [k for k, st in mlflow_cb.state.items() if st == "running"]
     counts["interrupted"] = bool(running) or counts["finished"] + counts["failed"] < n_trials
+    counts["stopped"] = len(running)  # running trials that the interruption stopped (the CLI says so)
     tracker.set_tags(parent_id, {contract.TRIALS_FINISHED: str(counts["finished"]),
                                  contract.TRIALS_FAILED: str(counts["failed"])})
     if counts["interrupted"]:
@@ -234,10 +235,6 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
         mlflow_cb.mark_interrupted()
         tracker.set_tags(parent_id, {contract.INTERRUPTED: contract.TRUE})
         tracker.finish(parent_id, "KILLED")
-        flags = (" --quick" if loaded.quick else "") + "".join(f" --set {k}={v}" for k, v in
-                                                             redact_all(loaded.overrides).items())
-        print(f"interrupted: {len(running)} running trial(s) stopped, their last checkpoints kept; continue with:\n"
-              f"  rirlab sweep {loaded.path}{flags} --resume", file=sys.stderr)
     else:
         from sweeps.record import artifacts
 
