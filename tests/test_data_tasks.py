@@ -100,6 +100,22 @@ def test_load_builds_trial_data_from_the_interface(cli):
     assert data.collate(data.train)["tokens"].shape[0] == 4
 
 
+def test_an_empty_split_is_refused_not_recorded_as_accuracy_zero(cli, monkeypatch):
+    """A header-only evaluation file used to evaluate as accuracy 0.0 and loss 0.0 (and an empty training split
+    trained on nothing): the trial's data loading refuses it in one line naming the split."""
+    from rirlab.errors import UserError
+
+    task = tasks.get("tmp_parity")
+    full = task.split_table
+    monkeypatch.setattr(task, "split_table", lambda cfg, split: full(cfg, split).slice(0, 0 if split == "test" else None))
+    with pytest.raises(UserError, match=r"tmp_parity: split 'test' has no examples") as err:
+        task.load(ParityConfig(n_eval=4))
+    assert "\n" not in str(err.value)
+    monkeypatch.setattr(task, "split_table", lambda cfg, split: full(cfg, split).slice(0, 0 if split == "train" else None))
+    with pytest.raises(UserError, match=r"split 'train' has no examples"):
+        task.load(ParityConfig(n_eval=4))
+
+
 def test_unknown_task_is_one_line_with_did_you_mean_and_the_known_tasks(cli):
     r = cli("data", "stats", "tmp_parit", __file__)
     assert r.exit_code == 2

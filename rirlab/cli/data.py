@@ -272,6 +272,10 @@ def import_(task, files, split, as_is, cache_dir):
     record = {"files": [{"path": os.path.abspath(path), "sha256": digests[path], "examples": lines[path]}
                         for path in files], "protocol": protocol, "imported_as": split}
     tables = {name: t.import_rows([row for _, _, row in part]) for name, part in parts.items()}  # all, then write
+    empty = [name for name, table in tables.items() if table.num_rows == 0]
+    if empty:
+        raise UserError(f"{task} split '{empty[0]}' would have no examples ({', '.join(map(str, files))} has none the "
+                        f"protocol keeps); nothing imported: check the file (only a header?)")
     for name, table in tables.items():
         path = cache.write_imported(task, name, table, record, cache_dir)
         click.echo(f"imported {table.num_rows} examples as {task} split '{name}' -> {path}")

@@ -10,6 +10,8 @@ from typing import Any, Callable, ClassVar, Iterator, Optional, Sequence
 import pyarrow as pa
 import torch
 
+from rirlab.errors import UserError
+
 PAD = "<pad>"
 # deepest nesting a data file's line may have (ListOps operators, logic formulas): the real data stays below 25
 # levels; thousands mean a wrong file, and are refused with file:line instead of failing deep in a recursion
@@ -99,8 +101,13 @@ class Task(abc.ABC):
         def split(name: str) -> list:
             return self.examples(cfg, self.split_table(cfg, name))
 
-        return TaskData(vocab=self.vocab, num_classes=self.num_classes, kind=self.kind, train=split("train"),
+        data = TaskData(vocab=self.vocab, num_classes=self.num_classes, kind=self.kind, train=split("train"),
                         eval_splits={s: split(s) for s in ("dev", *cfg.eval_splits)}, collate=self.collate)
+        empty = [name for name, rows in (("train", data.train), *data.eval_splits.items()) if len(rows) == 0]
+        if empty:  # an empty split would train on nothing or be recorded as accuracy 0 and loss 0
+            raise UserError(f"{self.name}: split '{empty[0]}' has no examples (a file with only a header, or whose "
+                            f"labels are all unusable); give it a file with examples or leave it out of eval_splits")
+        return data
 
     @abc.abstractmethod
     def split_table(self, cfg, split: str) -> pa.Table:

@@ -332,4 +332,9 @@ def imported_digests(resolved) -> dict[str, str]:
     cfg = resolved.task_cfg
     records = [cache.imported_record(resolved.task, split, getattr(cfg, "cache_dir", None))
                for split in getattr(cfg, "imported", None) or ()]
+    empty = next((r for r in records if not r.get("rows")), None)
+    if empty is not None:  # imported before `data import` refused empty files
+        raise UserError(f"the imported {resolved.task} split '{empty.get('split', '?')}' ({empty['path']}) has no "
+                        f"examples; import a file with examples (rirlab data import {resolved.task} FILE --split "
+                        f"{empty.get('split', 'SPLIT')})")
     return {r["path"]: r["digest"] for r in records}
