@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from typing import Any
+
+from rirlab.errors import UserError
 
 # ------------------------------------------------------------------ parent run (one per sweep)
 SWEEP_TAG = "rirlab.sweep"
@@ -164,7 +167,15 @@ def parent_filter(spec_hash: str = "") -> str:
     return flt + (f" and tags.`{SPEC_HASH}` = '{spec_hash}'" if spec_hash else "")
 
 
+RUN_ID = re.compile(r"^[0-9a-f]{32}$")  # MLflow's run ids (uuid4 hex) on every backend
+
+
 def children_filter(parent_id: str) -> str:
+    """MLflow filter for the child runs of a parent; the id is checked first, since it is pasted into the filter
+    (``--run "x' OR '1'='1"`` would otherwise widen the search)."""
+    if not RUN_ID.match(str(parent_id)):
+        raise UserError(f"{str(parent_id)[:80]!r} is not an MLflow run id (32 hex digits); `rirlab runs SPEC` lists "
+                        f"the sweeps and their run ids")
     return f"tags.`{PARENT_RUN_ID}` = '{parent_id}'"
 
 

@@ -194,6 +194,35 @@ def test_user_errors_exit_2(golden):
     assert cli("export", "--experiment", "nope", "--tracking-uri", uri, "--out", "x.parquet").exit_code == 2
 
 
+def test_refused_export_writes_nothing_and_its_run_id_cannot_widen_the_search(golden, tmp_path):
+    """`--run "x' OR '1'='1"` was pasted into MLflow's filter string; a refused export created its --out folders."""
+    uri, _, _ = golden
+    out = tmp_path / "new" / "dir" / "x.parquet"
+    r = cli("export", "--experiment", "golden", "--tracking-uri", uri, "--run", "x' OR '1'='1", "--out", out)
+    assert r.exit_code == 2 and "is not an MLflow run id" in r.output, r.output
+    r = cli("export", "--experiment", "nope", "--tracking-uri", uri, "--out", out)
+    assert r.exit_code == 2 and not (tmp_path / "new").exists()
+
+
+def test_tables_out_on_a_full_disk_leaves_no_truncated_file(golden, tmp_path, monkeypatch):
+    import errno
+    import pathlib
+
+    uri, spec, _ = golden
+    out = tmp_path / "t.md"
+    out.write_text("the table of yesterday\n")
+
+    def full_disk(self, text, *a, **k):
+        with open(self, "w") as f:
+            f.write(text[: len(text) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(pathlib.Path, "write_text", full_disk)
+    r = cli("tables", spec, "--tracking-uri", uri, "--out", out)
+    assert r.exit_code == 2 and "No space left on device" in r.output, r.output
+    assert out.read_text() == "the table of yesterday\n" and sorted(p.name for p in tmp_path.iterdir()) == ["t.md"]
+
+
 def test_parquet_round_trip(golden, tmp_path):
     uri, _, _ = golden
     out = tmp_path / "runs.parquet"

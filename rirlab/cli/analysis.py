@@ -32,12 +32,11 @@ def check_out(out, make_parent: bool = False) -> None:
     if path.is_dir():
         raise UserError(f"--out {out} is a directory; give a file name, e.g. {path / 'out'}")
     if not parent.is_dir():
-        if make_parent and not parent.exists():
-            try:
-                parent.mkdir(parents=True, exist_ok=True)
-            except OSError as err:
-                raise UserError(f"cannot create the directory {parent} for --out: {err.strerror}; choose a writable "
-                                f"path with --out") from None
+        if make_parent and not parent.exists():  # made when the file is written, not before: a refusal leaves none
+            ancestor = next(p for p in parent.resolve().parents if p.exists())
+            if not ancestor.is_dir() or not os.access(ancestor, os.W_OK):
+                raise UserError(f"cannot create the directory {parent} for --out ({ancestor} is not a writable "
+                                f"directory); choose a writable path with --out")
             return
         raise UserError(f"the directory {parent} of --out {out} does not exist; create it or choose another --out")
     if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
@@ -49,11 +48,14 @@ def write_error(out, err: OSError) -> UserError:
 
 
 def _write(text: str, out) -> None:
+    """TEXT to OUT whole or not at all (a full disk leaves the old file, or none, never a truncated one)."""
     if out:
+        tmp = Path(f"{out}.tmp-{os.getpid()}")
         try:
-            with open(out, "w") as f:
-                f.write(text)
+            tmp.write_text(text)
+            os.replace(tmp, out)
         except OSError as err:
+            tmp.unlink(missing_ok=True)
             raise write_error(out, err) from None
         click.echo(f"wrote {out}")
     else:
@@ -176,6 +178,10 @@ def export(experiment, tracking_uri, parent, out, history):
     """Export every trial run of an experiment to Parquet: ids, status, params, final metrics (+ histories)."""
     from analysis.export import export_runs
 
+    from rirlab import contract
+
+    if parent:
+        contract.children_filter(parent)  # a malformed run id: refused before anything (it goes into a filter)
     check_out(out, make_parent=True)
     client = _client(tracking_uri)
     try:
