@@ -67,7 +67,8 @@ MODEL_ERROR = "rirlab.model_error"  # the trial's weights could not be logged as
 CHECKPOINT_ARTIFACT = "checkpoint"
 CHECKPOINT_STATE_FILE = "state.pt"  # inside a checkpoint: the trainer's state dict (torch.save)
 CONFIG_ARTIFACT = "config.yaml"  # the trial's resolved flat config
-MODEL_ARTIFACT = "model"  # its final weights as an MLflow PyTorch model
+MODEL_ARTIFACT = "model"  # its final weights as an MLflow PyTorch model (and as a logged model of that name)
+TRIAL_NAME_TAG = "rirlab.trial"  # on a trial's logged model: the trial's run name
 # Each child run's dataset inputs (MLflow "Datasets used"): one per split the trial reads, named
 # "<task>/<split>"; source type "local" (an imported file: the source holds the cached Parquet path and the
 # import record) or "generated" (the source holds the generator parameters); the digest is the imported rows'

@@ -63,3 +63,8 @@ def test_quick_sweep_parent_and_children_carry_the_sweep(workdir):
         model = mlflow.pytorch.load_model(f"runs:/{rid}/model")
         assert isinstance(model, torch.nn.Module) and not model.training
         assert sum(p.numel() for p in model.parameters()) == run.data.metrics["num_params"]
+        (logged,) = client.search_logged_models([run.info.experiment_id], filter_string=f"source_run_id = '{rid}'")
+        assert logged.status == "READY", logged.status  # in the Models tab, ready to load
+        assert logged.tags["rirlab.trial"] == run.info.run_name
+        again = mlflow.pytorch.load_model(f"models:/{logged.model_id}")
+        assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))

@@ -139,6 +139,25 @@ def log_model(client, run_id: str, checkpoint_dir: str, resolved) -> None:
             path = Path(d) / MODEL_ARTIFACT
             mlflow.pytorch.save_model(model, str(path), serialization_format="pickle",
                                       pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"])
-            client.log_artifacts(run_id, str(path), MODEL_ARTIFACT)
+            client.log_artifacts(run_id, str(path), MODEL_ARTIFACT)  # runs:/<run id>/model
+            log_logged_model(client, run_id, str(path))
     finally:
         quiet.setLevel(level)
+
+
+def log_logged_model(client, run_id: str, model_dir: str) -> str:
+    """The saved model directory also as an MLflow 3 logged model (the UI's Models tab, ``search_logged_models``,
+    ``models:/<model id>``), linked to the trial's run as its source and as a run output; returns its id."""
+    from mlflow.entities import LoggedModelOutput
+
+    run = client.get_run(run_id)
+    model = client.create_logged_model(run.info.experiment_id, name=MODEL_ARTIFACT, source_run_id=run_id,
+                                       model_type="pytorch", tags={contract.TRIAL_NAME_TAG: run.info.run_name})
+    try:
+        client.log_model_artifacts(model.model_id, model_dir)
+    except Exception:
+        client.finalize_logged_model(model.model_id, "FAILED")
+        raise
+    client.finalize_logged_model(model.model_id, "READY")
+    client.log_outputs(run_id, [LoggedModelOutput(model.model_id, step=0)])
+    return model.model_id
