@@ -116,10 +116,10 @@ def sweeps_of(client: MlflowClient, experiment: str) -> pd.DataFrame:
         mode = spec.modes[0] if spec is not None else "max"
         best, best_name = None, ""
         if len(kids) and f"metric.{metric}" in kids.columns:
-            done = kids[kids["status"] == "FINISHED"].dropna(subset=[f"metric.{metric}"])
-            if len(done):
-                i = done[f"metric.{metric}"].idxmax() if mode == "max" else done[f"metric.{metric}"].idxmin()
-                best, best_name = float(done.loc[i, f"metric.{metric}"]), str(done.loc[i, "name"])
+            done = kids[(kids["status"] == "FINISHED") & ~kids["early_stopped"]].dropna(subset=[f"metric.{metric}"])
+            for value, name in zip(done[f"metric.{metric}"], done["name"]):  # the parent's and the progress line's rule
+                if contract.is_better(float(value), str(name), (best, best_name) if best is not None else None, mode):
+                    best, best_name = float(value), str(name)
         status = kids["status"] if len(kids) else pd.Series([], dtype=str)
         rows.append({"parent_run": p.info.run_id, "date": when(p.info.start_time), "profile": profile(tags),
                      "spec_hash": tags.get(contract.SPEC_HASH, ""), "status": p.info.status,

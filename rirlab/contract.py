@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
-from typing import Any
+from typing import Any, Optional
 
 from rirlab.errors import UserError
 
@@ -137,6 +138,18 @@ def is_documented(metric: str) -> bool:
     split, _, kind = metric.rpartition("/")
     return metric in METRICS or (kind in EVAL_METRICS and split not in ("train", "best", "")
                                  and f"<split>/{kind}" in METRICS)
+
+
+def is_better(value: float, name: str, than: Optional[tuple[float, str]], mode: str) -> bool:
+    """Whether trial ``name`` with final ``value`` beats ``than`` = (value, name) of the best so far (None: nothing
+    yet) under ``mode`` max/min. A tie goes to the name that sorts first, so the progress line, the parent run
+    and ``rirlab runs`` name the same best trial whatever order the runs arrive in. NaN and inf never win."""
+    if not math.isfinite(value):
+        return False
+    if than is None:
+        return True
+    key = (-value if mode == "max" else value, name)
+    return key < (-than[0] if mode == "max" else than[0], than[1])
 
 
 def split_metric(split: str, metric: str = "accuracy") -> str:

@@ -57,3 +57,26 @@ def test_the_contract_spells_mlflows_own_tags_as_mlflow_does():
     assert contract.PARENT_RUN_ID == mlflow_tags.MLFLOW_PARENT_RUN_ID
     assert contract.NOTE == mlflow_tags.MLFLOW_RUN_NOTE
     assert contract.GIT_COMMIT_MLFLOW == mlflow_tags.MLFLOW_GIT_COMMIT
+
+
+def test_best_is_one_rule_whatever_the_order_ties_go_to_the_first_name():
+    """The progress line, the parent run (best_trials) and `rirlab runs` used three rules that disagreed on ties."""
+    import itertools
+    import types
+
+    from sweeps.driver.progress import ProgressCallback
+    from sweeps.record.artifacts import best_trials
+    from sweeps.spec.trials import TrialSpace
+
+    trials = [("lr=0.1,seed=0", 80.0), ("lr=0.01,seed=0", 90.0), ("lr=0.001,seed=0", 90.0), ("bad", float("nan"))]
+    for order in itertools.permutations(trials):
+        runs = [types.SimpleNamespace(info=types.SimpleNamespace(status="FINISHED", run_name=n),
+                                      data=types.SimpleNamespace(metrics={"dev/accuracy": v}, tags={}))
+                for n, v in order]
+        assert best_trials(runs, ["dev/accuracy"], ["max"])["dev/accuracy"].info.run_name == "lr=0.001,seed=0"
+        progress = ProgressCallback("x", 4, "dev/accuracy", "max", TrialSpace(), stream=open("/dev/null", "w"))
+        for n, v in order:
+            progress._update_best({"dev/accuracy": v}, n)
+        assert progress.best["dev/accuracy"] == (90.0, "lr=0.001,seed=0")
+    assert contract.is_better(1.0, "b", (2.0, "a"), "min") and not contract.is_better(2.0, "a", (1.0, "b"), "min")
+    assert not contract.is_better(float("inf"), "a", None, "max")

@@ -43,10 +43,9 @@ class ProgressCallback(DriverCallback):
     def _update_best(self, values: dict, name: str) -> None:
         for metric, mode in zip(self.metrics, self.modes):
             v = values.get(metric)
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                old = self.best.get(metric)
-                if old is None or (v > old[0] if mode == "max" else v < old[0]):
-                    self.best[metric] = (float(v), name)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and \
+                    contract.is_better(float(v), name, self.best.get(metric), mode):
+                self.best[metric] = (float(v), name)
 
     def _line(self) -> str:
         vals = list(self.state.values())

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import tempfile
 from pathlib import Path
 from typing import Any, Optional
@@ -60,20 +59,17 @@ def config_yaml(flat: dict[str, Any]) -> str:
     return yaml.safe_dump({k: flat[k] for k in sorted(flat)}, sort_keys=False, default_flow_style=False)
 
 
-def _better(a: float, b: Optional[float], mode: str) -> bool:
-    return b is None or (a > b if mode == "max" else a < b)
-
-
 def best_trials(children: list, metrics: list[str], modes: list[str]) -> dict[str, Any]:
-    """Per objective, the finished trial (not stopped early) with the best final value: {metric: run}."""
+    """Per objective, the finished trial (not stopped early) with the best final value: {metric: run}
+    (``contract.is_better``: ties go to the trial name that sorts first)."""
     best: dict[str, Any] = {}
     for run in children:
         if run.info.status != "FINISHED" or run.data.tags.get(contract.EARLY_STOPPED) == contract.TRUE:
             continue
         for metric, mode in zip(metrics, modes):
             v = run.data.metrics.get(metric)
-            if v is not None and math.isfinite(v) and _better(v, best[metric].data.metrics[metric]
-                                                                if metric in best else None, mode):
+            than = (best[metric].data.metrics[metric], best[metric].info.run_name) if metric in best else None
+            if v is not None and contract.is_better(v, run.info.run_name, than, mode):
                 best[metric] = run
     return best
 
