@@ -151,6 +151,26 @@ def test_bad_files_are_one_line_exit_2_and_write_nothing(cli, tmp_path, kind):
     assert _imported(tmp_path, "listops") == []
 
 
+def test_a_fifo_or_a_device_is_refused_without_waiting_or_reading_it(cli, tmp_path, monkeypatch):
+    """A FIFO with no writer hung the import in open(); a link to /dev/zero read one endless line into memory."""
+    import os
+
+    from rirlab.cli import data
+
+    fifo = tmp_path / "stream.tsv"
+    os.mkfifo(fifo)
+    (tmp_path / "zero.tsv").symlink_to("/dev/zero")
+    for path, kind in ((fifo, "a FIFO"), (tmp_path / "zero.tsv", "a device")):  # (click refuses a directory)
+        for command in (("import", "listops", path, "--split", "test"), ("verify", "listops", path)):
+            r = cli("data", *command)
+            assert r.exit_code == 2 and f"{path}: {kind}, not a data file" in r.output and r.output.count("\n") == 1
+    monkeypatch.setattr(data, "MAX_LINE_BYTES", 1000)  # a line without an end, bounded
+    (tmp_path / "long.tsv").write_bytes(b"9\t" + b"( " * 5000)
+    r = cli("data", "verify", "listops", tmp_path / "long.tsv")
+    assert r.exit_code == 2 and ":1: a line longer than" in r.output
+    assert _imported(tmp_path, "listops") == []
+
+
 def test_logic_formulas_thousands_deep_are_refused_and_the_labeler_is_not_recursive(cli, tmp_path):
     from rirlab.tasks import logic
 

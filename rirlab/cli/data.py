@@ -20,6 +20,7 @@ imported=[test]`` or ``imported: [test]`` in a spec).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -51,12 +52,28 @@ def _config(task, sets: tuple, seed=None):
 BOM = b"\xef\xbb\xbf"
 
 
+MAX_LINE_BYTES = 64 * 2**20  # one example per line: a longer line is not a data file (and would fill memory)
+
+
 def _lines(path, digest=None):
     """(line number, text) of a data file read as UTF-8; UserError for what is not a text file of lines.
     ``digest``: a hashlib object fed every byte read, so a record hashes what was read, not what the path holds
     later (a file replaced during an import)."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode  # before open(): opening a FIFO without a writer would wait forever
+    except OSError as err:
+        raise UserError(f"{path}: {err.strerror}; give a data file") from None
+    if not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
+        raise UserError(f"{path}: {kind}, not a data file; give a regular file (copy a stream to one first)")
     with open(path, "rb") as f:
-        for no, raw in enumerate(f, 1):
+        for no, raw in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), 1):
+            if len(raw) > MAX_LINE_BYTES:
+                raise UserError(f"{path}:{no}: a line longer than {MAX_LINE_BYTES // 2**20} MiB: not a data file of "
+                                f"text lines (an LRA Retrieval row is under 1 MiB)")
             if digest is not None:
                 digest.update(raw)
             if no == 1 and raw.startswith(BOM):
