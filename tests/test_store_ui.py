@@ -65,6 +65,38 @@ def test_ui_on_a_busy_port_is_one_line_exit_2(tmp_path):
         and f"--port {port + 1}" in lines[0]
 
 
+def test_a_second_ui_whose_port_was_taken_after_its_check_refuses_instead_of_printing_the_others_url(
+        tmp_path, monkeypatch):
+    """Two `rirlab ui` on one port: the second passed the port check before the first server bound it, then
+    found the first server answering and printed its URL (another store's) with exit 0."""
+    import http.server
+    import threading
+
+    from rirlab.cli import ui
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"OK")
+
+        def log_message(self, *args):
+            pass
+
+    other = http.server.HTTPServer(("127.0.0.1", 0), Health)  # the first UI, serving another store
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    port = other.server_address[1]
+    monkeypatch.setattr(ui, "_check_port_free", lambda host, port: None)  # the race: it was free when checked
+    uri, _ = _store(tmp_path)
+    try:
+        result = _ui("--tracking-uri", uri, "--port", port)
+    finally:
+        other.shutdown()
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()
+    assert f"port {port} on 127.0.0.1 is served by another process (pid {os.getpid()}" in line and "http://" not in line
+
+
 def test_ui_unknown_experiment_lists_the_known_ones(tmp_path):
     uri, _ = _store(tmp_path)
     result = _ui("--tracking-uri", uri, "--experiment", "nope", "--port", _free_port())

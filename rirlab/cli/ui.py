@@ -171,11 +171,36 @@ def _wait_until_answering(server: subprocess.Popen, host: str, port: int, tail) 
         try:
             with urllib.request.urlopen(f"{base}/health", timeout=2) as resp:
                 if resp.status == 200:
+                    other = _foreign_listener(server.pid, port)
+                    if other is not None:  # took the port between our check and our server's start
+                        raise UserError(f"port {port} on {host} is served by another process ({other}), not by this "
+                                        f"store's UI; pass a free one, e.g. --port {port + 1}")
                     return base
         except OSError:
             pass
         time.sleep(0.25)
     raise UserError(f"the MLflow UI did not answer on {base} within {STARTUP_TIMEOUT_S} s: {_last_error(tail)}")
+
+
+def _foreign_listener(pid: int, port: int):
+    """The process listening on ``port`` when it is neither the server ``pid`` nor one of its children (a second
+    `rirlab ui` on the same port would otherwise print a URL that serves another store); None when it is ours or
+    the system does not say."""
+    import psutil
+
+    try:
+        ours = {pid, *(c.pid for c in psutil.Process(pid).children(recursive=True))}
+        listeners = {c.pid for c in psutil.net_connections(kind="tcp")
+                     if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid}
+    except (psutil.Error, OSError):
+        return None
+    others = sorted(listeners - ours)
+    if not others or listeners & ours:
+        return None
+    try:
+        return f"pid {others[0]}: {' '.join(psutil.Process(others[0]).cmdline()[:6])}"[:200]
+    except psutil.Error:
+        return f"pid {others[0]}"
 
 
 def _stop(server: subprocess.Popen) -> None:
