@@ -188,11 +188,12 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
     from sweeps.driver.progress import ProgressCallback
     from sweeps.record.callback import MLflowTrialCallback, bound
     from sweeps.tune.trainable import trial_fn
-    from sweeps.tune.tuner import new_tuner
+    from sweeps.tune.tuner import keep_secrets_out_of_tune, new_tuner
 
     spec = plan.spec
 
     raise_if_interrupted()
+    keep_secrets_out_of_tune()
     tracker.set_tags(parent_id, {contract.CLUSTER_RESOURCES: json.dumps(ray.cluster_resources(), sort_keys=True)})
     space = plan.space
     resources = {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu}

@@ -25,6 +25,7 @@ from rirlab.redact import redact_uri
 from sweeps.record.store import StoreURI, can_create, check_store, raw, sqlite_path, validate_uri
 
 DEFAULT_URI_FILE = "mlruns.db"
+SUPPRESS_URL_PRINTING = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
 RAY_KEYS = {"time_this_iter_s", "timestamp", "training_iteration", "time_total_s", "time_since_restore",
             "iterations_since_restore", "pid", "done", contract.STEP, "checkpoint_dir_name", "should_checkpoint"}
 SECRET_MARKERS = ("PASSWORD", "SECRET", "TOKEN", "KEY", "CREDENTIAL")
@@ -95,6 +96,9 @@ class Tracker:
     def __init__(self, uri: str, create: bool = True):
         for noisy in ("mlflow.store.db.utils", "alembic"):  # schema-creation chatter on a new store
             logging.getLogger(noisy).setLevel(logging.WARNING)
+        # MLflow prints "View run ... at: <server URL>" on stdout for every run ended on a tracking server: with a
+        # user:password@ URL, the password in clear, once per trial (and the progress line is the sweep's output)
+        os.environ.setdefault(SUPPRESS_URL_PRINTING, "true")
         uri = validate_uri(uri)
         path = sqlite_path(uri)
         # a new SQLite store is built at the first write, not here: a command refused before it writes anything

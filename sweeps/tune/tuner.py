@@ -59,3 +59,17 @@ def asha_max_t(base: dict, task_cfg=None) -> int:
         n_train = getattr(task_cfg if task_cfg is not None else resolve(base).task_cfg, "n_train", None)
     batch = int(base.get("batch_size", TrainConfig().batch_size))
     return int(base["epochs"]) * -(-int(n_train) // batch) if n_train else 10**9
+
+
+# Ray Tune copies these from the driver's environment into every trainable's runtime_env (ray.tune.execution.
+# class_cache.ENV_VARS_TO_PROPAGATE), and Ray writes a runtime_env, env_vars included, into its world-readable
+# runtime_env_agent.log. Trials never need them (only the driver writes to MLflow and its artifact store).
+SECRET_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SECURITY_TOKEN", "AWS_SESSION_TOKEN")
+
+
+def keep_secrets_out_of_tune() -> None:
+    """Stop Ray Tune from copying cloud credentials of the driver's environment to the trials (and so into Ray's
+    logs); the driver keeps them for its own MLflow artifact uploads."""
+    from ray.tune.execution import class_cache
+
+    class_cache.ENV_VARS_TO_PROPAGATE = frozenset(class_cache.ENV_VARS_TO_PROPAGATE) - set(SECRET_ENV)
