@@ -232,3 +232,28 @@ def test_the_record_hashes_the_bytes_imported_not_a_file_that_replaced_them(cli,
     assert cli("data", "import", "listops", src, "--split", "test").exit_code == 0
     record = cache.imported_record("listops", "test")
     assert record["files"][0]["sha256"] == hashlib.sha256(original).hexdigest() and record["rows"] == 2
+
+
+def test_a_cache_that_cannot_be_written_is_one_line(cli, tmp_path, monkeypatch):
+    """RIRLAB_CACHE inside a regular file, or on a full disk, ended in a NotADirectoryError / OSError traceback."""
+    import errno
+
+    src = tmp_path / "t.tsv"
+    src.write_text("9\t( ( ( [MAX 2 ) 9 ) ] )\n")
+    (tmp_path / "a_file").write_text("not a folder")
+    monkeypatch.setenv("RIRLAB_CACHE", str(tmp_path / "a_file" / "cache"))
+    r = cli("data", "import", "listops", src, "--split", "test")
+    assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
+    assert f"cannot write the data cache {tmp_path / 'a_file' / 'cache'}" in r.output and "Not a directory" in r.output
+
+    monkeypatch.setenv("RIRLAB_CACHE", str(tmp_path / "cache"))
+
+    def full_disk(table, where, *a, **k):
+        with open(where, "wb") as f:
+            f.write(b"PAR1 half a file")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(cache.pq, "write_table", full_disk)
+    r = cli("data", "import", "listops", src, "--split", "test")
+    assert r.exit_code == 2 and "No space left on device" in r.output and r.output.count("\n") == 1, r.output
+    assert [p.name for p in (tmp_path / "cache").rglob("*") if p.is_file()] == []  # no half-written file kept

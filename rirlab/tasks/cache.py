@@ -25,6 +25,7 @@ rename wins with equal bytes.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -64,15 +65,21 @@ def imported_path(task: str, split: str, root: Optional[str] = None) -> Path:
 
 
 def write_atomic(table: pa.Table, path: Path) -> None:
-    """Write ``table`` to ``path`` through a unique temporary file and an atomic rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``table`` to ``path`` through a unique temporary file and an atomic rename; a cache folder that cannot
+    be written (inside a file, read-only, a full disk) is one line naming it and the fix."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(table, tmp)
         os.replace(tmp, path)
+    except OSError as err:
+        why = err.strerror or str(err).splitlines()[0]
+        raise UserError(f"cannot write the data cache {path.parent} ({why}); point $RIRLAB_CACHE (or the "
+                        f"cache_dir setting) at a writable folder with free space") from None
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        with contextlib.suppress(OSError):
+            if tmp.exists():
+                tmp.unlink()
 
 
 IMPORT_META = b"rirlab.import"
