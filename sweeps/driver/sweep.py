@@ -95,14 +95,7 @@ def run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str] = None,
             check_storage(plan, str(getattr(tracking_uri, "raw", tracking_uri)), tune_path)
     except UserError:
         if parent is None:  # nothing ran: leave no sweep folder behind
-            import shutil
-
-            import ray
-
-            ray.shutdown()
-            shutil.rmtree(tune_path, ignore_errors=True)
-            with contextlib.suppress(OSError):
-                Path(tune_path).parent.rmdir()  # the output root, when this made it and it is empty
+            _discard(tune_path)
         raise
     parent_id = None
     try:
@@ -122,7 +115,9 @@ def run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str] = None,
         return _fit(plan, tracker, exp_id, parent_id, tune_path, restore, checkpoint_artifacts, progress,
                     system_metrics, report)
     except BaseException as err:
-        if parent_id is None:  # nothing recorded: the CLI says so
+        if parent_id is None:  # nothing recorded (the CLI says so): a fresh sweep leaves no folder either
+            if parent is None:
+                _discard(tune_path)
             raise
         # whatever stops the driver (Ctrl-C before Tune took over, an error) leaves no parent run RUNNING
         tracker.set_tags(parent_id, {contract.INTERRUPTED: contract.TRUE})
@@ -130,6 +125,19 @@ def run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str] = None,
         if isinstance(err, KeyboardInterrupt) and not isinstance(err, SweepInterrupted):
             raise SweepInterrupted(parent_id) from None
         raise
+
+
+def _discard(tune_path: str) -> None:
+    """A fresh sweep stopped before anything was recorded: Ray stopped, its Tune folder (and the output root, when
+    this sweep made it and it is empty) removed."""
+    import shutil
+
+    import ray
+
+    ray.shutdown()
+    shutil.rmtree(tune_path, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        Path(tune_path).parent.rmdir()
 
 
 def _parent_started_since(tracker: Tracker, exp_id: str, spec_hash: str, since: float) -> Optional[str]:

@@ -272,7 +272,12 @@ def _create_sqlite(path: Path) -> None:
             return
         tmp = path.with_name(f".{path.name}.{os.getpid()}.new")
         try:
-            _build(tmp)
+            try:
+                _build(tmp)
+            except Exception as err:  # a full disk or a lost folder mid-build: one line, no half-made store
+                why = str(getattr(err, "orig", None) or err).strip().splitlines()[0][:200]  # sqlite's own words
+                raise UserError(f"cannot create the MLflow store sqlite:///{path} ({why}); free space there or pass "
+                                f"another --tracking-uri") from None
             try:
                 os.link(tmp, path)  # atomic; never replaces a store someone made without the lock meanwhile
             except FileExistsError:
