@@ -77,7 +77,7 @@ INNERS = {
     # Ordered Memory with the authors' per-call input projection (RIR-OM, Table 5)
     "om": Inner(ProjectedOrderedMemory, ("om_slots", "om_memory_dropout", "om_mask"), "rir_om"),
     # CRvNN (RIR-CRvNN, Table 5)
-    "crvnn": Inner(CRvNN, ("crvnn_halt", "crvnn_stop_threshold", "crvnn_window"), "rir_crvnn"),
+    "crvnn": Inner(CRvNN, ("crvnn_halt", "crvnn_stop_threshold", "crvnn_window", "crvnn_max_steps"), "rir_crvnn"),
 }
 
 

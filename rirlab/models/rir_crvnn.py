@@ -2,8 +2,10 @@
 :mod:`rirlab.models.rir` with a CRvNN (:mod:`rirlab.models.crvnn`) as the inner RvNN of every chunk.
 
 Defaults: the RIR ListOps settings of the outer recursion (chunk 30, S4D pre-chunk layer, the one chunk rule) and
-CRvNN's (window 5, dynamic halting at 0.1). CRvNN keeps one beam, so alignment has nothing to do. The paper does not
-say which inference RIR-CRvNN used; we default to RIR inference (``inference: rir``).
+CRvNN's (window 5, dynamic halting at 0.1, the authors' step limit ``crvnn_max_steps: padded``: a chunk narrower
+than the widest chunk of its level runs L + 1 iterations, see :mod:`rirlab.models.crvnn`). CRvNN keeps one beam, so
+alignment has nothing to do. The paper does not say which inference RIR-CRvNN used; we default to RIR inference
+(``inference: rir``).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from pydantic import Field
 from pydantic.dataclasses import dataclass
 
 from rirlab.config import STRICT
-from rirlab.models.crvnn import CRvNNHalt
+from rirlab.models.crvnn import CRvNNHalt, CRvNNMaxSteps
 from rirlab.models.heads import TaskModel
 from rirlab.models.registry import register
 from rirlab.models.rir import InnerName, RIRConfig, RIREncoder
@@ -26,6 +28,7 @@ class RIRCRvNNConfig(RIRConfig):
     crvnn_halt: CRvNNHalt = "dynamic"
     crvnn_stop_threshold: float = Field(0.1, ge=0, lt=1)
     crvnn_window: int = Field(5, ge=3)
+    crvnn_max_steps: CRvNNMaxSteps = "padded"  # the authors' step limit (rirlab.models.crvnn); "length": L
 
 
 @register("rir_crvnn", RIRCRvNNConfig)
