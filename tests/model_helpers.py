@@ -40,10 +40,25 @@ def check_shapes_and_gradients(name, **kw):
     out = model(batch)
     assert out.logits.shape == (4, 10)
     F.cross_entropy(out.logits, batch["labels"]).backward()
-    missing = [n for n, p in model.named_parameters()
-               if n not in ("encoder.tree.scorer.bias", "encoder.tree.scorer.w2.bias", "embed.weight")
-               and (p.grad is None or p.grad.abs().sum() == 0)]
+    missing = missing_gradients(model, skip=("encoder.tree.scorer.bias", "encoder.tree.scorer.w2.bias", "embed.weight"))
     assert not missing, missing
+
+
+def frozen_reverse_s4d(model):
+    """Names of the parameters of every S4D backward direction that trains no gradient (s4d_reverse_trainable:
+    false, the authors' code; rirlab.models.s4d.BiS4D)."""
+    from rirlab.models.s4d import BiS4D
+
+    return {f"{name}.bwd.{p}" for name, m in model.named_modules() if isinstance(m, BiS4D) and not m.reverse_trainable
+            for p, _ in m.bwd.named_parameters()}
+
+
+def missing_gradients(model, skip=()):
+    """Parameters without a non-zero gradient after a backward, apart from ``skip`` and the frozen S4D backward
+    directions (:func:`frozen_reverse_s4d`), whose gradient is asserted to be exactly zero (not None)."""
+    frozen, params = frozen_reverse_s4d(model), dict(model.named_parameters())
+    assert all(params[n].grad is not None and not params[n].grad.any() for n in frozen), frozen
+    return [n for n, p in params.items() if n not in frozen and n not in skip and (p.grad is None or not p.grad.any())]
 
 
 def check_padding_and_determinism(name, **kw):

@@ -9,7 +9,8 @@ import torch
 
 from rirlab.models import registry
 from rirlab.models.crvnn import neighbours
-from model_helpers import batch_of, build, check_padding_and_determinism, learns_listops, random_seqs
+from model_helpers import (batch_of, build, check_padding_and_determinism, learns_listops, missing_gradients,
+                           random_seqs)
 from test_models_om import TINY_LISTOPS
 
 SMALL = {"crvnn": dict(hidden_size=16), "rir_crvnn": dict(hidden_size=16, chunk_size=4)}
@@ -20,6 +21,7 @@ def test_defaults_are_the_papers_listops_settings():
     assert (cfg.hidden_size, cfg.crvnn_halt, cfg.crvnn_stop_threshold, cfg.crvnn_window) == (128, "dynamic", 0.1, 5)
     rir = registry.get("rir_crvnn").config()
     assert (rir.inner, rir.chunk_size, rir.s4d) == ("crvnn", 30, True)
+    assert cfg.crvnn_max_steps == rir.crvnn_max_steps == "padded"  # the authors' step limit
 
 
 @pytest.mark.parametrize("name", ["crvnn", "rir_crvnn"])
@@ -29,14 +31,39 @@ def test_shapes_and_gradients_reach_every_parameter(name):
     logits = model(batch_of(random_seqs([9, 3, 1]))).logits
     assert logits.shape == (3, 10)
     logits.sum().backward()
-    missing = [n for n, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
-    assert not missing, missing
+    assert not missing_gradients(model)  # the S4D backward direction: a zero gradient (the authors' code)
 
 
 @pytest.mark.parametrize("name", ["crvnn", "rir_crvnn"])
 @pytest.mark.parametrize("halt", ["dynamic", "off"])
 def test_padded_batch_equals_each_sequence_alone_and_eval_is_deterministic(name, halt):
-    check_padding_and_determinism(name, crvnn_halt=halt, **SMALL[name])
+    """Under the ``length`` step limit (not the authors' default, which lets a padded row run one more step)."""
+    check_padding_and_determinism(name, crvnn_halt=halt, crvnn_max_steps="length", **SMALL[name])
+
+
+def test_the_authors_step_limit_is_l_plus_1_up_to_the_padded_width():
+    """The authors' halting test `L - 2.0 < t` (L + 2 items with START and END) over a loop of the padded width W:
+    a row of L items runs min(L + 1, W) iterations; under ``length`` it runs L. Worked by hand for W = 6, no
+    threshold halting: L = 6, 3, 5 -> 6, 4, 6 (authors) and 6, 3, 5 (``length``)."""
+    torch.manual_seed(5)
+    model = build("crvnn", hidden_size=16, crvnn_halt="off").double().eval()
+    tree = model.encoder.tree
+    x, lengths = torch.randn(3, 1, 6, 16, dtype=torch.float64), torch.tensor([6, 3, 5])
+    with torch.no_grad():
+        padded, _ = tree(x, lengths)
+        assert tree.last_steps.tolist() == [6, 4, 6]
+        # the row of 3 depends on the width only through min(L + 1, W): padded to width 4 alone, it runs 4 steps
+        alone4, _ = tree(x[1:2, :, :4], lengths[1:2])
+        assert tree.last_steps.tolist() == [4]
+        alone3, _ = tree(x[1:2, :, :3], lengths[1:2])  # alone at its own width: L steps
+        assert tree.last_steps.tolist() == [3]
+        tree.max_steps = "length"
+        own, _ = tree(x, lengths)
+        assert tree.last_steps.tolist() == [6, 3, 5]
+    assert torch.allclose(padded[1], alone4[0], atol=1e-12)
+    assert torch.allclose(own[1], alone3[0], atol=1e-12)
+    assert (padded[1] - own[1]).abs().max() > 1e-3  # the extra step changes the root
+    assert torch.allclose(padded[0], own[0], atol=1e-12)  # the widest row is the same under both
 
 
 def test_neighbours_of_crisp_existence_are_the_nearest_existing_items():
@@ -63,7 +90,7 @@ def test_composition_probabilities_sum_as_defined():
     assert c[:, 0].abs().max() == 0  # START
     assert c[0, 8] == 0 and c[0, 9] == 0 and c[1, 5] == 0 and c[1, 6:].abs().max() == 0  # last token, END, pads
     assert (c[0, 1:8] > 0).all()
-    assert tree.last_steps.tolist() == [8, 5]  # no halting: L iterations each
+    assert tree.last_steps.tolist() == [8, 6]  # no halting: min(L + 1, width 8) iterations each (authors' code)
 
 
 def test_the_normaliser_adds_the_authors_epsilon_to_every_term():

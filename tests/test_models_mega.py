@@ -135,3 +135,17 @@ def test_tiny_mega_learns_listops_above_majority():
                                    opt={"betas": (0.9, 0.98), "weight_decay": 0.01}, clip=1.0, hidden_size=32,
                                    num_layers=2, mega_z_dim=16, mega_ema_dim=4, dropout=0.0)
     assert acc > majority + 0.08, (acc, majority)
+
+
+@pytest.mark.parametrize("spec", ["rir_table2.yaml", "rir_table3.yaml"])
+def test_rir_specs_train_mega_with_the_rir_authors_adam_betas(spec):
+    """The RIR authors' MEGA configs (ListOps and logical inference) set Adam betas (0.99, 0.98); every MEGA trial of
+    the RIR Table 2 and 3 specs resolves to them."""
+    from pathlib import Path
+
+    from sweeps.spec.load import load_spec
+    from sweeps.spec.trials import expand
+
+    loaded = load_spec(Path(__file__).parents[1] / "search_spaces" / spec)
+    megas = [t for t in expand(loaded.spec) if t.config["model"] == "mega"]
+    assert megas and all((t.config["adam_beta1"], t.config["adam_beta2"]) == (0.99, 0.98) for t in megas)

@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from model_helpers import batch_of, build, random_seqs
+from rirlab.models import registry
 from rirlab.models.beam_tree import NEG
 from rirlab.models.rir import align, n_chunks, rir_encode
 
@@ -171,13 +172,16 @@ def test_scorer_gets_gradients(name):
         assert p.grad is not None and p.grad.abs().sum() > 0
 
 
-def test_alignment_position_0_is_the_top_beams_and_samples_follow_the_scores():
+@pytest.mark.parametrize("slot0", ["beam0", "argmax"])
+def test_alignment_position_0_and_samples_follow_the_scores(slot0):
+    """Position 0: the chunk's beam 0 (``beam0``, the authors' code, default) or its top-scoring beam (``argmax``,
+    §3.1); positions 1.. sample normalize(BS) (eq. 8)."""
     scores = torch.tensor([[-0.1, -1.0, -2.0, -4.0]]).log_softmax(-1).repeat(20000, 1)
     perm = torch.tensor([2, 0, 3, 1])
     scores = scores[:, perm]  # top beam not at index 0
     g = torch.Generator().manual_seed(0)
-    idx = align(scores, "beam", training=True, generator=g)
-    assert (idx[:, 0] == 0 + 1).all()  # argmax sits at index 1 after the permutation
+    idx = align(scores, "beam", training=True, generator=g, slot0=slot0)
+    assert (idx[:, 0] == (0 if slot0 == "beam0" else 1)).all()  # argmax sits at index 1 after the permutation
     freq = torch.bincount(idx[:, 1:].reshape(-1), minlength=4).float() / idx[:, 1:].numel()
     assert torch.allclose(freq, scores[0].softmax(-1), atol=0.01)
     assert torch.equal(align(scores[:3], "string_it", training=True), torch.arange(4).expand(3, 4))
@@ -190,6 +194,27 @@ def test_random_alignment_ignores_scores():
     assert (idx[:, 0] == 0).all()
     freq = torch.bincount(idx[:, 1:].reshape(-1), minlength=4).float() / idx[:, 1:].numel()
     assert torch.allclose(freq, torch.tensor([1 / 3, 1 / 3, 1 / 3, 0.0]), atol=0.01)
+    scores = scores[:, [1, 0, 2, 3]]  # the top beam at index 1: beam0 keeps index 0, argmax index 1
+    assert (align(scores, "random", training=True, generator=torch.Generator().manual_seed(0))[:, 0] == 0).all()
+    assert (align(scores, "random", training=True, slot0="argmax")[:, 0] == 1).all()
+
+
+def test_slot0_under_the_default_is_the_first_beam_of_the_perturbed_search_order():
+    """In training the EBT search returns its beams in the Gumbel-perturbed order of its last merge (as the authors'
+    code), so its beam 0 is not always the top-scoring beam. With a fixed seed, over many chunks: under ``beam0``
+    (default) aligned position 0 is the unperturbed argmax in only part of the chunks; under ``argmax`` in all."""
+    torch.manual_seed(0)
+    model = build("rir_ebt_grc", hidden_size=16, beam_size=4, dropout=0.0, chunk_size=6, s4d=False).train()
+    search = model.encoder.tree
+    x, lengths = torch.randn(400, 1, 6, 16), torch.full((400,), 6)
+    with torch.no_grad():
+        _, scores = search(x, lengths)  # (C, b) chunk beams, perturbed order
+    top = scores.argmax(-1)
+    rate = {s: (align(scores, "beam", True, torch.Generator().manual_seed(1), slot0=s)[:, 0] == top).float().mean()
+            for s in ("beam0", "argmax")}
+    assert rate["argmax"] == 1.0
+    assert 0.2 < rate["beam0"] < 0.95, rate  # the perturbed order's first beam is often not the top one
+    assert registry.get("rir_ebt_grc").config().alignment_slot0 == "beam0"
 
 
 

@@ -15,7 +15,7 @@ CRvNN §3.1). One iteration (CRvNN §3.2-3.4):
 - update (§3.4): item i is absorbed into its right neighbour with probability c_i: the right neighbour becomes
   x_j <- (L c)_j cell(left_1(j), x_j) + (1 - (L c)_j) x_j, and e_i <- e_i (1 - c_i).
 - dynamic halting (§3.5, ``crvnn_halt``): a sequence stops once at most one item (besides START and END) has
-  e_i > ``crvnn_stop_threshold`` (0.1), or after L iterations.
+  e_i > ``crvnn_stop_threshold`` (0.1), or at its step limit (``crvnn_max_steps``, below).
 
 The root is the state of the last token. The cell is the RIR paper's GRC (eq. 10-11).
 
@@ -25,15 +25,23 @@ the no halting mode"):
   sequence has halted;
 - ``full_loop`` (the authors' CRvNN_nohalt.py, RIR Table 1 timing): the same per-sequence halting, so the same
   outputs, but the loop always runs max(L) iterations (the worst-case cost);
-- ``off``: no threshold halting: every sequence runs its L iterations.
+- ``off``: no threshold halting: every sequence runs to its step limit (``crvnn_max_steps``).
 
-Choices: the authors' code lets a sequence of a batch run L+1 iterations when a longer sequence is present and L when
-alone; we stop every sequence after its own L iterations, so a padded batch gives each sequence what it gets alone.
-The normaliser is the authors' ``sum_normalize``: each of the four terms gets 1e-8 (:data:`NORM_EPS`) before the sum, in
-the units of the exponentials shifted by the maximum score. The authors shift by the maximum over the whole batch
-(every position, and the no-op's 0); we shift by each sequence's own maximum over its selectable items and 0, so a
-padded batch gives each sequence what it gets alone, and equal theirs where the two maxima coincide (a sequence
-alone whose largest score is at a selectable item or below 0); elsewhere the epsilon's weight differs, ~1e-7.
+``crvnn_max_steps``, the step limit of a sequence of L items; the paper (§3.5) bounds the loop by the sequence
+length, the authors' code differs where a batch is padded, and this changes outputs, so both are offered:
+- ``padded`` (default, the authors' code, CRvNN.py / CRvNNX.py inside HCRvNN.py, which produced the published
+  numbers): the loop runs over the padded width W of the call, and a sequence halts once ``L - 2.0 < t`` with L + 2
+  items counted with START and END, i.e. after min(L + 1, W) iterations: L + 1 when a wider sequence shares the
+  batch (in RIR-CRvNN: a chunk narrower than the widest chunk of its level), L when alone. An extra iteration is
+  not a no-op (items still carry existence mass), so a padded batch does NOT give each sequence what it gets alone;
+- ``length``: every sequence stops after its own L iterations, so a padded batch gives each sequence what it gets
+  alone (rirlab's earlier rule).
+
+Other choices: the normaliser is the authors' ``sum_normalize``: each of the four terms gets 1e-8 (:data:`NORM_EPS`)
+before the sum, in the units of the exponentials shifted by the maximum score. The authors shift by the maximum over
+the whole batch (every position, and the no-op's 0); we shift by each sequence's own maximum over its selectable
+items and 0, and equal theirs where the two maxima coincide (a sequence alone whose largest score is at a selectable
+item or below 0); elsewhere the epsilon's weight differs, ~1e-7.
 """
 
 from __future__ import annotations
@@ -52,6 +60,7 @@ from rirlab.models.heads import TaskModel
 from rirlab.models.registry import register
 
 CRvNNHalt = Literal["dynamic", "full_loop", "off"]
+CRvNNMaxSteps = Literal["padded", "length"]  # step limit: min(L + 1, padded width) (authors' code) or L
 
 
 NORM_EPS = 1e-8  # added to each term of the composition-probability normaliser (the authors' sum_normalize)
@@ -64,6 +73,7 @@ class CRvNNConfig(GRCConfig):
     crvnn_halt: CRvNNHalt = "dynamic"
     crvnn_stop_threshold: float = Field(0.1, ge=0, lt=1)
     crvnn_window: int = Field(5, ge=3)  # scorer window, odd: the item and (window-1)/2 soft neighbours each side
+    crvnn_max_steps: CRvNNMaxSteps = "padded"  # the authors' code; "length": L iterations (batch-independent)
 
 
 def neighbours(e: torch.Tensor, valid: torch.Tensor):
@@ -100,6 +110,7 @@ class CRvNN(nn.Module):
         self.score = nn.Linear(d, 1)
         self.cell = GRC.from_config(cfg)
         self.halt, self.threshold, self.window = cfg.crvnn_halt, cfg.crvnn_stop_threshold, cfg.crvnn_window
+        self.max_steps = cfg.crvnn_max_steps
         self.last_steps = self.last_probs = None
 
     def window_of(self, seq, left, right):
@@ -136,7 +147,11 @@ class CRvNN(nn.Module):
         steps = torch.zeros_like(lengths)
         active = lengths > 0
         probs = None
-        for t in range(int(lengths.max())):
+        if self.max_steps == "padded":  # the authors' `L - 2.0 < t` over a loop of the padded width
+            limit, n_loop = (lengths + 1).clamp(max=width), width
+        else:
+            limit, n_loop = lengths, int(lengths.max())
+        for t in range(n_loop):
             left, right = neighbours(e, valid)
             win = self.window_of(seq, left, right)
             probs = self.probs(win, left, right, selectable)
@@ -148,7 +163,7 @@ class CRvNN(nn.Module):
             seq = torch.where(active[:, None, None], new_seq, seq)
             e = torch.where(active[:, None], new_e, e)
             steps = steps + active.long()
-            active = active & (steps < lengths)
+            active = active & (steps < limit)
             if self.halt != "off":
                 alive = ((e > self.threshold) & valid).sum(1) - 2  # items besides START and END
                 active = active & (alive > 1)

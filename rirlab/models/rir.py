@@ -28,9 +28,13 @@ level of the outer recursion.
 
 Choices the paper leaves open (ours):
 - Alignment (eq. 8-9) is applied only where a sequence has more than one chunk; a lone chunk's
-  output is that sequence's final beam. Position 0 is always the string of every chunk's top
-  beam, for ``beam`` and ``random`` alike. ``random`` samples uniformly among the chunk's
+  output is that sequence's final beam. ``random`` samples uniformly among the chunk's
   valid beams (a chunk with fewer possible trees than b has fewer valid beams).
+- Position 0 of the aligned beams (``alignment_slot0``, for ``beam`` and ``random`` alike): §3.1 keeps the top
+  beam, BS_new[0] = argmax of the chunk's beam scores; the authors' code (HEBT_GRC.py) keeps the chunk's beam 0,
+  which in training is the first of the search's Gumbel-perturbed order (the stochastic top-b of its last merge),
+  not always the top-scoring beam. That produced the published numbers, so ``beam0`` (default) does the same;
+  ``argmax`` is the text's rule. In eval mode the two coincide (beams are sorted by score).
 - In eval mode every alignment is ``string_it`` (beams are sorted, so position i strings the
   i-th best beams), which keeps eval deterministic and batch-independent.
 - ``inference="non_rir"`` (Appendix D) runs the inner RvNN over the whole sequence in eval mode.
@@ -57,6 +61,7 @@ from rirlab.models.rnn_grc import GRCRNN
 from rirlab.models.s4d import PreChunkConfig, leaf_layer
 
 ALIGNMENTS = ("beam", "string_it", "random")
+Slot0 = Literal["beam0", "argmax"]  # aligned position 0: the chunk's beam 0 (authors' code) or its top score (§3.1)
 InnerName = Literal["ebt_grc", "grc_rnn", "om", "crvnn"]  # keys of INNERS
 Inference = Literal["rir", "non_rir"]  # eval mode: the outer recursion, or the inner RvNN alone (Appendix D)
 
@@ -77,7 +82,7 @@ INNERS = {
     # Ordered Memory with the authors' per-call input projection (RIR-OM, Table 5)
     "om": Inner(ProjectedOrderedMemory, ("om_slots", "om_memory_dropout", "om_mask"), "rir_om"),
     # CRvNN (RIR-CRvNN, Table 5)
-    "crvnn": Inner(CRvNN, ("crvnn_halt", "crvnn_stop_threshold", "crvnn_window"), "rir_crvnn"),
+    "crvnn": Inner(CRvNN, ("crvnn_halt", "crvnn_stop_threshold", "crvnn_window", "crvnn_max_steps"), "rir_crvnn"),
 }
 
 
@@ -88,6 +93,7 @@ class RIRConfig(PreChunkConfig):
     chunk_size: int = Field(30, ge=2)  # k
     inner: InnerName = "grc_rnn"
     alignment: Literal["beam", "string_it", "random"] = "beam"  # §3.1; no effect with a one-beam inner RvNN
+    alignment_slot0: Slot0 = "beam0"  # the authors' code; "argmax": §3.1's BS_new[0] = the top beam
     inference: Inference = "rir"
     s4d: bool = True
 
@@ -109,8 +115,9 @@ def n_chunks(length, k: int):
     return 1 if 2 * length < 3 * k else ceil
 
 
-def align(scores: torch.Tensor, mode: str, training: bool, generator=None) -> torch.Tensor:
-    """Beam indices (C, b) to string together per chunk, from chunk beam scores (C, b) (eq. 8-9)."""
+def align(scores: torch.Tensor, mode: str, training: bool, generator=None, slot0: str = "beam0") -> torch.Tensor:
+    """Beam indices (C, b) to string together per chunk, from chunk beam scores (C, b) (eq. 8-9); position 0 is
+    the chunk's beam 0 (``slot0="beam0"``, the authors' code) or its top-scoring beam (``"argmax"``, §3.1)."""
     c, b = scores.shape
     idx = torch.arange(b, device=scores.device).expand(c, b)
     if mode == "string_it" or not training or b == 1:
@@ -122,11 +129,17 @@ def align(scores: torch.Tensor, mode: str, training: bool, generator=None) -> to
     else:
         raise ValueError(f"unknown alignment {mode!r}; use one of {ALIGNMENTS}")
     idx = torch.multinomial(probs, b, replacement=True, generator=generator)  # (C, b) b draws with repetition
-    idx[:, 0] = scores.argmax(-1)  # BS_new[0]: the top beams, always kept
+    if slot0 == "argmax":
+        idx[:, 0] = scores.argmax(-1)  # BS_new[0]: the top beams, always kept (§3.1)
+    elif slot0 == "beam0":
+        idx[:, 0] = 0  # the search's first beam, as the authors' code keeps it
+    else:
+        raise ValueError(f"unknown alignment_slot0 {slot0!r}; use beam0 or argmax")
     return idx
 
 
-def rir_encode(inner: nn.Module, x: torch.Tensor, lengths: torch.Tensor, k: int, alignment: str):
+def rir_encode(inner: nn.Module, x: torch.Tensor, lengths: torch.Tensor, k: int, alignment: str,
+               slot0: str = "beam0"):
     """Outer balanced k-ary recursion. x (N, S, D), lengths (N,) -> roots (N, b, D), scores (N, b)."""
     dev = x.device
     x = x.unsqueeze(1)  # (N, 1, S, D): one beam until the first inner search
@@ -154,7 +167,7 @@ def rir_encode(inner: nn.Module, x: torch.Tensor, lengths: torch.Tensor, k: int,
         if most == 1:
             return roots, scores
         if scores.size(1) > 1:  # beam alignment (eq. 8-9); one beam (a GRC RNN inside) has nothing to align
-            idx = align(scores, alignment, inner.training)  # (C, b)
+            idx = align(scores, alignment, inner.training, slot0=slot0)  # (C, b)
             lone = (counts[rows] == 1)[:, None]  # (C, 1) the only chunk of its sequence: keep its beams in order
             idx = torch.where(lone, torch.arange(idx.size(1), device=dev), idx)  # (C, b)
             roots = roots.gather(1, idx[..., None].expand_as(roots))  # (C, b, D) eq. 9
@@ -175,12 +188,14 @@ class RIREncoder(nn.Module):
         self.leaf = leaf_layer(cfg)
         self.tree = INNERS[cfg.inner].build(cfg)  # the inner RvNN
         self.chunk_size, self.alignment, self.inference = cfg.chunk_size, cfg.alignment, cfg.inference
+        self.slot0 = cfg.alignment_slot0
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> EncoderOutput:
         h = self.leaf(x, mask)  # (N, S, D)
         lengths = mask.sum(1)  # (N,)
         if self.training or self.inference == "rir":
-            roots, scores = rir_encode(self.tree, h, lengths, self.chunk_size, self.alignment)  # (N, b, D), (N, b)
+            roots, scores = rir_encode(self.tree, h, lengths, self.chunk_size, self.alignment,
+                                       self.slot0)  # (N, b, D), (N, b)
         else:  # non-RIR inference (RIR Appendix D): the inner RvNN over the whole sequence
             roots, scores = self.tree(h.unsqueeze(1), lengths)  # (N, b, D), (N, b)
         return EncoderOutput(marginalize(roots, scores))  # (N, D)

@@ -6,15 +6,27 @@ Vandermonde kernel K_l = 2 Re(sum_n C_n dB_n dA_n^l), causal FFT convolution y =
 Padding: sequences are right-padded; pads are zeroed before the causal convolution, and the
 backward direction reverses each sequence within its own length, so pads never leak in.
 
-Choices the RIR paper's eq. 13-16 leave open, taken from the authors' code (their S4D pre-chunk layer is
-the S4 reference block of Gu et al. in diagonal mode, ``freeze_B=False``, ``dropout=s4_dropout`` with
-``s4_dropout = dropout = 0.1`` in their RIR configs, and ``GLU`` on a biased ``Linear(2d, 2d)``):
+Choices the RIR paper's eq. 13-16 leave open, taken from the authors' code (their S4D pre-chunk layer,
+BeamRecursionFamily S4DWrapper.py, is the S4 reference block of Gu et al. in diagonal mode, ``freeze_B=False``,
+``dropout=s4_dropout``, ``GLU`` on a biased ``Linear(2d, 2d)``, then a norm after the residual; their ListOps configs
+set ``s4_dropout = dropout = 0.1`` and no norm for RIR-EBT-GRC and RIR-GRC, ``s4_dropout = 0`` and BatchNorm for
+RIR-OM and RIR-CRvNN, and each model's config here defaults to its row):
 
 - B is a trainable complex (H, N/2) parameter initialised to 1 (S4D's "constant" B init), as in S4D itself;
   eq. 13-14 do not fix it. It lives in :class:`S4DKernel` with A, dt and C.
-- dropout ``s4d_dropout`` (default 0.1) twice per direction, before and after the GELU of eq. 13-14, each
-  mask drawn per (sequence, channel) and shared by all positions (the reference block's tied ``DropoutNd``);
-  the equations show no dropout, the published numbers were trained with it.
+- dropout ``s4d_dropout`` (default 0.1; RIR-OM, RIR-CRvNN: 0) twice per direction, before and after the GELU of
+  eq. 13-14, each mask drawn per (sequence, channel) and shared by all positions (the reference block's tied
+  ``DropoutNd``); the equations show no dropout, the published numbers were trained with it.
+- ``s4d_norm`` after the residual of eq. 16, before eq. 17 (the wrapper's post-norm): ``none`` (default; their
+  ``skip``), ``batch`` (RIR-OM, RIR-CRvNN: ``BatchNorm1d`` over the channels, its statistics taken over every
+  position of the batch, padding included, as in their code) or ``layer`` (``LayerNorm``, their other choice).
+- ``s4d_reverse_trainable``: the equations train both directions; in the authors' code the backward direction's
+  input reversal and output reversal run under ``no_grad`` (utils.py ``reverse()``), so nothing in that branch
+  gets a gradient: the reverse-direction A, B, dt, C and D (slices of the block's tensors shared with the forward
+  direction) get a zero gradient and only shrink by weight decay, and no gradient reaches the layer's input through
+  that branch. This shaped every published RIR number, so ``False`` (default) does the same: the backward branch
+  runs without autograd and its parameters get a zero gradient (zero, not None, so that the optimiser's weight
+  decay still applies to them, as there); ``True`` trains both directions, as the equations do.
 - eq. 16 writes x_cat W_u and x_cat W_v without biases while the authors' GLU has them; the equations also
   leave out the bias of eq. 17 that every implementation has, so we read them as omitting biases, not as
   forbidding them: ``s4d_glu_bias=True`` (the code, default) or ``False`` (eq. 16 literally).
@@ -37,6 +49,7 @@ from rirlab.models.grc import GRCConfig, LeafTransform
 from rirlab.optim import mark_group
 
 S4DInit = Literal["inv", "lin"]  # S4D-Inv or S4D-Lin initialisation of the imaginary parts of A
+S4DNorm = Literal["none", "batch", "layer"]  # norm after the pre-chunk residual (authors: skip, batch, layer)
 
 
 @dataclass(config=STRICT)
@@ -48,6 +61,8 @@ class PreChunkConfig(GRCConfig):
     s4d_init: S4DInit = "inv"
     s4d_dropout: float = Field(0.1, ge=0, lt=1)  # tied dropout around the GELU of eq. 13-14 (authors: = dropout)
     s4d_glu_bias: bool = True  # biases in W_u, W_v of eq. 16 (authors' code); False: eq. 16 as printed
+    s4d_norm: S4DNorm = "none"  # after the residual of eq. 16 (authors' post-norm; RIR-OM, RIR-CRvNN: batch)
+    s4d_reverse_trainable: bool = False  # False: the backward direction gets no gradient (authors' code)
 
 
 def flip_valid(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -133,13 +148,17 @@ class BiS4D(nn.Module):
     """Forward and backward (per-sequence flipped) S4D, each followed by GELU: eq. 13-14 -> [x_f; x_b] (eq. 15).
 
     ``dropout``: the authors' tied dropout before and after each GELU (:func:`tied_dropout`); 0 for none.
+    ``reverse_trainable``: False (the authors' code) runs the backward branch without autograd and gives its
+    parameters a zero gradient; True trains both directions.
     """
 
-    def __init__(self, h: int, n_state: int = 64, init: str = "inv", dropout: float = 0.0):
+    def __init__(self, h: int, n_state: int = 64, init: str = "inv", dropout: float = 0.0,
+                 reverse_trainable: bool = True):
         super().__init__()
         self.fwd = S4D(h, n_state, init)
         self.bwd = S4D(h, n_state, init)
         self.p = dropout
+        self.reverse_trainable = reverse_trainable
 
     def act(self, y: torch.Tensor) -> torch.Tensor:
         """dropout, GELU, dropout (N, S, H); the identity on the dropouts at eval."""
@@ -149,7 +168,11 @@ class BiS4D(nn.Module):
         lengths = mask.sum(1)
         x = x * mask[..., None]  # pads must not enter the causal convolution
         xf = self.act(self.fwd(x))  # (N, S, H) eq. 13
-        xb = flip_valid(self.act(self.bwd(flip_valid(x, lengths))), lengths)  # (N, S, H) eq. 14
+        with torch.set_grad_enabled(torch.is_grad_enabled() and self.reverse_trainable):
+            xb = flip_valid(self.act(self.bwd(flip_valid(x, lengths))), lengths)  # (N, S, H) eq. 14
+            xb = xb * mask[..., None]  # pads 0, as the authors' reverse() leaves them (seen only by BatchNorm's stats)
+        if not self.reverse_trainable and torch.is_grad_enabled():  # a zero gradient, so weight decay still applies
+            xb = xb + sum(p.sum() for p in self.bwd.parameters()) * 0.0
         return torch.cat([xf, xb], dim=-1)  # (N, S, 2H) eq. 15
 
 
@@ -157,13 +180,18 @@ class PreChunkS4D(nn.Module):
     """RIR pre-chunk layer: bidirectional S4D, GLU mixing + residual (eq. 16), leaf transform (eq. 17).
 
     ``dropout``: tied dropout around each GELU (authors' code); ``glu_bias``: biases in W_u, W_v (authors' code) or
-    none (eq. 16 as printed)."""
+    none (eq. 16 as printed); ``norm``: after the residual (``none``, ``batch``, ``layer``); ``reverse_trainable``:
+    see :class:`BiS4D`."""
 
-    def __init__(self, d: int, n_state: int = 64, init: str = "inv", dropout: float = 0.0, glu_bias: bool = True):
+    def __init__(self, d: int, n_state: int = 64, init: str = "inv", dropout: float = 0.0, glu_bias: bool = True,
+                 norm: str = "none", reverse_trainable: bool = True):
         super().__init__()
-        self.s4d = BiS4D(d, n_state, init, dropout)
+        self.s4d = BiS4D(d, n_state, init, dropout, reverse_trainable)
         self.w_u = nn.Linear(2 * d, d, bias=glu_bias)  # gate
         self.w_v = nn.Linear(2 * d, d, bias=glu_bias)  # value
+        if norm not in NORMS:
+            raise ValueError(f"unknown s4d_norm {norm!r}; use one of {tuple(NORMS)}")
+        self.norm = NORMS[norm](d)
         self.leaf = LeafTransform(d)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -171,11 +199,22 @@ class PreChunkS4D(nn.Module):
             mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
         cat = self.s4d(x, mask)  # (N, S, 2D)
         out = torch.sigmoid(self.w_u(cat)) * self.w_v(cat) + x  # (N, S, D) eq. 16
-        return self.leaf(out)  # (N, S, D) eq. 17
+        return self.leaf(self.norm(out))  # (N, S, D) the authors' post-norm, eq. 17
+
+
+class ChannelBatchNorm(nn.BatchNorm1d):
+    """BatchNorm1d over the channels of (N, S, D), statistics over every (sequence, position) of the batch."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x.transpose(1, 2)).transpose(1, 2)
+
+
+NORMS = {"none": lambda d: nn.Identity(), "batch": ChannelBatchNorm, "layer": nn.LayerNorm}  # keys of S4DNorm
 
 
 def leaf_layer(cfg: PreChunkConfig) -> nn.Module:
     """The layer before the RvNN: the S4D pre-chunk layer (eq. 13-17) or the leaf transform alone (eq. 17)."""
     if cfg.s4d:
-        return PreChunkS4D(cfg.hidden_size, cfg.s4d_state, cfg.s4d_init, cfg.s4d_dropout, cfg.s4d_glu_bias)
+        return PreChunkS4D(cfg.hidden_size, cfg.s4d_state, cfg.s4d_init, cfg.s4d_dropout, cfg.s4d_glu_bias,
+                           cfg.s4d_norm, cfg.s4d_reverse_trainable)
     return LeafTransform(cfg.hidden_size)
