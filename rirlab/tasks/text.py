@@ -10,8 +10,12 @@ Choices where the papers (*Recursion in Recursion*, NeurIPS 2023, arXiv:2311.044
 Recursion*, NeurIPS 2023, arXiv:2307.10779, and its supplement) are silent:
 
 - Tokenisation (:func:`tokenize`): Penn-Treebank-style word splitting (clitics ``n't 's 're 've 'll 'd 'm``
-  split off, punctuation its own token, ``...`` one token), case kept (GloVe 840B is cased). SST keeps its trees'
-  leaves (``-LRB-``/``-RRB-`` back to brackets).
+  split off, punctuation its own token, ``...`` one token), close to NLTK's ``word_tokenize`` that the authors'
+  preprocessing (JRC1995/BeamRecursionFamily) uses for SNLI, MNLI and IMDB. SST keeps its trees' leaves; QQP splits
+  on white space (sst.py, qqp.py).
+- Case (``lowercase``, default true): tokens are lower-cased, as the authors' preprocessing does for every text
+  task (it produced the published numbers; GloVe 840B is cased, so this changes which words have vectors);
+  ``lowercase: false`` keeps the case.
 - Vocabulary: every token of the training split (after the training filters), most frequent first, at most
   ``max_vocab``; ids 0 ``<pad>``, 1 ``<unk>``. With frozen GloVe (``embeddings: glove``) a training word without
   a GloVe vector is left out (it reads as ``<unk>``); ``<pad>`` and ``<unk>`` are zero vectors.
@@ -136,6 +140,7 @@ class TextConfig:
     data_dir: Optional[str] = None  # where the user's files are; default $RIRLAB_DATA, else ./data
     generated: bool = False  # true: a small generated stand-in corpus in the publishers' formats (CI, --quick)
     embeddings: Literal["glove", "random"] = "glove"  # frozen GloVe 840B-300d (papers) or trainable random
+    lowercase: bool = True  # tokens lower-cased, as the authors' preprocessing of every text task; false keeps case
     glove_path: Optional[str] = None  # default <data_dir>/glove.840B.300d.txt
     max_vocab: int = Field(50000, ge=1)  # most frequent training words kept
     max_train_len: Optional[int] = Field(None, ge=1)  # training rows with a longer sequence are dropped
@@ -246,14 +251,22 @@ class TextTask(Task):
             return [st.st_size, st.st_mtime_ns]
 
         files = {k: [str(p), stamp(p)] for k, p in self.paths(cfg, split, check=False)}
-        return {"split": split, "files": files, "version": self.version, **self.protocol(cfg, split)}
+        lower = {"lowercase": cfg.lowercase} if hasattr(cfg, "lowercase") else {}
+        return {"split": split, "files": files, "version": self.version, **lower, **self.protocol(cfg, split)}
 
     def split_table(self, cfg, split: str) -> pa.Table:
         self._check_split(split)
         self.paths(cfg, split)  # one line for the first missing file
         params = self.split_params(cfg, split)
-        return cache.cached(self.name, split, params, lambda: self.to_table(self.read_split(cfg, self.root(cfg), split)),
-                            cfg.cache_dir)
+        return cache.cached(self.name, split, params, lambda: self.to_table(self.lowered(cfg, self.read_split(
+            cfg, self.root(cfg), split))), cfg.cache_dir)
+
+    @staticmethod
+    def lowered(cfg, rows: list) -> list:
+        """Rows with their tokens lower-cased where ``cfg.lowercase`` (module docstring)."""
+        if not getattr(cfg, "lowercase", False):
+            return rows
+        return [(r[0], *([t.lower() for t in toks] for toks in r[1:])) for r in rows]
 
     def datasets(self, cfg) -> list[DatasetInfo]:
         """The splits a trial reads, without reading them: source = the user's files (or "generated" for the
