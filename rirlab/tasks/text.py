@@ -232,9 +232,13 @@ class TextTask(Task):
                 shutil.rmtree(tmp, ignore_errors=True)
         return root
 
+    def split_needs(self, cfg, split: str) -> tuple:
+        """The file keys a split reads (``needs``; a task whose protocol option changes them overrides this)."""
+        return self.needs.get(split, ())
+
     def paths(self, cfg, split: str, check: bool = True) -> list[tuple[str, Path]]:
         root = self.root(cfg)
-        keys = self.needs.get(split, ())
+        keys = self.split_needs(cfg, split)
         return [(k, expect(self.name, root, self.files[k]) if check else root / self.files[k]) for k in keys]
 
     def _check_split(self, split: str) -> None:
