@@ -26,7 +26,8 @@ def cache(tmp_path, monkeypatch):
 
 def cfg(task: str, root, **kw):
     # the simpler choices (case kept, SST sentences); the authors' defaults are pinned in tests/test_text_*.py
-    simple = {"lowercase": False, **({"train_phrases": False, "brackets": "restore"} if task == "sst5" else {}),
+    simple = {"lowercase": False, "vocab_from": "train", "unk_vector": "zero",
+              **({"train_phrases": False, "brackets": "restore"} if task == "sst5" else {}),
               **({"length_protocol": "full", "html_breaks": "space"} if task == "imdb" else {})}
     return build(tasks.get(task).config, {"data_dir": str(root), "embeddings": "random", **simple, **kw}, task)
 

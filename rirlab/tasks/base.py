@@ -45,6 +45,7 @@ class TaskInfo:
     pad_id: int = 0
     # frozen pretrained word vectors, (vocab_size, dim) float32 numpy, row = token id (e.g. GloVe; rirlab.tasks.text)
     embeddings: Optional[Any] = dataclasses.field(default=None, compare=False, repr=False)
+    unk_id: Optional[int] = None  # with embeddings: this token's vector is trainable (random init), not the row
 
 
 @dataclasses.dataclass
@@ -56,10 +57,11 @@ class TaskData:
     eval_splits: dict[str, Sequence]  # name -> examples, in the papers' column order; "dev" first
     collate: Callable[[Sequence], dict]
     embeddings: Optional[Any] = None  # frozen pretrained vectors for the vocabulary (TaskInfo.embeddings)
+    unk_id: Optional[int] = None  # TaskInfo.unk_id
 
     @property
     def info(self) -> TaskInfo:
-        return TaskInfo(len(self.vocab), self.num_classes, self.kind, embeddings=self.embeddings)
+        return TaskInfo(len(self.vocab), self.num_classes, self.kind, embeddings=self.embeddings, unk_id=self.unk_id)
 
 
 class Task(abc.ABC):

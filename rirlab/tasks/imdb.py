@@ -124,6 +124,7 @@ class IMDB(TextTask):
     needs = {"train": ("train",), "dev": ("train", "dev_original"), "test": ("test",), "test_full": ("test",),
              "contrast": ("contrast",), "contrast_dev": ("contrast_dev",), "counterfactual": ("counterfactual",)}
     quick = {"generated": True}
+    vocab_splits, min_count = ("train", "test"), 5  # the authors' vocabulary (rirlab.tasks.text)
 
     def split_needs(self, cfg, split: str) -> tuple:
         if split == "dev" and cfg.length_protocol != "authors":

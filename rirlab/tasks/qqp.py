@@ -81,6 +81,8 @@ class QQP(TextTask):
     needs = {"train": ("train",), "dev": ("train",), "test": ("train",), "paws_qqp": ("paws_qqp",),
              "paws_wiki": ("paws_wiki",)}
     quick = {"generated": True}
+    # the authors' vocabulary (rirlab.tasks.text): the whole Quora file and both PAWS sets, words seen 6+ times
+    vocab_splits, min_count = ("train", "dev", "test", "paws_qqp", "paws_wiki"), 6
 
     def protocol(self, cfg, split: str) -> dict:
         return {"data_seed": cfg.data_seed, "sample": SAMPLE} if split in ("train", "dev", "test") else {}

@@ -96,6 +96,7 @@ class SST5(TextTask):
     files = {"train": "trees/train.txt", "dev": "trees/dev.txt", "test": "trees/test.txt"}
     needs = {"train": ("train",), "dev": ("dev",), "test": ("test",)}
     quick = {"generated": True}
+    vocab_splits, min_count = ("train", "dev", "test"), 1  # the authors' vocabulary (rirlab.tasks.text)
 
     def protocol(self, cfg, split: str) -> dict:
         return {"brackets": cfg.brackets, **({"train_phrases": cfg.train_phrases} if split == "train" else {})}

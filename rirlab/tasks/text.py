@@ -16,9 +16,16 @@ Recursion*, NeurIPS 2023, arXiv:2307.10779, and its supplement) are silent:
 - Case (``lowercase``, default true): tokens are lower-cased, as the authors' preprocessing does for every text
   task (it produced the published numbers; GloVe 840B is cased, so this changes which words have vectors);
   ``lowercase: false`` keeps the case.
-- Vocabulary: every token of the training split (after the training filters), most frequent first, at most
-  ``max_vocab``; ids 0 ``<pad>``, 1 ``<unk>``. With frozen GloVe (``embeddings: glove``) a training word without
-  a GloVe vector is left out (it reads as ``<unk>``); ``<pad>`` and ``<unk>`` are zero vectors.
+- Vocabulary (``vocab_from``, default ``authors``): as the authors' preprocessing builds it, the words of the
+  task's ``vocab_splits`` (train, dev, test and the extra test sets where their script counts them: SST train,
+  dev, test; SNLI train, dev, test, hard; MNLI train and every test set; IMDB train and the IID test; QQP the
+  whole Quora file and both PAWS sets) seen at least ``min_count`` times (their per-task minimum: SST 1, SNLI 2,
+  MNLI 4, IMDB 5, QQP 6), most frequent first, at most ``max_vocab``. ``vocab_from: train`` counts the training
+  split alone (``min_count`` 1 unless set). Ids 0 ``<pad>``, 1 ``<unk>``. With frozen GloVe (``embeddings:
+  glove``) a word without a GloVe vector is left out (it reads as ``<unk>``); ``<pad>`` is a zero vector and
+  ``<unk>`` (``unk_vector``, default ``trainable``) a trainable random vector, as the authors' model code
+  (``zero``: a frozen zero vector). ``rirlab data stats --split S`` prints the share of S's tokens that read as
+  ``<unk>`` (``oov``).
 - The frozen 300-d vectors reach the model through a trainable linear map to its width (rirlab.models.heads).
 """
 
@@ -142,7 +149,10 @@ class TextConfig:
     embeddings: Literal["glove", "random"] = "glove"  # frozen GloVe 840B-300d (papers) or trainable random
     lowercase: bool = True  # tokens lower-cased, as the authors' preprocessing of every text task; false keeps case
     glove_path: Optional[str] = None  # default <data_dir>/glove.840B.300d.txt
-    max_vocab: int = Field(50000, ge=1)  # most frequent training words kept
+    max_vocab: int = Field(50000, ge=1)  # most frequent words kept
+    vocab_from: Literal["authors", "train"] = "authors"  # the authors' vocabulary splits, or train alone
+    min_count: Optional[int] = Field(None, ge=1)  # fewer occurrences: <unk>; default the task's (the authors')
+    unk_vector: Literal["trainable", "zero"] = "trainable"  # with glove: <unk> trainable random (authors) or zero
     max_train_len: Optional[int] = Field(None, ge=1)  # training rows with a longer sequence are dropped
     data_seed: int = Field(1234, ge=0)  # sampled splits (dev samples) and the stand-in corpus
     cache_dir: Optional[str] = None  # default $RIRLAB_CACHE, else ~/.cache/rirlab
@@ -188,6 +198,8 @@ class TextTask(Task):
     files: ClassVar[dict[str, str]] = {}
     needs: ClassVar[dict[str, tuple[str, ...]]] = {}
     version: ClassVar[int] = 1  # bump when a reader changes what it returns
+    vocab_splits: ClassVar[tuple[str, ...]] = ("train",)  # where the authors' vocabulary counts words
+    min_count: ClassVar[int] = 1  # the authors' minimum count for a vocabulary word
 
     @property
     def num_classes(self) -> int:  # type: ignore[override]
@@ -331,10 +343,13 @@ class TextTask(Task):
     # --- trial data ---
 
     def vocabulary(self, cfg, train: pa.Table):
-        """(tokens, embeddings or None) of the training split (module docstring)."""
-        counts = Counter(t for c in ("text", "text2") if c in train.column_names
-                         for toks in train.column(c).to_pylist() for t in toks)
-        words = sorted(counts, key=lambda w: (-counts[w], w))
+        """(tokens, embeddings or None): the vocabulary (module docstring); ``train`` the training split's table."""
+        authors = getattr(cfg, "vocab_from", "train") == "authors"
+        tables = [train] + ([self.split_table(cfg, s) for s in self.vocab_splits if s != "train"] if authors else [])
+        counts = Counter(t for table in tables for c in ("text", "text2") if c in table.column_names
+                         for toks in table.column(c).to_pylist() for t in toks)
+        least = getattr(cfg, "min_count", None) or (self.min_count if authors else 1)
+        words = sorted((w for w in counts if counts[w] >= least), key=lambda w: (-counts[w], w))
         if cfg.embeddings == "random":
             return [PAD, UNK, *words[: cfg.max_vocab]], None
         from rirlab.tasks import glove
@@ -347,6 +362,17 @@ class TextTask(Task):
         vectors = glove.load(path, words, cfg.cache_dir)
         kept = [w for w in words if w in vectors.index][: cfg.max_vocab]
         return [PAD, UNK, *kept], vectors.matrix([PAD, UNK, *kept])
+
+    def oov(self, cfg, splits) -> dict:
+        """Share of each split's tokens that read as ``<unk>`` under the trial's vocabulary (0..1)."""
+        vocab = set(self.vocabulary(cfg, self.split_table(cfg, "train"))[0][2:])
+        out = {}
+        for split in splits:
+            table = self.split_table(cfg, split)
+            toks = [t for c in ("text", "text2") if c in table.column_names for r in table.column(c).to_pylist()
+                    for t in r]
+            out[split] = sum(t not in vocab for t in toks) / max(1, len(toks))
+        return out
 
     def encode(self, table: pa.Table, ids: dict) -> list:
         """Examples of a split: (token ids, label) or (ids1, ids2, label); an empty sentence reads as ``<unk>``."""
@@ -362,8 +388,9 @@ class TextTask(Task):
         vocab, vectors = self.vocabulary(cfg, train)
         ids = {t: i for i, t in enumerate(vocab)}
         evals = {s: self.encode(self.split_table(cfg, s), ids) for s in ("dev", *cfg.eval_splits)}
+        unk = 1 if vectors is not None and getattr(cfg, "unk_vector", "zero") == "trainable" else None
         return TaskData(vocab=vocab, num_classes=self.num_classes, kind=self.kind, train=self.encode(train, ids),
-                        eval_splits=evals, collate=self.collate, embeddings=vectors)
+                        eval_splits=evals, collate=self.collate, embeddings=vectors, unk_id=unk)
 
 
 STANDIN_NOTE = "STAND-IN-README.txt"
