@@ -28,7 +28,8 @@ def cfg(task: str, root, **kw):
     # the simpler choices (case kept, SST sentences); the authors' defaults are pinned in tests/test_text_*.py
     simple = {"lowercase": False, "vocab_from": "train", "unk_vector": "zero",
               **({"train_phrases": False, "brackets": "restore"} if task == "sst5" else {}),
-              **({"length_protocol": "full", "html_breaks": "space"} if task == "imdb" else {})}
+              **({"length_protocol": "full", "html_breaks": "space"} if task == "imdb" else {}),
+              **({"tokenizer": "ptb", "max_question_len": None} if task == "qqp" else {})}
     return build(tasks.get(task).config, {"data_dir": str(root), "embeddings": "random", **simple, **kw}, task)
 
 
