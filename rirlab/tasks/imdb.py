@@ -92,7 +92,8 @@ def read_sentiment_tsv(path: Path, html_breaks: str = "space") -> list:
             continue
         if len(fields) <= max(cols.values()):
             raise bad(path, no, f"{len(fields)} columns; the header has {max(cols.values()) + 1} or more")
-        rows.append((label_of(path, no, LABELS, fields[cols["label"]], FILE_LABELS), review_tokens(fields[cols["text"]], html_breaks)))
+        rows.append((label_of(path, no, LABELS, fields[cols["label"]], FILE_LABELS),
+                     review_tokens(fields[cols["text"]], html_breaks)))
     if cols is None:
         raise bad(path, 1, "empty file; expected a Sentiment<TAB>Text header")
     return rows
