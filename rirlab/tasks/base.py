@@ -82,6 +82,10 @@ class Task(abc.ABC):
     quick: ClassVar[tuple] = ()  # (key, value) pairs of a small, fast setting used by `rirlab train --quick`
     splits: ClassVar[tuple] = ()  # (split name, paper column label) of the test splits, in the papers' order
 
+    def preflight(self, cfg) -> None:
+        """Cheap checks of a trial's task config before its run is recorded (e.g. a file it needs exists);
+        UserError in one line. Default: none."""
+
     @property
     def doc(self) -> str:
         """The class docstring: its first line is the task's one-line description (`rirlab tasks`)."""

@@ -41,7 +41,7 @@ from rirlab.errors import UserError
 from rirlab.tasks import listops
 from rirlab.tasks.base import PAD
 from rirlab.tasks.registry import register
-from rirlab.tasks.text import TextTask, bad, columns, expect, known_splits, read_lines, tsv
+from rirlab.tasks.text import TextTask, bad, clip, columns, expect, known_splits, read_lines, tsv
 
 BYTES = [PAD, *(f"b{v:02x}" for v in range(256))]  # id = byte + 1
 
@@ -200,7 +200,7 @@ class LRARetrieval(LRATask):
             if label in ("0.0", "1.0"):
                 label = label[0]
             if label not in self.labels:
-                raise bad(path, no, f"unknown label {fields[0]!r}; expected 0 or 1")
+                raise bad(path, no, f"unknown label {clip(fields[0])}; expected 0 or 1")
             rows.append((int(label), to_bytes(fields[3], n), to_bytes(fields[4], n)))
         return rows
 

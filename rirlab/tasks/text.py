@@ -72,6 +72,11 @@ def bad(path, no, why: str) -> UserError:
     return UserError(f"{path}:{no}: {why}")
 
 
+def clip(value: str, n: int = 60) -> str:
+    """``repr`` of a value read from a data row, cut to about ``n`` characters (an error line stays readable)."""
+    return repr(value) if len(value) <= n else f"{value[:n]!r}... ({len(value)} characters)"
+
+
 def read_lines(path) -> Iterator[tuple[int, str]]:
     """(line number, text without its newline) of a UTF-8 file; UserError file:line where a line is not UTF-8."""
     with open(path, "rb") as f:
@@ -95,11 +100,15 @@ def tsv(path, quoted: bool = True) -> Iterator[tuple[int, list[str]]]:
     it = (line + "\n" for _, line in read_lines(path))
     reader = csv.reader(it, delimiter="\t", quoting=csv.QUOTE_MINIMAL if quoted else csv.QUOTE_NONE, strict=True)
     while True:
+        start = reader.line_num + 1  # the line the next row begins on
         try:
             fields = next(reader)
         except StopIteration:
             return
         except csv.Error as err:
+            if "unexpected end of data" in str(err):  # a quote opened on ``start`` never closes
+                raise bad(path, start, "unterminated quote: the quoted field that starts on this line runs to the "
+                                       "end of the file; close it or double the quote (\"\")") from None
             raise bad(path, reader.line_num, f"malformed TSV ({err})") from None
         if fields:
             yield reader.line_num, fields
@@ -112,7 +121,7 @@ def columns(path, header: list[str], wanted: dict[str, tuple[str, ...]], no: int
     for key, aliases in wanted.items():
         hit = next((names.index(a) for a in aliases if a in names), None)
         if hit is None:
-            raise bad(path, no, f"no column {' / '.join(aliases)} in the header ({', '.join(header)})")
+            raise bad(path, no, f"no column {' / '.join(aliases)} in the header ({clip(', '.join(header), 100)})")
         out[key] = hit
     return out
 
@@ -261,8 +270,8 @@ class TextTask(Task):
         def stamp(p: Path):
             if not p.exists():
                 return None
-            if p.is_dir():  # a folder of files (aclImdb): its own stamp and its subfolders'
-                return [[q.name, q.stat().st_mtime_ns] for q in sorted([p, *p.iterdir()]) if q.is_dir()]
+            if p.is_dir():  # a folder of files (aclImdb): every file's size and mtime, so a review rewritten in
+                return folder_stamp(p)  # place (the folder's own mtime unchanged) is noticed
             st = p.stat()
             return [st.st_size, st.st_mtime_ns]
 
@@ -354,12 +363,7 @@ class TextTask(Task):
             return [PAD, UNK, *words[: cfg.max_vocab]], None
         from rirlab.tasks import glove
 
-        path = Path(cfg.glove_path).expanduser() if cfg.glove_path else self.root(cfg) / GLOVE_FILE
-        if not path.exists():
-            where = "--set glove_path=FILE" if cfg.glove_path else "data_dir, --set glove_path=FILE"
-            raise UserError(f"{self.name}: missing {path.name}: expected at {path} (GloVe 840B-300d, frozen, as the "
-                            f"papers; put it there or use {where}; --set embeddings=random trains random ones instead)")
-        vectors = glove.load(path, words, cfg.cache_dir)
+        vectors = glove.load(self.glove_file(cfg), words, cfg.cache_dir)
         kept = [w for w in words if w in vectors.index][: cfg.max_vocab]
         return [PAD, UNK, *kept], vectors.matrix([PAD, UNK, *kept])
 
@@ -373,6 +377,20 @@ class TextTask(Task):
                     for t in r]
             out[split] = sum(t not in vocab for t in toks) / max(1, len(toks))
         return out
+
+    def glove_file(self, cfg) -> Path:
+        """The GloVe file a trial reads; UserError in one line when it is absent."""
+        path = Path(cfg.glove_path).expanduser() if cfg.glove_path else self.root(cfg) / GLOVE_FILE
+        if not path.exists():
+            where = "--set glove_path=FILE" if cfg.glove_path else "data_dir, --set glove_path=FILE"
+            raise UserError(f"{self.name}: missing {path.name}: expected at {path} (GloVe 840B-300d, frozen, as the "
+                            f"papers; put it there or use {where}; --set embeddings=random trains random ones instead)")
+        return path
+
+    def preflight(self, cfg) -> None:
+        """Cheap checks before a run is recorded: the GloVe file (when used) exists."""
+        if getattr(cfg, "embeddings", None) == "glove":
+            self.glove_file(cfg)
 
     def encode(self, table: pa.Table, ids: dict) -> list:
         """Examples of a split: (token ids, label) or (ids1, ids2, label); an empty sentence reads as ``<unk>``."""
@@ -391,6 +409,19 @@ class TextTask(Task):
         unk = 1 if vectors is not None and getattr(cfg, "unk_vector", "zero") == "trainable" else None
         return TaskData(vocab=vocab, num_classes=self.num_classes, kind=self.kind, train=self.encode(train, ids),
                         eval_splits=evals, collate=self.collate, embeddings=vectors, unk_id=unk)
+
+
+def folder_stamp(folder: Path) -> list:
+    """[file count, digest of every file's relative path, size and modification time] under ``folder``."""
+    import hashlib
+
+    entries = []
+    for top, _, names in os.walk(folder):
+        for name in names:
+            st = os.stat(os.path.join(top, name))
+            entries.append(f"{os.path.relpath(os.path.join(top, name), folder)}\0{st.st_size}\0{st.st_mtime_ns}")
+    entries.sort()
+    return [len(entries), hashlib.sha256("\n".join(entries).encode()).hexdigest()[:16]]
 
 
 STANDIN_NOTE = "STAND-IN-README.txt"
@@ -415,7 +446,7 @@ def label_of(path, no, labels: tuple, value: str, mapping: Optional[dict] = None
     idx = _label_index(labels).get(name)
     if idx is None:
         known = sorted(mapping) if mapping else labels
-        raise bad(path, no, f"unknown label {value!r}; expected one of {', '.join(known)}")
+        raise bad(path, no, f"unknown label {clip(value)}; expected one of {', '.join(known)}")
     return idx
 
 
