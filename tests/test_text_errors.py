@@ -14,18 +14,7 @@ from rirlab.config import build
 from rirlab.errors import UserError
 from rirlab.tasks import glove
 from rirlab.tasks import registry as tasks
-
-
-@pytest.fixture(autouse=True)
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("RIRLAB_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("RIRLAB_DATA", raising=False)
-
-
-def write(path, text):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
+from text_helpers import own_cache, write  # noqa: F401  (own_cache: autouse, the test's own cache)
 
 
 def cfg(task, root, **kw):

@@ -4,21 +4,9 @@ reviews of <= 200 tokens, ``<br />`` deleted (not a space), lower-cased; the ful
 
 from __future__ import annotations
 
-import pytest
-
 from rirlab.config import build
 from rirlab.tasks import registry as tasks
-
-
-@pytest.fixture(autouse=True)
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("RIRLAB_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("RIRLAB_DATA", raising=False)
-
-
-def write(path, text):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+from text_helpers import own_cache, write  # noqa: F401  (own_cache: autouse, the test's own cache)
 
 
 def words(n):

@@ -13,17 +13,7 @@ from pydantic import ValidationError
 from rirlab.config import build
 from rirlab.errors import UserError
 from rirlab.tasks import registry as tasks
-
-
-@pytest.fixture(autouse=True)
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("RIRLAB_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("RIRLAB_DATA", raising=False)
-
-
-def write(path, data):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    (path.write_bytes if isinstance(data, bytes) else path.write_text)(data)
+from text_helpers import own_cache, write  # noqa: F401  (own_cache: autouse, the test's own cache)
 
 
 def rows(task, root, split, **kw):

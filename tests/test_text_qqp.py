@@ -6,16 +6,10 @@ from __future__ import annotations
 
 import csv
 
-import pytest
 
 from rirlab.config import build
 from rirlab.tasks import registry as tasks
-
-
-@pytest.fixture(autouse=True)
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("RIRLAB_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("RIRLAB_DATA", raising=False)
+from text_helpers import own_cache  # noqa: F401  (autouse: the test's own cache)
 
 
 def quora(root):

@@ -3,16 +3,9 @@ SST with ``train_subtrees=True`` and ``lower=True``, tokens = the tree's leaves 
 
 from __future__ import annotations
 
-import pytest
-
 from rirlab.config import build
 from rirlab.tasks import registry as tasks
-
-
-@pytest.fixture(autouse=True)
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("RIRLAB_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("RIRLAB_DATA", raising=False)
+from text_helpers import own_cache  # noqa: F401  (autouse: the test's own cache)
 
 
 TRAIN = "(3 (2 It) (4 (2 -LRB-) (3 Good)))\n(0 (0 Bad) (2 .))\n"

@@ -35,7 +35,6 @@ from __future__ import annotations
 import random
 import re
 from pathlib import Path
-
 from typing import Literal
 
 from pydantic import Field

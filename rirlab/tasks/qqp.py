@@ -35,8 +35,8 @@ from pydantic import Field
 from pydantic.dataclasses import dataclass
 
 from rirlab.config import STRICT
-from rirlab.tasks.registry import register
 from rirlab.errors import UserError
+from rirlab.tasks.registry import register
 from rirlab.tasks.text import TextConfig, TextTask, bad, columns, keep_short, known_splits, label_of, tokenize, tsv
 
 LABELS = ("not_duplicate", "duplicate")

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-
 from typing import Literal
 
 from pydantic import Field
