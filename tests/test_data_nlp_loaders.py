@@ -25,7 +25,12 @@ def cache(tmp_path, monkeypatch):
 
 
 def cfg(task: str, root, **kw):
-    return build(tasks.get(task).config, {"data_dir": str(root), "embeddings": "random", **kw}, task)
+    # the simpler choices (case kept, SST sentences); the authors' defaults are pinned in tests/test_text_*.py
+    simple = {"lowercase": False, "vocab_from": "train", "unk_vector": "zero",
+              **({"train_phrases": False, "brackets": "restore"} if task == "sst5" else {}),
+              **({"length_protocol": "full", "html_breaks": "space"} if task == "imdb" else {}),
+              **({"tokenizer": "ptb", "max_question_len": None} if task == "qqp" else {})}
+    return build(tasks.get(task).config, {"data_dir": str(root), "embeddings": "random", **simple, **kw}, task)
 
 
 def table_rows(task: str, c, split: str) -> list:
@@ -257,6 +262,7 @@ def test_data_cli_reads_user_files_and_refuses_missing_ones(tmp_path):
     sst_fixture(tmp_path)
     runner = CliRunner()
     r = runner.invoke(main, ["data", "generate", "sst5", "--split", "train", "--set", f"data_dir={tmp_path}",
+                             "--set", "lowercase=false", "--set", "train_phrases=false",
                              "--out", "-"])
     assert r.exit_code == 0 and r.stdout.splitlines()[0] == "4\tGood film"
     r = runner.invoke(main, ["data", "generate", "snli", "--split", "hard", "--set", f"data_dir={tmp_path}",

@@ -88,7 +88,7 @@ def test_generated_stand_in_loads(task):
 
 def test_lra_image_dev_holdout_cuts_the_last_training_images(tmp_path):
     """dev_holdout (the dynamic-halt code's tfds train[:90%] / train[90%:]): dev is the last fraction of the
-    training images in file order, train the rest, test untouched; 0 keeps LRA's dev = test."""
+    training images in file order, train the rest, test untouched."""
     def batch(labels):
         data = np.zeros((len(labels), 3072), np.uint8)
         data[:, 0] = labels  # pixel 0 tells the images apart
@@ -101,9 +101,9 @@ def test_lra_image_dev_holdout_cuts_the_last_training_images(tmp_path):
     def first_pixels(split, **kw):
         return [int(p[0]) for _, p in rows("lra_image", cfg("lra_image", tmp_path, **kw), split)]
 
-    every = first_pixels("train")
+    every = first_pixels("train") + first_pixels("dev")
     held = {s: first_pixels(s, dev_holdout=0.1) for s in ("train", "dev", "test")}
     assert len(every) == 50 and held["train"] == every[:45] and held["dev"] == every[45:]
-    assert held["test"] == first_pixels("test") == first_pixels("dev")  # LRA's dev is the test set
+    assert held["test"] == first_pixels("test") and first_pixels("dev") == held["dev"]  # 0.1 is the default
     with pytest.raises(UserError, match="dev_holdout"):
         cfg("lra_text", tmp_path, dev_holdout=0.1)  # only the Image task has it

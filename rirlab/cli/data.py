@@ -231,6 +231,11 @@ def stats(task, files, split, compare, seed, as_json, sets):
             sys.exit(1)
         return
     result = t.stats(rows)
+    if split and not files and hasattr(t, "oov"):  # text tasks: the share of the split's tokens read as <unk>
+        try:
+            result["oov"] = round(t.oov(cfg, [split])[split], 6)
+        except UserError as err:
+            result["oov"] = f"n/a ({str(err)[:160]})"
     if as_json:
         click.echo(json.dumps(result, indent=1))
         return

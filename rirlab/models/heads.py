@@ -21,6 +21,20 @@ class MLP(nn.Module):
         return self.l2(self.drop(F.gelu(self.l1(self.drop(x)))))
 
 
+class TrainableUnk(nn.Module):
+    """Frozen word vectors whose ``unk_id`` token reads a trainable vector instead (standard normal init), as the
+    authors' public code (JRC1995/BeamRecursionFamily, ``unk_embed``): words without a GloVe vector share it."""
+
+    def __init__(self, frozen: nn.Embedding, unk_id: int):
+        super().__init__()
+        self.frozen, self.unk_id = frozen, unk_id
+        self.unk = nn.Parameter(torch.randn(frozen.embedding_dim))
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.frozen(tokens)  # (N, S, E)
+        return torch.where((tokens == self.unk_id).unsqueeze(-1), self.unk.to(x.dtype), x)
+
+
 class TaskModel(nn.Module):
     """Embeds tokens, runs ``encoder(x, mask) -> EncoderOutput`` and applies the task's head.
 
@@ -42,7 +56,9 @@ class TaskModel(nn.Module):
             self.embed = nn.Embedding(info.vocab_size, d, padding_idx=info.pad_id)
         else:  # the task's frozen pretrained vectors (GloVe; rirlab.tasks.text), a trainable map to the model width
             vectors = torch.as_tensor(info.embeddings, dtype=torch.float32)  # (V, 300)
-            self.embed = nn.Sequential(nn.Embedding.from_pretrained(vectors, freeze=True, padding_idx=info.pad_id),
+            frozen = nn.Embedding.from_pretrained(vectors, freeze=True, padding_idx=info.pad_id)
+            unk = getattr(info, "unk_id", None)
+            self.embed = nn.Sequential(frozen if unk is None else TrainableUnk(frozen, unk),
                                        nn.Linear(vectors.shape[1], d))
         self.drop = nn.Dropout(dropout)
         self.encoder = encoder

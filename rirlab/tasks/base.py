@@ -45,6 +45,7 @@ class TaskInfo:
     pad_id: int = 0
     # frozen pretrained word vectors, (vocab_size, dim) float32 numpy, row = token id (e.g. GloVe; rirlab.tasks.text)
     embeddings: Optional[Any] = dataclasses.field(default=None, compare=False, repr=False)
+    unk_id: Optional[int] = None  # with embeddings: this token's vector is trainable (random init), not the row
 
 
 @dataclasses.dataclass
@@ -56,10 +57,11 @@ class TaskData:
     eval_splits: dict[str, Sequence]  # name -> examples, in the papers' column order; "dev" first
     collate: Callable[[Sequence], dict]
     embeddings: Optional[Any] = None  # frozen pretrained vectors for the vocabulary (TaskInfo.embeddings)
+    unk_id: Optional[int] = None  # TaskInfo.unk_id
 
     @property
     def info(self) -> TaskInfo:
-        return TaskInfo(len(self.vocab), self.num_classes, self.kind, embeddings=self.embeddings)
+        return TaskInfo(len(self.vocab), self.num_classes, self.kind, embeddings=self.embeddings, unk_id=self.unk_id)
 
 
 class Task(abc.ABC):
@@ -79,6 +81,10 @@ class Task(abc.ABC):
     collate: ClassVar[Callable]  # examples -> padded batch dict (collate_classify, collate_pair, ...)
     quick: ClassVar[tuple] = ()  # (key, value) pairs of a small, fast setting used by `rirlab train --quick`
     splits: ClassVar[tuple] = ()  # (split name, paper column label) of the test splits, in the papers' order
+
+    def preflight(self, cfg) -> None:
+        """Cheap checks of a trial's task config before its run is recorded (e.g. a file it needs exists);
+        UserError in one line. Default: none."""
 
     @property
     def doc(self) -> str:

@@ -5,8 +5,10 @@ The RIR and EBT papers train every natural-language task with frozen GloVe 840B-
 asked for are parsed, and their vectors are cached as one compact float32 array under
 ``<cache>/glove/<key>.npz`` where the key hashes the file (path, size, modification time) and the sorted word
 list. A few words of the 840B file contain spaces (``. . .``): the vector is the last ``dim`` fields, the word
-the rest (``dim`` from the first line). The first occurrence of a word wins. There is no random fallback: a
-missing file is an error (rirlab.tasks.text).
+the rest. ``dim`` is the number of values most of the file's first lines have; a first line with fewer is an
+error at line 1 (a truncated or foreign first line would otherwise make every word ``<unk>``), and trailing spaces
+are ignored. The first occurrence of a word wins. There is no random fallback: a missing file is an error
+(rirlab.tasks.text).
 """
 
 from __future__ import annotations
@@ -50,18 +52,40 @@ class Vectors:
         return out
 
 
-def stream(path: Path, wanted: Iterable[str]) -> Vectors:
-    """The vectors of ``wanted`` words found in a GloVe text file, in file order; file:line errors for a
-    malformed line of a wanted word (and for a first line that is not ``word v1 ... vD``)."""
-    want = {w.encode("utf-8") for w in wanted}
-    words, rows, dim = [], [], None
+HEAD_LINES = 100  # the first lines whose most common number of values is the file's dimension
+
+
+def file_dim(path: Path) -> Optional[int]:
+    """The number of values most of the file's first lines have (None for an empty file); UserError at line 1
+    when the first line has fewer, or is not ``word v1 ... vD``."""
+    counts = []
     with open(path, "rb") as f:
         for no, raw in enumerate(f, 1):
-            raw = raw.rstrip(b"\r\n")
-            if dim is None:
-                dim = raw.count(b" ")
-                if dim < 1:
-                    raise UserError(f"{path}:1: not a GloVe line (word then its vector, space-separated)")
+            counts.append(raw.rstrip(b" \r\n").count(b" "))
+            if no == HEAD_LINES:
+                break
+    if not counts:
+        return None
+    dim = max(set(counts), key=lambda c: (counts.count(c), c))  # a tie: the longer
+    if counts[0] < 1 or dim < 1:
+        raise UserError(f"{path}:1: not a GloVe line (word then its vector, space-separated)")
+    if counts[0] < dim:
+        raise UserError(f"{path}:1: {counts[0]} values; the file's next lines have {dim} (a truncated first line? "
+                        f"fix or delete it)")
+    return dim
+
+
+def stream(path: Path, wanted: Iterable[str]) -> Vectors:
+    """The vectors of ``wanted`` words found in a GloVe text file, in file order; file:line errors for a
+    malformed line of a wanted word (and for a first line with fewer values than the file's vectors)."""
+    want = {w.encode("utf-8") for w in wanted}
+    words, rows = [], []
+    dim = file_dim(path)
+    if dim is None:
+        raise UserError(f"{path}: empty file; expected GloVe vectors (glove.840B.300d.txt)")
+    with open(path, "rb") as f:
+        for no, raw in enumerate(f, 1):
+            raw = raw.rstrip(b" \r\n")
             spaces = raw.count(b" ")  # counted in C: most lines are skipped without splitting 300 values
             if spaces == dim:
                 word = raw[: raw.find(b" ")]
@@ -80,8 +104,6 @@ def stream(path: Path, wanted: Iterable[str]) -> Vectors:
             except ValueError:
                 raise UserError(f"{path}:{no}: a value of {word.decode('utf-8', 'replace')!r} is not a number") from None
             words.append(word.decode("utf-8"))
-    if dim is None:
-        raise UserError(f"{path}: empty file; expected GloVe vectors (glove.840B.300d.txt)")
     array = np.stack(rows) if rows else np.zeros((0, dim), np.float32)
     return Vectors(words, array)
 

@@ -114,6 +114,7 @@ class SNLI(NLITask):
              "break": "breaking_nli/dataset.jsonl",
              "counterfactual": "counterfactually-augmented-data/NLI/revised_combined/test.tsv"}
     needs = {s: (s,) for s in files}
+    vocab_splits, min_count = ("train", "dev", "test", "hard"), 2  # the authors' vocabulary (rirlab.tasks.text)
 
     def read_split(self, cfg, root: Path, split: str) -> list:
         rows = read_any(root / self.files[split])
@@ -149,6 +150,7 @@ class MNLI(NLITask):
              "lenm": "Stress_Tests/Length_Mismatch/multinli_0.9_length_mismatch_matched.jsonl",
              "lenmm": "Stress_Tests/Length_Mismatch/multinli_0.9_length_mismatch_mismatched.jsonl"}
     needs = {"dev": ("train",), **{s: (s,) for s in files}}
+    vocab_splits, min_count = ("train", "dev", *MNLI_SPLITS), 4  # the authors' vocabulary (rirlab.tasks.text)
 
     def protocol(self, cfg, split: str) -> dict:
         if split in ("train", "dev"):

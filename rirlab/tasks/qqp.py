@@ -9,8 +9,19 @@ Files under data_dir, as distributed:
 - ``paws_wiki/test.tsv``: PAWS-Wiki's final test set, same columns.
 
 Protocol (RIR / EBT, "as standard Wang et al."): dev and IID test are 10,000 pairs each, 5,000 paraphrases and
-5,000 not, drawn with ``data_seed`` from the file; train is the rest. (A file with fewer than 100,000 rows, a
-stand-in, gives a tenth of its rows to each.) Nothing filtered.
+5,000 not; train is the rest. (A file with fewer than 100,000 rows, a stand-in, gives a tenth of its rows to each.)
+
+The defaults are what the authors' public preprocessing does (``process_QQP.py`` of JRC1995/BeamRecursionFamily,
+the code behind the published numbers):
+
+- ``tokenizer`` (default ``split``): the question lower-cased (``lowercase``) and split on white space, so
+  punctuation stays on its word (``what's`` one token, ``?`` glued to the last word); ``ptb`` uses
+  :func:`rirlab.tasks.text.tokenize`. PAWS sets are tokenised the same way.
+- ``max_question_len`` (default 150): pairs with a question of more than 150 tokens are dropped from the whole
+  Quora file before dev and test are drawn; null keeps every pair.
+- the draw: the row numbers of the paraphrases and of the others are each shuffled with Python's
+  ``random.Random(data_seed)`` (paraphrases first); dev takes the first 5,000 of each, test the next 5,000, train
+  the rest. ``data_seed`` defaults to 101, the authors' seed, which gives their dev and test rows.
 """
 
 from __future__ import annotations
@@ -18,19 +29,22 @@ from __future__ import annotations
 import ast
 import random
 from pathlib import Path
+from typing import Literal, Optional
 
 from pydantic import Field
 from pydantic.dataclasses import dataclass
 
 from rirlab.config import STRICT
+from rirlab.errors import UserError
 from rirlab.tasks.registry import register
-from rirlab.tasks.text import (TextConfig, TextTask, bad, columns, known_splits, label_of, sample_balanced,
-                               tokenize, tsv)
+from rirlab.tasks.text import TextConfig, TextTask, bad, columns, keep_short, known_splits, label_of, tokenize, tsv
 
 LABELS = ("not_duplicate", "duplicate")
 FILE_LABELS = {"0": "not_duplicate", "1": "duplicate"}
 SPLITS = {"test": "IID", "paws_qqp": "PAWS_QQP", "paws_wiki": "PAWS_Wiki"}
 SAMPLE = 10000
+AUTHORS_SEED = 101  # process_QQP.py's random.seed
+MAX_QUESTION_LEN = 150  # process_QQP.py's filter_size
 
 
 def unbytes(text: str) -> str:
@@ -45,7 +59,11 @@ def unbytes(text: str) -> str:
     return text
 
 
-def read_pairs(path: Path, quoted: bool, names: dict) -> list:
+def split_words(text: str) -> list[str]:
+    return text.split()
+
+
+def read_pairs(path: Path, quoted: bool, names: dict, tokens=tokenize) -> list:
     rows, cols = [], None
     for no, fields in tsv(path, quoted=quoted):
         if cols is None:
@@ -54,7 +72,7 @@ def read_pairs(path: Path, quoted: bool, names: dict) -> list:
         if len(fields) <= max(cols.values()):
             raise bad(path, no, f"{len(fields)} columns; the header has {max(cols.values()) + 1} or more")
         rows.append((label_of(path, no, LABELS, fields[cols["y"]], FILE_LABELS),
-                     tokenize(unbytes(fields[cols["a"]])), tokenize(unbytes(fields[cols["b"]]))))
+                     tokens(unbytes(fields[cols["a"]])), tokens(unbytes(fields[cols["b"]]))))
     if cols is None:
         raise bad(path, 1, "empty file; expected a header line")
     return rows
@@ -65,6 +83,9 @@ class QQPConfig(TextConfig):
     """QQP with PAWS-QQP and PAWS-Wiki test sets (RIR Table 7, EBT Table 3)."""
 
     eval_splits: list[str] = Field(default_factory=lambda: list(SPLITS))
+    data_seed: int = Field(AUTHORS_SEED, ge=0)  # 101: the authors' dev and test rows
+    tokenizer: Literal["split", "ptb"] = "split"  # white space (the authors' code) or rirlab's PTB-style tokenize
+    max_question_len: Optional[int] = Field(MAX_QUESTION_LEN, ge=1)  # longer pairs dropped (the authors'); null: none
 
     _known = known_splits("qqp", SPLITS)
 
@@ -81,21 +102,34 @@ class QQP(TextTask):
     needs = {"train": ("train",), "dev": ("train",), "test": ("train",), "paws_qqp": ("paws_qqp",),
              "paws_wiki": ("paws_wiki",)}
     quick = {"generated": True}
+    # the authors' vocabulary (rirlab.tasks.text): the whole Quora file and both PAWS sets, words seen 6+ times
+    vocab_splits, min_count = ("train", "dev", "test", "paws_qqp", "paws_wiki"), 6
 
     def protocol(self, cfg, split: str) -> dict:
-        return {"data_seed": cfg.data_seed, "sample": SAMPLE} if split in ("train", "dev", "test") else {}
+        out = {"tokenizer": cfg.tokenizer}
+        if split in ("train", "dev", "test"):
+            out.update(data_seed=cfg.data_seed, sample=SAMPLE, max_question_len=cfg.max_question_len)
+        return out
 
     def read_split(self, cfg, root: Path, split: str) -> list:
+        tokens = split_words if cfg.tokenizer == "split" else tokenize
         if split in ("paws_qqp", "paws_wiki"):
             return read_pairs(root / self.files[split], False,
-                              {"a": ("sentence1",), "b": ("sentence2",), "y": ("label",)})
+                              {"a": ("sentence1",), "b": ("sentence2",), "y": ("label",)}, tokens)
         rows = read_pairs(root / self.files["train"], True,
-                          {"a": ("question1",), "b": ("question2",), "y": ("is_duplicate",)})
-        n = SAMPLE if len(rows) >= 10 * SAMPLE else max(2, len(rows) // 10)
+                          {"a": ("question1",), "b": ("question2",), "y": ("is_duplicate",)}, tokens)
+        rows = keep_short(rows, cfg.max_question_len)
+        per = SAMPLE // 2 if len(rows) >= 10 * SAMPLE else max(1, len(rows) // 20)
         rng = random.Random(cfg.data_seed)
-        dev, rest = sample_balanced(rows, n, rng, (0, 1))
-        test, train = sample_balanced(rest, n, rng, (0, 1))
-        return {"train": train, "dev": dev, "test": test}[split]
+        dup = [i for i, r in enumerate(rows) if r[0] == 1]
+        other = [i for i, r in enumerate(rows) if r[0] == 0]
+        rng.shuffle(dup)
+        rng.shuffle(other)
+        if min(len(dup), len(other)) < 2 * per:
+            raise UserError(f"qqp: {len(dup)} paraphrase and {len(other)} other pairs in {self.files['train']}; dev "
+                            f"and test need {2 * per} of each; is the file complete?")
+        part = {"dev": slice(0, per), "test": slice(per, 2 * per), "train": slice(2 * per, None)}[split]
+        return [rows[i] for i in dup[part] + other[part]]
 
     def standin(self, root: Path, seed: int) -> None:
         from rirlab.tasks import standin

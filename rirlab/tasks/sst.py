@@ -3,14 +3,25 @@
 Files: the Stanford Sentiment Treebank's PTB-tree release (``trainDevTestTrees_PTB.zip`` unpacks to
 ``trees/{train,dev,test}.txt``), one sentence per line as a labelled binary tree,
 ``(3 (2 It) (4 (2 's) (3 good)))``. The label is the root's (0 very negative .. 4 very positive); the tokens are
-the leaves, ``-LRB-``/``-RRB-`` read back as brackets. Phrase labels are not used (RIR / EBT report sentence
-accuracy, "the original splits"). Nothing filtered.
+the leaves. Dev and test are whole sentences (RIR / EBT report sentence accuracy, "the original splits").
+
+Two choices change results; the defaults are what the authors' public preprocessing does (``process_SST5.py`` of
+the repository JRC1995/BeamRecursionFamily, which produced the published numbers; it reads the trees with
+torchtext's ``SST`` dataset, ``train_subtrees=True``):
+
+- ``train_phrases`` (default true): training examples are every labelled node of every training tree (the
+  whole sentence, each phrase and each single word, in pre-order, duplicates kept): 318,582 examples from the
+  8,544 training trees. False trains on the 8,544 root sentences only.
+- ``brackets`` (default ``ptb``): leaves are kept as the trees spell them, ``-LRB-``/``-RRB-`` (lower-cased,
+  ``-lrb-``, with the task's default ``lowercase``); ``restore`` reads them back as ``(`` and ``)``.
+Nothing filtered.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic.dataclasses import dataclass
@@ -25,34 +36,42 @@ _TREE_TOKEN = re.compile(r"\(|\)|[^\s()]+")
 _LEAF = {"-LRB-": "(", "-RRB-": ")"}
 
 
-def parse_tree(text: str) -> tuple[int, list[str]]:
-    """(root label, leaves) of a PTB sentiment tree; ValueError saying why when malformed."""
+def parse_nodes(text: str, restore: bool = True) -> list[tuple[int, list[str]]]:
+    """(label, leaves) of every node of a PTB sentiment tree, the root first then pre-order (as NLTK's
+    ``Tree.subtrees()``); ``restore``: ``-LRB-``/``-RRB-`` read back as brackets. ValueError saying why when
+    malformed."""
     toks = _TREE_TOKEN.findall(text)
     if len(toks) < 4 or toks[0] != "(":
         raise ValueError("not a PTB tree: expected '(LABEL ...)'")
-    depth, leaves, i = 0, [], 0
-    root = toks[1]
+    nodes, open_, leaves, i = [], [], [], 0  # open_: indices into nodes of the nodes not yet closed
     while i < len(toks):
         t = toks[i]
         if t == "(":
             if i + 1 >= len(toks) or toks[i + 1] not in LABELS:
                 raise ValueError(f"node label {toks[i + 1] if i + 1 < len(toks) else 'missing'!r} is not 0-4")
-            depth, i = depth + 1, i + 2
+            open_.append(len(nodes))
+            nodes.append([LABELS.index(toks[i + 1]), len(leaves), None])  # label, first leaf, end leaf
+            i += 2
             continue
         if t == ")":
-            depth -= 1
-            if depth < 0:
+            if not open_:
                 raise ValueError("')' without matching '('")
-            if depth == 0 and i != len(toks) - 1:
+            nodes[open_.pop()][2] = len(leaves)
+            if not open_ and i != len(toks) - 1:
                 raise ValueError("text after the tree's closing ')'")
         else:
-            leaves.append(_LEAF.get(t, t))
+            leaves.append(_LEAF.get(t, t) if restore else t)
         i += 1
-    if depth:
-        raise ValueError(f"{depth} unclosed '('")
+    if open_:
+        raise ValueError(f"{len(open_)} unclosed '('")
     if not leaves:
         raise ValueError("a tree without words")
-    return LABELS.index(root), leaves
+    return [(y, leaves[a:b]) for y, a, b in nodes]
+
+
+def parse_tree(text: str, restore: bool = True) -> tuple[int, list[str]]:
+    """(root label, leaves) of a PTB sentiment tree; ValueError saying why when malformed."""
+    return parse_nodes(text, restore)[0]
 
 
 @dataclass(config=STRICT)
@@ -60,6 +79,8 @@ class SST5Config(TextConfig):
     """SST5: sentence-level fine-grained sentiment (RIR Table 6, EBT supplement Table 4)."""
 
     eval_splits: list[str] = Field(default_factory=lambda: list(SPLITS))
+    train_phrases: bool = True  # every labelled node of the training trees (the authors' code); false: roots only
+    brackets: Literal["ptb", "restore"] = "ptb"  # -LRB-/-RRB- as the trees spell them (the authors'), or ( )
 
     _known = known_splits("sst5", SPLITS)
 
@@ -74,17 +95,23 @@ class SST5(TextTask):
     files = {"train": "trees/train.txt", "dev": "trees/dev.txt", "test": "trees/test.txt"}
     needs = {"train": ("train",), "dev": ("dev",), "test": ("test",)}
     quick = {"generated": True}
+    vocab_splits, min_count = ("train", "dev", "test"), 1  # the authors' vocabulary (rirlab.tasks.text)
+
+    def protocol(self, cfg, split: str) -> dict:
+        return {"brackets": cfg.brackets, **({"train_phrases": cfg.train_phrases} if split == "train" else {})}
 
     def read_split(self, cfg, root: Path, split: str) -> list:
         path = root / self.files[split]
+        phrases = split == "train" and cfg.train_phrases
         rows = []
         for no, line in read_lines(path):
             if not line.strip():
                 continue
             try:
-                rows.append(parse_tree(line))
+                nodes = parse_nodes(line, cfg.brackets == "restore")
             except ValueError as err:
                 raise bad(path, no, str(err)) from None
+            rows += nodes if phrases else nodes[:1]
         return rows
 
     def standin(self, root: Path, seed: int) -> None:

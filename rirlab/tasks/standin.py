@@ -87,7 +87,9 @@ def imdb(root: Path, seed: int, files: dict) -> None:
             d.mkdir(parents=True, exist_ok=True)
             text = " ".join(_sentiment(rng, 2 if y else -2)) + " .<br /><br />" + " ".join(_sentence(rng)) + " ."
             (d / f"{i}_{rng.randint(7, 10) if y else rng.randint(1, 4)}.txt").write_text(text)
-    for key in ("contrast", "contrast_dev", "counterfactual"):
+    for key in ("contrast", "contrast_dev", "counterfactual", "dev_original"):
+        if key not in files:
+            continue
         path = root / files[key]
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "w", newline="") as f:

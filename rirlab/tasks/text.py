@@ -10,11 +10,22 @@ Choices where the papers (*Recursion in Recursion*, NeurIPS 2023, arXiv:2311.044
 Recursion*, NeurIPS 2023, arXiv:2307.10779, and its supplement) are silent:
 
 - Tokenisation (:func:`tokenize`): Penn-Treebank-style word splitting (clitics ``n't 's 're 've 'll 'd 'm``
-  split off, punctuation its own token, ``...`` one token), case kept (GloVe 840B is cased). SST keeps its trees'
-  leaves (``-LRB-``/``-RRB-`` back to brackets).
-- Vocabulary: every token of the training split (after the training filters), most frequent first, at most
-  ``max_vocab``; ids 0 ``<pad>``, 1 ``<unk>``. With frozen GloVe (``embeddings: glove``) a training word without
-  a GloVe vector is left out (it reads as ``<unk>``); ``<pad>`` and ``<unk>`` are zero vectors.
+  split off, punctuation its own token, ``...`` one token), close to NLTK's ``word_tokenize`` that the authors'
+  preprocessing (JRC1995/BeamRecursionFamily) uses for SNLI, MNLI and IMDB. SST keeps its trees' leaves; QQP splits
+  on white space (sst.py, qqp.py).
+- Case (``lowercase``, default true): tokens are lower-cased, as the authors' preprocessing does for every text
+  task (it produced the published numbers; GloVe 840B is cased, so this changes which words have vectors);
+  ``lowercase: false`` keeps the case.
+- Vocabulary (``vocab_from``, default ``authors``): as the authors' preprocessing builds it, the words of the
+  task's ``vocab_splits`` (train, dev, test and the extra test sets where their script counts them: SST train,
+  dev, test; SNLI train, dev, test, hard; MNLI train and every test set; IMDB train and the IID test; QQP the
+  whole Quora file and both PAWS sets) seen at least ``min_count`` times (their per-task minimum: SST 1, SNLI 2,
+  MNLI 4, IMDB 5, QQP 6), most frequent first, at most ``max_vocab``. ``vocab_from: train`` counts the training
+  split alone (``min_count`` 1 unless set). Ids 0 ``<pad>``, 1 ``<unk>``. With frozen GloVe (``embeddings:
+  glove``) a word without a GloVe vector is left out (it reads as ``<unk>``); ``<pad>`` is a zero vector and
+  ``<unk>`` (``unk_vector``, default ``trainable``) a trainable random vector, as the authors' model code
+  (``zero``: a frozen zero vector). ``rirlab data stats --split S`` prints the share of S's tokens that read as
+  ``<unk>`` (``oov``).
 - The frozen 300-d vectors reach the model through a trainable linear map to its width (rirlab.models.heads).
 """
 
@@ -61,6 +72,11 @@ def bad(path, no, why: str) -> UserError:
     return UserError(f"{path}:{no}: {why}")
 
 
+def clip(value: str, n: int = 60) -> str:
+    """``repr`` of a value read from a data row, cut to about ``n`` characters (an error line stays readable)."""
+    return repr(value) if len(value) <= n else f"{value[:n]!r}... ({len(value)} characters)"
+
+
 def read_lines(path) -> Iterator[tuple[int, str]]:
     """(line number, text without its newline) of a UTF-8 file; UserError file:line where a line is not UTF-8."""
     with open(path, "rb") as f:
@@ -84,11 +100,15 @@ def tsv(path, quoted: bool = True) -> Iterator[tuple[int, list[str]]]:
     it = (line + "\n" for _, line in read_lines(path))
     reader = csv.reader(it, delimiter="\t", quoting=csv.QUOTE_MINIMAL if quoted else csv.QUOTE_NONE, strict=True)
     while True:
+        start = reader.line_num + 1  # the line the next row begins on
         try:
             fields = next(reader)
         except StopIteration:
             return
         except csv.Error as err:
+            if "unexpected end of data" in str(err):  # a quote opened on ``start`` never closes
+                raise bad(path, start, "unterminated quote: the quoted field that starts on this line runs to the "
+                                       "end of the file; close it or double the quote (\"\")") from None
             raise bad(path, reader.line_num, f"malformed TSV ({err})") from None
         if fields:
             yield reader.line_num, fields
@@ -101,7 +121,7 @@ def columns(path, header: list[str], wanted: dict[str, tuple[str, ...]], no: int
     for key, aliases in wanted.items():
         hit = next((names.index(a) for a in aliases if a in names), None)
         if hit is None:
-            raise bad(path, no, f"no column {' / '.join(aliases)} in the header ({', '.join(header)})")
+            raise bad(path, no, f"no column {' / '.join(aliases)} in the header ({clip(', '.join(header), 100)})")
         out[key] = hit
     return out
 
@@ -136,8 +156,12 @@ class TextConfig:
     data_dir: Optional[str] = None  # where the user's files are; default $RIRLAB_DATA, else ./data
     generated: bool = False  # true: a small generated stand-in corpus in the publishers' formats (CI, --quick)
     embeddings: Literal["glove", "random"] = "glove"  # frozen GloVe 840B-300d (papers) or trainable random
+    lowercase: bool = True  # tokens lower-cased, as the authors' preprocessing of every text task; false keeps case
     glove_path: Optional[str] = None  # default <data_dir>/glove.840B.300d.txt
-    max_vocab: int = Field(50000, ge=1)  # most frequent training words kept
+    max_vocab: int = Field(50000, ge=1)  # most frequent words kept
+    vocab_from: Literal["authors", "train"] = "authors"  # the authors' vocabulary splits, or train alone
+    min_count: Optional[int] = Field(None, ge=1)  # fewer occurrences: <unk>; default the task's (the authors')
+    unk_vector: Literal["trainable", "zero"] = "trainable"  # with glove: <unk> trainable random (authors) or zero
     max_train_len: Optional[int] = Field(None, ge=1)  # training rows with a longer sequence are dropped
     data_seed: int = Field(1234, ge=0)  # sampled splits (dev samples) and the stand-in corpus
     cache_dir: Optional[str] = None  # default $RIRLAB_CACHE, else ~/.cache/rirlab
@@ -183,6 +207,8 @@ class TextTask(Task):
     files: ClassVar[dict[str, str]] = {}
     needs: ClassVar[dict[str, tuple[str, ...]]] = {}
     version: ClassVar[int] = 1  # bump when a reader changes what it returns
+    vocab_splits: ClassVar[tuple[str, ...]] = ("train",)  # where the authors' vocabulary counts words
+    min_count: ClassVar[int] = 1  # the authors' minimum count for a vocabulary word
 
     @property
     def num_classes(self) -> int:  # type: ignore[override]
@@ -227,9 +253,13 @@ class TextTask(Task):
                 shutil.rmtree(tmp, ignore_errors=True)
         return root
 
+    def split_needs(self, cfg, split: str) -> tuple:
+        """The file keys a split reads (``needs``; a task whose protocol option changes them overrides this)."""
+        return self.needs.get(split, ())
+
     def paths(self, cfg, split: str, check: bool = True) -> list[tuple[str, Path]]:
         root = self.root(cfg)
-        keys = self.needs.get(split, ())
+        keys = self.split_needs(cfg, split)
         return [(k, expect(self.name, root, self.files[k]) if check else root / self.files[k]) for k in keys]
 
     def _check_split(self, split: str) -> None:
@@ -240,20 +270,28 @@ class TextTask(Task):
         def stamp(p: Path):
             if not p.exists():
                 return None
-            if p.is_dir():  # a folder of files (aclImdb): its own stamp and its subfolders'
-                return [[q.name, q.stat().st_mtime_ns] for q in sorted([p, *p.iterdir()]) if q.is_dir()]
+            if p.is_dir():  # a folder of files (aclImdb): every file's size and mtime, so a review rewritten in
+                return folder_stamp(p)  # place (the folder's own mtime unchanged) is noticed
             st = p.stat()
             return [st.st_size, st.st_mtime_ns]
 
         files = {k: [str(p), stamp(p)] for k, p in self.paths(cfg, split, check=False)}
-        return {"split": split, "files": files, "version": self.version, **self.protocol(cfg, split)}
+        lower = {"lowercase": cfg.lowercase} if hasattr(cfg, "lowercase") else {}
+        return {"split": split, "files": files, "version": self.version, **lower, **self.protocol(cfg, split)}
 
     def split_table(self, cfg, split: str) -> pa.Table:
         self._check_split(split)
         self.paths(cfg, split)  # one line for the first missing file
         params = self.split_params(cfg, split)
-        return cache.cached(self.name, split, params, lambda: self.to_table(self.read_split(cfg, self.root(cfg), split)),
-                            cfg.cache_dir)
+        return cache.cached(self.name, split, params, lambda: self.to_table(self.lowered(cfg, self.read_split(
+            cfg, self.root(cfg), split))), cfg.cache_dir)
+
+    @staticmethod
+    def lowered(cfg, rows: list) -> list:
+        """Rows with their tokens lower-cased where ``cfg.lowercase`` (module docstring)."""
+        if not getattr(cfg, "lowercase", False):
+            return rows
+        return [(r[0], *([t.lower() for t in toks] for toks in r[1:])) for r in rows]
 
     def datasets(self, cfg) -> list[DatasetInfo]:
         """The splits a trial reads, without reading them: source = the user's files (or "generated" for the
@@ -314,22 +352,45 @@ class TextTask(Task):
     # --- trial data ---
 
     def vocabulary(self, cfg, train: pa.Table):
-        """(tokens, embeddings or None) of the training split (module docstring)."""
-        counts = Counter(t for c in ("text", "text2") if c in train.column_names
-                         for toks in train.column(c).to_pylist() for t in toks)
-        words = sorted(counts, key=lambda w: (-counts[w], w))
+        """(tokens, embeddings or None): the vocabulary (module docstring); ``train`` the training split's table."""
+        authors = getattr(cfg, "vocab_from", "train") == "authors"
+        tables = [train] + ([self.split_table(cfg, s) for s in self.vocab_splits if s != "train"] if authors else [])
+        counts = Counter(t for table in tables for c in ("text", "text2") if c in table.column_names
+                         for toks in table.column(c).to_pylist() for t in toks)
+        least = getattr(cfg, "min_count", None) or (self.min_count if authors else 1)
+        words = sorted((w for w in counts if counts[w] >= least), key=lambda w: (-counts[w], w))
         if cfg.embeddings == "random":
             return [PAD, UNK, *words[: cfg.max_vocab]], None
         from rirlab.tasks import glove
 
+        vectors = glove.load(self.glove_file(cfg), words, cfg.cache_dir)
+        kept = [w for w in words if w in vectors.index][: cfg.max_vocab]
+        return [PAD, UNK, *kept], vectors.matrix([PAD, UNK, *kept])
+
+    def oov(self, cfg, splits) -> dict:
+        """Share of each split's tokens that read as ``<unk>`` under the trial's vocabulary (0..1)."""
+        vocab = set(self.vocabulary(cfg, self.split_table(cfg, "train"))[0][2:])
+        out = {}
+        for split in splits:
+            table = self.split_table(cfg, split)
+            toks = [t for c in ("text", "text2") if c in table.column_names for r in table.column(c).to_pylist()
+                    for t in r]
+            out[split] = sum(t not in vocab for t in toks) / max(1, len(toks))
+        return out
+
+    def glove_file(self, cfg) -> Path:
+        """The GloVe file a trial reads; UserError in one line when it is absent."""
         path = Path(cfg.glove_path).expanduser() if cfg.glove_path else self.root(cfg) / GLOVE_FILE
         if not path.exists():
             where = "--set glove_path=FILE" if cfg.glove_path else "data_dir, --set glove_path=FILE"
             raise UserError(f"{self.name}: missing {path.name}: expected at {path} (GloVe 840B-300d, frozen, as the "
                             f"papers; put it there or use {where}; --set embeddings=random trains random ones instead)")
-        vectors = glove.load(path, words, cfg.cache_dir)
-        kept = [w for w in words if w in vectors.index][: cfg.max_vocab]
-        return [PAD, UNK, *kept], vectors.matrix([PAD, UNK, *kept])
+        return path
+
+    def preflight(self, cfg) -> None:
+        """Cheap checks before a run is recorded: the GloVe file (when used) exists."""
+        if getattr(cfg, "embeddings", None) == "glove":
+            self.glove_file(cfg)
 
     def encode(self, table: pa.Table, ids: dict) -> list:
         """Examples of a split: (token ids, label) or (ids1, ids2, label); an empty sentence reads as ``<unk>``."""
@@ -345,8 +406,22 @@ class TextTask(Task):
         vocab, vectors = self.vocabulary(cfg, train)
         ids = {t: i for i, t in enumerate(vocab)}
         evals = {s: self.encode(self.split_table(cfg, s), ids) for s in ("dev", *cfg.eval_splits)}
+        unk = 1 if vectors is not None and getattr(cfg, "unk_vector", "zero") == "trainable" else None
         return TaskData(vocab=vocab, num_classes=self.num_classes, kind=self.kind, train=self.encode(train, ids),
-                        eval_splits=evals, collate=self.collate, embeddings=vectors)
+                        eval_splits=evals, collate=self.collate, embeddings=vectors, unk_id=unk)
+
+
+def folder_stamp(folder: Path) -> list:
+    """[file count, digest of every file's relative path, size and modification time] under ``folder``."""
+    import hashlib
+
+    entries = []
+    for top, _, names in os.walk(folder):
+        for name in names:
+            st = os.stat(os.path.join(top, name))
+            entries.append(f"{os.path.relpath(os.path.join(top, name), folder)}\0{st.st_size}\0{st.st_mtime_ns}")
+    entries.sort()
+    return [len(entries), hashlib.sha256("\n".join(entries).encode()).hexdigest()[:16]]
 
 
 STANDIN_NOTE = "STAND-IN-README.txt"
@@ -371,7 +446,7 @@ def label_of(path, no, labels: tuple, value: str, mapping: Optional[dict] = None
     idx = _label_index(labels).get(name)
     if idx is None:
         known = sorted(mapping) if mapping else labels
-        raise bad(path, no, f"unknown label {value!r}; expected one of {', '.join(known)}")
+        raise bad(path, no, f"unknown label {clip(value)}; expected one of {', '.join(known)}")
     return idx
 
 
