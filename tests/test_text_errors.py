@@ -71,3 +71,16 @@ def test_missing_glove_fails_before_any_run_is_recorded(tmp_path):
                                   "--tracking-uri", f"sqlite:///{store}"])
     assert r.exit_code == 2 and "sst5: missing glove.840B.300d.txt" in r.stderr
     assert not store.exists()
+
+
+def test_missing_glove_stops_a_sweep_before_ray_or_mlflow(tmp_path):
+    """The same check for `rirlab sweep`: a text spec at the papers' settings with no GloVe file beside its data
+    is one line and exit 2, with no store, no Tune folder and no Ray started."""
+    from tests.conftest import REPO, run_cli
+
+    proc = run_cli(["sweep", REPO / "search_spaces" / "rir_table6_sst5.yaml", "--set", f"data_dir={tmp_path}"],
+                   cwd=tmp_path, env={"RIRLAB_CACHE": str(tmp_path / "cache")})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("error: sst5: missing glove.840B.300d.txt"), line
+    assert not (tmp_path / "mlruns.db").exists() and not (tmp_path / "rirlab_runs").exists()

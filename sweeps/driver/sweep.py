@@ -59,6 +59,7 @@ def run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str] = None,
     there is a warning."""
     stop_on_sigterm_like_ctrl_c()
     check_address(address)
+    _preflight(plan)  # e.g. a GloVe file a text task needs: missing, refused before Ray starts or MLflow is written
     os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", "1")
@@ -125,6 +126,18 @@ def run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str] = None,
         if isinstance(err, KeyboardInterrupt) and not isinstance(err, SweepInterrupted):
             raise SweepInterrupted(parent_id) from None
         raise
+
+
+def _preflight(plan: SweepPlan) -> None:
+    """Each distinct task config's cheap checks (``Task.preflight``) for the trials a real sweep will run."""
+    from rirlab.tasks import registry as tasks
+
+    seen = set()
+    for resolved in plan.resolved:
+        key = (resolved.task, repr(resolved.task_cfg))
+        if key not in seen:
+            seen.add(key)
+            tasks.get(resolved.task).preflight(resolved.task_cfg)
 
 
 def _discard(tune_path: str) -> None:
