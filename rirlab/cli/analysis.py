@@ -192,17 +192,29 @@ def export(experiment, tracking_uri, parent, out, history):
         click.echo(f"wrote {path} ({n} {kind} rows)")
 
 
+def sweep_selection(fn):
+    """SPEC, --experiment, --tracking-uri, --run and --latest-full: the sweep a plot reads."""
+    for option in reversed((spec_argument, experiment_option, tracking_option, parent_option, latest_full_option)):
+        fn = option(fn)
+    return fn
+
+
+def _drawn(out, draw) -> None:
+    """Run ``draw()`` (which writes OUT and returns the number of configurations drawn) and say what it wrote."""
+    try:
+        n = draw()
+    except OSError as err:
+        raise write_error(out, err) from None
+    click.echo(f"wrote {out} ({n} configurations)")
+
+
 @click.group()
 def plot():
     """Plots of a sweep: Pareto frontiers (accuracy vs time/memory) and training curves."""
 
 
 @plot.command()
-@spec_argument
-@experiment_option
-@tracking_option
-@parent_option
-@latest_full_option
+@sweep_selection
 @click.option("--x", "x", type=click.Choice(["time", "memory", "both"]), default="both", show_default=True,
               help="x axis: time per sample (ms) or peak memory (MB); both = two panels (RIR Figure 2 a, b).")
 @click.option("--split", default=None, help="y: accuracy on this split (default: mean over the task's OOD splits).")
@@ -214,19 +226,11 @@ def pareto(spec, experiment, tracking_uri, parent, latest_full, x, split, stat, 
 
     check_out(out)
     _, sw = _sweep(spec, experiment, tracking_uri, parent, latest_full=latest_full)
-    try:
-        n = pareto_plot(sw, out, x=x, split=split, stat=stat or "median")
-    except OSError as err:
-        raise write_error(out, err) from None
-    click.echo(f"wrote {out} ({n} configurations)")
+    _drawn(out, lambda: pareto_plot(sw, out, x=x, split=split, stat=stat or "median"))
 
 
 @plot.command()
-@spec_argument
-@experiment_option
-@tracking_option
-@parent_option
-@latest_full_option
+@sweep_selection
 @click.option("--metric", default="dev/accuracy", show_default=True, help="Logged metric to plot against step.")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Image file: .png, .svg or .pdf.")
 def curves(spec, experiment, tracking_uri, parent, latest_full, metric, out):
@@ -235,11 +239,7 @@ def curves(spec, experiment, tracking_uri, parent, latest_full, metric, out):
 
     check_out(out)
     client, sw = _sweep(spec, experiment, tracking_uri, parent, latest_full=latest_full)
-    try:
-        n = curves_plot(client, sw, metric, out)
-    except OSError as err:
-        raise write_error(out, err) from None
-    click.echo(f"wrote {out} ({n} configurations)")
+    _drawn(out, lambda: curves_plot(client, sw, metric, out))
 
 
 @click.command()

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
-from typing import Iterator, Optional, Sequence
+from typing import Iterator, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -77,6 +77,7 @@ class LRATask(TextTask):
 
     config = LRAConfig
     splits = (("test", "test"),)
+    COLUMNS, VALUES = ("ids", "ids2"), pa.int16()
     max_len: int = 0
     vocab = BYTES
     quick = {"generated": True}
@@ -87,16 +88,6 @@ class LRATask(TextTask):
     def protocol(self, cfg, split: str) -> dict:
         return {"max_len": self.length(cfg)}
 
-    def to_table(self, rows: Sequence) -> pa.Table:
-        cols = {"label": pa.array([r[0] for r in rows], pa.int8()),
-                "ids": pa.array([list(r[1]) for r in rows], pa.list_(pa.int16()))}
-        if self.kind == "pair":
-            cols["ids2"] = pa.array([list(r[2]) for r in rows], pa.list_(pa.int16()))
-        return pa.table(cols)
-
-    def rows_of(self, table: pa.Table) -> list:
-        cols = [table.column(c).to_pylist() for c in ("label", "ids", "ids2") if c in table.column_names]
-        return list(zip(*cols))
 
     def vocabulary(self, cfg, train):
         return list(self.vocab), None

@@ -315,15 +315,19 @@ class TextTask(Task):
 
     # --- rows, tables, lines ---
 
+    # a row is (label, sequence[, sequence2]); stored as columns label, COLUMNS[0][, COLUMNS[1]] of lists of VALUES
+    COLUMNS: ClassVar[tuple[str, str]] = ("text", "text2")  # tokens (LRA tasks: byte or pixel ids)
+    VALUES: ClassVar[pa.DataType] = pa.string()
+
     def to_table(self, rows: Sequence) -> pa.Table:
         cols = {"label": pa.array([r[0] for r in rows], pa.int8()),
-                "text": pa.array([list(r[1]) for r in rows], pa.list_(pa.string()))}
+                self.COLUMNS[0]: pa.array([list(r[1]) for r in rows], pa.list_(self.VALUES))}
         if self.kind == "pair":
-            cols["text2"] = pa.array([list(r[2]) for r in rows], pa.list_(pa.string()))
+            cols[self.COLUMNS[1]] = pa.array([list(r[2]) for r in rows], pa.list_(self.VALUES))
         return pa.table(cols)
 
     def rows_of(self, table: pa.Table) -> list:
-        cols = [table.column(c).to_pylist() for c in ("label", "text", "text2") if c in table.column_names]
+        cols = [table.column(c).to_pylist() for c in ("label", *self.COLUMNS) if c in table.column_names]
         return list(zip(*cols))
 
     def to_lines(self, table: pa.Table) -> Iterator[str]:
