@@ -1,0 +1,50 @@
+"""--resume after the driver died right after a trial finished: that trial never runs again and no metric
+step of any run is logged twice (a real driver process, real Ray, a real MLflow sqlite store)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import yaml
+from mlflow.tracking import MlflowClient
+
+from tests.helpers.cli import REPO, RIRLAB, run_cli
+
+TINY = yaml.safe_load((REPO / "tests" / "specs" / "tiny.yaml").read_text())
+
+
+def histories(client, run_id):
+    run = client.get_run(run_id)
+    return {k: [(m.step, m.value) for m in client.get_metric_history(run_id, k)] for k in run.data.metrics}
+
+
+def test_resume_after_a_kill_right_after_a_trial_finished_does_not_run_it_again(workdir):
+    spec = workdir / "r.yaml"
+    spec.write_text(yaml.safe_dump({**TINY, "name": "kill_after", "seeds": 1, "max_concurrent": 1,
+                                    "checkpoint_every": 0, "fixed": {**TINY["fixed"], "steps": 20}}, sort_keys=False))
+    db = workdir / "mlruns.db"
+    env = {**os.environ, "RIRLAB_PLUGINS": "tests.helpers.runner_faults", "PYTHONPATH": str(REPO),
+           "RIRLAB_TEST_KILL_AFTER_COMPLETE": "1"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    proc = subprocess.run([*RIRLAB, "sweep", str(spec), "--no-checkpoint-artifacts"], cwd=workdir, env=env,
+                          capture_output=True, text=True, timeout=600, start_new_session=True)
+    assert proc.returncode == -9, proc.stdout + proc.stderr
+    client = MlflowClient(f"sqlite:///{db}")
+    exp = client.get_experiment_by_name("kill_after")
+    (done,) = [r for r in client.search_runs([exp.experiment_id]) if r.info.status == "FINISHED"]
+    before = histories(client, done.info.run_id)
+    assert "test/accuracy" in before
+
+    resumed = run_cli(["sweep", spec, "--resume", "--no-checkpoint-artifacts"], cwd=workdir,
+                      env={"RIRLAB_PLUGINS": "tests.helpers.runner_faults", "PYTHONPATH": str(REPO)}, check=True)
+    assert "2 finished, 0 failed" in resumed.stdout
+    runs = client.search_runs([exp.experiment_id])
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(children) == 2 and all(r.info.status == "FINISHED" for r in children)
+    assert histories(client, done.info.run_id) == before  # not run again: nothing new logged
+    assert "rirlab.resumed" not in client.get_run(done.info.run_id).data.tags
+    for run in children:  # no metric step logged twice in any run
+        for key, points in histories(client, run.info.run_id).items():
+            steps = [s for s, _ in points]
+            assert len(steps) == len(set(steps)), (run.info.run_name, key, steps)
