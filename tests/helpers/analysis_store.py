@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
 import yaml
-from mlflow.entities import Metric
+from mlflow.entities import Metric, Param
 from mlflow.tracking import MlflowClient
 
 from sweeps import schema
 from sweeps.schema import read_spec
 
 REGISTRY = object()
+
+
+@functools.lru_cache(maxsize=None)
+def empty_store() -> Path:
+    """An MLflow sqlite store with every schema migration applied, made once per process: a copy opens at once
+    where a new store runs the migrations (seconds) in each test."""
+    path = Path(tempfile.mkdtemp(prefix="rirlab-empty-store-")) / "mlruns.db"
+    MlflowClient(f"sqlite:///{path}").search_experiments()
+    return path
 
 
 def registry_splits(task):
@@ -36,6 +48,8 @@ def make_sweep(root: Path, spec: dict, runs: list[dict], splits=REGISTRY) -> tup
     `rirlab sweep`; None records none (a parent run from before the record existed).
     Returns (tracking uri, spec path)."""
     uri = f"sqlite:///{root / 'mlruns.db'}"
+    if not (root / "mlruns.db").exists():
+        shutil.copy(empty_store(), root / "mlruns.db")
     spec_path = root / f"{spec['name']}.yaml"
     spec_path.write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True))
     parsed = read_spec(spec_path)
@@ -61,12 +75,12 @@ def make_sweep(root: Path, spec: dict, runs: list[dict], splits=REGISTRY) -> tup
         rid = run.info.run_id
         params = {"model": spec.get("model", "m"), "task": spec.get("task", "t"), "lr": 0.001, "batch_size": 32,
                   "use_flag": True, **{k: v for k, v in sw.items() if k != "variant"}, **r.get("params", {})}
-        for k, v in params.items():
-            client.log_param(rid, k, v)
         metrics = [Metric(k, float(v), now + j, s) for k, pts in r.get("history", {}).items()
                    for j, (s, v) in enumerate(pts)]
         metrics += [Metric(k, float(v), now + 10_000, 1000) for k, v in r.get("metrics", {}).items()]
-        client.log_batch(rid, metrics=metrics)
+        params = [Param(k, str(v)) for k, v in params.items()]  # one transaction per 100, not one per param
+        for i in range(0, max(len(params), len(metrics), 1), 100):
+            client.log_batch(rid, metrics=metrics[i:i + 100], params=params[i:i + 100])
         if r.get("reason"):
             client.set_tag(rid, schema.FAILURE_REASON, r["reason"])
         client.set_terminated(rid, r.get("status", "FINISHED"))
