@@ -76,23 +76,20 @@ def test_corrupted_sqlite_store_is_left_untouched(workdir):
         Tracker(f"sqlite:///{db}", create=False)
 
 
-def test_foreign_sqlite_database_is_not_an_mlflow_store(tmp_path):
-    db = tmp_path / "other.db"
+@pytest.mark.parametrize("name, tables, message", [
+    ("other.db", "CREATE TABLE t (x);", "not an MLflow store .no MLflow tables"),  # a foreign sqlite database
+    ("mlruns.db", "CREATE TABLE experiments (x); CREATE TABLE alembic_version (version_num);",
+     "half-created MLflow store .* delete it"),  # a store an earlier version began to create
+], ids=["foreign", "half_created"])
+def test_a_sqlite_database_that_is_no_mlflow_store_is_refused_untouched(tmp_path, name, tables, message):
+    db = tmp_path / name
     con = sqlite3.connect(db)
-    con.execute("CREATE TABLE t (x)")
-    con.commit()
+    con.executescript(tables)
     con.close()
-    with pytest.raises(UserError, match="not an MLflow store .no MLflow tables"):
+    before = db.read_bytes()
+    with pytest.raises(UserError, match=message):
         check_store(f"sqlite:///{db}", create=True)
-
-
-def test_half_created_store_of_an_earlier_version_says_delete_it(tmp_path):
-    db = tmp_path / "mlruns.db"
-    con = sqlite3.connect(db)
-    con.executescript("CREATE TABLE experiments (x); CREATE TABLE alembic_version (version_num);")
-    con.close()
-    with pytest.raises(UserError, match="half-created MLflow store .* delete it"):
-        check_store(f"sqlite:///{db}", create=True)
+    assert db.read_bytes() == before
 
 
 def test_read_only_commands_never_create_a_store(tmp_path):
