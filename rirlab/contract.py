@@ -3,7 +3,7 @@ sweep driver) or a reader (analysis, the CLI) uses, spelled here and nowhere els
 swept values, config) and the split labels.
 
 Plain Python (no torch, Ray or MLflow import), so the trainer (``rirlab.train``), the sweep side and the
-torch-free analysis all import it. ``docs/metrics.md`` documents ``METRICS`` (tests/test_contract.py checks
+torch-free analysis all import it. ``docs/metrics.md`` documents ``METRICS`` (tests/train/test_contract.py checks
 that the page and this table agree).
 
 One sweep = one parent run (``SWEEP_TAG: PARENT``) and one child run per trial (MLflow's parent tag),
@@ -107,7 +107,7 @@ RUN_METRICS = (STEP, TIME_PER_STEP_MS, PEAK_MEM_MB, PROCESS_RSS_MB, LR, EPOCH, N
                EARLY_STOPPED_METRIC, *BEST_METRICS)  # reported by every trial; never a table column
 
 # What each metric means, in one unit per kind (accuracy %, loss nats, time ms, memory MiB): docs/metrics.md's
-# table lists exactly these names, and every trial reports only these (tests/test_contract.py checks both).
+# table lists exactly these names, and every trial reports only these (tests/train/test_contract.py checks both).
 METRICS = {
     TRAIN_LOSS: ("nats", "cross-entropy of the training batches since the last report (mean)"),
     TRAIN_ACCURACY: ("%", "correct predictions of those batches, 0-100"),

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: set up (if needed), then run the suite. Extra arguments go to pytest
-# (e.g. `bash scripts/test.sh -m browser`). "No tests collected" (pytest exit 5) is a failure.
+# (e.g. `bash scripts/test.sh -m "not e2e"`, the fast subset; `bash scripts/test.sh -m browser`).
+# "No tests collected" (pytest exit 5) is a failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1

@@ -10,7 +10,7 @@
   driver/  one sweep from start to end (``sweep``): Ray and the cluster (``cluster``), Ctrl-C / SIGTERM
            (``signals``), the progress line (``progress``)
 
-Layers (tests/test_imports.py checks them): spec < plan < tune, record < driver. The names every writer and
+Layers (tests/train/test_imports.py checks them): spec < plan < tune, record < driver. The names every writer and
 reader of MLflow uses are in ``rirlab.contract``. Nothing here imports ``analysis``; the CLI passes the parent
 run's report in.
 """

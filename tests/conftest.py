@@ -1,33 +1,30 @@
-"""Shared fixtures: paths, a CLI runner that calls the real `rirlab` entry point, MLflow store helpers."""
+"""Shared fixtures of every test folder: a clean working directory, a data cache of the test's own, the in-process
+CLI on that cache, one torch thread for tiny models. Paths and the subprocess CLI runner: tests/helpers/cli.py."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from pathlib import Path
+import re
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
 # `rirlab sweep --dry-run` times a training step of every distinct model config for its compute estimate;
-# tests of the dry run's other output skip that (tests/test_spec_dryrun.py times on purpose)
+# tests of the dry run's other output skip that (tests/sweeps/test_spec_dryrun.py times on purpose)
 os.environ.setdefault("RIRLAB_DRY_RUN_TIMING", "0")
-SHARED = REPO.parent / "shared"
-_SCRIPT = Path(sys.executable).parent / "rirlab"  # the console script a user runs
-RIRLAB = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "rirlab.cli"]
+
+OPT_IN = ("browser", "cluster")  # need a browser, PostgreSQL, minutes: run only where -m names them
 
 
-def run_cli(args, cwd, env=None, timeout=900, check=False) -> subprocess.CompletedProcess:
-    """Run `rirlab ARGS` as a user would (a separate process), returning the completed process."""
-    full_env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    full_env.update(PYTHONUNBUFFERED="1", **(env or {}))
-    proc = subprocess.run([*RIRLAB, *map(str, args)], cwd=cwd, env=full_env, capture_output=True, text=True,
-                          timeout=timeout)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"rirlab {' '.join(map(str, args))} exited {proc.returncode}\n"
-                             f"stdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}")
-    return proc
+def pytest_collection_modifyitems(config, items):
+    """Leave out the opt-in markers' tests unless the -m expression names the marker (`pytest -m browser`,
+    `-m "cluster or e2e"`); `pytest` and `pytest -m "not e2e"` run neither."""
+    named = {m for m in OPT_IN if re.search(rf"\b{m}\b", config.option.markexpr or "")}
+    keep, left_out = [], []
+    for item in items:
+        (left_out if any(item.get_closest_marker(m) for m in set(OPT_IN) - named) else keep).append(item)
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = keep
 
 
 @pytest.fixture
@@ -38,5 +35,31 @@ def workdir(tmp_path, monkeypatch):
     return tmp_path
 
 
-def sqlite_uri(path: Path) -> str:
-    return f"sqlite:///{path}"
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """The data cache of this test alone ($RIRLAB_CACHE under tmp_path), and no $RIRLAB_DATA of the user's."""
+    monkeypatch.setenv("RIRLAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("RIRLAB_DATA", raising=False)
+    return tmp_path / "cache"
+
+
+@pytest.fixture
+def cli(cache):
+    """`rirlab ARGS` in-process on the test's own cache; exceptions propagate (a crash is not an exit code)."""
+    from click.testing import CliRunner
+
+    from rirlab.cli import main
+
+    runner = CliRunner()  # click >= 8.2: result.stdout and result.stderr apart
+    return lambda *args: runner.invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models: one intra-op thread is many times faster than two on a shared 2-core machine."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

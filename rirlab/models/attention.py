@@ -6,7 +6,7 @@ zeta_i^(-(m - c)/gamma) on the key at m, zeta_i = (2i + 0.4 Dh) / (1.4 Dh), gamm
 The paper's code applies it unchanged to bidirectional encoders, with positions 0..len-1 shifted by
 -S // 2 (half the padded length) before scaling, c = S // 2 above, which keeps each factor near 1 while the score q.k only sees zeta^((n - m)/gamma) (c cancels); keys to the right of a query
 are thus up-weighted, as in the code. Memory (cross) attentions of TLB/GUTLB use no positions; TLB/GUTLB
-chunks use chunk-local positions. With zeta = 1 xPos is exactly RoPE (tests/test_transformer.py).
+chunks use chunk-local positions. With zeta = 1 xPos is exactly RoPE (tests/models/test_transformer.py).
 Other defaults follow the paper's public code (JRC1995/InvestigatingRecurrentTransformers), each a config value
 with the alternative beside it:
 - ``attn_bias`` (False): no bias on the Q/K/V/output projections.

@@ -21,7 +21,7 @@ them again):
   at or below the window's lower end (0) and within its top (1) are compared too.
   dev/test: random rows of a de-duplicated set of 90,000 draws (n_target: the 90,000 rows of one
   such set); the length and argument splits: 10,000 draws of the generator conditioned on length,
-  sampled by ``listops.SizeModel``, which ``tests/test_data_listops.py`` checks against plain
+  sampled by ``listops.SizeModel``, which ``tests/tasks/test_data_listops.py`` checks against plain
   rejection from the generator. Seed 2024, independent of the splits' data_seed.
 - Logic: the distributed files of Bowman, Manning & Potts (2015): train0..train6 pooled for
   train/dev, ``testN`` for ``ops_N``.

@@ -1,0 +1,92 @@
+"""`rirlab plot pareto|curves` (issue 17 item 11): Pareto labels never overlap and the key names each point's
+full configuration; axes say what they show, in words with units; identical curves stay visible."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from analysis import plots
+from rirlab.cli import main
+from tests.helpers.analysis_store import make_sweep
+
+SPEC = {"name": "crowd", "task": "listops", "model": "rir_ebt_grc",
+        "search": {"chunk_size": {"grid": [10, 20, 30, 40]}, "beam_size": {"grid": [5, 7]}}, "seeds": 2}
+
+
+def _runs():
+    out = []
+    for c in (10, 20, 30, 40):
+        for b in (5, 7):
+            for s in range(2):  # a crowd: every configuration within a hair of the others; two pairs identical
+                acc = 70 + (c >= 30) * 0.3 + (b == 7) * 0.1 * (c != 20)
+                m = {"test/accuracy": acc + 5, "len_200_300/accuracy": acc, "dev/accuracy": acc,
+                     "time_per_step_ms": 3200 + c + (b == 7) * (c != 20), "peak_mem_mb": 500 + c / 10}
+                hist = {"dev/accuracy": [(st, min(acc, st / 4)) for st in range(0, 401, 40)]}
+                out.append({"swept": {"chunk_size": c, "beam_size": b, "seed": s}, "metrics": m, "history": hist})
+    return out
+
+
+@pytest.fixture(scope="module")
+def crowd(tmp_path_factory):
+    root = tmp_path_factory.mktemp("crowd")
+    uri, spec = make_sweep(root, SPEC, _runs(), splits=[("test", "near-IID"), ("len_200_300", "200–300")])
+    return uri, spec, root
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    """The figures the plot functions close (kept for inspection)."""
+    kept = []
+    real = plots.plt.close
+    monkeypatch.setattr(plots.plt, "close", lambda fig=None: kept.append(fig))
+    yield kept
+    for fig in kept:
+        real(fig)
+
+
+def _overlaps(boxes):
+    return [(i, j) for i in range(len(boxes)) for j in range(i) if boxes[i].overlaps(boxes[j])]
+
+
+def test_pareto_labels_do_not_overlap_and_the_key_names_configurations(crowd, figures, tmp_path):
+    uri, spec, _ = crowd
+    r = CliRunner().invoke(main, ["plot", "pareto", str(spec), "--tracking-uri", uri, "--out", str(tmp_path / "p.png")])
+    assert r.exit_code == 0, r.output
+    fig = figures[-1]
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        labels = [t for t in ax.texts]
+        assert labels, "points are labelled"
+        assert not _overlaps([t.get_window_extent(renderer) for t in labels])
+        assert "200–300 accuracy (%)" == ax.get_ylabel()  # one OOD split: its paper label, in words, with the unit
+    assert [ax.get_xlabel() for ax in fig.axes] == ["training time per sample (ms)", "peak memory (MB)"]
+    key = "\n".join(t.get_text() for t in fig.texts)
+    for c in (10, 20, 30, 40):
+        for b in (5, 7):
+            assert f"chunk {c}, beam {b}  (n=2)" in key
+    shared = [t.get_text() for t in fig.axes[1].texts if "," in t.get_text()]
+    assert shared, "points at the same place share one label"
+
+
+def test_curves_are_distinguishable_with_integer_steps_and_words(crowd, figures, tmp_path):
+    uri, spec, _ = crowd
+    r = CliRunner().invoke(main, ["plot", "curves", str(spec), "--tracking-uri", uri, "--metric", "dev/accuracy",
+                                  "--out", str(tmp_path / "c.png")])
+    assert r.exit_code == 0, r.output
+    ax = figures[-1].axes[0]
+    lines = [ln for ln in ax.get_lines() if not ln.get_label().startswith("_")]
+    assert len(lines) == 8
+    assert len({(ln.get_linestyle(), ln.get_marker()) for ln in lines}) == 8  # no two curves drawn alike
+    assert len({str(ln.get_markevery()) for ln in lines}) > 1  # markers of coinciding curves do not coincide
+    assert ax.get_ylabel() == "dev accuracy (%)" and ax.get_xlabel() == "training step"
+    assert all(float(t).is_integer() for t in ax.get_xticks())
+
+
+@pytest.mark.parametrize("metric, words", [("dev/accuracy", "dev accuracy (%)"), ("train/loss", "training loss"),
+                                           ("len_200_300/accuracy", "200–300 accuracy (%)"),
+                                           ("time_per_step_ms", "time per training step (ms)"),
+                                           ("peak_mem_mb", "peak memory (MB)")])
+def test_metric_words(metric, words):
+    assert plots.metric_words(metric, {"len_200_300": "200–300"}) == words

@@ -1,0 +1,59 @@
+"""The published results pages (docs/results/*.md): data with their provenance, not run in CI. Each page names
+the spec that produced it, which must exist and load, and holds the `rirlab tables` Markdown table, which must
+parse (every row as wide as its header, every cell of ours a number, a number ± std, or empty)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.helpers.cli import REPO
+
+RESULTS = REPO / "docs" / "results"
+PAGES = sorted(p for p in RESULTS.glob("*.md") if p.name != "README.md")
+NUM = r"\d+(\.\d+)?"
+OURS = re.compile(rf"^(—|{NUM}( ± {NUM})?( \(n=\d+\))?)$")  # analysis.tables.fmt_cell
+PAPER = re.compile(rf"^(—|{NUM}( ± {NUM})?( \(Δ [+−]{NUM}\))?)$")  # a published cell, Δ = ours − paper
+
+
+def tables(text: str) -> list[list[list[str]]]:
+    """Every Markdown table of a page: rows of stripped cells, the separator row dropped."""
+    out, current = [], []
+    for line in text.splitlines() + [""]:
+        if line.startswith("|"):
+            current.append([c.strip() for c in line.strip().strip("|").split("|")])
+        elif current:
+            out.append([r for r in current if not all(set(c) <= set(":- ") and c for c in r)])
+            current = []
+    return out
+
+
+def test_there_are_results_pages_and_the_readme_links_them():
+    assert PAGES, "docs/results/ holds no results page"
+    readme = (REPO / "README.md").read_text()
+    for page in PAGES:
+        assert f"docs/results/{page.name}" in readme, f"README does not link {page.name}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.stem for p in PAGES])
+def test_a_results_page_names_a_spec_that_loads_and_its_table_parses(page):
+    from sweeps.spec.load import load_spec
+
+    text = page.read_text()
+    specs = sorted(set(re.findall(r"search_spaces/[\w.-]+\.yaml", text)))
+    assert specs, f"{page.name} names no spec"
+    for spec in specs:
+        assert (REPO / spec).is_file(), f"{page.name}: {spec} does not exist"
+        load_spec(REPO / spec)  # raises a UserError when the spec no longer validates
+    assert re.search(r"\bcommit\b [0-9a-f]{7,40}", text), f"{page.name} names no commit"
+    found = tables(text)
+    assert found, f"{page.name} holds no table"
+    header, *rows = found[0]
+    assert rows, f"{page.name}: the table has no row"
+    assert any(not r[0].startswith("paper: ") for r in rows), f"{page.name}: no row of ours"
+    for row in rows:
+        assert len(row) == len(header), (page.name, header, row)
+        form = PAPER if row[0].startswith("paper: ") else OURS
+        for cell in row[1:]:
+            assert form.match(cell), (page.name, row[0], cell)

@@ -1,0 +1,39 @@
+"""Two sweeps of the same spec started together on a fresh store (issue 18, item 4): before, the second
+crashed in MLflow's migration (`duplicate column name`), and two started in the same second shared one Ray Tune
+folder, so only one could be resumed. Both must complete, each with its own parent run and its own Tune state."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import yaml
+from mlflow.tracking import MlflowClient
+
+from tests.helpers.cli import REPO, RIRLAB
+
+TINY = yaml.safe_load((REPO / "tests" / "specs" / "tiny.yaml").read_text())
+
+
+def test_two_sweeps_of_one_spec_started_together_both_complete_with_their_own_state(workdir):
+    spec = workdir / "twin.yaml"
+    fixed = {**TINY["fixed"], "steps": 10, "eval_every": 10}
+    spec.write_text(yaml.safe_dump({**TINY, "name": "twin", "fixed": fixed, "search": {}, "seeds": 1,
+                                    "checkpoint_every": 0}, sort_keys=False))
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"} | {"PYTHONUNBUFFERED": "1"}
+    procs = [subprocess.Popen([*RIRLAB, "sweep", str(spec), "--no-checkpoint-artifacts"], cwd=workdir, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=400) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, f"stdout:\n{out[-3000:]}\nstderr:\n{err[-3000:]}"
+        assert "done: 1 finished, 0 failed" in out
+    client = MlflowClient(f"sqlite:///{workdir / 'mlruns.db'}")
+    exp = client.get_experiment_by_name("twin")
+    runs = client.search_runs([exp.experiment_id], max_results=100)
+    parents = [r for r in runs if r.data.tags.get("rirlab.sweep") == "parent"]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(parents) == 2 and all(r.info.status == "FINISHED" for r in parents)
+    assert sorted(c.data.tags["mlflow.parentRunId"] for c in children) == sorted(r.info.run_id for r in parents)
+    tune_paths = {r.data.tags["rirlab.tune_path"] for r in parents}
+    assert len(tune_paths) == 2 and all(Path(p).is_dir() for p in tune_paths), tune_paths

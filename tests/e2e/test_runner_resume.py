@@ -1,0 +1,77 @@
+"""--resume after the driver died right after a trial finished: that trial never runs again and no metric
+step of any run is logged twice (a real driver process, real Ray, a real MLflow sqlite store)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import yaml
+from mlflow.tracking import MlflowClient
+
+from tests.helpers.cli import REPO, RIRLAB, run_cli
+
+TINY = yaml.safe_load((REPO / "tests" / "specs" / "tiny.yaml").read_text())
+
+
+def histories(client, run_id):
+    run = client.get_run(run_id)
+    return {k: [(m.step, m.value) for m in client.get_metric_history(run_id, k)] for k in run.data.metrics}
+
+
+def test_resume_after_a_kill_right_after_a_trial_finished_does_not_run_it_again(workdir):
+    spec = workdir / "r.yaml"
+    spec.write_text(yaml.safe_dump({**TINY, "name": "kill_after", "seeds": 1, "max_concurrent": 1,
+                                    "checkpoint_every": 0, "fixed": {**TINY["fixed"], "steps": 20}}, sort_keys=False))
+    db = workdir / "mlruns.db"
+    env = {**os.environ, "RIRLAB_PLUGINS": "tests.helpers.runner_faults", "PYTHONPATH": str(REPO),
+           "RIRLAB_TEST_KILL_AFTER_COMPLETE": "1"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    proc = subprocess.run([*RIRLAB, "sweep", str(spec), "--no-checkpoint-artifacts"], cwd=workdir, env=env,
+                          capture_output=True, text=True, timeout=600, start_new_session=True)
+    assert proc.returncode == -9, proc.stdout + proc.stderr
+    client = MlflowClient(f"sqlite:///{db}")
+    exp = client.get_experiment_by_name("kill_after")
+    (done,) = [r for r in client.search_runs([exp.experiment_id]) if r.info.status == "FINISHED"]
+    before = histories(client, done.info.run_id)
+    assert "test/accuracy" in before
+
+    resumed = run_cli(["sweep", spec, "--resume", "--no-checkpoint-artifacts"], cwd=workdir,
+                      env={"RIRLAB_PLUGINS": "tests.helpers.runner_faults", "PYTHONPATH": str(REPO)}, check=True)
+    assert "2 finished, 0 failed" in resumed.stdout
+    runs = client.search_runs([exp.experiment_id])
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(children) == 2 and all(r.info.status == "FINISHED" for r in children)
+    assert histories(client, done.info.run_id) == before  # not run again: nothing new logged
+    assert "rirlab.resumed" not in client.get_run(done.info.run_id).data.tags
+    for run in children:  # no metric step logged twice in any run
+        for key, points in histories(client, run.info.run_id).items():
+            steps = [s for s, _ in points]
+            assert len(steps) == len(set(steps)), (run.info.run_name, key, steps)
+
+
+def test_ctrl_c_while_the_parent_run_is_written_ends_it_killed_and_resume_continues_it(workdir):
+    """The parent run existed (params, spec artifacts half written) when Ctrl-C came: it must not stay RUNNING
+    beside a second parent, and the message must name --resume, not "nothing was recorded"."""
+    spec = workdir / "p.yaml"
+    spec.write_text(yaml.safe_dump({**TINY, "name": "ctrl_c_parent", "seeds": 1, "search": {}, "checkpoint_every": 0,
+                                    "fixed": {**TINY["fixed"], "steps": 10}}, sort_keys=False))
+    faults = {"RIRLAB_PLUGINS": "tests.helpers.runner_faults", "PYTHONPATH": str(REPO)}
+    proc = run_cli(["sweep", spec, "--no-checkpoint-artifacts"], cwd=workdir,
+                   env={**faults, "RIRLAB_TEST_INTERRUPT_IN_PARENT": "1"})
+    assert proc.returncode == 130, proc.stdout + proc.stderr
+    assert "--resume" in proc.stderr and "nothing was recorded" not in proc.stderr, proc.stderr
+    client = MlflowClient(f"sqlite:///{workdir / 'mlruns.db'}")
+    exp = client.get_experiment_by_name("ctrl_c_parent")
+    (parent,) = client.search_runs([exp.experiment_id])
+    assert parent.info.status == "KILLED" and parent.data.tags.get("rirlab.interrupted") == "true"
+
+    run_cli(["sweep", spec, "--resume", "--no-checkpoint-artifacts"], cwd=workdir, env=faults, check=True)
+    runs = client.search_runs([exp.experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert [p.info.run_id for p in parents] == [parent.info.run_id]  # the same parent, continued
+    finished = client.get_run(parent.info.run_id)
+    assert finished.info.status == "FINISHED" and "rirlab.interrupted" not in finished.data.tags  # not any more
+    assert [r.info.status for r in runs if "mlflow.parentRunId" in r.data.tags] == ["FINISHED"]
+    footer = open(client.download_artifacts(parent.info.run_id, "report/table.md", str(workdir))).read()
+    assert "FINISHED" in footer and "RUNNING" not in footer, footer[-300:]  # the report says how the sweep ended

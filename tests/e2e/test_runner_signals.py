@@ -1,0 +1,88 @@
+"""Signals to a real sweep driver (real Ray, a real MLflow sqlite store): SIGTERM stops it the way Ctrl-C
+does (trials KILLED, the resume hint, exit 143); Ctrl-C before the parent run exists prints no resume command."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import yaml
+from mlflow.tracking import MlflowClient
+
+from tests.helpers.cli import REPO, RIRLAB
+
+TINY = yaml.safe_load((REPO / "tests" / "specs" / "tiny.yaml").read_text())
+
+
+def _start(workdir, spec):
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    return subprocess.Popen([*RIRLAB, "sweep", str(spec), "--no-checkpoint-artifacts"], cwd=workdir, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _wait_for(predicate, proc, timeout, what):
+    end = time.time() + timeout
+    while time.time() < end:
+        if predicate():
+            return
+        assert proc.poll() is None, f"exited {proc.returncode} before {what}: {proc.communicate()}"
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _finish(proc):
+    try:
+        return proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_sigterm_stops_the_sweep_like_ctrl_c_with_exit_143(workdir):
+    spec = workdir / "t.yaml"
+    spec.write_text(yaml.safe_dump({**TINY, "name": "term", "seeds": 1, "search": {},
+                                    "fixed": {**TINY["fixed"], "steps": 5000}}, sort_keys=False))
+    db = workdir / "mlruns.db"
+    MlflowClient(f"sqlite:///{db}").search_experiments()  # the store exists before polling it
+
+    def running_child():
+        client = MlflowClient(f"sqlite:///{db}")
+        exp = client.get_experiment_by_name("term")
+        return exp is not None and any("mlflow.parentRunId" in r.data.tags and r.data.metrics
+                                       for r in client.search_runs([exp.experiment_id]))
+
+    proc = _start(workdir, spec)
+    try:
+        _wait_for(running_child, proc, 300, "a trial reporting")
+        proc.send_signal(signal.SIGTERM)
+    finally:
+        out, err = _finish(proc)
+    assert proc.returncode == 143, out + err
+    assert f"rirlab sweep {spec} --resume" in err, err
+    client = MlflowClient(f"sqlite:///{db}")
+    runs = client.search_runs([client.get_experiment_by_name("term").experiment_id])
+    (parent,) = [r for r in runs if r.data.tags.get("rirlab.sweep") == "parent"]
+    (child,) = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert parent.info.status == "KILLED" and child.info.status == "KILLED"
+    assert child.data.tags.get("rirlab.interrupted") == "true"
+
+
+def test_ctrl_c_before_the_parent_run_exists_prints_no_resume_command(workdir):
+    spec = workdir / "c.yaml"
+    spec.write_text(yaml.safe_dump({**TINY, "name": "early"}, sort_keys=False))
+    proc = _start(workdir, spec)
+    try:  # Ray is starting (its log file exists): the parent run is created only after Ray is up
+        _wait_for(lambda: list(workdir.glob("rirlab_runs/*/ray_driver.log")), proc, 120, "Ray starting")
+        proc.send_signal(signal.SIGINT)
+    finally:
+        out, err = _finish(proc)
+    assert proc.returncode == 130, out + err
+    assert "--resume" not in out + err and "nothing was recorded" in err, out + err
+    assert err.strip().count("\n") == 0, err
+    if (workdir / "mlruns.db").exists():
+        client = MlflowClient(f"sqlite:///{workdir / 'mlruns.db'}")
+        exp = client.get_experiment_by_name("early")
+        assert exp is None or not client.search_runs([exp.experiment_id])

@@ -1,0 +1,155 @@
+"""The sweep engine's real sweeps through the CLI, a real local Ray and a real MLflow sqlite store: a random
+search, failing trials, a killed trial worker, a killed driver + --resume, ASHA."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import time
+
+import psutil
+from mlflow.tracking import MlflowClient
+
+from rirlab.train import run_trial
+from sweeps.spec import load_spec
+from sweeps.specfile import expand
+from tests.helpers.cli import REPO, RIRLAB, run_cli
+from tests.helpers.sweep_runs import TINY, runs_of, write_spec
+
+
+def test_random_search_runs_num_samples_trials_inside_the_bounds(workdir):
+    """Through the CLI into MLflow. Optuna through the CLI: tests/e2e/test_search_sweeps.py (a real sweep into a
+    persistent study); its multi-objective seed-mean: tests/sweeps/test_spec_search.py (unit)."""
+    search = {"lr": {"loguniform": [1e-4, 1e-2]}, "hidden_size": {"randint": [4, 12]}}
+    for algo, metric, mode in (("random", "dev/accuracy", "max"),):
+        spec = write_spec(workdir / f"{algo}.yaml", name=f"s_{algo}", algorithm=algo, num_samples=3, seeds=1,
+                          search=search, metric=metric, mode=mode)
+        run_cli(["sweep", spec, "--set", "steps=10", "--no-checkpoint-artifacts"], cwd=workdir, check=True)
+        _, parents, children = runs_of(workdir / "mlruns.db", f"s_{algo}")
+        assert len(parents) == 1 and len(children) == 3
+        for run in children:
+            assert run.info.status == "FINISHED"
+            assert 1e-4 <= float(run.data.params["lr"]) <= 1e-2
+            assert 4 <= int(run.data.params["hidden_size"]) <= 12
+            assert run.data.tags["mlflow.parentRunId"] == parents[0].info.run_id
+        assert len({r.data.params["lr"] for r in children}) == 3  # three different samples
+
+
+def test_failing_trials_end_failed_with_reason_and_the_sweep_goes_on(workdir):
+    spec = write_spec(workdir / "f.yaml", name="faults", seeds=1, max_failures=1,
+                      search={"model": {"grid": ["rir_grc", "nan_grc", "raise_grc"]}})
+    env = {"RIRLAB_PLUGINS": "tests.helpers.plugin_models", "PYTHONPATH": str(REPO)}
+    proc = run_cli(["sweep", spec, "--no-checkpoint-artifacts"], cwd=workdir, env=env, check=True)
+    assert "1 finished, 2 failed" in proc.stdout
+    _, parents, children = runs_of(workdir / "mlruns.db", "faults")
+    by_model = {r.data.params["model"]: r for r in children}
+    assert by_model["rir_grc"].info.status == "FINISHED"
+    assert by_model["nan_grc"].info.status == "FAILED"
+    assert "nan" in by_model["nan_grc"].data.tags["rirlab.failure_reason"].lower()
+    assert "rirlab.retried" not in by_model["nan_grc"].data.tags  # deterministic: never retried
+    assert not any("failed" in k or "failure" in k for r in children for k in r.data.metrics)  # a status, not a metric
+    assert by_model["raise_grc"].data.tags["rirlab.retried"] == "1"  # an exception is retried (max_failures)
+    assert by_model["raise_grc"].info.status == "FAILED"
+    assert "deliberate failure" in by_model["raise_grc"].data.tags["rirlab.failure_reason"]
+    assert parents[0].info.status == "FINISHED"
+
+
+def _wait_for(predicate, timeout: float, what: str, proc=None):
+    end = time.time() + timeout
+    while time.time() < end:
+        value = predicate()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"sweep exited ({proc.returncode}) before {what}:\n{proc.stdout.read()[-3000:]}")
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _trial_workers():
+    return [p for p in psutil.process_iter(["cmdline"]) if "ImplicitFunc" in " ".join(p.info["cmdline"] or [])]
+
+
+def test_trial_worker_killed_resumes_from_checkpoint_with_the_same_final_metrics(workdir):
+    spec = write_spec(workdir / "k.yaml", name="killed_worker", seeds=1, search={}, max_failures=3, checkpoint_every=50,
+                      fixed={**TINY["fixed"], "steps": 600, "eval_every": 300})
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    proc = subprocess.Popen([*RIRLAB, "sweep", str(spec), "--no-checkpoint-artifacts"], cwd=workdir, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        ckpts = lambda: list((workdir / "rirlab_runs").glob("*/trial_*/checkpoint_*"))  # noqa: E731
+        _wait_for(ckpts, 300, "a first checkpoint", proc)
+        victims = _wait_for(_trial_workers, 60, "the trial's worker process", proc)
+        for p in victims:
+            p.send_signal(signal.SIGKILL)
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, out[-3000:]
+    client, _, children = runs_of(workdir / "mlruns.db", "killed_worker")
+    assert len(children) == 1
+    run = children[0]
+    assert run.info.status == "FINISHED"
+    assert int(run.data.tags["rirlab.retried"]) >= 1
+    steps = [m.step for m in client.get_metric_history(run.info.run_id, "train/loss")]
+    assert len(steps) == len(set(steps)) and max(steps) == 600  # no step logged twice after the restore
+
+    (trial,) = expand(load_spec(spec).spec)
+    reference = run_trial(trial["config"])  # the same trial, uninterrupted, in this process
+    for key in ("dev/accuracy", "test/accuracy", "test/loss", "dev/loss"):
+        assert math.isclose(run.data.metrics[key], reference[key], rel_tol=1e-6, abs_tol=1e-9), key
+
+
+def test_driver_killed_mid_sweep_then_resume_gives_one_finished_run_per_trial(workdir):
+    spec = write_spec(workdir / "d.yaml", name="killed_driver", seeds=2, checkpoint_every=50, max_concurrent=2,
+                      fixed={**TINY["fixed"], "steps": 300, "eval_every": 150})
+    db = workdir / "mlruns.db"
+    MlflowClient(f"sqlite:///{db}").search_experiments()  # create the store first: polling must not race its creation
+    env = {**{k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}, "TUNE_GLOBAL_CHECKPOINT_S": "1"}
+    proc = subprocess.Popen([*RIRLAB, "sweep", str(spec), "--no-checkpoint-artifacts"], cwd=workdir, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+    def one_done_one_running():
+        client = MlflowClient(f"sqlite:///{db}")
+        if client.get_experiment_by_name("killed_driver") is None:
+            return False
+        _, _, children = runs_of(db, "killed_driver")
+        states = [r.info.status for r in children]
+        return "FINISHED" in states and "RUNNING" in states
+
+    try:
+        _wait_for(one_done_one_running, 600, "one finished and one running trial", proc)
+        time.sleep(1.5)  # let Tune snapshot its state once more
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)  # the driver and its local Ray die at once, like a lost machine
+        proc.wait()
+    _, parents, children = runs_of(db, "killed_driver")
+    assert parents[0].info.status == "RUNNING"  # nobody could close it
+
+    run_cli(["sweep", spec, "--resume", "--no-checkpoint-artifacts"], cwd=workdir, env={"TUNE_GLOBAL_CHECKPOINT_S": "1"},
+            check=True)
+    client, parents, children = runs_of(db, "killed_driver")
+    trials = expand(load_spec(spec).spec)
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert sorted(r.info.run_name for r in children) == sorted(t["name"] for t in trials)  # exactly one run each
+    assert all(r.info.status == "FINISHED" for r in children)
+    assert all("test/accuracy" in r.data.metrics for r in children)
+
+
+def test_asha_stops_the_configurations_that_cannot_learn(workdir):
+    spec = write_spec(workdir / "a.yaml", name="asha", seeds=1, max_concurrent=1, metric="train/loss", mode="min",
+                      search={"lr": {"grid": [0.01, 0.005, 1e-9, 2e-9]}},
+                      scheduler={"type": "asha", "grace_period": 10, "reduction_factor": 2},
+                      fixed={**TINY["fixed"], "steps": 80, "eval_every": 80})
+    run_cli(["sweep", spec, "--no-checkpoint-artifacts"], cwd=workdir, check=True)
+    client, _, children = runs_of(workdir / "mlruns.db", "asha")
+    last = {float(r.data.params["lr"]): max(m.step for m in client.get_metric_history(r.info.run_id, "train/loss"))
+            for r in children}
+    assert last[1e-9] < 80 and last[2e-9] < 80, last  # stopped early
+    assert last[0.01] == 80, last  # the best configuration runs to the end
+    stopped = [r for r in children if float(r.data.params["lr"]) < 1e-6]
+    assert all(r.data.tags.get("rirlab.early_stopped") == "true" for r in stopped)

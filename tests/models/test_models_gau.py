@@ -1,0 +1,288 @@
+"""GAU block and sentence interaction (EBT paper App. F.2 eq. 8-29): rirlab/models/gau.py (``gau``),
+rirlab/models/parent_attention.py, egt_gau.py, ebt_gau.py; and the siamese pair head on NLI/QQP-shaped tasks."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from rirlab.models import registry
+from rirlab.models.beam_tree import BeamTree, marginalize
+from rirlab.models.gau import GAUBlock, GAUConfig
+from rirlab.tasks.base import TaskInfo
+from tests.helpers.models import batch_of, check_padding_and_determinism, random_seqs
+
+NAMES = ["gau", "egt_gau", "ebt_gau"]
+TINY = dict(hidden_size=16, gau_head_size=8)
+
+
+def build_pair(name, classes=3, **kw):
+    entry = registry.get(name)
+    return entry.build(entry.config(**kw), TaskInfo(16, classes, "pair"))
+
+
+def pair_batch(seqs1, seqs2, labels=None):
+    a, b = batch_of(seqs1), batch_of(seqs2)
+    labels = torch.arange(len(seqs1)) % 3 if labels is None else torch.tensor(labels)
+    return {"tokens": a["tokens"], "mask": a["mask"], "tokens2": b["tokens"], "mask2": b["mask"], "labels": labels}
+
+
+def test_defaults_are_the_papers():
+    """EBT App. G: head size 128, dropout 0.1, receptive fields 5 / 10, 2 + 3 weight-shared blocks, GAU: 5 unshared."""
+    gau, egt, ebt = (registry.get(n).config() for n in NAMES)
+    for cfg in (gau, egt, ebt):
+        assert (cfg.gau_head_size, cfg.dropout, cfg.gau_rel_k, cfg.hidden_size) == (128, 0.1, 5, 300)
+        assert (cfg.gau_pos, cfg.gau_scale) == ("query", "2dh")  # the authors' code
+    assert gau.num_layers == 5
+    for cfg in (egt, ebt):
+        assert (cfg.parent_layers, cfg.interaction_layers, cfg.gau_parent_rel_k, cfg.d_s) == (2, 3, 10, 64)
+    assert ebt.beam_size == 5
+    m_gau, m_ebt = build_pair("gau", **TINY), build_pair("ebt_gau", **TINY)
+    assert len(m_gau.encoder.interaction.blocks) == 5 and m_gau.encoder.interaction.order == [0, 1, 2, 3, 4]
+    assert len(m_ebt.encoder.interaction.blocks) == 1 and m_ebt.encoder.interaction.order == [0, 0, 0]
+    assert m_ebt.encoder.parent.layers == 2
+
+
+@pytest.mark.parametrize("pos,scale", [("query", "2dh"), ("bias", "2d")])
+def test_gau_block_is_equations_8_to_15(pos, scale):
+    """One query at a time, written as the equations read; relative term and scale per config."""
+    torch.manual_seed(3)
+    cfg = GAUConfig(hidden_size=12, gau_head_size=4, gau_pos=pos, gau_scale=scale, dropout=0.0)
+    blk = GAUBlock(cfg, 5).eval()
+    with torch.no_grad():
+        blk.pos.normal_()
+        blk.zb.normal_()
+    x, p = torch.randn(3, 12), torch.randn(4, 12)
+    mask = torch.tensor([[1, 1, 0, 1], [0, 1, 1, 1], [1, 0, 0, 0]], dtype=torch.bool)
+    rel = torch.randint(0, 5, (3, 4))
+    ln = blk.init
+    with torch.no_grad():
+        got = blk(x, p, mask, rel)
+        for i in range(3):
+            xi = ln(x[i])  # eq. 8
+            u = F.silu(blk.wu(xi))  # eq. 9
+            q = blk.z[0] * F.silu(blk.wz(xi)) + blk.zb[0]  # eq. 10
+            logits = []
+            for j in range(4):
+                pj = ln(p[j])
+                k = blk.z[2] * F.silu(blk.wz(pj)) + blk.zb[2]
+                if pos == "query":
+                    r = (blk.z[1] * F.silu(blk.wz(xi)) + blk.zb[1]) @ blk.pos[rel[i, j]]
+                else:
+                    r = blk.pos[rel[i, j]]
+                logits.append((q @ k + r) / math.sqrt(2 * (4 if scale == "2dh" else 12)))  # eq. 11
+            a = F.softmax(torch.stack(logits).masked_fill(~mask[i], float("-inf")), 0)
+            v = sum(a[j] * F.silu(blk.wv(ln(p[j]))) for j in range(4))  # eq. 12
+            o = blk.wo(u * v)  # eq. 13
+            g = torch.sigmoid(blk.gate(torch.cat([o, x[i]])))  # eq. 14
+            assert torch.allclose(got[i], g * o + (1 - g) * x[i], atol=1e-5), i  # eq. 15
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_pair_shapes_and_every_parameter_learns(name):
+    torch.manual_seed(1)
+    model = build_pair(name, **TINY).train()
+    batch = pair_batch(random_seqs([9, 4, 1, 6]), random_seqs([2, 7, 5, 1], seed=1))
+    out = model(batch)
+    assert out.logits.shape == (4, 3)
+    F.cross_entropy(out.logits, batch["labels"]).backward()
+    missing = [n for n, p in model.named_parameters()
+               if n not in ("encoder.tree.scorer.w2.bias", "embed.weight") and (p.grad is None or not p.grad.any())]
+    assert not missing, missing
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("parent_self", [False, True])
+def test_padding_invariant_and_deterministic_in_eval(name, parent_self):
+    if name == "gau" and parent_self:
+        pytest.skip("no parent attention in the GAU baseline")
+    kw = dict(TINY, gau_parent_self=parent_self) if name != "gau" else TINY
+    check_padding_and_determinism(name, **kw)  # one sequence (a classification task)
+    torch.manual_seed(2)
+    model = build_pair(name, **kw).eval()
+    s1, s2 = random_seqs([12, 5, 1, 8]), random_seqs([3, 9, 6, 1], seed=4)
+    with torch.no_grad():
+        full = model(pair_batch(s1, s2)).logits
+        for i in range(4):
+            assert torch.allclose(model(pair_batch([s1[i]], [s2[i]])).logits[0], full[i], atol=1e-5), (name, i)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_two_sentences_interact_token_by_token(name):
+    """Not siamese (EBT §4 "Use Case"): the first sentence's token states in the interaction stack change when only
+    the second sentence changes, and the head reads the pooled pair (eq. 20), not [u; v; |u-v|; u*v]."""
+    torch.manual_seed(5)
+    model = build_pair(name, **TINY).eval()
+    assert model.joint_pair and model.head.l1.in_features == 16
+    states = []
+    model.encoder.interaction.blocks[0].register_forward_hook(lambda mod, args, out: states.append(out))
+    s1 = random_seqs([6], seed=7)
+    with torch.no_grad():
+        model(pair_batch(s1, [[1, 2, 3]]))
+        model(pair_batch(s1, [[4, 5, 6, 7]]))
+    first = slice(0, 7)  # CLS1 and the six tokens of sentence 1
+    assert not torch.allclose(states[0][:, first], states[-1][:, first], atol=1e-6)
+
+
+def literal_greedy(model, seq):
+    """EGT-GRC in eval written out: merge the best-scoring child pair, recording nodes, their spans and heights."""
+    enc = model.encoder
+    x = enc.leaf(model.embed(torch.tensor([seq]))[0])  # (L, D)
+    front = [(x[i], {i}, 0) for i in range(len(seq))]
+    made = []
+    while len(front) > 1:
+        s = torch.stack([enc.tree.scorer(front[i][0], front[i + 1][0]) for i in range(len(front) - 1)])
+        j = int(s.argmax())
+        (a, sa, ha), (b, sb, hb) = front[j], front[j + 1]
+        node = (enc.tree.cell(a, b), sa | sb, max(ha, hb) + 1)
+        made.append(node)
+        front = front[:j] + [node] + front[j + 2:]
+    return made
+
+
+def test_egt_search_records_the_greedy_tree():
+    torch.manual_seed(6)
+    model = build_pair("egt_gau", **TINY).eval()
+    seqs = random_seqs([7, 4], seed=2)
+    batch = batch_of(seqs)
+    with torch.no_grad():
+        h = model.encoder.leaf(model.embed(batch["tokens"]))
+        tree = model.encoder.tree(h, batch["mask"].sum(1))
+        for r, seq in enumerate(seqs):
+            made = literal_greedy(model, seq)
+            for t, (node, span, height) in enumerate(made):
+                assert torch.allclose(tree.nodes[r, 0, t], node, atol=1e-5)
+                assert set(tree.cover[r, 0, t].nonzero().flatten().tolist()) == span
+                assert int(tree.height[r, 0, t]) == height
+            assert torch.allclose(tree.roots[r, 0], made[-1][0], atol=1e-5)
+            assert not tree.cover[r, 0, len(seq) - 1:].any()  # slots past a row's L - 1 nodes span nothing
+
+
+def test_ebt_search_is_the_reference_beam_search_in_eval():
+    """Roots and beam scores of the recording search = rirlab's reference EBT search (beam_tree.BeamTree)."""
+    torch.manual_seed(7)
+    model = build_pair("ebt_gau", hidden_size=16, gau_head_size=8, beam_size=3).eval()
+    tree = model.encoder.tree
+    ref = BeamTree(tree.cell, tree.scorer, 3).eval()
+    batch = batch_of(random_seqs([9, 5, 1, 2, 7], seed=3))
+    with torch.no_grad():
+        h = model.encoder.leaf(model.embed(batch["tokens"]))
+        lengths = batch["mask"].sum(1)
+        got = tree(h, lengths)
+        roots, scores = ref(h.unsqueeze(1), lengths)
+        assert torch.allclose(marginalize(got.roots, got.scores), marginalize(roots, scores), atol=1e-5)
+        assert torch.allclose(got.scores.sort(-1).values, scores.sort(-1).values, atol=1e-4)
+        for r, L in enumerate(lengths.tolist()):  # each live beam: its last node is its root, spanning everything
+            for k in range(3):
+                if L > 1 and got.scores[r, k] > -1e8:
+                    assert torch.allclose(got.nodes[r, k, L - 2], got.roots[r, k], atol=1e-6)
+                    assert got.cover[r, k, L - 2, :L].all() and int(got.height[r, k, L - 2]) <= L - 1
+
+
+@pytest.mark.parametrize("parent_self", [False, True])
+def test_terminals_attend_exactly_to_their_parents(parent_self):
+    """Parent attention (eq. 22, G_ij = 1 iff node j is above terminal i): moving a non-terminal changes exactly
+    the terminals it spans; with ``gau_parent_self`` a terminal also reads itself."""
+    torch.manual_seed(8)
+    model = build_pair("egt_gau", gau_parent_self=parent_self, dropout=0.0, **TINY).eval()
+    enc = model.encoder
+    batch = batch_of(random_seqs([6], seed=5))
+    with torch.no_grad():
+        h = enc.leaf(model.embed(batch["tokens"]))
+        tree = enc.tree(h, batch["mask"].sum(1))
+        base = enc.parent(h, tree, batch["mask"])
+        for t in range(5):
+            tree.nodes[0, 0, t] += 1.0
+            moved = (enc.parent(h, tree, batch["mask"]) - base).abs().amax(-1)[0] > 1e-6  # (W,)
+            tree.nodes[0, 0, t] -= 1.0
+            assert moved.tolist() == tree.cover[0, 0, t].tolist(), t
+
+
+@pytest.mark.parametrize("parent_self", [False, True])
+def test_parent_attention_is_eq_27_to_29_per_beam(parent_self):
+    """The shared key projections and the broadcast first layer = eq. 27-29 written out: repeat x per beam, apply
+    the block ``parent_layers`` times with the beam's nodes as keys, average the beams with softmax(scores)."""
+    torch.manual_seed(10)
+    model = build_pair("ebt_gau", gau_parent_self=parent_self, beam_size=3, dropout=0.0, **TINY).eval()
+    enc = model.encoder
+    batch = batch_of(random_seqs([7, 3, 5], seed=6))
+    with torch.no_grad():
+        h = enc.leaf(model.embed(batch["tokens"]))
+        tree = enc.tree(h, batch["mask"].sum(1))
+        got = enc.parent(h, tree, batch["mask"])
+        blk, w = enc.parent.block, h.size(1)
+        for r, L in enumerate(batch["mask"].sum(1).tolist()):
+            want = 0
+            for k, s in enumerate(F.softmax(tree.scores[r], -1)):
+                x = h[r]  # (W, D)
+                for _ in range(2):
+                    g = tree.cover[r, k].t() & (torch.arange(w - 1) < L - 1)  # (W, W-1)
+                    rel = tree.height[r, k].clamp(1, 10).expand(w, w - 1) - 1
+                    keys = tree.nodes[r, k]
+                    if parent_self:
+                        g = torch.cat([torch.eye(w, dtype=torch.bool) & batch["mask"][r], g], 1)
+                        rel = torch.cat([torch.zeros(w, w, dtype=torch.long), rel + 1], 1)
+                        keys = torch.cat([x, keys])
+                    x = blk(x, keys, g, rel)
+                want = want + s * x
+            assert torch.allclose(got[r, :L], want[:L], atol=1e-5), r
+
+
+@pytest.mark.parametrize("classes", [3, 2])
+@pytest.mark.parametrize("name", ["ebt_grc", "gau"])
+def test_pair_heads_serve_nli_and_paraphrase_labels(name, classes):
+    """3-way (SNLI/MNLI) and 2-way (QQP) labels: the siamese head (ebt_grc) and the interaction head (gau)."""
+    torch.manual_seed(9)
+    model = build_pair(name, classes=classes, hidden_size=16, **({"gau_head_size": 8} if name == "gau" else {}))
+    batch = pair_batch(random_seqs([5, 3]), random_seqs([4, 6], seed=2), labels=[classes - 1, 0])
+    out = model(batch)
+    assert out.logits.shape == (2, classes)
+    F.cross_entropy(out.logits, batch["labels"]).backward()
+    assert model.head.l2.weight.grad.any()
+
+
+def first_token_sum_pairs(n, seed):
+    """Pairs of 2-5 tokens; label 1 iff their first tokens (1..15) sum to at least 16 (53% of pairs). One sequence
+    alone predicts it at best about 75% of the time (its first token's side of 8)."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n):
+        a, b = (torch.randint(1, 16, (int(torch.randint(2, 6, (1,), generator=g)),), generator=g).tolist()
+                for _ in range(2))
+        out.append((a, b, int(a[0] + b[0] >= 16)))
+    return out
+
+
+STEPS = {"gau": 150, "egt_gau": 100, "ebt_gau": 100}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_tiny_model_learns_a_pair_task(name):
+    """A few seconds of training lift dev accuracy well above what either sentence alone allows (about 0.75)."""
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        torch.manual_seed(0)
+        model = build_pair(name, classes=2, hidden_size=32, gau_head_size=16, dropout=0.0,
+                           **({"beam_size": 2} if name == "ebt_gau" else {}))
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+        train, dev = first_token_sum_pairs(2000, 0), first_token_sum_pairs(200, 1)
+        g = torch.Generator().manual_seed(0)
+        model.train()
+        for _ in range(STEPS[name]):
+            ex = [train[i] for i in torch.randint(0, len(train), (32,), generator=g).tolist()]
+            batch = pair_batch([a for a, _, _ in ex], [b for _, b, _ in ex], [y for *_, y in ex])
+            loss = F.cross_entropy(model(batch).logits, batch["labels"])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        model.eval()
+        with torch.no_grad():
+            batch = pair_batch([a for a, _, _ in dev], [b for _, b, _ in dev], [y for *_, y in dev])
+            acc = (model(batch).logits.argmax(-1) == batch["labels"]).float().mean().item()
+    finally:
+        torch.set_num_threads(saved)
+    assert acc > 0.85, (name, acc)

@@ -1,0 +1,67 @@
+"""GT-GRC (original Gumbel-Tree, rirlab/models/gt_grc.py) and EGT-GRC (EBT fixes, rirlab/models/egt_grc.py)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tests.helpers.models import (batch_of, build, check_padding_and_determinism, check_shapes_and_gradients, learns_listops,
+                        random_seqs)
+
+
+@pytest.mark.parametrize("name", ["gt_grc", "egt_grc"])
+def test_shapes_and_gradients(name):
+    check_shapes_and_gradients(name, hidden_size=16)
+
+
+@pytest.mark.parametrize("name", ["gt_grc", "egt_grc"])
+def test_padding_invariant_and_deterministic_in_eval(name):
+    check_padding_and_determinism(name, hidden_size=16)
+
+
+def test_gt_grc_is_greedy_on_composed_parents():
+    """Eval GT-GRC = merge, at every step, the pair whose composed parent scores highest (EBT eq. 3-4)."""
+    torch.manual_seed(9)
+    model = build("gt_grc", hidden_size=8).eval()
+    seq = random_seqs([7], seed=1)[0]
+    enc = model.encoder
+    with torch.no_grad():
+        x = model.embed(torch.tensor([seq]))
+        nodes = list(enc.leaf(x[0]))
+        while len(nodes) > 1:
+            parents = [enc.tree.cell(nodes[i], nodes[i + 1]) for i in range(len(nodes) - 1)]
+            j = int(torch.stack([enc.tree.scorer(p)[0] for p in parents]).argmax())
+            nodes = nodes[:j] + [parents[j]] + nodes[j + 2 :]
+        assert torch.allclose(enc(x, torch.ones(1, 7, dtype=torch.bool)).vec[0], nodes[0], atol=1e-5)
+
+
+def test_gt_grc_is_bt_grc_with_beam_one_in_eval():
+    torch.manual_seed(10)
+    gt, bt = build("gt_grc", hidden_size=16).eval(), build("bt_grc", hidden_size=16, beam_size=1).eval()
+    bt.load_state_dict(gt.state_dict())
+    batch = batch_of(random_seqs([9, 3, 6]))
+    with torch.no_grad():
+        assert torch.allclose(gt(batch).logits, bt(batch).logits, atol=1e-6)
+
+
+def test_gt_grc_straight_through_reaches_the_scorer():
+    """The scorer only acts through the straight-through selection (forward: a hard one-hot) and still learns."""
+    torch.manual_seed(11)
+    model = build("gt_grc", hidden_size=16, dropout=0.0)
+    batch = batch_of(random_seqs([8, 6]))
+    model.train()
+    F.cross_entropy(model(batch).logits, batch["labels"]).backward()
+    assert model.encoder.tree.scorer.weight.grad.abs().sum() > 0
+
+
+def test_egt_grc_scores_the_sliced_child_pair():
+    """EGT-GRC's scorer reads d_s features of each child (EBT Fix 2); GT-GRC's reads a whole composed parent."""
+    egt, gt = build("egt_grc", hidden_size=16, d_s=4), build("gt_grc", hidden_size=16)
+    assert egt.encoder.tree.scorer.w1.in_features == 8 and gt.encoder.tree.scorer.in_features == 16
+
+
+@pytest.mark.parametrize("name", ["gt_grc", "egt_grc"])
+def test_tiny_model_learns_listops_above_majority(name):
+    acc, majority = learns_listops(name, steps=100, hidden_size=32, dropout=0.0)
+    assert acc > majority + 0.08, (acc, majority)

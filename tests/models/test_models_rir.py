@@ -1,0 +1,237 @@
+"""The RIR outer recursion (RIR paper §2-3, App. C, D, I) with its inner RvNNs: reductions to the inner model and to
+the balanced binary tree, the one 1.5k chunk rule, alignment, padding, eval determinism. The search itself is
+tested in test_models_beam_tree.py."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from rirlab.models import registry
+from rirlab.models.beam_tree import NEG
+from rirlab.models.rir import align, n_chunks, rir_encode
+from tests.helpers.models import batch_of, build, random_seqs
+
+
+def same_weights(src, dst):
+    dst.load_state_dict(src.state_dict())
+    return dst
+
+
+def test_rir_with_chunk_at_least_length_is_ebt_grc():
+    torch.manual_seed(2)
+    ebt = build("ebt_grc", hidden_size=32, beam_size=4, dropout=0.0).eval()
+    rir = same_weights(ebt, build("rir_ebt_grc", hidden_size=32, beam_size=4, dropout=0.0, chunk_size=40, s4d=False,
+                                  inference="rir")).eval()
+    batch = batch_of(random_seqs([25, 13, 40, 1]))
+    with torch.no_grad():
+        assert torch.allclose(rir(batch).logits, ebt(batch).logits, atol=1e-5)
+    ebt.train(), rir.train()  # training mode too: same Gumbel draws in the same order
+    torch.manual_seed(5)
+    a = ebt(batch).logits
+    torch.manual_seed(5)
+    assert torch.allclose(rir(batch).logits, a, atol=1e-5)
+
+
+def test_non_rir_inference_is_ebt_grc_on_the_same_weights():
+    torch.manual_seed(3)
+    ebt = build("ebt_grc", hidden_size=32, beam_size=7, s4d=True).eval()
+    rir = same_weights(ebt, build("rir_ebt_grc", hidden_size=32, chunk_size=5, inference="non_rir")).eval()
+    batch = batch_of(random_seqs([60, 33, 7]))
+    with torch.no_grad():
+        assert torch.allclose(rir(batch).logits, ebt(batch).logits, atol=1e-5)
+        rir.encoder.inference = "rir"
+        assert not torch.allclose(rir(batch).logits, ebt(batch).logits, atol=1e-3)  # RIR inference differs
+
+
+@pytest.mark.parametrize("mode", ["eval", "train"])
+def test_chunk_2_is_the_balanced_binary_tree(mode):
+    torch.manual_seed(4)
+    bbt = build("bbt_grc", hidden_size=16, dropout=0.0)
+    rir = build("rir_ebt_grc", hidden_size=16, dropout=0.0, chunk_size=2, s4d=False, inference="rir")
+    missing = rir.load_state_dict(bbt.state_dict(), strict=False)
+    assert set(missing.unexpected_keys) == set() and all("scorer" in k for k in missing.missing_keys)
+    bbt.train(mode == "train"), rir.train(mode == "train")
+    batch = batch_of(random_seqs([13, 8, 5, 1, 2]))
+    assert torch.allclose(rir(batch).logits, bbt(batch).logits, atol=1e-5)
+
+
+def test_chunking_rule():
+    assert [n_chunks(L, 30) for L in (1, 30, 44, 45, 61, 100, 1000)] == [1, 1, 1, 2, 3, 4, 34]
+    assert all(n_chunks(L, 2) == (L + 1) // 2 for L in range(1, 50))  # k = 2: ceil, as the binary tree
+    lengths = torch.arange(1, 200)
+    assert n_chunks(lengths, 7).tolist() == [n_chunks(L, 7) for L in range(1, 200)]  # the batched rule is the same
+
+
+def rnn(cell, items):
+    """RIR eq. 2 as the authors' RecurrentGRCX runs it: h_0 = 0, the first token composed too."""
+    h = torch.zeros_like(items[0])
+    for x in items:
+        h = cell(h, x)
+    return h
+
+
+def literal_rir_grc(cell, items, k):
+    """RIR-GRC for one sequence, written out: L >= 1.5k -> chunks of k from the left (the last one the remainder),
+    L < 1.5k -> one chunk; a GRC RNN over each chunk; repeat on the chunk outputs."""
+    while len(items) > 1:
+        chunks = [items] if 2 * len(items) < 3 * k else [items[i : i + k] for i in range(0, len(items), k)]
+        items = [rnn(cell, c) for c in chunks]
+    return items[0]
+
+
+def literal_bbt(cell, items):
+    """The balanced binary tree of RIR eq. 3: neighbours composed pairwise from the left, an odd last one goes up."""
+    while len(items) > 1:
+        items = [cell(items[i], items[i + 1]) if i + 1 < len(items) else items[i] for i in range(0, len(items), 2)]
+    return items[0]
+
+
+def encode_rows(model, lengths, d):
+    """The encoder's output and its leaves (after the leaf layer) for random inputs of the given lengths."""
+    x = torch.randn(len(lengths), max(lengths), d)
+    mask = torch.arange(max(lengths))[None] < torch.tensor(lengths)[:, None]
+    return model.encoder(x, mask).vec, model.encoder.leaf(x, mask)
+
+
+def test_rir_grc_follows_the_one_and_a_half_k_chunk_rule():
+    torch.manual_seed(8)
+    model = build("rir_grc", hidden_size=16, chunk_size=6, s4d=False, dropout=0.0).eval()
+    # k = 6: L = 8 < 9 is one chunk (padding to a multiple of k would make chunks 6 + 2); 9 -> 6 + 3;
+    # 13 -> 6 + 6 + 1 (a one-item last chunk is R(0, x), as the authors' padded chunk; a one-item sequence is
+    # its own root); 40 -> 7 chunks -> one; 60 -> 10 chunks -> 6 + 4 -> 2
+    lengths = [1, 3, 8, 9, 13, 40, 60]
+    with torch.no_grad():
+        out, leaves = encode_rows(model, lengths, 16)
+        cell = model.encoder.tree.cell
+        for i, L in enumerate(lengths):
+            assert torch.allclose(out[i], literal_rir_grc(cell, list(leaves[i, :L]), 6), atol=1e-5), L
+        padded = rnn(cell, list(leaves[2, :6])), cell(leaves[2, 6], leaves[2, 7])  # the two chunks of padding to 2k
+        assert not torch.allclose(out[2], cell(*padded), atol=1e-3)
+
+
+@pytest.mark.parametrize("mode", ["eval", "train"])
+def test_bbt_grc_is_the_literal_balanced_binary_tree(mode):
+    torch.manual_seed(9)
+    model = build("bbt_grc", hidden_size=16, dropout=0.0).train(mode == "train")
+    lengths = [1, 2, 3, 7, 8, 13]
+    out, leaves = encode_rows(model, lengths, 16)
+    for i, L in enumerate(lengths):
+        assert torch.allclose(out[i], literal_bbt(model.encoder.tree.cell, list(leaves[i, :L])), atol=1e-5), L
+
+
+def test_rir_grc_with_chunk_at_least_length_is_rnn_grc():
+    torch.manual_seed(10)
+    rnn_model = build("rnn_grc", hidden_size=16).eval()
+    rir = build("rir_grc", hidden_size=16, chunk_size=40, s4d=False).eval()
+    rir.encoder.tree.cell.load_state_dict(rnn_model.encoder.cell.state_dict())
+    rir.encoder.leaf.load_state_dict(rnn_model.encoder.leaf.state_dict())
+    rir.embed.load_state_dict(rnn_model.embed.state_dict()), rir.head.load_state_dict(rnn_model.head.state_dict())
+    batch = batch_of(random_seqs([25, 13, 40, 1]))
+    with torch.no_grad():
+        ours, rnn_logits = rir(batch).logits, rnn_model(batch).logits
+        assert torch.allclose(ours[:3], rnn_logits[:3], atol=1e-5)
+        # one item: RIR-GRC's sequence is its own root (the authors loop while S > 1; literal_rir_grc above), while
+        # the RNN composes R(0, x_1) (RIR eq. 2)
+        assert not torch.allclose(ours[3:], rnn_logits[3:], atol=1e-3)
+
+
+def test_an_inner_rvnn_whose_settings_the_model_lacks_is_refused_naming_the_model_that_has_them():
+    from rirlab.trial import resolve
+    from rirlab.errors import UserError
+
+    assert resolve({"model": "rir_ebt_grc", "task": "listops", "inner": "grc_rnn"}).model_cfg.inner == "grc_rnn"
+    needs = r"inner='ebt_grc' needs the setting\(s\) beam_size, d_s, beam_select .*rir_ebt_grc"
+    with pytest.raises(UserError, match=needs):
+        resolve({"model": "rir_grc", "task": "listops", "inner": "ebt_grc"})
+
+
+@pytest.mark.parametrize("name,kw", [("ebt_grc", {}), ("rir_ebt_grc", {"inference": "rir"}), ("rir_ebt_grc", {}),
+                                     ("egt_grc", {}), ("gt_grc", {}), ("s4d", {"n_layers": 2}), ("rir_grc", {})])
+def test_eval_deterministic_and_padding_invariant(name, kw):
+    torch.manual_seed(5)
+    model = build(name, hidden_size=32, **({"chunk_size": 6} if "rir" in name else {}), **kw).eval()
+    seqs = random_seqs([40, 9, 23, 1])
+    with torch.no_grad():
+        full = model(batch_of(seqs)).logits
+        assert torch.equal(full, model(batch_of(seqs)).logits)
+        for i, s in enumerate(seqs):
+            assert torch.allclose(model(batch_of([s])).logits[0], full[i], atol=1e-5), (name, i)
+
+
+@pytest.mark.parametrize("name", ["ebt_grc", "rir_ebt_grc", "egt_grc"])
+def test_scorer_gets_gradients(name):
+    torch.manual_seed(6)
+    model = build(name, hidden_size=32, **({"chunk_size": 5} if "rir" in name else {})).train()
+    batch = batch_of(random_seqs([30, 17]))
+    F.cross_entropy(model(batch).logits, batch["labels"]).backward()
+    scorer = model.encoder.tree.scorer
+    # the output bias shifts every pair score alike and log-softmax ignores that: its gradient is 0 by design
+    for p in (scorer.w1.weight, scorer.w1.bias, scorer.w2.weight):
+        assert p.grad is not None and p.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("slot0", ["beam0", "argmax"])
+def test_alignment_position_0_and_samples_follow_the_scores(slot0):
+    """Position 0: the chunk's beam 0 (``beam0``, the authors' code, default) or its top-scoring beam (``argmax``,
+    §3.1); positions 1.. sample normalize(BS) (eq. 8)."""
+    scores = torch.tensor([[-0.1, -1.0, -2.0, -4.0]]).log_softmax(-1).repeat(20000, 1)
+    perm = torch.tensor([2, 0, 3, 1])
+    scores = scores[:, perm]  # top beam not at index 0
+    g = torch.Generator().manual_seed(0)
+    idx = align(scores, "beam", training=True, generator=g, slot0=slot0)
+    assert (idx[:, 0] == (0 if slot0 == "beam0" else 1)).all()  # argmax sits at index 1 after the permutation
+    freq = torch.bincount(idx[:, 1:].reshape(-1), minlength=4).float() / idx[:, 1:].numel()
+    assert torch.allclose(freq, scores[0].softmax(-1), atol=0.01)
+    assert torch.equal(align(scores[:3], "string_it", training=True), torch.arange(4).expand(3, 4))
+    assert torch.equal(align(scores[:3], "beam", training=False), torch.arange(4).expand(3, 4))  # eval: deterministic
+
+
+def test_random_alignment_ignores_scores():
+    scores = torch.tensor([[0.0, -30.0, -60.0, -1e9]]).repeat(20000, 1)  # last beam impossible
+    idx = align(scores, "random", training=True, generator=torch.Generator().manual_seed(0))
+    assert (idx[:, 0] == 0).all()
+    freq = torch.bincount(idx[:, 1:].reshape(-1), minlength=4).float() / idx[:, 1:].numel()
+    assert torch.allclose(freq, torch.tensor([1 / 3, 1 / 3, 1 / 3, 0.0]), atol=0.01)
+    scores = scores[:, [1, 0, 2, 3]]  # the top beam at index 1: beam0 keeps index 0, argmax index 1
+    assert (align(scores, "random", training=True, generator=torch.Generator().manual_seed(0))[:, 0] == 0).all()
+    assert (align(scores, "random", training=True, slot0="argmax")[:, 0] == 1).all()
+
+
+def test_slot0_under_the_default_is_the_first_beam_of_the_perturbed_search_order():
+    """In training the EBT search returns its beams in the Gumbel-perturbed order of its last merge (as the authors'
+    code), so its beam 0 is not always the top-scoring beam. With a fixed seed, over many chunks: under ``beam0``
+    (default) aligned position 0 is the unperturbed argmax in only part of the chunks; under ``argmax`` in all."""
+    torch.manual_seed(0)
+    model = build("rir_ebt_grc", hidden_size=16, beam_size=4, dropout=0.0, chunk_size=6, s4d=False).train()
+    search = model.encoder.tree
+    x, lengths = torch.randn(400, 1, 6, 16), torch.full((400,), 6)
+    with torch.no_grad():
+        _, scores = search(x, lengths)  # (C, b) chunk beams, perturbed order
+    top = scores.argmax(-1)
+    rate = {s: (align(scores, "beam", True, torch.Generator().manual_seed(1), slot0=s)[:, 0] == top).float().mean()
+            for s in ("beam0", "argmax")}
+    assert rate["argmax"] == 1.0
+    assert 0.2 < rate["beam0"] < 0.95, rate  # the perturbed order's first beam is often not the top one
+    assert registry.get("rir_ebt_grc").config().alignment_slot0 == "beam0"
+
+
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_a_one_token_last_chunk_keeps_every_beam_alive(train):
+    """L = 1 (mod k), L >= 1.5k: the last chunk holds one token; it yields b equal live beams (as in the authors'
+    code), so under string-it alignment and RIR inference every beam of the next level stays alive (it used to
+    return [0, NEG, ...] and string NEG into b - 1 beams)."""
+    torch.manual_seed(8)
+    k, b = 5, 4
+    model = build("rir_ebt_grc", hidden_size=16, beam_size=b, chunk_size=k, s4d=False, inference="rir",
+                  alignment="string_it").train(train)
+    lengths = torch.tensor([11, 16, 26, 13])  # 5+5+1, 5+5+5+1, 5 x 5 + 1 (level 2: 5+1 chunks again), none
+    h = torch.randn(len(lengths), 26, 16)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        roots, scores = rir_encode(model.encoder.tree, h, lengths, k, "string_it")
+    assert (scores > NEG / 2).all(), scores  # every beam alive
+    assert torch.isfinite(roots).all()

@@ -1,0 +1,67 @@
+"""The driver's MLflow callback on a resumed sweep, against a real MLflow sqlite store (no Ray): a run that
+ended, or whose final result was logged before the driver died, is never trained or logged again; a replayed
+step is never logged twice."""
+
+from __future__ import annotations
+
+import types
+
+from rirlab import contract
+from sweeps.record.callback import MLflowTrialCallback
+from sweeps.driver.sweep import _recorded_ends
+from sweeps.plan.plan import SweepPlan
+from sweeps.record.tracker import Tracker
+from sweeps.spec.load import load_spec
+from sweeps.spec.schema import base_config
+from tests.helpers.cli import REPO
+
+
+PLAN = SweepPlan.of(load_spec(REPO / "tests" / "specs" / "tiny.yaml"))
+SPEC = PLAN.spec
+
+
+def _trial(key, lr):
+    return types.SimpleNamespace(trial_id=key, config={**base_config(SPEC), "lr": lr, "seed": 0}, last_result={},
+                                 checkpoint=None, num_failures=0)
+
+
+def _steps(tracker, run_id, key):
+    return [m.step for m in tracker.client.get_metric_history(run_id, key)]
+
+
+def test_a_resumed_sweep_neither_reruns_nor_relogs_what_mlflow_holds(tmp_path):
+    tracker = Tracker(f"sqlite:///{tmp_path / 'mlruns.db'}")
+    exp_id = tracker.experiment_id("tiny")
+    parent = tracker.start_parent(exp_id, "tiny", {})
+    final = {"step": 40, "train/loss": 1.0, "dev/accuracy": 20.0, "test/accuracy": 30.0, "final": True}
+    first = MLflowTrialCallback(tracker, exp_id, parent, PLAN, checkpoint_artifacts=False)
+    a, b, c = _trial("a", 0.003), _trial("b", 0.001), _trial("c", 0.002)
+    for t in (a, b, c):
+        first.on_trial_start(0, [], t)
+    for t in (a, b, c):
+        first.on_trial_result(0, [], t, {"step": 20, "train/loss": 2.0, "dev/accuracy": 10.0})
+    first.on_trial_result(0, [], a, final)
+    a.last_result = final
+    first.on_trial_complete(0, [], a)  # a: FINISHED
+    first.on_trial_result(0, [], b, final)  # b: final logged, then the driver died before closing the run
+    runs = {k: first.runs[k] for k in "abc"}
+
+    ends = _recorded_ends(tracker, exp_id, parent)
+    assert set(ends) == {"a", "b"}  # c has no end: it continues from its checkpoint
+    assert ends["a"]["test/accuracy"] == 30.0 and ends["a"]["step"] == 40 and ends["a"]["final"] is True
+
+    again = MLflowTrialCallback(tracker, exp_id, parent, PLAN, checkpoint_artifacts=False)
+    for t in (a, b, c):
+        again.on_trial_start(0, [], t)
+        again.on_trial_result(0, [], t, {"step": 20, "train/loss": 2.0, "dev/accuracy": 10.0})  # a replay
+        again.on_trial_result(0, [], t, {**ends.get(t.trial_id, final)})
+        t.last_result = final
+        again.on_trial_complete(0, [], t)
+    for key, run_id in runs.items():
+        for metric in ("train/loss", "dev/accuracy", "test/accuracy"):
+            steps = _steps(tracker, run_id, metric)
+            assert len(steps) == len(set(steps)), (key, metric, steps)
+        assert tracker.client.get_run(run_id).info.status == "FINISHED"
+    assert "rirlab.resumed" not in tracker.client.get_run(runs["a"]).data.tags
+    assert again.counts() == {"finished": 3, "failed": 0}
+    assert contract.TRUE == tracker.client.get_run(runs["c"]).data.tags["rirlab.final_logged"]

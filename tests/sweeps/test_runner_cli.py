@@ -1,0 +1,141 @@
+"""The sweep driver's refusals and bookkeeping that need no Ray: bad input and a malformed --address in one line
+(exit 2, nothing written), --resume after the spec changed, one Tune folder per sweep, the progress line's best
+value, the parent's spec params and best trial."""
+
+from __future__ import annotations
+
+import hashlib
+import types
+
+import pytest
+
+from tests.helpers.cli import REPO, run_cli
+
+TINY = REPO / "tests" / "specs" / "tiny.yaml"
+
+
+def test_malformed_address_is_one_line_exit_2_before_anything_starts(workdir):
+    proc = run_cli(["sweep", TINY, "--address", "foo"], cwd=workdir)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --address 'foo' is not a Ray address"), proc.stderr
+    assert "HOST:PORT" in lines[0]
+    assert not (workdir / "rirlab_runs").exists()
+
+
+def test_resume_after_the_spec_changed_says_so_and_how_to_go_on(workdir):
+    from sweeps.spec.load import load_spec
+    from sweeps.record.tracker import Tracker
+
+    spec = workdir / "s.yaml"
+    spec.write_text(TINY.read_text())
+    old = load_spec(spec)
+    db = workdir / "mlruns.db"
+    tracker = Tracker(f"sqlite:///{db}")
+    exp_id = tracker.experiment_id("tiny")
+    tracker.start_parent(exp_id, "tiny earlier", {"rirlab.spec_hash": old.hash, "rirlab.quick": "False",
+                                                  "rirlab.overrides": "{}"})
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    spec.write_text(TINY.read_text().replace("steps: 40", "steps: 50"))
+    proc = run_cli(["sweep", spec, "--resume"], cwd=workdir)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert "the spec changed since the last sweep of tiny" in line and old.hash in line, line
+    assert load_spec(spec).hash in line and "leave out --resume" in line and "spec/" in line, line
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+    assert not (workdir / "rirlab_runs").exists()
+
+
+def test_two_sweeps_of_one_spec_in_the_same_second_get_their_own_tune_folders(tmp_path, monkeypatch):
+    from sweeps.driver import sweep as runner
+
+    monkeypatch.setattr(runner.time, "strftime", lambda fmt, *a: "20260101-000000")
+    paths = {runner.new_tune_path(str(tmp_path), "tiny", "abc") for _ in range(20)}
+    assert len(paths) == 20
+    assert all(p.startswith(str(tmp_path / "tiny-abc-20260101-000000-")) for p in paths)
+
+
+def _trial(tid, lr):
+    return types.SimpleNamespace(trial_id=tid, config={"lr": lr, "seed": 0}, last_result={})
+
+
+def test_progress_shows_the_best_final_value_per_objective_never_a_mid_training_one(tmp_path):
+    import io
+
+    from sweeps.driver.progress import ProgressCallback
+    from sweeps.spec.load import load_spec
+    from sweeps.spec.trials import TrialSpace
+
+    space = TrialSpace.of(load_spec(TINY).spec)
+    out = io.StringIO()
+    cb = ProgressCallback("x", 2, ["dev/accuracy", "time_per_step_ms"], ["max", "min"], space, stream=out, trials=True)
+    a, b = _trial("a", 0.003), _trial("b", 0.001)
+    for t in (a, b):
+        cb.on_trial_start(0, [], t)
+    cb.on_trial_result(0, [], a, {"dev/accuracy": 16.0, "time_per_step_ms": 1.0, "step": 10})  # mid-training
+    a.last_result = {"dev/accuracy": 8.0, "time_per_step_ms": 3.0, "step": 40, "final": True}
+    cb.on_trial_result(0, [], a, a.last_result)
+    cb.on_trial_complete(0, [], a)
+    b.last_result = {"dev/accuracy": 6.0, "time_per_step_ms": 2.5, "step": 40, "final": True}
+    cb.on_trial_result(0, [], b, b.last_result)
+    cb.on_trial_complete(0, [], b)
+    cb.close()
+    last = out.getvalue().strip().splitlines()[-1]
+    assert "2 finished" in last
+    assert "best final dev/accuracy 8.00 (lr=0.003,seed=0); time_per_step_ms 2.50 (lr=0.001,seed=0)" in last, last
+    assert "16.00" not in out.getvalue()
+    assert "  trial lr=0.003,seed=0: finished: dev/accuracy 8.00, time_per_step_ms 3.00" in out.getvalue()
+
+
+def test_spec_params_are_flat_and_the_best_trial_is_the_best_finished_one():
+    from sweeps.record.artifacts import best_trials, spec_params
+
+    params = spec_params({"name": "t", "description": "d", "fixed": {"hidden_size": 8, "steps": 40},
+                          "search": {"lr": {"grid": [0.1, 0.01]}}, "metric": "dev/accuracy", "seeds": 2,
+                          "resources": {"cpu": 1.0, "gpu": 0.0}, "quick": {"fixed": {}}})
+    assert params == {"spec.name": "t", "spec.fixed.hidden_size": "8", "spec.fixed.steps": "40",
+                      "spec.search.lr": '{"grid": [0.1, 0.01]}', "spec.metric": "dev/accuracy", "spec.seeds": "2",
+                      "spec.resources.cpu": "1.0", "spec.resources.gpu": "0.0"}
+
+    def run(name, status, acc, t, early=False):
+        return types.SimpleNamespace(info=types.SimpleNamespace(status=status, run_name=name, run_id=name),
+                                     data=types.SimpleNamespace(metrics={"dev/accuracy": acc, "time_per_step_ms": t},
+                                                                tags={"rirlab.early_stopped": "true"} if early else {}))
+
+    runs = [run("a", "FINISHED", 50, 3), run("b", "FINISHED", 60, 4), run("c", "FAILED", 90, 1),
+            run("d", "FINISHED", 99, 0.5, early=True)]
+    best = best_trials(runs, ["dev/accuracy", "time_per_step_ms"], ["max", "min"])
+    assert best["dev/accuracy"].info.run_name == "b" and best["time_per_step_ms"].info.run_name == "a"
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["sweep", "no_such_spec.yaml"], "spec file not found"),
+    (["sweep", "bad.yaml"], "invalid YAML"),
+    (["sweep", "unknown_model.yaml"], "unknown model 'rir_ebt_gcr'"),
+    (["sweep", "unknown_task.yaml"], "unknown task 'listopz'"),
+    (["train", "--model", "nope", "--task", "listops"], "unknown model 'nope'"),
+])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(workdir, args, needle):
+    (workdir / "bad.yaml").write_text("name: x\nsearch:\n  chunk_size: {grid: [1, 2]\n")
+    (workdir / "unknown_model.yaml").write_text("name: x\ntask: listops\nmodel: rir_ebt_gcr\n")
+    (workdir / "unknown_task.yaml").write_text("name: x\ntask: listopz\nmodel: bbt_grc\n")
+    proc = run_cli(args, cwd=workdir)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], proc.stderr
+    assert not (workdir / "mlruns.db").exists()
+    assert not (workdir / "rirlab_runs").exists()
+
+
+def test_suggested_commands_are_spelled_as_the_user_called_rirlab(tmp_path, monkeypatch):
+    """The README runs `.venv/bin/rirlab ...`; the hints after a sweep must work when pasted back."""
+    from rirlab.cli.options import command_name
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    monkeypatch.setattr("sys.argv", [str(tmp_path / ".venv" / "bin" / "rirlab"), "sweep"])
+    assert command_name() == ".venv/bin/rirlab"
+    monkeypatch.setattr("sys.argv", ["rirlab", "sweep"])  # found on PATH
+    assert command_name() == "rirlab"
+    monkeypatch.setattr("sys.argv", ["/opt/env/bin/rirlab", "sweep"])  # outside this folder: the full path
+    assert command_name() == "/opt/env/bin/rirlab"

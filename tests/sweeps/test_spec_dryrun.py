@@ -1,0 +1,123 @@
+"""--dry-run: a compact table (one row per trial, one column per swept value) and a compute estimate."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+import yaml
+
+from sweeps.plan.dryrun import dry_run
+from sweeps.plan.plan import SweepPlan
+from sweeps.spec.load import load_spec
+from tests.helpers.cli import REPO
+
+TINY = yaml.safe_load((REPO / "tests" / "specs" / "tiny.yaml").read_text())
+
+
+def show(tmp_path, timing, **changes) -> list[str]:
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({**TINY, **changes}, sort_keys=False))
+    out = io.StringIO()
+    dry_run(SweepPlan.of(load_spec(path)), out=out, timing=timing)
+    return out.getvalue().splitlines()
+
+
+def test_dry_run_is_a_table_of_trials_and_swept_values(tmp_path):
+    lines = show(tmp_path, False, variants=[{"name": "base", "set": {}}, {"name": "wide", "set": {"hidden_size": 16}}])
+    assert lines[0].startswith("tiny: 8 trials (spec hash ")
+    assert lines[1].split() == ["#", "variant", "lr", "seed", "steps"]
+    rows = [line.split() for line in lines[2:10]]
+    assert rows[0] == ["1", "base", "0.003", "0", "40"] and rows[-1] == ["8", "wide", "0.001", "1", "40"]
+    assert not any("{" in line for line in lines)  # no JSON dumps of 40-key configs
+    assert lines[10].startswith("every trial: task=listops, model=rir_grc") and "lr=" not in lines[10]
+    assert lines[11].startswith("compute: 8 trials, 320 training steps in all") and "not measured" in lines[11]
+
+
+def test_dry_run_estimates_compute_from_a_measured_step(tmp_path):
+    est = show(tmp_path, True)[-1]
+    assert est.startswith("compute: 4 trials, 160 training steps in all; about ")
+    assert "CPU-hours at 1 cpu / 0 gpu per trial" in est and "step time measured here on cpu" in est
+    assert "1 model config timed" in est
+
+
+def test_dry_run_of_an_epoch_recipe_counts_epochs_x_batches(tmp_path):
+    fixed = {k: v for k, v in TINY["fixed"].items() if k != "steps"} | {"epochs": 3}
+    lines = show(tmp_path, False, fixed=fixed)
+    assert lines[2].split()[-1] == str(3 * -(-300 // 16))  # n_train 300, batch 16
+
+
+def test_dry_run_of_an_epoch_recipe_over_user_files_does_not_guess_its_steps(tmp_path):
+    """A text task's training rows are its files' (no n_train): the steps are unknown until a trial reads them,
+    not the 20,000 of the unused ``steps`` default."""
+    fixed = {"hidden_size": 8, "chunk_size": 5, "epochs": 1, "batch_size": 32, "data_dir": str(tmp_path / "data"),
+             "cache_dir": str(tmp_path / "cache"), "num_threads": 1}
+    lines = show(tmp_path, False, task="sst5", fixed=fixed)
+    assert lines[2].split()[-2:] == ["1", "epoch"] and not any("20,000" in line for line in lines)
+    assert lines[-1].startswith("compute: 4 trials, training steps unknown (epochs over a training split not "
+                                "read yet, the user's files")
+    assert not (tmp_path / "cache").exists()  # the dry run read nothing and wrote nothing
+
+
+def _trial(**config):
+    from rirlab.trial import resolve
+
+    return resolve({"recipe": "paper", "epochs": 100, **config})
+
+
+def test_dry_run_times_a_batch_shaped_like_the_tasks_training_batches():
+    """The timed batch has the task's kind, vocabulary, classes and typical padded length (not a ListOps
+    classify batch of half the maximum length): logic pairs ~20-35 tokens a side at batch 128 in pools of 5,
+    every flip-flop sequence train_len long with a label per token, SST with GloVe-sized frozen vectors."""
+    from rirlab.tasks import logic
+    from sweeps.plan.dryrun import step_shape
+
+    shape = step_shape(_trial(task="logic", model="ebt_grc", batch_size=128))
+    batch = shape.batch(4)
+    assert shape.info.kind == "pair" and shape.info.vocab_size == len(logic.VOCAB) and shape.info.num_classes == 7
+    assert set(batch) == {"tokens", "mask", "tokens2", "mask2", "labels"} and batch["labels"].shape == (4,)
+    assert all(15 <= n <= 37 for n in shape.padded) and len(shape.padded) == 2
+    assert int(batch["tokens"].max()) < len(logic.VOCAB) and batch["mask"][0].all()  # the longest kept, unpadded
+    assert (batch["tokens"][~batch["mask"]] == 0).all()
+
+    shape = step_shape(_trial(task="flipflop", model="transformer", recipe="adamw", batch_size=16, train_len=96))
+    batch = shape.batch(3)
+    assert shape.info.kind == "lm" and shape.padded == (96,) and shape.info.vocab_size == 6
+    assert batch["tokens"].shape == batch["labels"].shape == (3, 96) and batch["mask"].all()
+
+    shape = step_shape(_trial(task="sst5", model="rir_grc", batch_size=128))
+    assert shape.info.kind == "classify" and shape.info.num_classes == 5 and 20 <= shape.padded[0] <= 56
+    assert shape.info.embeddings.shape == (shape.info.vocab_size, 300) and shape.info.vocab_size == 50002
+
+
+def test_dry_run_extrapolates_a_step_with_a_fixed_cost_to_the_trial_batch(monkeypatch):
+    """Timed at batch 1, 2, 8, ... up to the trial's batch (at most TIMING_MAX_BATCH) and extrapolated along the
+    line through the two largest: a step of 40 ms plus 0.5 ms per token is 40 + 0.5 x 256 x S ms at batch 256,
+    not 256x the batch-1 step. Steps are not run (a fake clock), so the test does not depend on this machine."""
+    import sweeps.plan.dryrun as space
+
+    calls = []
+
+    def fake_measure(model, opt, batch, resolved, device, clock=None):
+        calls.append(tuple(batch["tokens"].shape))
+        return 40.0 + 0.5 * batch["tokens"].numel()
+
+    monkeypatch.setattr(space, "_measure", fake_measure)
+    trial = _trial(task="listops", model="rir_grc", hidden_size=8, batch_size=256, num_threads=1)
+    timing = space._time_step(trial, "cpu", 8.0, threads=1, trial_threads=1)
+    length = timing.shape.padded[0]
+    assert [n for n, _ in timing.timed] == [1, 2, 8, 32, space.TIMING_MAX_BATCH]
+    assert all(s == length for _, s in calls) and 30 <= length <= 100
+    assert timing.ms == pytest.approx(40.0 + 0.5 * 256 * length) and timing.scaled
+
+
+def test_a_busy_machine_is_timed_with_fewer_threads(monkeypatch):
+    import os
+
+    from sweeps.plan.dryrun import _free_cores
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.9, 0.5, 0.3))  # this process alone
+    assert _free_cores() == (2, "")
+    monkeypatch.setattr(os, "getloadavg", lambda: (3.2, 3.0, 2.9))  # a 2-thread trial beside it
+    assert _free_cores() == (1, "load 3.2 on 2 cores")

@@ -1,0 +1,87 @@
+"""The text tasks' vocabulary as the authors' public preprocessing builds it (process_SNLI.py and siblings of
+JRC1995/BeamRecursionFamily): words of train, dev and test (and the extra test sets their script counts) that have a
+GloVe vector, the task's minimum count, lower-cased, and a trainable random <unk> vector (their model code)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from rirlab.cli import main
+from rirlab.config import build
+from rirlab.tasks import registry as tasks
+
+pytestmark = pytest.mark.usefixtures("cache")  # the data cache of each test alone
+
+
+def jsonl(path, pairs):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps({"gold_label": "entailment", "sentence1": a, "sentence2": b}) + "\n"
+                            for a, b in pairs))
+
+
+def snli(root):
+    jsonl(root / "snli_1.0/snli_1.0_train.jsonl", [("A dog runs .", "A cat sleeps .")])
+    jsonl(root / "snli_1.0/snli_1.0_dev.jsonl", [("A dog sleeps .", "Zorp runs .")])
+    jsonl(root / "snli_1.0/snli_1.0_test.jsonl", [("The dog runs .", "A zorp .")])
+    jsonl(root / "snli_1.0/snli_1.0_test_hard.jsonl", [("The cat runs .", "Zorp !")])
+    jsonl(root / "breaking_nli/dataset.jsonl", [("Blip blip blip .", "Blip .")])  # not counted by the authors
+    vectors = ["a", "dog", "runs", ".", "cat", "sleeps", "the", "!", "blip", "Dog"]  # no "zorp"
+    (root / "glove.840B.300d.txt").write_text("".join(f"{w} 0.1 0.2 0.{i}\n" for i, w in enumerate(vectors)))
+
+
+def cfg(root, **kw):
+    return build(tasks.get("snli").config, {"data_dir": str(root), "eval_splits": ["test", "break"], **kw}, "snli")
+
+
+# Worked out from process_SNLI.py: counts over train, dev, test and hard (lower-cased): "." 7, a 4, runs 4, dog 3,
+# zorp 3 (no vector), cat 2, sleeps 2, the 2, "!" 1 (below the minimum: count > 1); "blip" only in break
+AUTHORS_VOCAB = ["<pad>", "<unk>", ".", "a", "runs", "dog", "cat", "sleeps", "the"]
+AUTHORS_OOV = {"test": 1 / 7, "break": 4 / 6}  # "a zorp ."; "blip" x4 of 6 tokens
+
+
+def test_default_vocabulary_is_the_authors(tmp_path):
+    snli(tmp_path)
+    task = tasks.get("snli")
+    data = task.load(cfg(tmp_path))
+    assert data.vocab == AUTHORS_VOCAB
+    assert task.oov(cfg(tmp_path), ["test", "break"]) == pytest.approx(AUTHORS_OOV)
+
+
+def test_training_split_vocabulary_is_an_option(tmp_path):
+    snli(tmp_path)
+    data = tasks.get("snli").load(cfg(tmp_path, vocab_from="train", lowercase=False))
+    assert data.vocab == ["<pad>", "<unk>", ".", "cat", "dog", "runs", "sleeps"]  # "A" has no (cased) vector
+
+
+def test_authors_minimum_counts_and_vocabulary_splits():
+    want = {"sst5": (1, ("train", "dev", "test")), "snli": (2, ("train", "dev", "test", "hard")),
+            "mnli": (4, ("train", "dev", "matched", "mismatched", "conjnli", "negm", "negmm", "lenm", "lenmm")),
+            "imdb": (5, ("train", "test")), "qqp": (6, ("train", "dev", "test", "paws_qqp", "paws_wiki"))}
+    assert {t: (tasks.get(t).min_count, tasks.get(t).vocab_splits) for t in want} == want
+
+
+def test_unk_is_a_trainable_random_vector(tmp_path):
+    snli(tmp_path)
+    from rirlab.models import registry as models
+
+    data = tasks.get("snli").load(cfg(tmp_path))
+    assert data.info.unk_id == 1
+    model = models.get("bbt_grc").build(build(models.get("bbt_grc").config, {"hidden_size": 8}, "m"), data.info)
+    unk = model.embed[0].unk
+    assert unk.requires_grad and unk.abs().sum() > 0
+    batch = data.collate(data.eval_splits["test"])  # "zorp" reads as <unk>
+    model(batch).logits.sum().backward()
+    assert unk.grad is not None and unk.grad.abs().sum() > 0
+    assert model.embed[0].frozen.weight.grad is None
+    assert tasks.get("snli").load(cfg(tmp_path, unk_vector="zero")).info.unk_id is None
+
+
+def test_data_stats_prints_the_oov_rate(tmp_path):
+    snli(tmp_path)
+    r = CliRunner().invoke(main, ["data", "stats", "snli", "--split", "break", "--set", f"data_dir={tmp_path}",
+                                  "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["oov"] == pytest.approx(4 / 6, abs=1e-6)

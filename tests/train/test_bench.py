@@ -1,0 +1,126 @@
+"""`rirlab bench` through the real CLI: the step, table1 and learn protocols write the figures they print."""
+
+from __future__ import annotations
+
+import json
+
+from tests.helpers.cli import run_cli
+
+
+def test_bench_step_reports_median_and_peak_memory(tmp_path):
+    out = tmp_path / "step.json"
+    proc = run_cli(["bench", "--protocol", "step", "--batch", "3", "--length", "40", "--repeats", "3", "--warmup", "1",
+                    "--set", "hidden_size=16", "--set", "chunk_size=6", "--json", out], cwd=tmp_path, check=True)
+    r = json.loads(out.read_text())
+    assert r["model"] == "rir_ebt_grc" and r["mode"] == "train" and len(r["times_ms"]) == 3
+    assert min(r["times_ms"]) <= r["median_ms"] <= max(r["times_ms"]) and r["median_ms"] > 0
+    assert r["peak_mem_mb"] >= 0 and f"median {r['median_ms']:.1f} ms" in proc.stdout
+    proc = run_cli(["bench", "--protocol", "step", "--mode", "eval", "--inference", "non_rir", "--batch", "1",
+                    "--length", "50", "--repeats", "1", "--set", "hidden_size=16", "--json", out], cwd=tmp_path,
+                   check=True)
+    r = json.loads(out.read_text())
+    assert r["mode"] == "eval" and r["inference"] == "non_rir" and r["median_ms"] > 0
+
+
+def test_bench_table1_has_the_four_length_bins(tmp_path):
+    out = tmp_path / "t1.json"
+    run_cli(["bench", "--protocol", "table1", "--models", "rir_ebt_grc,bbt_grc", "--samples", "1",
+             "--set", "hidden_size=16", "--json", out], cwd=tmp_path, check=True)
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["model"], r["bin"]) for r in rows] == [(m, b) for m in ("rir_ebt_grc", "bbt_grc")
+                                                       for b in ("200-250", "500-600", "900-1000", "1500-2000")]
+    assert all(r["minutes"] > 0 and r["samples"] == 1 for r in rows)
+
+
+def test_bench_refuses_an_unknown_field(tmp_path):
+    proc = run_cli(["bench", "--set", "no_such_field=1"], cwd=tmp_path)
+    assert proc.returncode == 2 and "no_such_field" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+LEARN_TINY = ["--threads", "1", "--set", "hidden_size=16", "--set", "chunk_size=10", "--set", "d_s=8",
+              "--set", "n_train=192", "--set", "n_dev=60", "--set", "batch_size=16"]
+
+
+def test_bench_learn_reports_thresholds_consistent_with_its_curve(tmp_path):
+    out, png = tmp_path / "learn.json", tmp_path / "learn.png"
+    proc = run_cli(["bench", "--protocol", "learn", "--minutes", "0.03", "--eval-every", "4", "--dev-examples", "40",
+                    "--thresholds", "5,15,99.9", *LEARN_TINY, "--json", out, "--png", png], cwd=tmp_path, check=True)
+    r = json.loads(out.read_text())
+    curve = r["curve"]
+    assert r["protocol"] == "learn" and r["recipe"] == "paper" and r["config"]["optimizer"] == "ranger"
+    assert r["dev_examples"] == 40 and r["stopped_by"] == "time budget" and len(curve) >= 3
+    assert curve[0]["step"] == 0 and curve[-1]["step"] == r["steps"] > 0 and r["samples"] == 16 * r["steps"]
+    assert all(b["train_seconds"] > a["train_seconds"] and b["step"] > a["step"] for a, b in zip(curve, curve[1:]))
+    assert r["train_seconds"] >= 0.03 * 60 and r["eval_seconds"] > 0  # budget on training time; eval kept apart
+    assert r["wall_seconds"] == r["train_seconds"] + r["eval_seconds"]
+    assert all(p["wall_seconds"] >= p["train_seconds"] for p in curve)
+    assert [t["threshold"] for t in r["thresholds"]] == [5, 15, 99.9]
+    for t in r["thresholds"]:
+        first = next((p for p in curve if p["dev_accuracy"] >= t["threshold"]), None)
+        assert t["reached"] == (first is not None)
+        if first is not None:
+            assert {k: t[k] for k in ("step", "samples", "train_seconds", "dev_accuracy")} == \
+                {k: first[k] for k in ("step", "samples", "train_seconds", "dev_accuracy")}
+            assert f"dev accuracy >= {t['threshold']:g}%: {t['train_seconds']:.1f} s of training" in proc.stdout
+        else:
+            assert f"dev accuracy >= {t['threshold']:g}%: not reached" in proc.stdout
+    assert r["thresholds"][0]["reached"] and not r["thresholds"][2]["reached"]  # 5%: chance level; 99.9%: no
+    assert proc.stdout.count("\nstep ") >= len(curve) - 1  # a progress line per curve point
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+
+
+def test_bench_learn_needs_neither_ray_nor_mlflow(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['ray'] = sys.modules['mlflow'] = None\n"
+            "from rirlab.bench.base import BenchOptions, run\n"
+            "r = run('learn', BenchOptions(minutes=0.005, eval_every=2, dev_examples=8, threads=1, overrides=dict("
+            "hidden_size=16, chunk_size=10, d_s=8, n_train=64, n_dev=16, batch_size=16)))\n"
+            "assert r['steps'] > 0 and not any(m.split('.')[0] in ('ray', 'mlflow') for m in sys.modules "
+            "if sys.modules[m] is not None)\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_bench_cuda_without_cuda_is_one_line_exit_2(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        import pytest
+
+        pytest.skip("this machine has CUDA")
+    proc = run_cli(["bench", "--protocol", "learn", "--device", "cuda"], cwd=tmp_path)  # checked for every protocol
+    assert proc.returncode == 2 and "no CUDA device" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+def test_bench_table1_reports_oom_in_its_cell_and_runs_the_other_models(tmp_path):
+    """BT-GRC (every pair composed at every step) exceeds a 0.5 GB cap where EBT-GRC does not; the table goes on."""
+    out = tmp_path / "t1.json"
+    proc = run_cli(["bench", "--protocol", "table1", "--models", "bt_grc,ebt_grc", "--samples", "1", "--threads", "1",
+                    "--mem-cap-gb", "0.5", "--set", "hidden_size=16", "--json", out], cwd=tmp_path, check=True)
+    rows = {(r["model"], r["bin"]): r for r in json.loads(out.read_text())["rows"]}
+    assert rows[("bt_grc", "1500-2000")]["status"] == "OOM" and rows[("bt_grc", "1500-2000")]["minutes"] is None
+    assert rows[("bt_grc", "200-250")]["status"] == "ok"  # the cap binds only where the L^2 memory grows past it
+    assert all(rows[("ebt_grc", b)]["status"] == "ok" and rows[("ebt_grc", b)]["minutes"] > 0
+               for b in ("200-250", "500-600", "900-1000", "1500-2000"))
+    assert "OOM" in proc.stdout
+
+
+def test_bench_table1_time_cap_and_default_model_list():
+    from rirlab.bench.base import TABLE1_ROWS, BenchOptions, run
+    from rirlab.bench.table1 import table1_models
+    from rirlab.models import registry
+
+    names, notes = table1_models(BenchOptions())
+    assert {"bt_grc", "bt_grc_os", "ebt_grc", "rir_ebt_grc", "rnn_grc"} <= set(names)
+    assert names == sorted(names, key=lambda m: registry.get(m).table1_row)  # the paper's row order
+    assert len(names) + len(notes) == TABLE1_ROWS  # unregistered rows are named, not silently dropped
+    r = run("table1", BenchOptions(models=("rnn_grc",), samples=3, bins=((30, 40), (50, 60)), time_cap_s=1e-6,
+                                   overrides={"hidden_size": 8}))
+    assert [(x["status"], x["samples"]) for x in r["rows"]] == [("TIMEOUT", 1), ("TIMEOUT", 0)]
+    assert r["rows"][1]["skipped"]
+    r = run("table1", BenchOptions(models=("rnn_grc",), samples=1, bins=((30, 40),), time_cap_s=1e-6,
+                                   overrides={"hidden_size": 8}))
+    assert r["rows"][0]["status"] == "ok"  # every sample ran: over the cap, but nothing was cut

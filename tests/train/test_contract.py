@@ -1,0 +1,82 @@
+"""The MLflow contract (rirlab.contract) is the one spelling of every metric: the trainer reports only names it
+lists, docs/metrics.md documents exactly those, and the names the sweep side spells agree with MLflow's own."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from rirlab import contract
+from rirlab.train import run_trial
+from tests.helpers.cli import REPO
+
+
+def documented_names() -> set[str]:
+    """The backticked names in the first column of docs/metrics.md's metric table."""
+    names = set()
+    for line in (REPO / "docs" / "metrics.md").read_text().splitlines():
+        if line.startswith("| `"):
+            names |= set(re.findall(r"`([^`]+)`", line.split("|")[1]))
+    return names
+
+
+def test_docs_metrics_table_lists_exactly_the_contracts_metrics():
+    documented = {n.replace("dev/", "<split>/") for n in documented_names()}
+    assert documented == set(contract.METRICS), (sorted(documented - set(contract.METRICS)),
+                                                 sorted(set(contract.METRICS) - documented))
+
+
+@pytest.mark.parametrize("model,extra", [("rir_grc", {"chunk_size": 5}), ("gut", {"num_heads": 2, "halt_loss_weight": 0.01})])
+def test_every_reported_metric_is_in_the_contract(model, extra):
+    reported: set[str] = set()
+
+    def report(metrics, checkpoint=None):
+        reported.update(metrics)
+
+    run_trial({"task": "listops", "model": model, "hidden_size": 8, "steps": 6, "batch_size": 8, "log_every": 3,
+               "eval_every": 3, "n_train": 40, "n_dev": 16, "n_test": 16, "eval_splits": ["test"], "num_threads": 1,
+               "recipe": "paper", "epochs": None, **extra}, report)
+    keys = {k for k in reported if k not in (contract.FINAL, contract.DEVICE)
+            and not k.startswith(contract.ARTIFACT_PREFIX)}
+    undocumented = sorted(m for m in keys if not contract.is_documented(m))
+    assert not undocumented, f"reported but not in rirlab.contract.METRICS: {undocumented}"
+    assert set(contract.RUN_METRICS) <= reported  # and what every trial promises is reported
+    if model == "gut":
+        assert set(contract.HALTING_STATS) <= reported
+
+
+def test_is_documented_refuses_a_name_outside_the_contract():
+    assert contract.is_documented("test/accuracy") and contract.is_documented("ops_10/loss")
+    assert not contract.is_documented("process_rss") and not contract.is_documented("train/grad_norm")
+
+
+def test_the_contract_spells_mlflows_own_tags_as_mlflow_does():
+    from mlflow.utils import mlflow_tags
+
+    assert contract.PARENT_RUN_ID == mlflow_tags.MLFLOW_PARENT_RUN_ID
+    assert contract.NOTE == mlflow_tags.MLFLOW_RUN_NOTE
+    assert contract.GIT_COMMIT_MLFLOW == mlflow_tags.MLFLOW_GIT_COMMIT
+
+
+def test_best_is_one_rule_whatever_the_order_ties_go_to_the_first_name():
+    """The progress line, the parent run (best_trials) and `rirlab runs` used three rules that disagreed on ties."""
+    import itertools
+    import types
+
+    from sweeps.driver.progress import ProgressCallback
+    from sweeps.record.artifacts import best_trials
+    from sweeps.spec.trials import TrialSpace
+
+    trials = [("lr=0.1,seed=0", 80.0), ("lr=0.01,seed=0", 90.0), ("lr=0.001,seed=0", 90.0), ("bad", float("nan"))]
+    for order in itertools.permutations(trials):
+        runs = [types.SimpleNamespace(info=types.SimpleNamespace(status="FINISHED", run_name=n),
+                                      data=types.SimpleNamespace(metrics={"dev/accuracy": v}, tags={}))
+                for n, v in order]
+        assert best_trials(runs, ["dev/accuracy"], ["max"])["dev/accuracy"].info.run_name == "lr=0.001,seed=0"
+        progress = ProgressCallback("x", 4, "dev/accuracy", "max", TrialSpace(), stream=open("/dev/null", "w"))
+        for n, v in order:
+            progress._update_best({"dev/accuracy": v}, n)
+        assert progress.best["dev/accuracy"] == (90.0, "lr=0.001,seed=0")
+    assert contract.is_better(1.0, "b", (2.0, "a"), "min") and not contract.is_better(2.0, "a", (1.0, "b"), "min")
+    assert not contract.is_better(float("inf"), "a", None, "max")
