@@ -13,8 +13,8 @@ import psutil
 from mlflow.tracking import MlflowClient
 
 from rirlab.train import run_trial
-from sweeps.spec import load_spec
-from sweeps.specfile import expand
+from sweeps.spec.load import load_spec
+from sweeps.spec.trials import expand
 from tests.helpers.cli import REPO, RIRLAB, run_cli
 from tests.helpers.sweep_runs import TINY, runs_of, write_spec
 
@@ -68,20 +68,31 @@ def _wait_for(predicate, timeout: float, what: str, proc=None):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def _trial_workers():
-    return [p for p in psutil.process_iter(["cmdline"]) if "ImplicitFunc" in " ".join(p.info["cmdline"] or [])]
+def _trial_workers(mark: str):
+    """This test's trial workers: Ray trial processes whose environment carries ``mark`` (a local Ray's workers
+    inherit the driver's environment). Never another sweep's on the same machine, which a name match would kill."""
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        if "ImplicitFunc" in " ".join(p.info["cmdline"] or []):
+            try:
+                if p.environ().get("RIRLAB_TEST_MARK") == mark:
+                    found.append(p)
+            except psutil.Error:
+                pass
+    return found
 
 
 def test_trial_worker_killed_resumes_from_checkpoint_with_the_same_final_metrics(workdir):
     spec = write_spec(workdir / "k.yaml", name="killed_worker", seeds=1, search={}, max_failures=3, checkpoint_every=50,
                       fixed={**TINY["fixed"], "steps": 600, "eval_every": 300})
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    mark = str(workdir)
+    env = {**{k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}, "RIRLAB_TEST_MARK": mark}
     proc = subprocess.Popen([*RIRLAB, "sweep", str(spec), "--no-checkpoint-artifacts"], cwd=workdir, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         ckpts = lambda: list((workdir / "rirlab_runs").glob("*/trial_*/checkpoint_*"))  # noqa: E731
         _wait_for(ckpts, 300, "a first checkpoint", proc)
-        victims = _wait_for(_trial_workers, 60, "the trial's worker process", proc)
+        victims = _wait_for(lambda: _trial_workers(mark), 60, "the trial's worker process", proc)
         for p in victims:
             p.send_signal(signal.SIGKILL)
         out, _ = proc.communicate(timeout=600)

@@ -9,6 +9,7 @@ from rirlab.models import registry
 from rirlab.models.mega import MegaConfig, MultiDimEMA
 from rirlab.tasks import listops
 from rirlab.tasks.base import TaskInfo, collate_classify
+from tests.helpers.cli import REPO
 from tests.helpers.models import learns_listops
 
 INFO = TaskInfo(len(listops.VOCAB), 10, "classify")
@@ -141,11 +142,10 @@ def test_tiny_mega_learns_listops_above_majority():
 def test_rir_specs_train_mega_with_the_rir_authors_adam_betas(spec):
     """The RIR authors' MEGA configs (ListOps and logical inference) set Adam betas (0.99, 0.98); every MEGA trial of
     the RIR Table 2 and 3 specs resolves to them."""
-    from pathlib import Path
 
     from sweeps.spec.load import load_spec
     from sweeps.spec.trials import expand
 
-    loaded = load_spec(Path(__file__).parents[1] / "search_spaces" / spec)
+    loaded = load_spec(REPO / "search_spaces" / spec)
     megas = [t for t in expand(loaded.spec) if t.config["model"] == "mega"]
     assert megas and all((t.config["adam_beta1"], t.config["adam_beta2"]) == (0.99, 0.98) for t in megas)
