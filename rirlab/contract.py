@@ -85,6 +85,9 @@ STEP = "step"
 FINAL = "final"  # a report key, not a metric: the trial's last report
 DEVICE = "device"  # a report key with a string value (cpu, or the GPU's name): the child run's tag rirlab.device
 ARTIFACT_PREFIX = "artifact:"  # a report key artifact:<file>: a JSON-able value the tracker logs as that artifact
+PARAM_PREFIX = "param:"  # a report key param:<name>: a string the tracker logs as the run's param <name> (a fact
+# of the trial's data, known once it is loaded: OOV_PARAM of each split)
+OOV_PARAM = "oov/"  # oov/<split>: share of the split's tokens outside the trial's vocabulary (text tasks), 0..1
 TRAIN_PREFIX = "train/"  # train/loss, train/accuracy and each model's own train/<stat>
 TRAIN_LOSS = "train/loss"
 TRAIN_ACCURACY = "train/accuracy"

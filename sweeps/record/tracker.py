@@ -69,7 +69,8 @@ def split_result(result: dict) -> tuple[dict[str, float], dict[str, str]]:
     """Numeric, finite values -> metrics; strings -> tags; Ray's bookkeeping keys dropped."""
     metrics, tags = {}, {}
     for k, v in result.items():
-        if k in RAY_KEYS or k.startswith(("config", contract.ARTIFACT_PREFIX)) or k in ("trial_id", "experiment_tag", "date", "hostname", "node_ip"):
+        if k in RAY_KEYS or k.startswith(("config", contract.ARTIFACT_PREFIX, contract.PARAM_PREFIX)) or \
+                k in ("trial_id", "experiment_tag", "date", "hostname", "node_ip"):
             continue
         if isinstance(v, bool):
             continue
@@ -179,8 +180,10 @@ class Tracker:
             if key.startswith(contract.ARTIFACT_PREFIX):
                 self.client.log_dict(run_id, obj, key.removeprefix(contract.ARTIFACT_PREFIX))
         metrics, tags = split_result(result)
+        params = [Param(k.removeprefix(contract.PARAM_PREFIX), str(v)[:6000]) for k, v in result.items()
+                  if k.startswith(contract.PARAM_PREFIX)]
         now = int(time.time() * 1000)
-        self.client.log_batch(run_id, metrics=[Metric(k, v, now, step) for k, v in metrics.items()],
+        self.client.log_batch(run_id, metrics=[Metric(k, v, now, step) for k, v in metrics.items()], params=params,
                               tags=[RunTag(k, v) for k, v in tags.items()], synchronous=True)
 
     def log_datasets(self, run_id: str, datasets: list[dict]) -> None:

@@ -38,7 +38,7 @@ def test_every_reported_metric_is_in_the_contract(model, extra):
                "eval_every": 3, "n_train": 40, "n_dev": 16, "n_test": 16, "eval_splits": ["test"], "num_threads": 1,
                "recipe": "paper", "epochs": None, **extra}, report)
     keys = {k for k in reported if k not in (contract.FINAL, contract.DEVICE)
-            and not k.startswith(contract.ARTIFACT_PREFIX)}
+            and not k.startswith((contract.ARTIFACT_PREFIX, contract.PARAM_PREFIX))}
     undocumented = sorted(m for m in keys if not contract.is_documented(m))
     assert not undocumented, f"reported but not in rirlab.contract.METRICS: {undocumented}"
     assert set(contract.RUN_METRICS) <= reported  # and what every trial promises is reported
@@ -80,3 +80,21 @@ def test_best_is_one_rule_whatever_the_order_ties_go_to_the_first_name():
         assert progress.best["dev/accuracy"] == (90.0, "lr=0.001,seed=0")
     assert contract.is_better(1.0, "b", (2.0, "a"), "min") and not contract.is_better(2.0, "a", (1.0, "b"), "min")
     assert not contract.is_better(float("inf"), "a", None, "max")
+
+
+def test_a_text_trial_records_each_splits_oov_rate_as_a_param(tmp_path, cache):
+    """Issue: the OOV rate per split, as a param of each trial. The trainer reports param:oov/<split> (the task's
+    own count under the trial's vocabulary) and the tracker logs those keys as the run's params."""
+    from sweeps.record.tracker import Tracker
+
+    final = run_trial({"task": "sst5", "model": "bbt_grc", "generated": True, "embeddings": "random",
+                       "vocab_from": "train", "hidden_size": 8, "steps": 2, "batch_size": 4, "log_every": 1,
+                       "eval_every": 2, "num_threads": 1, "epochs": None})
+    oov = {k: v for k, v in final.items() if k.startswith(contract.PARAM_PREFIX)}
+    assert set(oov) == {"param:oov/dev", "param:oov/test"} and all(0 <= float(v) <= 1 for v in oov.values())
+    tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}")
+    exp = tracker.experiment_id("oov")
+    run = tracker.start_child(exp, tracker.start_parent(exp, "p", {}), "t", {"lr": 0.1}, {})
+    tracker.log_result(run, final, step=2)
+    params = tracker.client.get_run(run).data.params
+    assert params["oov/dev"] == oov["param:oov/dev"] and params["lr"] == "0.1" and "param:oov/dev" not in params
