@@ -94,10 +94,14 @@ def read_text(path) -> str:
     return "\n".join(line for _, line in read_lines(path))
 
 
+FIELD_LIMIT = 64 * 2**20  # a field of a data file may be this long (LRA Retrieval rows hold whole papers)
+
+
 def tsv(path, quoted: bool = True) -> Iterator[tuple[int, list[str]]]:
     """(line number, fields) of a tab-separated file. ``quoted``: fields may be double-quoted (with ``""`` for a
     quote and newlines inside, as pandas / csv write them); else quotes are plain characters."""
     it = (line + "\n" for _, line in read_lines(path))
+    csv.field_size_limit(max(csv.field_size_limit(), FIELD_LIMIT))  # csv's default 131,072 bytes: an AAN paper is more
     reader = csv.reader(it, delimiter="\t", quoting=csv.QUOTE_MINIMAL if quoted else csv.QUOTE_NONE, strict=True)
     while True:
         start = reader.line_num + 1  # the line the next row begins on

@@ -86,3 +86,14 @@ def test_missing_glove_stops_a_sweep_before_ray_or_mlflow(tmp_path):
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("error: sst5: missing glove.840B.300d.txt"), line
     assert not (tmp_path / "mlruns.db").exists() and not (tmp_path / "rirlab_runs").exists()
+
+
+def test_a_field_longer_than_csvs_default_limit_is_read(tmp_path):
+    """csv refuses fields over 131,072 bytes by default, so a valid LRA Retrieval row (two whole papers) was
+    reported as "malformed TSV"."""
+    from rirlab.tasks.text import tsv
+
+    long_field = "x" * 200_000
+    path = write(tmp_path / "r.tsv", f"1\tdoc1\tdoc2\t{long_field}\tshort\n")
+    ((no, fields),) = list(tsv(path))
+    assert no == 1 and fields[3] == long_field and fields[4] == "short"
