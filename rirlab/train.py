@@ -389,10 +389,8 @@ def run_trial(config: dict, report: Optional[Report] = None, *, state: Optional[
         final.update({C.split_metric(name, k): v for k, v in trainer.evaluate(examples).items()})
     for name, obj in getattr(trainer.model, "artifacts", dict)().items():
         final[C.ARTIFACT_PREFIX + name] = obj  # JSON-able; the tracker stores it as an MLflow artifact
-    task, tcfg = tasks.get(cfg.task), cfg.task_cfg
-    if hasattr(task, "oov"):  # text tasks: how much of each split reads as <unk> (recorded as params)
-        final.update({C.PARAM_PREFIX + C.OOV_PARAM + split: f"{share:.4f}"
-                      for split, share in task.oov(tcfg, list(trainer.data.eval_splits)).items()})
+    data_params = tasks.get(cfg.task).trial_params(cfg.task_cfg, list(trainer.data.eval_splits))  # e.g. OOV rates
+    final.update({C.PARAM_PREFIX + k: v for k, v in data_params.items()})
     final.update({C.PEAK_MEM_MB: trainer.peak_mem_mb(), C.PROCESS_RSS_MB: rss_mb(),
                   C.NUM_PARAMS: sum(p.numel() for p in trainer.model.parameters()),
                   C.DEVICE: device_name() if trainer.device.type == "cuda" else "cpu", C.FINAL: True})

@@ -63,23 +63,25 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
                            checkpoint_artifacts=not no_checkpoint_artifacts, output_root=output_dir,
                            progress=progress, system_metrics=system_metrics, report=log_parent_report)
     except SweepInterrupted:
-        from rirlab.redact import redact_uri
-
-        click.echo(f"interrupted; continue with: {command_name()} sweep {spec}{' --quick' if quick else ''}"
-                   f"{''.join(' --set ' + redact_uri(s) for s in sets)} --resume", err=True)
+        click.echo(f"interrupted; continue with: {_resume_command(spec, quick, sets)}", err=True)
         sys.exit(143 if terminated() else 130)
     except KeyboardInterrupt:  # before the sweep's parent run existed: nothing to resume
         click.echo(f"interrupted before the sweep {'continued' if resume else 'started'}; nothing was recorded: "
                    f"run the same command again", err=True)
         sys.exit(143 if terminated() else 130)
     if counts["interrupted"]:
-        from rirlab.redact import redact_uri
-
-        flags = (" --quick" if quick else "") + "".join(" --set " + redact_uri(s) for s in sets)
         click.echo(f"interrupted: {counts['stopped']} running trial(s) stopped, their last checkpoints kept; "
-                   f"continue with:\n  {command_name()} sweep {spec}{flags} --resume", err=True)
+                   f"continue with:\n  {_resume_command(spec, quick, sets)}", err=True)
         sys.exit(143 if terminated() else 130)
     click.echo(f"done: {counts['finished']} finished, {counts['failed']} failed; parent run {counts['parent_run_id']}")
     click.echo(f"next: {command_name()} tables {spec}   |   {command_name()} ui")
     if counts["finished"] == 0:
         sys.exit(1)
+
+
+def _resume_command(spec, quick: bool, sets) -> str:
+    """The command that continues this sweep, as the user called rirlab, a password in a --set value masked."""
+    from rirlab.redact import redact_uri
+
+    flags = (" --quick" if quick else "") + "".join(" --set " + redact_uri(s) for s in sets)
+    return f"{command_name()} sweep {spec}{flags} --resume"

@@ -86,6 +86,11 @@ class Task(abc.ABC):
         """Cheap checks of a trial's task config before its run is recorded (e.g. a file it needs exists);
         UserError in one line. Default: none."""
 
+    def trial_params(self, cfg, splits) -> dict[str, str]:
+        """Facts of a trial's data, known once it is loaded, that its run records as params (text tasks: the OOV
+        rate of each split, ``contract.OOV_PARAM``). Default: none."""
+        return {}
+
     @property
     def doc(self) -> str:
         """The class docstring: its first line is the task's one-line description (`rirlab tasks`)."""

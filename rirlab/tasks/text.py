@@ -45,6 +45,7 @@ from pydantic import Field, field_validator
 from pydantic.dataclasses import dataclass
 
 from rirlab.config import STRICT
+from rirlab.contract import OOV_PARAM
 from rirlab.errors import UserError
 from rirlab.tasks import cache, summary
 from rirlab.tasks.base import PAD, DatasetInfo, Task, TaskData, collate_classify, collate_pair
@@ -385,6 +386,10 @@ class TextTask(Task):
                     for t in r]
             out[split] = sum(t not in vocab for t in toks) / max(1, len(toks))
         return out
+
+    def trial_params(self, cfg, splits) -> dict[str, str]:
+        """Each split's OOV rate (:meth:`oov`) as the param ``oov/<split>``."""
+        return {OOV_PARAM + split: f"{share:.4f}" for split, share in self.oov(cfg, splits).items()}
 
     def glove_file(self, cfg) -> Path:
         """The GloVe file a trial reads; UserError in one line when it is absent."""

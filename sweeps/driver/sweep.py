@@ -18,6 +18,7 @@ from rirlab.redact import redact_all, redact_uri
 from sweeps.driver.cluster import check_address, check_resources, ray_init
 from sweeps.driver.signals import SweepInterrupted, raise_if_interrupted, stop_on_sigterm_like_ctrl_c
 from sweeps.plan.plan import SweepPlan
+from sweeps.record.store import raw
 from sweeps.record.tracker import Tracker
 
 OUTPUT_ROOT = "rirlab_runs"
@@ -93,7 +94,7 @@ def run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str] = None,
         if parent is None:  # an Optuna storage that cannot serve: refused before MLflow is written
             from sweeps.tune.search import check_storage
 
-            check_storage(plan, str(getattr(tracking_uri, "raw", tracking_uri)), tune_path)
+            check_storage(plan, raw(tracking_uri), tune_path)
     except UserError:
         if parent is None:  # nothing ran: leave no sweep folder behind
             _discard(tune_path)
@@ -202,9 +203,8 @@ def _recorded_ends(tracker: Tracker, exp_id: str, parent_id: str) -> dict:
 
 def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_path: str, restore: bool,
          checkpoint_artifacts: bool, progress_mode: str = "line", system_metrics: bool = False, report=None) -> dict:
-    from ray import tune
-
     import ray
+    from ray import tune
 
     from sweeps.driver.progress import ProgressCallback
     from sweeps.record.callback import MLflowTrialCallback, bound
@@ -212,7 +212,6 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
     from sweeps.tune.tuner import keep_secrets_out_of_tune, new_tuner
 
     spec = plan.spec
-
     raise_if_interrupted()
     keep_secrets_out_of_tune()
     tracker.set_tags(parent_id, {contract.CLUSTER_RESOURCES: json.dumps(ray.cluster_resources(), sort_keys=True)})
@@ -221,7 +220,7 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
     done = _recorded_ends(tracker, exp_id, parent_id) if restore else {}
     monitor = None
     if system_metrics:
-        monitor = {"uri": str(getattr(tracker.uri, "raw", tracker.uri)), "exp_id": exp_id, "parent_id": parent_id,
+        monitor = {"uri": raw(tracker.uri), "exp_id": exp_id, "parent_id": parent_id,
                    "interval": float(os.environ.get("RIRLAB_SYSTEM_METRICS_INTERVAL_S", "10"))}
     trainable = tune.with_parameters(trial_fn, space=space, checkpoint_every=spec.checkpoint_every,
                                      driver_cwd=os.getcwd(), done=done, monitor=monitor)
@@ -237,8 +236,7 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
             if restore:
                 tuner = tune.Tuner.restore(tune_path, trainable=train_fn, resume_unfinished=True, resume_errored=True)
             else:
-                tuner = new_tuner(plan, train_fn, tune_path, callbacks,
-                                   tracking_uri=str(getattr(tracker.uri, "raw", tracker.uri)))
+                tuner = new_tuner(plan, train_fn, tune_path, callbacks, tracking_uri=raw(tracker.uri))
             grid = tuner.fit()
         errors = len(grid.errors)
     except KeyboardInterrupt:  # a second Ctrl-C: Ray gives up waiting

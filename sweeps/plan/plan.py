@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 from typing import Optional
 
 from rirlab.trial import TrialConfig, resolve
@@ -68,12 +69,16 @@ class SweepPlan:
         return base_config(self.spec)
 
     def resolved_of(self, record: TrialRecord) -> TrialConfig:
-        """A trial's resolved config: the planned one, or (an Optuna trial) resolved now."""
-        return self._by_name.get(record.name) or resolve(record.config)
+        """A trial's resolved config: the planned one, or (an Optuna trial, whose values Optuna chose) resolved now."""
+        return self._planned.get(_config_key(record.config)) or resolve(record.config)
 
     @functools.cached_property
-    def _by_name(self) -> dict[str, TrialConfig]:
-        return {t.name: r for t, r in zip(self.trials, self.resolved)}
+    def _planned(self) -> dict[str, TrialConfig]:
+        """Exact config -> resolved config of the trials that run as planned. Not by run name (which rounds floats),
+        and not the preview of an optuna sweep, whose real values differ."""
+        if self.spec.algorithm == "optuna":
+            return {}
+        return {_config_key(t.config): r for t, r in zip(self.trials, self.resolved)}
 
     @functools.cached_property
     def splits(self) -> Optional[list[tuple[str, str]]]:
@@ -100,6 +105,10 @@ class SweepPlan:
         else:  # optuna: the Repeater's index picks the seed of each repeat
             space["seed"] = spec.seed_list[0]
         return space
+
+
+def _config_key(config: dict) -> str:
+    return json.dumps(config, sort_keys=True, default=str)
 
 
 def _domain(axis):

@@ -206,14 +206,14 @@ class Tracker:
         self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()], synchronous=True)
 
     def finish(self, run_id: str, status: str = "FINISHED", reason: Optional[str] = None) -> None:
-        """End a run; a run that finishes after a --resume no longer says it was interrupted."""
         if reason:
             self.set_tags(run_id, {contract.FAILURE_REASON: reason[:5000]})
-        if status == "FINISHED" and contract.INTERRUPTED in self.client.get_run(run_id).data.tags:
-            self.client.delete_tag(run_id, contract.INTERRUPTED)
         self.client.set_terminated(run_id, status=status)
 
     def reopen(self, run_id: str) -> None:
+        """Run a run again (--resume): RUNNING, and no longer marked interrupted (an interruption marks it anew)."""
+        if contract.INTERRUPTED in self.client.get_run(run_id).data.tags:
+            self.client.delete_tag(run_id, contract.INTERRUPTED)
         self.client.update_run(run_id, status=RunStatus.to_string(RunStatus.RUNNING))
 
 
