@@ -5,7 +5,9 @@ through L layers of self-attention within the chunk (Attention1, RoPE), cross-at
 M^t (Attention2) and a feed-forward; then the memory slots attend to the chunk's last states in U
 layers (Attention3_l + FeedForward_l) to give M^{t+1}.
 TLB: L layers with their own parameters. GUTLB: one shared layer with GatedFeedForward repeated under
-GUT's global transition-aware halting per chunk (halting restarts at every chunk); the memory reads S_L.
+GUT's global transition-aware halting per chunk (halting restarts at every chunk); the memory reads S_L. As in GUT
+(gut.py) and the paper's code, the chunk self-attention takes keys/values from H_{l-1} under global halting and from
+S_{l-1} otherwise ("-Global Halt").
 A sequence whose chunk is all padding keeps its memory. ``num_chunks`` gives "TLB Fixed Recurrence"
 (§6.6, Table 3 "TLB FR"): k chunks of size ceil(S / k) for the batch's padded length S instead of size g.
 
@@ -13,9 +15,18 @@ A sequence whose chunk is all padding keeps its memory. ``num_chunks`` gives "TL
 k = ceil(len(H_0) / g), chunks = torch.chunk(H_0, k), i.e. k chunks of ceil(S / k) positions for the padded
 length S, so a sequence's chunks (and output) depend on how the batch is padded; "fixed" cuts every
 sequence into chunks of exactly g positions (batch-independent; rirlab's earlier behaviour).
-``readout``: "memory" (the code): no START/END; a sentence is classified from the mean over slots of
-LayerNorm(final memory), so the classifier sees the sequence only through the memory bottleneck; "tokens":
+``readout``: "memory" (the code): no START/END; a sentence is classified from LayerNorm(final memory), so the
+classifier sees the sequence only through the memory bottleneck: ``pooling`` None / "mean" reads the mean over the
+slots, "start" / "end" the last slot (the code's "cls" / "end" pooling, which its LRA Image configs use); "tokens":
 START/END and pooling of the token states (rirlab's earlier behaviour). Language modelling reads token states.
+``memory_norm``: "two" (the code's ``TLBBlock`` / ``GatedTLBBlock`` LN11, LN12 and ``CrossTransformerBlock``): each
+memory cross-attention (chunk -> memory and memory -> chunk) normalises its queries and its keys/values with
+LayerNorms of their own; "shared": one LayerNorm for both (rirlab before). The two agree at initialisation and part
+once trained.
+``pair_batch`` (pair tasks): "joint" (the code's ``batch_pair``, on in all its pair configs): the two sentences of
+every pair are padded to the longer batch and encoded as one batch (rirlab.models.heads.TaskModel), so, chunking
+by the padded length, each sentence gets the code's chunks; "separate": one call per sentence batch (rirlab before;
+a sentence's chunks then depend on its own batch's padded length only).
 The memory-update feed-forward is d -> ``memory_ff_mult`` d -> d (the code: 1), M^0 starts at zero (the code).
 GUTLB's L_ACT is averaged per sequence over its chunks that hold real tokens, then over the batch (the code).
 Defaults (the paper's Appendix A): chunk size 10 and 10 memory slots; L = 2 for TLB, upper bound 5 for GUTLB.
@@ -27,7 +38,7 @@ from typing import Literal, Optional
 
 import torch
 import torch.nn.functional as F
-from pydantic import Field, model_validator
+from pydantic import Field
 from pydantic.dataclasses import dataclass
 from torch import nn
 
@@ -49,10 +60,8 @@ class TLBConfig(RTConfig):
     chunking: Literal["torch", "fixed"] = "torch"  # module doc
     readout: Literal["memory", "tokens"] = "memory"  # module doc
     memory_ff_mult: int = Field(1, ge=1)  # memory-update feed-forward d -> this * d -> d
-
-    @model_validator(mode="after")
-    def _pooling(self):
-        return pooling_needs_tokens(self)
+    memory_norm: Literal["two", "shared"] = "two"  # module doc
+    pair_batch: Literal["joint", "separate"] = "joint"  # pairs: both sentences in one padded batch (module doc)
 
 
 @dataclass(config=STRICT)
@@ -64,34 +73,39 @@ class GUTLBConfig(GUTConfig):
     chunking: Literal["torch", "fixed"] = "torch"
     readout: Literal["memory", "tokens"] = "memory"
     memory_ff_mult: int = Field(1, ge=1)
-
-    @model_validator(mode="after")
-    def _pooling(self):
-        return pooling_needs_tokens(self)
+    memory_norm: Literal["two", "shared"] = "two"
+    pair_batch: Literal["joint", "separate"] = "joint"
 
 
-def pooling_needs_tokens(cfg):
-    """``pooling`` picks among token states; with ``readout: memory`` (the code) the memory is read instead."""
-    if cfg.pooling is not None and cfg.readout == "memory":
-        raise ValueError(f"pooling={cfg.pooling} has no effect with readout=memory (the sentence vector is the "
-                         f"mean of the final memory); drop pooling or set readout=tokens")
-    return cfg
+class CrossAttention(Attention):
+    """Attention(Q, K, V) = MHA(LN_q(Q), LN_kv(K), LN_kv(V)) + Q without positions; ``own_kv_norm``: LN_kv is a
+    LayerNorm of its own (the code's LN11 / LN12), else LN_q (one LayerNorm, rirlab before)."""
+
+    def __init__(self, d: int, heads: int, dropout: float, own_kv_norm: bool, **attn):
+        super().__init__(d, heads, dropout, rotary=False, **attn)
+        self.ln_kv = nn.LayerNorm(d) if own_kv_norm else None
+
+    def forward(self, q, kv, key_mask=None, causal: bool = False) -> torch.Tensor:
+        lkv = (self.ln if self.ln_kv is None else self.ln_kv)(kv)  # (N, Sk, D)
+        return self.drop(self.mha(self.ln(q), lkv, key_mask, causal)) + q  # (N, Sq, D)
 
 
 class ChunkLayer(nn.Module):
-    """A_l = Attention1(C, C, C); A_l = Attention2(A_l, M, M); C_l = FeedForward(A_l) or GatedFeedForward(C, A_l)."""
+    """A_l = Attention1(C, KV, KV); A_l = Attention2(A_l, M, M); C_l = FeedForward(A_l) or GatedFeedForward(C, A_l);
+    KV = C, or S_{l-1} for GUTLB without global halting."""
 
-    def __init__(self, d: int, heads: int, d_ff: int, dropout: float, gate: bool, ff: dict, **attn):
+    def __init__(self, d: int, heads: int, d_ff: int, dropout: float, gate: bool, ff: dict, own_kv_norm: bool,
+                 **attn):
         super().__init__()
         self.self_attn = Attention(d, heads, dropout, rotary=True, **attn)  # chunk-local positions
-        self.mem_attn = Attention(d, heads, dropout, rotary=False, **attn)  # no positions on memory
+        self.mem_attn = CrossAttention(d, heads, dropout, own_kv_norm, **attn)  # no positions on memory
         ff = dict(ff)
         shared = ff.pop("shared_norm", False)
         self.ff = GatedFeedForward(d, d_ff, dropout, shared, **ff) if gate else FeedForward(d, d_ff, dropout, **ff)
         self.gated = gate
 
-    def forward(self, c, mask, memory, causal: bool) -> torch.Tensor:
-        a = self.self_attn(c, None, mask, causal)  # (N, g, D)
+    def forward(self, c, mask, memory, causal: bool, kv=None) -> torch.Tensor:
+        a = self.self_attn(c, kv, mask, causal)  # (N, g, D)
         a = self.mem_attn(a, memory)  # (N, g, D)
         return self.ff(c, a) if self.gated else self.ff(a)  # (N, g, D)
 
@@ -99,9 +113,10 @@ class ChunkLayer(nn.Module):
 class MemoryUpdate(nn.Module):
     """M_l = FeedForward_l(Attention3_l(M_{l-1}, C, C)) for l = 1..U (Algorithm 2, 4)."""
 
-    def __init__(self, d: int, heads: int, d_ff: int, dropout: float, layers: int, ff: dict, **attn):
+    def __init__(self, d: int, heads: int, d_ff: int, dropout: float, layers: int, ff: dict, own_kv_norm: bool,
+                 **attn):
         super().__init__()
-        self.attn = nn.ModuleList(Attention(d, heads, dropout, rotary=False, **attn) for _ in range(layers))
+        self.attn = nn.ModuleList(CrossAttention(d, heads, dropout, own_kv_norm, **attn) for _ in range(layers))
         self.ff = nn.ModuleList(FeedForward(d, d_ff, dropout, **ff) for _ in range(layers))
 
     def forward(self, m, c, mask) -> torch.Tensor:
@@ -121,12 +136,15 @@ class LatentBottleneckEncoder(nn.Module):
         n_layers = 1 if gutlb else cfg.num_layers
         attn = attn_options(cfg)
         gated = gutlb and cfg.gate
-        self.layers = nn.ModuleList(ChunkLayer(d, heads, d_ff, dropout, gated, ff_options(cfg, gated), **attn)
+        two = cfg.memory_norm == "two"
+        self.layers = nn.ModuleList(ChunkLayer(d, heads, d_ff, dropout, gated, ff_options(cfg, gated), two, **attn)
                                     for _ in range(n_layers))
         self.memory0 = nn.Parameter(torch.zeros(1, cfg.memory_slots, d))  # M^0 (zero, as the code)
         self.update = MemoryUpdate(d, heads, cfg.memory_ff_mult * d, dropout, cfg.memory_layers, ff_options(cfg),
-                                   **attn)
+                                   two, **attn)
         self.from_memory = cfg.readout == "memory" and not lm
+        self.last_slot = self.from_memory and cfg.pooling in ("start", "end")  # the code's "cls" / "end" pooling
+        self.kv_from_state = gutlb and not cfg.global_halt  # GUTLB -Global Halt: keys/values from S_{l-1}
         pool = cfg.pooling or ("end" if gutlb else "mean")
         self.readout = Readout(d, True if self.from_memory else lm, pool)  # lm: no START/END
         self.mem_norm = nn.LayerNorm(d) if self.from_memory else None
@@ -151,8 +169,8 @@ class LatentBottleneckEncoder(nn.Module):
             else:
                 mem = memory
 
-                def step(cc, _s, cm=cm, mem=mem):
-                    return self.layers[0](cc, cm, mem, self.causal)  # (N, g, D)
+                def step(cc, ss, cm=cm, mem=mem):
+                    return self.layers[0](cc, cm, mem, self.causal, ss if self.kv_from_state else None)  # (N, g, D)
 
                 res = self.halting(step, c, cm)
                 c = res.states  # S_L, (N, g, D)
@@ -165,7 +183,8 @@ class LatentBottleneckEncoder(nn.Module):
             outs.append(c)
         out = torch.cat(outs, dim=1)[:, :s]  # (N, S, D)
         if self.from_memory:
-            vec = self.mem_norm(memory).mean(1)  # (N, D): mean of LayerNorm(final memory)
+            slots = self.mem_norm(memory)  # (N, slots, D): LayerNorm(final memory)
+            vec = slots[:, -1] if self.last_slot else slots.mean(1)  # (N, D): last slot (code's "cls"/"end") or mean
         else:
             vec = self.readout.pool(self.norm(out), mask, end_at)
         if self.halting is None:

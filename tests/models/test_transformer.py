@@ -159,8 +159,9 @@ def test_pooling_start_reads_the_start_state_and_defaults_stay_the_papers():
     tlb = registry.get("tlb").build(registry.get("tlb").config(hidden_size=16, num_heads=2, readout="tokens",
                                                                pooling="start"), info)
     assert tlb.encoder.readout.how == "start"
-    with pytest.raises(ValueError, match="pooling=start has no effect with readout=memory"):
-        registry.get("gutlb").config(hidden_size=16, num_heads=2, pooling="start")  # the memory is read instead
+    gutlb = registry.get("gutlb").build(registry.get("gutlb").config(hidden_size=16, num_heads=2, pooling="start"),
+                                        info)
+    assert gutlb.encoder.last_slot  # readout memory: pooling start reads the last memory slot (test_tlb.py)
 
     torch.manual_seed(0)
     cfg = registry.get("transformer").config(hidden_size=16, num_heads=2, num_layers=2, dropout=0.0, pooling="start")
