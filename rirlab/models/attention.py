@@ -26,6 +26,9 @@ with the alternative beside it:
 - ``pooling`` (None = the model's: mean, END for GUT/GUTLB, Appendix A): the sentence vector is the mean over
   the valid positions ("mean"), the END state ("end") or the START state ("start", the code's "cls", which
   its LRA Image configs use for Transformer and UT). TLB/GUTLB with ``readout: memory`` read the memory instead.
+- ``head`` ("code"): the task head is the code's Linear-ReLU-Linear without dropout (one logit for two classes, as
+  its sigmoid; rirlab.models.heads.CodeHead), on the sentence vector, the pair features or every token (flip-flop);
+  "gelu": rirlab's MLP with dropout and GELU (one linear layer per token for language modelling), as before.
 The paper trained with mixed precision: the training value ``precision: bf16`` (autocast; halting arithmetic
 stays fp32); the default stays fp32, which CPUs run faster and which the papers' RvNN baselines used.
 
@@ -75,6 +78,7 @@ class RTConfig:
     init_scheme: Literal["code", "torch"] = "code"  # the paper's code's initialisation or PyTorch's (module doc)
     head_dim: Optional[int] = Field(None, ge=2)  # per-head size; None = hidden_size / num_heads (module doc)
     pooling: Optional[Literal["mean", "end", "start"]] = None  # sentence readout; None = the model's (module doc)
+    head: Literal["code", "gelu"] = "code"  # task head: the code's Linear-ReLU-Linear, or rirlab's before (module doc)
 
     @model_validator(mode="after")
     def _heads(self):

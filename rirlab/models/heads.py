@@ -21,6 +21,23 @@ class MLP(nn.Module):
         return self.l2(self.drop(F.gelu(self.l1(self.drop(x)))))
 
 
+class CodeHead(nn.Module):
+    """The dynamic-halt paper's code's classifier (``classifier_block`` of its classifier, sentence-pair and flip-flop
+    frameworks): Linear(d_in, d) - ReLU - Linear(d, C), no dropout. For two classes the code emits one logit z and
+    trains with a sigmoid (BCEWithLogits); here the logits are [0, z], whose softmax cross-entropy is that loss
+    exactly and whose argmax is z > 0 (the code's sigmoid(z) >= 0.5, but for z = 0 exactly)."""
+
+    def __init__(self, d_in: int, d_hidden: int, num_classes: int):
+        super().__init__()
+        self.binary = num_classes == 2
+        self.l1 = nn.Linear(d_in, d_hidden)
+        self.l2 = nn.Linear(d_hidden, 1 if self.binary else num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z = self.l2(F.relu(self.l1(x)))  # (..., C) or (..., 1)
+        return torch.cat([torch.zeros_like(z), z], dim=-1) if self.binary else z  # (..., C)
+
+
 class TrainableUnk(nn.Module):
     """Frozen word vectors whose ``unk_id`` token reads a trainable vector instead (standard normal init), as the
     authors' public code (JRC1995/BeamRecursionFamily, ``unk_embed``): words without a GloVe vector share it."""
@@ -38,13 +55,20 @@ class TrainableUnk(nn.Module):
 class TaskModel(nn.Module):
     """Embeds tokens, runs ``encoder(x, mask) -> EncoderOutput`` and applies the task's head.
 
-    ``cfg``: the model config (its ``hidden_size`` and ``dropout``).
+    ``cfg``: the model config (its ``hidden_size`` and ``dropout``; ``head``, where it has one).
+
+    ``head`` "code" (the recurrent Transformers' default, their paper's code): :class:`CodeHead` on the sentence
+    vector, the pair features or (lm, the flip-flop framework) every token state; "gelu" (every other model, and
+    rirlab's recurrent Transformers before): the MLP with dropout below, and one linear layer per token for lm.
 
     classify: MLP on the sentence vector; pair: siamese, MLP on [u; v; |u-v|; u*v], the two sentences' auxiliary
     losses summed, or averaged where ``cfg.pair_act == "mean"`` (halting models; the dynamic-halt paper's code);
     pair with a sentence-interaction encoder (``encoder.joint_pair``: gau, egt_gau, ebt_gau): MLP on ``encoder.pair``'s
     vector of the two sequences read together (EBT paper App. F.2 eq. 20);
     lm: a linear layer on every token state (the encoder must return (N, S, D)).
+    ``pair_batch`` "joint" (TLB/GUTLB; the code's ``batch_pair``): both sentences of a pair, padded to the longer of
+    the two batches, go through the encoder as one batch of 2N, so a sentence's chunks (torch.chunk of the padded
+    length) are those of the code; "separate" (every other model): one encoder call per sentence batch.
     """
 
     def __init__(self, encoder: nn.Module, info: TaskInfo, cfg):
@@ -52,6 +76,7 @@ class TaskModel(nn.Module):
         d, dropout = cfg.hidden_size, cfg.dropout  # every model config has both
         self.kind = info.kind
         self.pair_act_mean = getattr(cfg, "pair_act", "sum") == "mean"  # halting models: the code averages
+        self.pair_joint = info.kind == "pair" and getattr(cfg, "pair_batch", "separate") == "joint"
         if getattr(info, "embeddings", None) is None:
             self.embed = nn.Embedding(info.vocab_size, d, padding_idx=info.pad_id)
         else:  # the task's frozen pretrained vectors (GloVe; rirlab.tasks.text), a trainable map to the model width
@@ -65,7 +90,11 @@ class TaskModel(nn.Module):
         # sentence interaction (EBT paper App. F.2): the encoder reads both sequences of a pair at once, ``pair(x1,
         # mask1, x2, mask2)``, and returns the pair's vector; the head is eq. 20 on it (no siamese features)
         self.joint_pair = info.kind == "pair" and getattr(encoder, "joint_pair", False)
-        if info.kind == "classify" or self.joint_pair:
+        if getattr(cfg, "head", "gelu") == "code":
+            if info.kind not in ("classify", "pair", "lm"):
+                raise ValueError(f"unknown task kind {info.kind!r}")
+            self.head = CodeHead(4 * d if info.kind == "pair" and not self.joint_pair else d, d, info.num_classes)
+        elif info.kind == "classify" or self.joint_pair:
             self.head = MLP(d, d, info.num_classes, dropout)
         elif info.kind == "pair":
             self.head = MLP(4 * d, d, info.num_classes, dropout)
@@ -86,6 +115,8 @@ class TaskModel(nn.Module):
             embed = [self.drop(self.embed(batch[k])) for k in ("tokens", "tokens2")]  # (N, S1, D), (N, S2, D)
             out = self.encoder.pair(embed[0], batch["mask"], embed[1], batch["mask2"])  # vec (N, D)
             return ModelOutput(self.head(out.vec), out.aux_loss, out.stats)
+        if self.pair_joint:
+            return self.joint(batch)
         a = self.encode(batch["tokens"], batch["mask"])
         if self.kind != "pair":
             return ModelOutput(self.head(a.vec), a.aux_loss, a.stats)
@@ -95,3 +126,17 @@ class TaskModel(nn.Module):
         aux = None if a.aux_loss is None else (a.aux_loss + b.aux_loss) / (2 if self.pair_act_mean else 1)
         stats = {k: (a.stats[k] + b.stats.get(k, a.stats[k])) / 2 for k in a.stats}
         return ModelOutput(logits, aux, stats)
+
+    def joint(self, batch: dict) -> ModelOutput:
+        """Pair through one encoder call (``pair_batch: joint``): [x1; x2] padded to max(S1, S2), split after."""
+        x1, x2 = (self.drop(self.embed(batch[k])) for k in ("tokens", "tokens2"))  # (N, S1, D), (N, S2, D)
+        m1, m2 = batch["mask"], batch["mask2"]
+        n, s = x1.size(0), max(x1.size(1), x2.size(1))
+        x = torch.cat([F.pad(x1, (0, 0, 0, s - x1.size(1))), F.pad(x2, (0, 0, 0, s - x2.size(1)))])  # (2N, S, D)
+        mask = torch.cat([F.pad(m1, (0, s - m1.size(1)), value=False), F.pad(m2, (0, s - m2.size(1)), value=False)])
+        out = self.encoder(x, mask)
+        u, v = out.vec[:n], out.vec[n:]  # (N, D) each
+        logits = self.head(torch.cat([u, v, (u - v).abs(), u * v], dim=-1))  # (N, C)
+        # L_ACT: the mean over the 2N sentences is the code's mean of the two halves' means (pair_act mean)
+        aux = None if out.aux_loss is None else out.aux_loss * (1 if self.pair_act_mean else 2)
+        return ModelOutput(logits, aux, out.stats)

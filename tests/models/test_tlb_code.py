@@ -1,0 +1,135 @@
+"""TLB / GUTLB and the recurrent Transformers' heads at the paper's code's defaults (issue 31 items 6-9).
+
+Each pinned number is the output of the dynamic-halt paper's public code (JRC1995/InvestigatingRecurrentTransformers:
+``TLBEncoder`` / ``UTLBEncoder`` with ``TLBBlock`` / ``GatedTLBBlock`` / ``CrossTransformerBlock``, and
+``sentence_pair_framework`` with ``batch_pair``) on the same small case: weights filled by :func:`fill` and copied
+into the code's modules, float64, eval, its flash attention computed densely. rirlab matches them to ~1e-9 (both
+sides build xPos's sin/cos tables in float32); every alternative config value is checked to miss them.
+"""
+
+import pytest
+import torch
+
+from rirlab.models import registry
+from rirlab.tasks.base import TaskInfo
+
+LENGTHS = [5, 2, 7]
+TOL = dict(rtol=0, atol=1e-7)
+
+TLB_MEAN = [[0.24567201, -0.3413479, -0.43400711, -0.41286851], [0.64703832, -0.39199571, -0.36968236, 0.0074512],
+            [0.27216754, -0.32413345, -0.44882076, -0.42299571]]
+TLB_LAST_SLOT = [[0.07404513, -0.38091235, -0.40038141, -0.46233092], [0.4313322, -0.45524738, -0.30486633, 0.0102546],
+                 [0.1839145, -0.35032759, -0.43076139, -0.45627007]]
+GUTLB = ([[0.44566979, -0.56773093, -1.01400352, 1.39950643], [0.49827441, -0.5523071, -1.02570042, 1.40009848],
+          [0.55361624, -0.5321112, -1.03537954, 1.39948414]], 1.37257924)
+GUTLB_TOKEN_HALT = ([[0.44418741, -0.56792742, -1.01404098, 1.39950543], [0.49826362, -0.55225421, -1.02577832, 1.400101],
+                     [0.55394279, -0.53195657, -1.03584669, 1.39954375]], 1.4016961)
+PAIR_TLB_3 = [[-0.11735712, 0.83905444, 0.51011044], [0.13793348, 0.7667804, 0.53543085]]
+PAIR_GUTLB_2 = [[-0.31592912], [-0.38474794]]  # the code's one logit z (sigmoid) for two classes
+
+
+def fill(module, seed):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for _, p in sorted(module.named_parameters()):
+            p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float64) * 0.5)
+
+
+def inputs(seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(3, 7, 4, generator=g, dtype=torch.float64)
+    mask = torch.arange(7)[None] < torch.tensor(LENGTHS)[:, None]
+    return x * mask[..., None], mask
+
+
+def build(name, task="classify", classes=3, **kw):
+    base = dict(hidden_size=4, num_heads=2, dropout=0.0, chunk_size=3, memory_slots=2, memory_layers=1)
+    base.update(max_layers=3) if name == "gutlb" else base.update(num_layers=2)
+    base.update(kw)
+    return registry.get(name).build(registry.get(name).config(**base), TaskInfo(9, classes, task)).double().eval()
+
+
+def encode(name, seed, **kw):
+    model = build(name, **kw)
+    fill(model, seed)
+    with torch.no_grad():
+        return model.encoder(*inputs(seed))
+
+
+def t(rows):
+    return torch.tensor(rows, dtype=torch.float64)
+
+
+def test_tlb_memory_cross_attentions_have_two_layernorms_as_the_code():
+    """Item 6: queries and memory keys/values normalised apart (the code's LN11 / LN12), in the chunk layers and the
+    memory update; memory_norm=shared (one LayerNorm, rirlab before) misses the code's output."""
+    torch.testing.assert_close(encode("tlb", 0).vec, t(TLB_MEAN), **TOL)
+    enc = build("tlb").encoder
+    assert all(a.ln_kv is not None and a.ln_kv is not a.ln for a in [*enc.update.attn,
+                                                                      *(l.mem_attn for l in enc.layers)])
+    shared = encode("tlb", 0, memory_norm="shared").vec
+    assert (shared - t(TLB_MEAN)).abs().max() > 1e-3
+    assert not any("ln_kv" in k for k in build("tlb", memory_norm="shared").state_dict())  # old checkpoints load
+
+
+def test_gutlb_matches_the_code_and_takes_keys_values_from_s_without_global_halt():
+    """Item 6: GUTLB (gated block with two memory LayerNorms) and GUTLB -Global Halt, whose chunk self-attention
+    reads keys/values from S_{l-1} as the code's UTLBEncoder (``kv_sequence = next_sequence``)."""
+    out = encode("gutlb", 1)
+    torch.testing.assert_close(out.vec, t(GUTLB[0]), **TOL)
+    torch.testing.assert_close(out.aux_loss, torch.tensor(GUTLB[1], dtype=torch.float64), **TOL)
+    out = encode("gutlb", 1, global_halt=False)
+    torch.testing.assert_close(out.vec, t(GUTLB_TOKEN_HALT[0]), **TOL)
+    torch.testing.assert_close(out.aux_loss, torch.tensor(GUTLB_TOKEN_HALT[1], dtype=torch.float64), **TOL)
+    model = build("gutlb", global_halt=False)
+    fill(model, 1)
+    model.encoder.kv_from_state = False  # keys/values from H: what rirlab did before
+    with torch.no_grad():
+        before = model.encoder(*inputs(1)).vec
+    assert (before - t(GUTLB_TOKEN_HALT[0])).abs().max() > 1e-5
+
+
+def test_pooling_start_or_end_reads_the_last_memory_slot():
+    """Item 9: with readout memory, pooling start/end (the code's "cls"/"end", its LRA Image configs) is the last
+    slot of LayerNorm(final memory); unset it is the mean over slots."""
+    torch.testing.assert_close(encode("tlb", 0, pooling="start").vec, t(TLB_LAST_SLOT), **TOL)
+    torch.testing.assert_close(encode("tlb", 0, pooling="end").vec, t(TLB_LAST_SLOT), **TOL)
+    torch.testing.assert_close(encode("tlb", 0, pooling="mean").vec, t(TLB_MEAN), **TOL)
+
+
+def pair(name, seed, classes, **kw):
+    model = build(name, "pair", classes, **kw)
+    fill(model, seed)
+    t1 = torch.tensor([[3, 4, 5, 6, 7, 8, 2], [2, 3, 0, 0, 0, 0, 0]])
+    t2 = torch.tensor([[5, 5, 6, 7], [8, 2, 0, 0]])  # alone: 2 chunks of 2; with t1's 7: chunks of 3
+    with torch.no_grad():
+        return model({"tokens": t1, "mask": t1 > 0, "tokens2": t2, "mask2": t2 > 0, "labels": torch.zeros(2)}).logits
+
+
+def test_pairs_are_encoded_in_one_batch_with_the_codes_head():
+    """Items 7, 8: both sentences padded together and encoded as one batch (the code's batch_pair: the chunks follow
+    the longer side's length), then Linear-ReLU-Linear without dropout; two classes: the logits are [0, z] with the
+    code's single logit z (softmax cross-entropy of [0, z] = its BCEWithLogits)."""
+    torch.testing.assert_close(pair("tlb", 2, 3), t(PAIR_TLB_3), **TOL)
+    logits = pair("gutlb", 3, 2)
+    torch.testing.assert_close(logits[:, 1:], t(PAIR_GUTLB_2), **TOL)
+    assert logits[:, 0].abs().max() == 0
+    assert (pair("tlb", 2, 3, pair_batch="separate") - t(PAIR_TLB_3)).abs().max() > 1e-3
+    assert (pair("tlb", 2, 3, head="gelu") - t(PAIR_TLB_3)).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("name", ["transformer", "ut", "gut", "tlb", "gutlb"])
+def test_the_codes_head_is_the_default_and_gelu_the_option(name):
+    """Item 7: classify / pair / lm (flip-flop) heads are Linear-ReLU-Linear without dropout by default; head=gelu
+    keeps rirlab's MLP (dropout, GELU) and its single linear layer per token."""
+    from rirlab.models.heads import MLP, CodeHead
+
+    entry = registry.get(name)
+    for kind, classes, d_in in (("classify", 5, 8), ("pair", 3, 32), ("lm", 6, 8)):
+        head = entry.build(entry.config(hidden_size=8, num_heads=2), TaskInfo(9, classes, kind)).head
+        assert isinstance(head, CodeHead) and head.l1.in_features == d_in and head.l2.out_features == classes
+        old = entry.build(entry.config(hidden_size=8, num_heads=2, head="gelu"), TaskInfo(9, classes, kind)).head
+        assert isinstance(old, torch.nn.Linear if kind == "lm" else MLP)
+    head = CodeHead(8, 8, 5).train()
+    x = torch.randn(4, 8)
+    torch.testing.assert_close(head(x), head.l2(torch.relu(head.l1(x))))  # no dropout, even in training
