@@ -64,6 +64,11 @@ class TrainConfig:
     adam_beta2: float = Field(0.999, ge=0, lt=1)
     adam_eps: float = Field(1e-8, gt=0, lt=1)  # AdamW eps (the dynamic-halt code's LRA Image configs: 1e-9)
     batch_size: int = Field(128, ge=1)
+    # examples per forward/backward: a batch of batch_size runs as micro-batches of this many, each padded on its own,
+    # their gradients summed (each loss weighted by its share of the batch) into one optimiser step, as the
+    # dynamic-halt code's train_batch_size within batch_size (its LRA Retrieval TLB/GUTLB: 32 within 128); None =
+    # the whole batch at once
+    micro_batch_size: Optional[int] = Field(None, ge=1)
     eval_batch_size: int = Field(128, ge=1)
     steps: int = Field(20000, ge=1)
     epochs: Optional[int] = Field(None, ge=1)  # when set, overrides steps (epochs x batches per epoch)
@@ -95,8 +100,11 @@ class TrainConfig:
     s4d_weight_decay: Optional[float] = Field(None, ge=0)  # their weight decay; None = weight_decay (papers' code)
     device: Literal["cpu", "cuda", "auto"] = "auto"
     # bf16: the forward under bfloat16 autocast (rirlab.models.base.autocast); beam scores, the scorer, softmaxes,
-    # marginalisation and halting stay fp32 inside the models; the loss is computed in fp32; no grad scaler needed
-    precision: Literal["fp32", "bf16"] = "fp32"
+    # marginalisation and halting stay fp32 inside the models; the loss is computed in fp32; no grad scaler needed.
+    # fp16: the same under float16 autocast with a dynamic grad scaler (torch.amp.GradScaler; gradients unscaled
+    # before clipping, a step with inf/NaN gradients skipped), as the dynamic-halt paper's code trained (CUDA; CPU
+    # runs it too, slowly)
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     max_eval_examples: Optional[int] = Field(None, ge=1)
     num_threads: int = Field(0, ge=0)
     bucket_factor: Optional[int] = Field(None, ge=1)  # >1: batches from length-sorted pools of this many batches
@@ -106,6 +114,9 @@ class TrainConfig:
         for key, value in RECIPES[self.recipe].items():
             if getattr(self, key) is None:
                 setattr(self, key, value)
+        if self.micro_batch_size is not None and self.micro_batch_size > self.batch_size:
+            raise UserError(f"micro_batch_size {self.micro_batch_size} exceeds batch_size {self.batch_size}: set it "
+                            f"to at most batch_size (or drop it to run whole batches)")
         if self.scheduler == "plateau" and (self.warmup_steps or self.lr_decay != "none"):
             raise UserError(f"scheduler=plateau steps the lr on the dev score; warmup_steps={self.warmup_steps} / "
                             f"lr_decay={self.lr_decay!r} belong to scheduler=schedule: set one or the other")

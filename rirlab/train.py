@@ -133,7 +133,7 @@ def training_loss(model, batch: dict, precision: str, device, aux_weight: float)
     """The training objective of one batch: the task's cross-entropy (token-level where labels >= 0 for language
     modelling) plus ``aux_weight`` x the model's auxiliary loss. Returns (total, task loss, logits, labels, the
     model's output). The trainer and the dry run's step timing both call this."""
-    with autocast(precision, device):  # bf16: the models keep beam scores etc. in fp32
+    with autocast(precision, device):  # bf16 / fp16: the models keep beam scores etc. in fp32
         out = model(batch)
     logits, labels = out.logits.float(), batch["labels"]
     if logits.dim() == 3:  # language modelling: loss only where labels >= 0
@@ -158,6 +158,9 @@ class Trainer:
         self.data = tasks.get(cfg.task).load(cfg.task_cfg)
         self.model = models.get(cfg.model).build(cfg.model_cfg, self.data.info).to(self.device)
         self.opt = make_optimizer(self.model, t)
+        # fp16 (the dynamic-halt code's float16 autocast): a dynamic loss scale; disabled, it passes everything through
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=t.precision == "fp16")
+        self.micro = t.micro_batch_size if t.micro_batch_size and t.micro_batch_size < t.batch_size else None
         self.memory = TensorMemory(self.model, self.opt)  # CPU: tensor-level high-water mark (peak_mem_mb)
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)  # this trial's peak, not an earlier one's in the worker
@@ -208,12 +211,15 @@ class Trainer:
         """The batch of ``self.step`` from a torch DataLoader started at that step (workers: num_workers)."""
         if self._batches is None or self._batches_step != self.step:
             self._batches = iter(loader(self.data.train, self.data.collate, self.plan, self.step, self.total_steps,
-                                        self.cfg.train.num_workers))
+                                        self.cfg.train.num_workers, self.micro))
             self._batches_step = self.step
         self._batches_step += 1
         return self.to_device(next(self._batches))
 
-    def to_device(self, batch: dict) -> dict:
+    def to_device(self, batch):
+        """A collated batch (dict of tensors), or a list of them (micro-batches), on the trial's device."""
+        if isinstance(batch, list):
+            return [self.to_device(b) for b in batch]
         return {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
 
     def loss_of(self, batch: dict):
@@ -223,27 +229,42 @@ class Trainer:
         return total, loss.detach(), correct, labels.numel(), out
 
     def train_step(self) -> dict:
+        """One optimiser step on the batch of ``self.step``: its micro-batches (``micro_batch_size``) forward and
+        backward in turn, each loss weighted by its share of the batch's examples; fp16: through the grad scaler."""
         self.model.train()
         batch = self.next_batch()
-        if self.device.type == "cuda":
-            total, loss, correct, n, out = self.loss_of(batch)
-        else:
-            with self.memory.track():
-                total, loss, correct, n, out = self.loss_of(batch)
-        if not torch.isfinite(total):
-            raise NonFiniteLoss(total.item(), self.step + 1)
+        parts = batch if isinstance(batch, list) else [batch]
+        size = sum(len(p["labels"]) for p in parts)  # examples in the batch
         self.opt.zero_grad(set_to_none=True)
-        total.backward()
+        loss_sum, correct, n, aux, stats = 0.0, 0, 0, 0.0, {}
+        for part in parts:
+            if self.device.type == "cuda":
+                total, loss, c, k, out = self.loss_of(part)
+            else:
+                with self.memory.track():
+                    total, loss, c, k, out = self.loss_of(part)
+            if not torch.isfinite(total):
+                raise NonFiniteLoss(total.item(), self.step + 1)
+            share = len(part["labels"]) / size
+            self.scaler.scale(total * share if len(parts) > 1 else total).backward()
+            loss_sum += share * loss.item()
+            correct, n = correct + c, n + k
+            if out.aux_loss is not None:
+                aux += share * out.aux_loss.item()
+            for key, v in out.stats.items():
+                stats[key] = stats.get(key, 0.0) + share * float(v)
         if self.cfg.train.grad_clip > 0:
+            self.scaler.unscale_(self.opt)  # fp16: clip the true gradients (no-op otherwise)
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.train.grad_clip)
-        self.opt.step()
+        self.scaler.step(self.opt)  # fp16: skipped when a gradient is inf/NaN; otherwise opt.step()
+        self.scaler.update()
         if not isinstance(self.sched, torch.optim.lr_scheduler.ReduceLROnPlateau):
             self.sched.step()
         self.step += 1
-        m = {C.TRAIN_LOSS: loss.item(), C.TRAIN_ACCURACY: 100.0 * correct / max(n, 1)}
+        m = {C.TRAIN_LOSS: loss_sum, C.TRAIN_ACCURACY: 100.0 * correct / max(n, 1)}
         if out.aux_loss is not None:
-            m[C.TRAIN_AUX_LOSS] = out.aux_loss.item()
-        m.update({C.TRAIN_PREFIX + k: float(v) for k, v in out.stats.items()})
+            m[C.TRAIN_AUX_LOSS] = aux
+        m.update({C.TRAIN_PREFIX + k: v for k, v in stats.items()})
         return m
 
     @torch.no_grad()
@@ -316,6 +337,7 @@ class Trainer:
             # final checkpoint must keep the last weights after the best-dev ones are loaded for evaluation
             "opt": self.opt.state_dict(),
             "sched": self.sched.state_dict(),
+            "scaler": self.scaler.state_dict(),
             "torch_rng": torch.get_rng_state(),
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
             "py_rng": random.getstate(),
@@ -328,6 +350,8 @@ class Trainer:
         self.model.load_state_dict(state["model"])
         self.opt.load_state_dict(state["opt"])
         self.sched.load_state_dict(state["sched"])
+        if state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
         torch.set_rng_state(state["torch_rng"])
         if state.get("cuda_rng") is not None and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda_rng"])

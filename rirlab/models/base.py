@@ -27,7 +27,7 @@ class ModelOutput:
 
 
 # ---- precision ------------------------------------------------------------------------------------------------
-PRECISIONS = ("fp32", "bf16")  # the values of the trainer's ``precision``
+PRECISIONS = ("fp32", "bf16", "fp16")  # the values of the trainer's ``precision``
 
 
 def device_type(device) -> str:
@@ -36,13 +36,14 @@ def device_type(device) -> str:
 
 
 def autocast(precision: str, device) -> contextlib.AbstractContextManager:
-    """Context of a model's forward and loss at ``precision``: ``fp32`` nothing, ``bf16`` bfloat16 autocast on the
-    device's type (CUDA, and CPU where it is testable). Inside, the beam scores, the scorer, the softmaxes and
+    """Context of a model's forward and loss at ``precision``: ``fp32`` nothing, ``bf16`` / ``fp16`` bfloat16 /
+    float16 autocast on the device's type (CUDA, and CPU where it is testable; fp16 needs the trainer's grad
+    scaler). Inside, the beam scores, the scorer, the softmaxes and
     marginalisation, the fused search and the halting probabilities run in fp32 (:func:`full_precision`)."""
     if precision == "fp32":
         return contextlib.nullcontext()
-    if precision == "bf16":
-        return torch.autocast(device_type(device), dtype=torch.bfloat16)
+    if precision in ("bf16", "fp16"):
+        return torch.autocast(device_type(device), dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
     raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
 
 

@@ -11,7 +11,7 @@ trial sees the same batches, with or without worker processes.
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 import torch
@@ -57,24 +57,30 @@ class BatchPlan:
 
 
 class StepBatches(Dataset):
-    """Map-style dataset whose item ``step`` is the collated batch of that step."""
+    """Map-style dataset whose item ``step`` is the collated batch of that step, or with ``micro`` the list of its
+    micro-batches of ``micro`` examples (in the batch's order), each collated (padded) on its own."""
 
-    def __init__(self, examples: Sequence, collate: Callable, plan: BatchPlan):
-        self.examples, self.collate, self.plan = examples, collate, plan
+    def __init__(self, examples: Sequence, collate: Callable, plan: BatchPlan, micro: Optional[int] = None):
+        self.examples, self.collate, self.plan, self.micro = examples, collate, plan, micro
 
     def __len__(self) -> int:
         return 2**62
 
-    def __getitem__(self, step: int) -> dict:
-        return self.collate([self.examples[j] for j in self.plan.indices(step)])
+    def __getitem__(self, step: int):
+        idx = self.plan.indices(step)
+        if self.micro is None:
+            return self.collate([self.examples[j] for j in idx])
+        parts = [idx[i : i + self.micro] for i in range(0, len(idx), self.micro)]
+        return [self.collate([self.examples[j] for j in part]) for part in parts]
 
 
 def loader(examples: Sequence, collate: Callable, plan: BatchPlan, start: int, stop: int,
-           num_workers: int = 0) -> DataLoader:
-    """Batches of steps start..stop-1 in order; ``num_workers`` > 0 collates them in worker processes."""
+           num_workers: int = 0, micro: Optional[int] = None) -> DataLoader:
+    """Batches of steps start..stop-1 in order (``micro``: each as its list of micro-batches, StepBatches);
+    ``num_workers`` > 0 collates them in worker processes."""
     # an own generator: creating the iterator must not draw from the global torch RNG (dropout), or a trial
     # resumed from a checkpoint would diverge from the uninterrupted one
-    return DataLoader(StepBatches(examples, collate, plan), batch_size=None, sampler=range(start, stop),
+    return DataLoader(StepBatches(examples, collate, plan, micro), batch_size=None, sampler=range(start, stop),
                       num_workers=num_workers, persistent_workers=False,
                       generator=torch.Generator().manual_seed(plan.seed),
                       prefetch_factor=4 if num_workers else None)
