@@ -29,8 +29,9 @@ with the alternative beside it:
 - ``head`` ("code"): the task head is the code's Linear-ReLU-Linear without dropout (one logit for two classes, as
   its sigmoid; rirlab.models.heads.CodeHead), on the sentence vector, the pair features or every token (flip-flop);
   "gelu": rirlab's MLP with dropout and GELU (one linear layer per token for language modelling), as before.
-The paper trained with mixed precision: the training value ``precision: bf16`` (autocast; halting arithmetic
-stays fp32); the default stays fp32, which CPUs run faster and which the papers' RvNN baselines used.
+The paper's code trained under float16 autocast with a grad scaler: the training value ``precision: fp16`` (``bf16``
+for bfloat16 autocast; halting arithmetic stays fp32 under both); the default stays fp32, which CPUs run faster and
+which the papers' RvNN baselines used.
 
 Attention runs through ``torch.nn.functional.scaled_dot_product_attention``.
 
