@@ -91,7 +91,9 @@ def test_autocast_helper():
         assert lin(torch.randn(2, 4)).dtype == torch.float32
     with autocast("bf16", "cpu"):
         assert lin(torch.randn(2, 4)).dtype == torch.bfloat16
+    with autocast("fp16", "cpu"):  # the dynamic-halt code's float16 (the trainer adds a grad scaler)
+        assert lin(torch.randn(2, 4)).dtype == torch.float16
     with pytest.raises(ValueError, match="precision"):
-        autocast("fp16", "cpu")
+        autocast("fp8", "cpu")
     assert at_least_fp32(torch.ones(1, dtype=torch.bfloat16)).dtype == torch.float32
     assert at_least_fp32(torch.ones(1, dtype=torch.float64)).dtype == torch.float64
