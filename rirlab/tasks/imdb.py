@@ -65,21 +65,24 @@ def review_tokens(text: str, html_breaks: str = "space") -> list[str]:
     return tokenize(_BR.sub(" ", text))
 
 
-def read_folder(folder: Path, html_breaks: str = "space") -> list:
-    """(label, tokens) of every review of ``aclImdb/<split>``: neg then pos, by review id."""
-    rows = []
+def review_files(task: str, root: Path, rel: str) -> list[tuple[int, Path]]:
+    """(label, file) of every review of the aclImdb folder ``root / rel`` (``aclImdb/train``): neg (0) then pos
+    (1), by review id. Files not named ``<id>_<rating>.txt`` (``urls_*.txt``, an editor's backup, a note) are not
+    reviews and are skipped, here and in LRA Text (rirlab.tasks.lra)."""
+    out = []
     for y, sub in enumerate(("neg", "pos")):
-        d = expect("imdb", folder.parent.parent, f"{folder.parent.name}/{folder.name}/{sub}")
-        names = []
-        for p in d.iterdir():
-            m = _NAME.match(p.name)
-            if not m:
-                continue  # urls_*.txt and other files are not reviews
-            names.append((int(m[1]), p))
+        d = expect(task, root, f"{rel}/{sub}")
+        names = sorted((int(m[1]), p) for p in d.iterdir() if (m := _NAME.match(p.name)))
         if not names:
             raise UserError(f"{d}: no review files <id>_<rating>.txt (aclImdb holds one review per file)")
-        rows += [(y, review_tokens(read_text(p), html_breaks)) for _, p in sorted(names)]
-    return rows
+        out += [(y, p) for _, p in names]
+    return out
+
+
+def read_folder(folder: Path, html_breaks: str = "space") -> list:
+    """(label, tokens) of every review of ``aclImdb/<split>``: neg then pos, by review id."""
+    files = review_files("imdb", folder.parent.parent, f"{folder.parent.name}/{folder.name}")
+    return [(y, review_tokens(read_text(p), html_breaks)) for y, p in files]
 
 
 def read_sentiment_tsv(path: Path, html_breaks: str = "space") -> list:

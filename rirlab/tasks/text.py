@@ -140,6 +140,9 @@ def jsonl(path) -> Iterator[tuple[int, dict]]:
             obj = json.loads(line)
         except json.JSONDecodeError as err:
             raise bad(path, no, f"not a JSON object ({err.msg})") from None
+        except RecursionError:  # json's decoder recurses once per level: a wrong or corrupted file
+            raise bad(path, no, "JSON nested too deep to read; a line holds one flat object of strings (sentence1, "
+                                "sentence2, gold_label): fix or delete the line") from None
         if not isinstance(obj, dict):
             raise bad(path, no, "not a JSON object")
         yield no, obj

@@ -1,11 +1,14 @@
 """Bad or changed user files for the text tasks: GloVe's first line and trailing spaces, an aclImdb review
-rewritten in place, an unterminated quote, a long data row in an error, a missing GloVe file before any run."""
+rewritten in place, an unterminated quote, a long data row in an error, a missing GloVe file before any run; hostile
+files through the CLI (a stray file among the reviews, CIFAR batches with string labels or pixels of 300, a JSON line
+nested too deep)."""
 
 from __future__ import annotations
 
 import os
 import re
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -97,3 +100,64 @@ def test_a_field_longer_than_csvs_default_limit_is_read(tmp_path):
     path = write(tmp_path / "r.tsv", f"1\tdoc1\tdoc2\t{long_field}\tshort\n")
     ((no, fields),) = list(tsv(path))
     assert no == 1 and fields[3] == long_field and fields[4] == "short"
+
+
+# --- hostile files through `rirlab data stats` (issue 32 item 12): one line naming file and fix, exit 2 ---
+
+def one_error_line(r) -> str:
+    """The single stderr line of a refused command (exit 2), without its ``error: `` prefix."""
+    assert r.exit_code == 2, (r.exit_code, r.stdout, r.stderr)
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("error: "), line
+    return line[len("error: "):]
+
+
+def test_lra_text_skips_a_stray_file_in_a_review_folder_as_imdb_does(tmp_path, cli):
+    """A note or backup in aclImdb/train/pos (``notes_x.txt``) is not a review: LRA Text read the id before the
+    first ``_`` as a number and stopped with a ValueError traceback; it skips it, as the IMDB task does."""
+    for split in ("train", "test"):
+        for sub in ("neg", "pos"):
+            for i in range(3):
+                write(tmp_path / f"aclImdb/{split}/{sub}/{i}_7.txt", f"A fine film {i}")
+    write(tmp_path / "aclImdb/train/pos/notes_x.txt", "not a review")
+    write(tmp_path / "aclImdb/train/pos/urls_pos.txt", "http://example.com")
+    for task in ("lra_text", "imdb"):
+        r = cli("data", "stats", task, "--split", "train", "--json", "--set", f"data_dir={tmp_path}",
+                "--set", "embeddings=random" if task == "imdb" else "max_len=100")
+        assert r.exit_code == 0, r.stderr
+        assert '"count": 6' in r.stdout, r.stdout
+
+
+def cifar_batch(tmp_path, labels, data):
+    import pickle
+
+    return write(tmp_path / "cifar-10-batches-py/test_batch", pickle.dumps({b"labels": labels, b"data": data}))
+
+
+ZEROS = np.zeros((2, 3072), np.uint8)
+PIXEL_300 = np.zeros((2, 3072), np.int64)
+PIXEL_300[1, 5] = 300
+
+
+@pytest.mark.parametrize("labels, data, why", [
+    (["cat", "dog"], ZEROS, "image 0 has label 'cat'; CIFAR-10 labels are the integers 0-9"),
+    ([3, 12], ZEROS, "image 1 has label 12; CIFAR-10 labels are the integers 0-9"),
+    # lists of ints: an OverflowError traceback; an int64 array: read as 44, silently
+    ([3, 7], PIXEL_300.tolist(), "image 1 has a pixel of 300 (value 5 of 3072); CIFAR-10 pixels are 0-255"),
+    ([3, 7], PIXEL_300, "image 1 has a pixel of 300 (value 5 of 3072)"),
+    ([3, 7], np.full((2, 3072), 0.5, np.float32), "pixels of type float32; CIFAR-10 pixels are integers 0-255"),
+])
+def test_lra_image_refuses_string_labels_and_pixels_out_of_range(tmp_path, cli, labels, data, why):
+    path = cifar_batch(tmp_path, labels, data)
+    line = one_error_line(cli("data", "stats", "lra_image", "--split", "test", "--set", f"data_dir={tmp_path}"))
+    assert line.startswith(f"{path}:1: {why}"), line
+    assert line.endswith("(give the python batches of cifar-10-python.tar.gz as distributed)"), line
+
+
+def test_a_deeply_nested_snli_line_is_one_line_not_a_recursion_error(tmp_path, cli):
+    ok = '{"gold_label": "entailment", "sentence1": "A man sleeps .", "sentence2": "A man rests ."}\n'
+    path = write(tmp_path / "snli_1.0/snli_1.0_train.jsonl", ok + ok + "[" * 100_000 + "]" * 100_000 + "\n")
+    line = one_error_line(cli("data", "stats", "snli", "--split", "train", "--set", f"data_dir={tmp_path}",
+                              "--set", "embeddings=random"))
+    assert line == (f"{path}:3: JSON nested too deep to read; a line holds one flat object of strings (sentence1, "
+                    f"sentence2, gold_label): fix or delete the line")
