@@ -10,7 +10,8 @@ Files under data_dir:
 - ``aclImdb/{train,test}/{pos,neg}/<id>_<rating>.txt`` (other files skipped, as IMDB): Text reads the reviews as
   UTF-8 bytes, truncated to 4,096 (the authors' public preprocessing, ``process_IMDB_lra.py`` of
   JRC1995/BeamRecursionFamily, which produced the published numbers; LRA's own pipeline cuts at 4,000:
-  ``--set max_len=4000``); LRA's byte-level IMDB, no HTML clean-up; dev = test = the aclImdb test set, as LRA's pipeline and the authors' code evaluate on the test split;
+  ``--set max_len=4000``); LRA's byte-level IMDB, no HTML clean-up; dev = test = the aclImdb test set, as LRA's
+  pipeline and the authors' code evaluate on the test split;
 - ``lra_release/tsv_data/new_aan_pairs.{train,eval,test}.tsv``: Retrieval, no header, columns
   ``label id1 id2 text1 text2``; each document as bytes truncated to 4,096 (the authors' ``process_AAN_lra.py``;
   LRA: 4,000) (a sentence-pair task);
