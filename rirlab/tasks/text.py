@@ -404,9 +404,12 @@ class TextTask(Task):
         return path
 
     def preflight(self, cfg) -> None:
-        """Cheap checks before a run is recorded: the GloVe file (when used) exists."""
+        """Cheap checks before a run is recorded: the GloVe file (when used) exists, and its first lines hold
+        vectors of the dimension its name says (rirlab.tasks.glove)."""
         if getattr(cfg, "embeddings", None) == "glove":
-            self.glove_file(cfg)
+            from rirlab.tasks import glove
+
+            glove.file_dim(self.glove_file(cfg))
 
     def encode(self, table: pa.Table, ids: dict) -> list:
         """Examples of a split: (token ids, label) or (ids1, ids2, label); an empty sentence reads as ``<unk>``."""
