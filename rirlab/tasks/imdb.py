@@ -37,14 +37,13 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
 from pydantic.dataclasses import dataclass
 
 from rirlab.config import STRICT
 from rirlab.errors import UserError
 from rirlab.tasks.registry import register
-from rirlab.tasks.text import (TextConfig, TextTask, bad, columns, expect, known_splits, label_of, read_text,
-                               sample_balanced, tokenize, tsv)
+from rirlab.tasks.text import (TextConfig, TextTask, bad, columns, expect, label_of, read_text, sample_balanced,
+                               tokenize, tsv)
 
 LABELS = ("negative", "positive")
 SPLITS = {"test": "IID", "contrast": "Cont.", "counterfactual": "Count.", "test_full": "IID (full length)",
@@ -102,23 +101,18 @@ def read_sentiment_tsv(path: Path, html_breaks: str = "space") -> list:
 
 
 @dataclass(config=STRICT)
-class IMDBConfig(TextConfig):
+class IMDBConfig(TextConfig, task="imdb", splits=SPLITS, default=("test", "contrast", "counterfactual")):
     """IMDB sentiment with contrast and counterfactual test sets (RIR Table 6, EBT supplement Table 4)."""
 
-    eval_splits: list[str] = Field(default_factory=lambda: ["test", "contrast", "counterfactual"])
     length_protocol: Literal["authors", "full"] = "authors"  # module docstring; authors' = the published numbers
     html_breaks: Literal["remove", "space"] = "remove"  # <br /> deleted (the authors' code) or a space
-
-    _known = known_splits("imdb", SPLITS)
 
 
 @register
 class IMDB(TextTask):
     """IMDB: binary sentiment of movie reviews, with contrast and counterfactual sets (the user's aclImdb files)"""
 
-    name, config, kind = "imdb", IMDBConfig, "classify"
-    labels = LABELS
-    splits = tuple(SPLITS.items())
+    name, config, kind, labels = "imdb", IMDBConfig, "classify", LABELS
     files = {"train": "aclImdb/train", "test": "aclImdb/test",
              "contrast": "contrast-sets/IMDb/data/test_contrast.tsv",
              "contrast_dev": "contrast-sets/IMDb/data/dev_contrast.tsv",
@@ -126,7 +120,6 @@ class IMDB(TextTask):
              "counterfactual": "counterfactually-augmented-data/sentiment/new/test.tsv"}
     needs = {"train": ("train",), "dev": ("train", "dev_original"), "test": ("test",), "test_full": ("test",),
              "contrast": ("contrast",), "contrast_dev": ("contrast_dev",), "counterfactual": ("counterfactual",)}
-    quick = {"generated": True}
     vocab_splits, min_count = ("train", "test"), 5  # the authors' vocabulary (rirlab.tasks.text)
 
     def split_needs(self, cfg, split: str) -> tuple:

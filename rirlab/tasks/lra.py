@@ -82,7 +82,6 @@ class LRATask(TextTask):
     COLUMNS, VALUES = ("ids", "ids2"), pa.int16()
     max_len: int = 0
     vocab = BYTES
-    quick = {"generated": True}
 
     def length(self, cfg) -> int:
         return cfg.max_len or self.max_len
