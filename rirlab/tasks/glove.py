@@ -132,7 +132,7 @@ def stream(path: Path, wanted: Iterable[str]) -> Vectors:
             try:
                 row = np.array(raw.split(b" ")[-dim:], dtype=np.float32)
             except ValueError:
-                raise UserError(f"{path}:{no}: a value of {name!r} is not a number") from None
+                raise UserError(f"{path}:{no}: a value of {name!r} is not a number (fix or delete the line)") from None
             if not np.isfinite(row).all():  # numpy reads "nan" and "inf": they would surface as a diverged loss
                 raise UserError(f"{path}:{no}: the vector of {name!r} holds {row[~np.isfinite(row)][0]}; GloVe values "
                                 f"are finite numbers (a damaged file? fix the line or fetch the file again)")
