@@ -9,6 +9,13 @@ the rest. ``dim`` is the number of values most of the file's first lines have; a
 error at line 1 (a truncated or foreign first line would otherwise make every word ``<unk>``), and trailing spaces
 are ignored. The first occurrence of a word wins. There is no random fallback: a missing file is an error
 (rirlab.tasks.text).
+
+What is refused, in one ``file:line: reason`` line, rather than trained on (each would quietly change results):
+a file whose name says its dimension (``glove.840B.300d.txt``, ``glove.6B.50d.txt``) while its lines hold another
+(checked on the first lines, before any run is recorded: :func:`file_dim`); a line of a wanted word with fewer or
+more values than the file's vectors, or with a value that is not a finite number (``nan``, ``inf``); a file in
+which no wanted word has a vector (the vocabulary would be ``<pad>`` and ``<unk>`` alone). Lines of words no task
+asks for are not parsed, so their faults do not matter.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import uuid
 from pathlib import Path
 from typing import Iterable, Optional
@@ -53,11 +61,14 @@ class Vectors:
 
 
 HEAD_LINES = 100  # the first lines whose most common number of values is the file's dimension
+NAMED_DIM = re.compile(r"\.(\d+)d\.")  # glove.840B.300d.txt, glove.6B.50d.txt: the dimension the name says
+READER = 2  # part of the cache key: vectors cached by an older reader (which let nan through) are read again
 
 
 def file_dim(path: Path) -> Optional[int]:
     """The number of values most of the file's first lines have (None for an empty file); UserError at line 1
-    when the first line has fewer, or is not ``word v1 ... vD``."""
+    when the first line has fewer, or is not ``word v1 ... vD``, or when the file's name says another dimension
+    (a 50-d file saved as glove.840B.300d.txt)."""
     counts = []
     with open(path, "rb") as f:
         for no, raw in enumerate(f, 1):
@@ -72,7 +83,20 @@ def file_dim(path: Path) -> Optional[int]:
     if counts[0] < dim:
         raise UserError(f"{path}:1: {counts[0]} values; the file's next lines have {dim} (a truncated first line? "
                         f"fix or delete it)")
+    named = NAMED_DIM.search(path.name)
+    if named and int(named[1]) != dim:
+        raise UserError(f"{path}:1: {dim} values per word, but the file's name says {named[1]}-d vectors; give the "
+                        f"{named[1]}-d file (the papers': glove.840B.300d.txt), or these vectors under their own name "
+                        f"(--set glove_path=FILE)")
     return dim
+
+
+def numbers(fields: list[bytes]) -> bool:
+    try:
+        np.array(fields, dtype=np.float32)
+    except ValueError:
+        return False
+    return True
 
 
 def stream(path: Path, wanted: Iterable[str]) -> Vectors:
@@ -83,27 +107,41 @@ def stream(path: Path, wanted: Iterable[str]) -> Vectors:
     dim = file_dim(path)
     if dim is None:
         raise UserError(f"{path}: empty file; expected GloVe vectors (glove.840B.300d.txt)")
+    asked = len(want)
     with open(path, "rb") as f:
         for no, raw in enumerate(f, 1):
             raw = raw.rstrip(b" \r\n")
             spaces = raw.count(b" ")  # counted in C: most lines are skipped without splitting 300 values
             if spaces == dim:
                 word = raw[: raw.find(b" ")]
-            elif spaces > dim:  # a word with spaces in it (". . .")
-                word = b" ".join(raw.split(b" ")[:-dim])
+            elif spaces > dim:  # a word with spaces in it (". . ."), or a wanted word's line with extra values
+                parts = raw.split(b" ")
+                word = b" ".join(parts[:-dim])
+                if word not in want and parts[0] in want and numbers(parts[1:]):
+                    raise UserError(f"{path}:{no}: {spaces} values for {parts[0].decode('utf-8', 'replace')!r}; the "
+                                    f"file's vectors have {dim} (fix or delete the line)")
             else:
                 if raw.split(b" ", 1)[0] in want:
-                    raise UserError(f"{path}:{no}: {spaces} values; the file's vectors have {dim}")
+                    raise UserError(f"{path}:{no}: {spaces} values; the file's vectors have {dim} (fix or delete the "
+                                    f"line)")
                 continue
             if word not in want:
                 continue
             want.discard(word)  # first occurrence wins
-            parts = raw.split(b" ")
+            name = word.decode("utf-8", "replace")
             try:
-                rows.append(np.array(parts[-dim:], dtype=np.float32))
+                row = np.array(raw.split(b" ")[-dim:], dtype=np.float32)
             except ValueError:
-                raise UserError(f"{path}:{no}: a value of {word.decode('utf-8', 'replace')!r} is not a number") from None
+                raise UserError(f"{path}:{no}: a value of {name!r} is not a number (fix or delete the line)") from None
+            if not np.isfinite(row).all():  # numpy reads "nan" and "inf": they would surface as a diverged loss
+                raise UserError(f"{path}:{no}: the vector of {name!r} holds {row[~np.isfinite(row)][0]}; GloVe values "
+                                f"are finite numbers (a damaged file? fix the line or fetch the file again)")
+            rows.append(row)
             words.append(word.decode("utf-8"))
+    if asked and not words:
+        raise UserError(f"{path}: none of the {asked} words asked for has a vector here (e.g. "
+                        f"{', '.join(repr(w.decode('utf-8', 'replace')) for w in sorted(want)[:3])}); give the GloVe "
+                        f"file of this text (glove.840B.300d.txt), or --set embeddings=random to train without it")
     array = np.stack(rows) if rows else np.zeros((0, dim), np.float32)
     return Vectors(words, array)
 
@@ -111,7 +149,7 @@ def stream(path: Path, wanted: Iterable[str]) -> Vectors:
 def load(path: Path, wanted: list[str], cache_dir: Optional[str] = None) -> Vectors:
     """:func:`stream` through the cache (module docstring)."""
     st = path.stat()
-    key = hashlib.sha256(json.dumps([str(path.absolute()), st.st_size, st.st_mtime_ns, sorted(wanted)])
+    key = hashlib.sha256(json.dumps([str(path.absolute()), st.st_size, st.st_mtime_ns, sorted(wanted), READER])
                          .encode()).hexdigest()[:16]
     out = cache.cache_root(cache_dir) / "glove" / f"{key}.npz"
     if out.exists():

@@ -37,14 +37,13 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
 from pydantic.dataclasses import dataclass
 
 from rirlab.config import STRICT
 from rirlab.errors import UserError
 from rirlab.tasks.registry import register
-from rirlab.tasks.text import (TextConfig, TextTask, bad, columns, expect, known_splits, label_of, read_text,
-                               sample_balanced, tokenize, tsv)
+from rirlab.tasks.text import (TextConfig, TextTask, bad, columns, expect, label_of, read_text, sample_balanced,
+                               tokenize, tsv)
 
 LABELS = ("negative", "positive")
 SPLITS = {"test": "IID", "contrast": "Cont.", "counterfactual": "Count.", "test_full": "IID (full length)",
@@ -65,21 +64,24 @@ def review_tokens(text: str, html_breaks: str = "space") -> list[str]:
     return tokenize(_BR.sub(" ", text))
 
 
-def read_folder(folder: Path, html_breaks: str = "space") -> list:
-    """(label, tokens) of every review of ``aclImdb/<split>``: neg then pos, by review id."""
-    rows = []
+def review_files(task: str, root: Path, rel: str) -> list[tuple[int, Path]]:
+    """(label, file) of every review of the aclImdb folder ``root / rel`` (``aclImdb/train``): neg (0) then pos
+    (1), by review id. Files not named ``<id>_<rating>.txt`` (``urls_*.txt``, an editor's backup, a note) are not
+    reviews and are skipped, here and in LRA Text (rirlab.tasks.lra)."""
+    out = []
     for y, sub in enumerate(("neg", "pos")):
-        d = expect("imdb", folder.parent.parent, f"{folder.parent.name}/{folder.name}/{sub}")
-        names = []
-        for p in d.iterdir():
-            m = _NAME.match(p.name)
-            if not m:
-                continue  # urls_*.txt and other files are not reviews
-            names.append((int(m[1]), p))
+        d = expect(task, root, f"{rel}/{sub}")
+        names = sorted((int(m[1]), p) for p in d.iterdir() if (m := _NAME.match(p.name)))
         if not names:
             raise UserError(f"{d}: no review files <id>_<rating>.txt (aclImdb holds one review per file)")
-        rows += [(y, review_tokens(read_text(p), html_breaks)) for _, p in sorted(names)]
-    return rows
+        out += [(y, p) for _, p in names]
+    return out
+
+
+def read_folder(folder: Path, html_breaks: str = "space") -> list:
+    """(label, tokens) of every review of ``aclImdb/<split>``: neg then pos, by review id."""
+    files = review_files("imdb", folder.parent.parent, f"{folder.parent.name}/{folder.name}")
+    return [(y, review_tokens(read_text(p), html_breaks)) for y, p in files]
 
 
 def read_sentiment_tsv(path: Path, html_breaks: str = "space") -> list:
@@ -99,23 +101,18 @@ def read_sentiment_tsv(path: Path, html_breaks: str = "space") -> list:
 
 
 @dataclass(config=STRICT)
-class IMDBConfig(TextConfig):
+class IMDBConfig(TextConfig, task="imdb", splits=SPLITS, default=("test", "contrast", "counterfactual")):
     """IMDB sentiment with contrast and counterfactual test sets (RIR Table 6, EBT supplement Table 4)."""
 
-    eval_splits: list[str] = Field(default_factory=lambda: ["test", "contrast", "counterfactual"])
     length_protocol: Literal["authors", "full"] = "authors"  # module docstring; authors' = the published numbers
     html_breaks: Literal["remove", "space"] = "remove"  # <br /> deleted (the authors' code) or a space
-
-    _known = known_splits("imdb", SPLITS)
 
 
 @register
 class IMDB(TextTask):
     """IMDB: binary sentiment of movie reviews, with contrast and counterfactual sets (the user's aclImdb files)"""
 
-    name, config, kind = "imdb", IMDBConfig, "classify"
-    labels = LABELS
-    splits = tuple(SPLITS.items())
+    name, config, kind, labels = "imdb", IMDBConfig, "classify", LABELS
     files = {"train": "aclImdb/train", "test": "aclImdb/test",
              "contrast": "contrast-sets/IMDb/data/test_contrast.tsv",
              "contrast_dev": "contrast-sets/IMDb/data/dev_contrast.tsv",
@@ -123,7 +120,6 @@ class IMDB(TextTask):
              "counterfactual": "counterfactually-augmented-data/sentiment/new/test.tsv"}
     needs = {"train": ("train",), "dev": ("train", "dev_original"), "test": ("test",), "test_full": ("test",),
              "contrast": ("contrast",), "contrast_dev": ("contrast_dev",), "counterfactual": ("counterfactual",)}
-    quick = {"generated": True}
     vocab_splits, min_count = ("train", "test"), 5  # the authors' vocabulary (rirlab.tasks.text)
 
     def split_needs(self, cfg, split: str) -> tuple:

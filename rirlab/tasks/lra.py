@@ -7,10 +7,11 @@ Files under data_dir:
 
 - ``lra_release/listops-1000/basic_{train,val,test}.tsv``: header ``Source<TAB>Target``; tokens as the ListOps
   task reads them (operators, digits, ``]``; the binarising parentheses are not tokens), at most 2,000;
-- ``aclImdb/{train,test}/{pos,neg}/*.txt``: Text reads the reviews as UTF-8 bytes, truncated to 4,096 (the
-  authors' public preprocessing, ``process_IMDB_lra.py`` of JRC1995/BeamRecursionFamily, which produced the
-  published numbers; LRA's own pipeline cuts at 4,000: ``--set max_len=4000``); LRA's byte-level IMDB, no HTML
-  clean-up; dev = test = the aclImdb test set, as LRA's pipeline and the authors' code evaluate on the test split;
+- ``aclImdb/{train,test}/{pos,neg}/<id>_<rating>.txt`` (other files skipped, as IMDB): Text reads the reviews as
+  UTF-8 bytes, truncated to 4,096 (the authors' public preprocessing, ``process_IMDB_lra.py`` of
+  JRC1995/BeamRecursionFamily, which produced the published numbers; LRA's own pipeline cuts at 4,000:
+  ``--set max_len=4000``); LRA's byte-level IMDB, no HTML clean-up; dev = test = the aclImdb test set, as LRA's
+  pipeline and the authors' code evaluate on the test split;
 - ``lra_release/tsv_data/new_aan_pairs.{train,eval,test}.tsv``: Retrieval, no header, columns
   ``label id1 id2 text1 text2``; each document as bytes truncated to 4,096 (the authors' ``process_AAN_lra.py``;
   LRA: 4,000) (a sentence-pair task);
@@ -40,8 +41,9 @@ from rirlab.config import STRICT
 from rirlab.errors import UserError
 from rirlab.tasks import listops
 from rirlab.tasks.base import PAD
+from rirlab.tasks.imdb import review_files  # the same reviews as the IMDB task reads
 from rirlab.tasks.registry import register
-from rirlab.tasks.text import TextTask, bad, clip, columns, expect, known_splits, read_lines, tsv
+from rirlab.tasks.text import TextTask, bad, clip, columns, known_splits, read_text, tsv
 
 BYTES = [PAD, *(f"b{v:02x}" for v in range(256))]  # id = byte + 1
 
@@ -80,7 +82,6 @@ class LRATask(TextTask):
     COLUMNS, VALUES = ("ids", "ids2"), pa.int16()
     max_len: int = 0
     vocab = BYTES
-    quick = {"generated": True}
 
     def length(self, cfg) -> int:
         return cfg.max_len or self.max_len
@@ -152,16 +153,8 @@ class LRAText(LRATask):
     needs = {"train": ("train",), "dev": ("test",), "test": ("test",)}
 
     def read_split(self, cfg, root: Path, split: str) -> list:
-        folder = root / self.files["train" if split == "train" else "test"]
-        rows = []
-        for y, sub in enumerate(("neg", "pos")):
-            d = expect(self.name, root, f"{self.files['train' if split == 'train' else 'test']}/{sub}")
-            for p in sorted(d.glob("*_*.txt"), key=lambda p: int(p.name.split("_")[0])):
-                text = "\n".join(line for _, line in read_lines(p))
-                rows.append((y, to_bytes(text, self.length(cfg))))
-        if not rows:
-            raise UserError(f"{folder}: no review files <id>_<rating>.txt (aclImdb holds one review per file)")
-        return rows
+        files = review_files(self.name, root, self.files["train" if split == "train" else "test"])
+        return [(y, to_bytes(read_text(p), self.length(cfg))) for y, p in files]
 
     def standin(self, root: Path, seed: int) -> None:
         from rirlab.tasks import standin
@@ -213,6 +206,25 @@ class _Unpickler(pickle.Unpickler):
         return super().find_class(module, name)
 
 
+FIX = "give the python batches of cifar-10-python.tar.gz as distributed"
+
+
+def check_batch(path: Path, data: np.ndarray, labels: list) -> None:
+    """UserError naming the first image whose label is not an integer 0-9 or whose pixels are not integers 0-255
+    (a relabelled, normalised or foreign batch: read as CIFAR-10 it would wrap or stop in a traceback)."""
+    for i, y in enumerate(labels):
+        if isinstance(y, bool) or not isinstance(y, (int, np.integer)) or not 0 <= y < 10:
+            raise UserError(f"{path}:1: image {i} has label {y!r:.60}; CIFAR-10 labels are the integers 0-9 "
+                            f"({FIX})")
+    if data.dtype.kind not in "iu":
+        raise UserError(f"{path}:1: pixels of type {data.dtype}; CIFAR-10 pixels are integers 0-255 (uint8) ({FIX})")
+    wrong = (data < 0) | (data > 255)  # (N, 3072)
+    if wrong.any():
+        i, j = (int(k) for k in np.argwhere(wrong)[0])
+        raise UserError(f"{path}:1: image {i} has a pixel of {data[i, j]} (value {j} of 3072); CIFAR-10 pixels are "
+                        f"0-255 ({FIX})")
+
+
 def grayscale(data: np.ndarray) -> np.ndarray:
     """(N, 3072) uint8 CIFAR rows (R, G, B planes of 32x32) -> (N, 1024) uint8, as tf.image.rgb_to_grayscale."""
     rgb = data.reshape(-1, 3, 1024).astype(np.float32) / 255.0  # (N, 3, 1024)
@@ -251,16 +263,14 @@ class LRAImage(LRATask):
             try:
                 with open(path, "rb") as f:
                     batch = _Unpickler(f, encoding="bytes").load()
-                data, labels = np.asarray(batch[b"data"], np.uint8), list(batch[b"labels"])
+                data, labels = np.asarray(batch[b"data"]), list(batch[b"labels"])
             except (pickle.UnpicklingError, EOFError, KeyError, TypeError, ValueError) as err:
                 raise UserError(f"{path}:1: not a CIFAR-10 python batch ({type(err).__name__}: {err})") from None
             if data.ndim != 2 or data.shape[1] != 3072 or len(labels) != len(data):
                 raise UserError(f"{path}:1: data of shape {data.shape} with {len(labels)} labels; a CIFAR-10 batch "
                                 f"holds (N, 3072) pixels and N labels")
-            bad_label = next((y for y in labels if not 0 <= int(y) < 10), None)
-            if bad_label is not None:
-                raise UserError(f"{path}:1: unknown label {bad_label}; CIFAR-10 labels are 0-9")
-            pixels = grayscale(data)[:, : self.length(cfg)].astype(np.int16) + 1
+            check_batch(path, data, labels)
+            pixels = grayscale(data.astype(np.uint8))[:, : self.length(cfg)].astype(np.int16) + 1
             rows += [(int(y), p) for y, p in zip(labels, pixels)]
         return rows
 

@@ -32,8 +32,7 @@ from pydantic.dataclasses import dataclass
 
 from rirlab.config import STRICT
 from rirlab.tasks.registry import register
-from rirlab.tasks.text import (TextConfig, TextTask, bad, columns, field, jsonl, keep_short, known_splits, label_of,
-                               tokenize, tsv)
+from rirlab.tasks.text import TextConfig, TextTask, bad, columns, field, jsonl, keep_short, label_of, tokenize, tsv
 
 LABELS = ("entailment", "neutral", "contradiction")
 NO_LABEL = "-"
@@ -76,10 +75,31 @@ def read_any(path: Path) -> list:
     return read_jsonl(path) if path.name.endswith(".jsonl") else read_tsv(path)
 
 
+SNLI_SPLITS = {"test": "IID", "hard": "Hard", "break": "Break", "counterfactual": "Count."}
+MNLI_SPLITS = {"matched": "Match", "mismatched": "MM", "conjnli": "ConjNLI", "negm": "NegM", "negmm": "NegMM",
+               "lenm": "LenM", "lenmm": "LenMM"}
+
+
+@dataclass(config=STRICT)
+class NLIConfig(TextConfig):
+    """What SNLI and MNLI share: training pairs with a sentence of 150 tokens or more are dropped."""
+
+    max_train_len: int = Field(MAX_TRAIN_LEN, ge=1)
+
+
+@dataclass(config=STRICT)
+class SNLIConfig(NLIConfig, task="snli", splits=SNLI_SPLITS):
+    """SNLI with the hard, Breaking-NLI and counterfactual test sets (RIR Table 7, EBT Table 3)."""
+
+
+@dataclass(config=STRICT)
+class MNLIConfig(NLIConfig, task="mnli", splits=MNLI_SPLITS):
+    """MultiNLI with matched/mismatched dev as tests, ConjNLI and the stress tests (RIR Table 7, EBT Table 3)."""
+
+
 class NLITask(TextTask):
     kind = "pair"
     labels = LABELS
-    quick = {"generated": True}
 
     def protocol(self, cfg, split: str) -> dict:
         return {"max_train_len": cfg.max_train_len} if split == "train" else {}
@@ -90,25 +110,11 @@ class NLITask(TextTask):
         standin.nli(root, seed, self.files)
 
 
-SNLI_SPLITS = {"test": "IID", "hard": "Hard", "break": "Break", "counterfactual": "Count."}
-
-
-@dataclass(config=STRICT)
-class SNLIConfig(TextConfig):
-    """SNLI with the hard, Breaking-NLI and counterfactual test sets (RIR Table 7, EBT Table 3)."""
-
-    max_train_len: int = Field(MAX_TRAIN_LEN, ge=1)
-    eval_splits: list[str] = Field(default_factory=lambda: list(SNLI_SPLITS))
-
-    _known = known_splits("snli", SNLI_SPLITS)
-
-
 @register
 class SNLI(NLITask):
     """SNLI: 3-way inference between two sentences, with hard/break/counterfactual sets (the user's snli_1.0 files)"""
 
     name, config = "snli", SNLIConfig
-    splits = tuple(SNLI_SPLITS.items())
     files = {"train": "snli_1.0/snli_1.0_train.jsonl", "dev": "snli_1.0/snli_1.0_dev.jsonl",
              "test": "snli_1.0/snli_1.0_test.jsonl", "hard": "snli_1.0/snli_1.0_test_hard.jsonl",
              "break": "breaking_nli/dataset.jsonl",
@@ -121,26 +127,11 @@ class SNLI(NLITask):
         return keep_short(rows, cfg.max_train_len) if split == "train" else rows
 
 
-MNLI_SPLITS = {"matched": "Match", "mismatched": "MM", "conjnli": "ConjNLI", "negm": "NegM", "negmm": "NegMM",
-               "lenm": "LenM", "lenmm": "LenMM"}
-
-
-@dataclass(config=STRICT)
-class MNLIConfig(TextConfig):
-    """MultiNLI with matched/mismatched dev as tests, ConjNLI and the stress tests (RIR Table 7, EBT Table 3)."""
-
-    max_train_len: int = Field(MAX_TRAIN_LEN, ge=1)
-    eval_splits: list[str] = Field(default_factory=lambda: list(MNLI_SPLITS))
-
-    _known = known_splits("mnli", MNLI_SPLITS)
-
-
 @register
 class MNLI(NLITask):
     """MNLI: 3-way inference, matched/mismatched, ConjNLI and stress tests (the user's multinli_1.0 files)"""
 
     name, config = "mnli", MNLIConfig
-    splits = tuple(MNLI_SPLITS.items())
     files = {"train": "multinli_1.0/multinli_1.0_train.jsonl",
              "matched": "multinli_1.0/multinli_1.0_dev_matched.jsonl",
              "mismatched": "multinli_1.0/multinli_1.0_dev_mismatched.jsonl",

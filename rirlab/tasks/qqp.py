@@ -37,7 +37,7 @@ from pydantic.dataclasses import dataclass
 from rirlab.config import STRICT
 from rirlab.errors import UserError
 from rirlab.tasks.registry import register
-from rirlab.tasks.text import TextConfig, TextTask, bad, columns, keep_short, known_splits, label_of, tokenize, tsv
+from rirlab.tasks.text import TextConfig, TextTask, bad, columns, keep_short, label_of, tokenize, tsv
 
 LABELS = ("not_duplicate", "duplicate")
 FILE_LABELS = {"0": "not_duplicate", "1": "duplicate"}
@@ -79,29 +79,23 @@ def read_pairs(path: Path, quoted: bool, names: dict, tokens=tokenize) -> list:
 
 
 @dataclass(config=STRICT)
-class QQPConfig(TextConfig):
+class QQPConfig(TextConfig, task="qqp", splits=SPLITS):
     """QQP with PAWS-QQP and PAWS-Wiki test sets (RIR Table 7, EBT Table 3)."""
 
-    eval_splits: list[str] = Field(default_factory=lambda: list(SPLITS))
     data_seed: int = Field(AUTHORS_SEED, ge=0)  # 101: the authors' dev and test rows
     tokenizer: Literal["split", "ptb"] = "split"  # white space (the authors' code) or rirlab's PTB-style tokenize
     max_question_len: Optional[int] = Field(MAX_QUESTION_LEN, ge=1)  # longer pairs dropped (the authors'); null: none
-
-    _known = known_splits("qqp", SPLITS)
 
 
 @register
 class QQP(TextTask):
     """QQP: paraphrase detection of question pairs, with PAWS-QQP/PAWS-Wiki (the user's quora_duplicate_questions.tsv)"""
 
-    name, config, kind = "qqp", QQPConfig, "pair"
-    labels = LABELS
-    splits = tuple(SPLITS.items())
+    name, config, kind, labels = "qqp", QQPConfig, "pair", LABELS
     files = {"train": "quora_duplicate_questions.tsv", "paws_qqp": "paws_qqp/dev_and_test.tsv",
              "paws_wiki": "paws_wiki/test.tsv"}
     needs = {"train": ("train",), "dev": ("train",), "test": ("train",), "paws_qqp": ("paws_qqp",),
              "paws_wiki": ("paws_wiki",)}
-    quick = {"generated": True}
     # the authors' vocabulary (rirlab.tasks.text): the whole Quora file and both PAWS sets, words seen 6+ times
     vocab_splits, min_count = ("train", "dev", "test", "paws_qqp", "paws_wiki"), 6
 

@@ -23,12 +23,11 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
 from pydantic.dataclasses import dataclass
 
 from rirlab.config import STRICT
 from rirlab.tasks.registry import register
-from rirlab.tasks.text import TextConfig, TextTask, bad, known_splits, read_lines
+from rirlab.tasks.text import TextConfig, TextTask, bad, read_lines
 
 LABELS = ("0", "1", "2", "3", "4")
 SPLITS = {"test": "IID"}
@@ -75,26 +74,20 @@ def parse_tree(text: str, restore: bool = True) -> tuple[int, list[str]]:
 
 
 @dataclass(config=STRICT)
-class SST5Config(TextConfig):
+class SST5Config(TextConfig, task="sst5", splits=SPLITS):
     """SST5: sentence-level fine-grained sentiment (RIR Table 6, EBT supplement Table 4)."""
 
-    eval_splits: list[str] = Field(default_factory=lambda: list(SPLITS))
     train_phrases: bool = True  # every labelled node of the training trees (the authors' code); false: roots only
     brackets: Literal["ptb", "restore"] = "ptb"  # -LRB-/-RRB- as the trees spell them (the authors'), or ( )
-
-    _known = known_splits("sst5", SPLITS)
 
 
 @register
 class SST5(TextTask):
     """SST5: 5-way fine-grained sentiment of sentences (the user's SST PTB-tree files)"""
 
-    name, config, kind = "sst5", SST5Config, "classify"
-    labels = LABELS
-    splits = tuple(SPLITS.items())
+    name, config, kind, labels = "sst5", SST5Config, "classify", LABELS
     files = {"train": "trees/train.txt", "dev": "trees/dev.txt", "test": "trees/test.txt"}
     needs = {"train": ("train",), "dev": ("dev",), "test": ("test",)}
-    quick = {"generated": True}
     vocab_splits, min_count = ("train", "dev", "test"), 1  # the authors' vocabulary (rirlab.tasks.text)
 
     def protocol(self, cfg, split: str) -> dict:

@@ -140,6 +140,9 @@ def jsonl(path) -> Iterator[tuple[int, dict]]:
             obj = json.loads(line)
         except json.JSONDecodeError as err:
             raise bad(path, no, f"not a JSON object ({err.msg})") from None
+        except RecursionError:  # json's decoder recurses once per level: a wrong or corrupted file
+            raise bad(path, no, "JSON nested too deep to read; a line holds one flat object of strings (sentence1, "
+                                "sentence2, gold_label): fix or delete the line") from None
         if not isinstance(obj, dict):
             raise bad(path, no, "not a JSON object")
         yield no, obj
@@ -156,7 +159,10 @@ def field(path, no, obj: dict, *names: str) -> str:
 
 @dataclass(config=STRICT)
 class TextConfig:
-    """Settings every user-file text task shares (a task's config adds its ``eval_splits``)."""
+    """Settings every user-file text task shares. A task's config names its test splits once, as class keywords:
+    ``class SST5Config(TextConfig, task="sst5", splits={"test": "IID"})`` (split -> the papers' column label, in
+    the papers' order) gives it the field ``eval_splits`` (default: every one of them, or ``default``), checked to
+    name only these splits; the task reads the same table (``TextTask.splits``)."""
 
     data_dir: Optional[str] = None  # where the user's files are; default $RIRLAB_DATA, else ./data
     generated: bool = False  # true: a small generated stand-in corpus in the publishers' formats (CI, --quick)
@@ -171,17 +177,37 @@ class TextConfig:
     data_seed: int = Field(1234, ge=0)  # sampled splits (dev samples) and the stand-in corpus
     cache_dir: Optional[str] = None  # default $RIRLAB_CACHE, else ~/.cache/rirlab
 
+    task: ClassVar[str] = ""  # the class keywords (class docstring)
+    splits: ClassVar[dict[str, str]] = {}
+
+    def __init_subclass__(cls, task: Optional[str] = None, splits: Optional[dict] = None,
+                          default: Optional[Sequence[str]] = None, **kw):
+        super().__init_subclass__(**kw)
+        if splits is None:
+            return
+        cls.task, cls.splits = task, dict(splits)
+        # eval_splits: the first of the class's own fields, declared before @dataclass reads the class
+        cls.__annotations__ = {"eval_splits": "list[str]", **cls.__dict__.get("__annotations__", {})}
+        cls.eval_splits = Field(default_factory=lambda: list(default or splits))
+
+    @field_validator("eval_splits", check_fields=False)
+    @classmethod
+    def _known(cls, v):
+        return check_splits(cls.task, cls.splits, v)
+
+
+def check_splits(task: str, allowed, names: list[str]) -> list[str]:
+    """``names`` when each is one of ``allowed`` (the task's test splits), else ValueError naming the first other."""
+    wrong = [s for s in names if s not in allowed]
+    if wrong:
+        raise ValueError(f"unknown {task} split {wrong[0]!r}; choose from {', '.join(allowed)}")
+    return names
+
 
 def known_splits(task: str, allowed):
-    """Validator of a text task config's ``eval_splits``: names must be the task's test splits."""
-
-    def check(cls, v):
-        wrong = [s for s in v if s not in allowed]
-        if wrong:
-            raise ValueError(f"unknown {task} split {wrong[0]!r}; choose from {', '.join(allowed)}")
-        return v
-
-    return field_validator("eval_splits")(classmethod(check))
+    """Validator of the ``eval_splits`` of a task config that is not a TextConfig (LRA): names must be the task's
+    test splits."""
+    return field_validator("eval_splits")(classmethod(lambda cls, v: check_splits(task, allowed, v)))
 
 
 # --- tokenisation (module docstring) ---
@@ -204,7 +230,8 @@ class TextTask(Task):
     A subclass sets ``labels`` (class names, index = class id), ``kind``, ``files`` (key -> path under data_dir,
     as the publisher's archive unpacks; ``rirlab tasks`` prints them), ``needs`` (split -> file keys it reads)
     and implements :meth:`read_split` (split -> rows ``(label, tokens)`` or ``(label, tokens1, tokens2)``) and
-    :meth:`standin` (writes a small generated corpus in the publishers' formats, for ``generated: true``).
+    :meth:`standin` (writes a small generated corpus in the publishers' formats, for ``generated: true``); its
+    ``config`` names the test splits (TextConfig's class keywords), which ``splits`` reads.
     A split's rows are cached as Parquet, keyed by the size and modification time of the files it reads.
     """
 
@@ -214,6 +241,12 @@ class TextTask(Task):
     version: ClassVar[int] = 1  # bump when a reader changes what it returns
     vocab_splits: ClassVar[tuple[str, ...]] = ("train",)  # where the authors' vocabulary counts words
     min_count: ClassVar[int] = 1  # the authors' minimum count for a vocabulary word
+    quick = {"generated": True}  # `rirlab train --quick`: the stand-in corpus
+
+    @property
+    def splits(self) -> tuple:  # type: ignore[override]
+        """The test splits the config's class keywords name (TextConfig), as (split, paper column label)."""
+        return tuple(self.config.splits.items())
 
     @property
     def num_classes(self) -> int:  # type: ignore[override]
@@ -401,9 +434,12 @@ class TextTask(Task):
         return path
 
     def preflight(self, cfg) -> None:
-        """Cheap checks before a run is recorded: the GloVe file (when used) exists."""
+        """Cheap checks before a run is recorded: the GloVe file (when used) exists, and its first lines hold
+        vectors of the dimension its name says (rirlab.tasks.glove)."""
         if getattr(cfg, "embeddings", None) == "glove":
-            self.glove_file(cfg)
+            from rirlab.tasks import glove
+
+            glove.file_dim(self.glove_file(cfg))
 
     def encode(self, table: pa.Table, ids: dict) -> list:
         """Examples of a split: (token ids, label) or (ids1, ids2, label); an empty sentence reads as ``<unk>``."""

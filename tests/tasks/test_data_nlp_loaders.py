@@ -200,7 +200,7 @@ def sst_fixture(root):
     write(root / "trees/test.txt", "(0 (0 Bad) (2 unseen))\n")
 
 
-def glove_fixture(path, dim=4):
+def glove_fixture(path, dim=300):  # the dimension the file's name says (glove.840B.300d.txt)
     rng = np.random.default_rng(0)
     words = ["Good", "film", "Bad", ".", ". . .", "other", "film"]  # ". . ." has spaces; "film" twice
     lines = [" ".join([w, *(f"{x:.3f}" for x in rng.normal(size=dim))]) for w in words]
@@ -212,19 +212,19 @@ def test_glove_keeps_task_words_frozen_and_cached(tmp_path):
     path = glove_fixture(tmp_path / "glove.840B.300d.txt")
     data = tasks.get("sst5").load(cfg("sst5", tmp_path, embeddings="glove"))
     assert data.vocab == ["<pad>", "<unk>", "film", ".", "Bad", "Good"]  # zyzzyx has no vector: <unk>
-    assert data.embeddings.shape == (6, 4) and not data.embeddings[:2].any()
+    assert data.embeddings.shape == (6, 300) and not data.embeddings[:2].any()
     first = [float(x) for x in path.read_text().splitlines()[1].split()[1:]]
     assert np.allclose(data.embeddings[2], first, atol=1e-3)  # the first "film" line wins
     assert data.eval_splits["test"] == [([4, 1], 0)]  # "unseen" -> <unk>
     assert len(list((tmp_path / "cache/glove").glob("*.npz"))) == 1
     v = glove.stream(path, [". . .", "absent"])
-    assert v.words == [". . ."] and v.dim == 4
+    assert v.words == [". . ."] and v.dim == 300
 
     from rirlab.models import registry as models
 
     model = models.get("bbt_grc").build(build(models.get("bbt_grc").config, {"hidden_size": 8}, "m"), data.info)
     frozen = [p for p in model.embed.parameters() if not p.requires_grad]
-    assert len(frozen) == 1 and frozen[0].shape == (6, 4)
+    assert len(frozen) == 1 and frozen[0].shape == (6, 300)
     batch = data.collate(data.train)
     model(batch).logits.sum().backward()
     assert frozen[0].grad is None
@@ -240,7 +240,7 @@ def test_glove_absent_is_an_error_not_random_vectors(tmp_path):
 
 def test_glove_bad_vector_is_file_line(tmp_path):
     sst_fixture(tmp_path)
-    write(tmp_path / "glove.840B.300d.txt", "film 0.1 0.2\nGood 0.1 x\n")
+    write(tmp_path / "glove.840B.300d.txt", "film" + " 0.1" * 300 + "\nGood" + " 0.1" * 299 + " x\n")
     with pytest.raises(UserError, match=r"glove.840B.300d.txt:2: a value of 'Good' is not a number"):
         tasks.get("sst5").load(cfg("sst5", tmp_path, embeddings="glove"))
 

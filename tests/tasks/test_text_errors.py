@@ -1,11 +1,15 @@
 """Bad or changed user files for the text tasks: GloVe's first line and trailing spaces, an aclImdb review
-rewritten in place, an unterminated quote, a long data row in an error, a missing GloVe file before any run."""
+rewritten in place, an unterminated quote, a long data row in an error, a missing GloVe file before any run; hostile
+files through the CLI (a stray file among the reviews, CIFAR batches with string labels or pixels of 300, a JSON line
+nested too deep) and GloVe files that used to train quietly (another dimension than the name's, an extra value, no
+word matched, nan)."""
 
 from __future__ import annotations
 
 import os
 import re
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -97,3 +101,119 @@ def test_a_field_longer_than_csvs_default_limit_is_read(tmp_path):
     path = write(tmp_path / "r.tsv", f"1\tdoc1\tdoc2\t{long_field}\tshort\n")
     ((no, fields),) = list(tsv(path))
     assert no == 1 and fields[3] == long_field and fields[4] == "short"
+
+
+# --- hostile files through `rirlab data stats` (issue 32 item 12): one line naming file and fix, exit 2 ---
+
+def one_error_line(r) -> str:
+    """The single stderr line of a refused command (exit 2), without its ``error: `` prefix."""
+    assert r.exit_code == 2, (r.exit_code, r.stdout, r.stderr)
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("error: "), line
+    return line[len("error: "):]
+
+
+def test_lra_text_skips_a_stray_file_in_a_review_folder_as_imdb_does(tmp_path, cli):
+    """A note or backup in aclImdb/train/pos (``notes_x.txt``) is not a review: LRA Text read the id before the
+    first ``_`` as a number and stopped with a ValueError traceback; it skips it, as the IMDB task does."""
+    for split in ("train", "test"):
+        for sub in ("neg", "pos"):
+            for i in range(3):
+                write(tmp_path / f"aclImdb/{split}/{sub}/{i}_7.txt", f"A fine film {i}")
+    write(tmp_path / "aclImdb/train/pos/notes_x.txt", "not a review")
+    write(tmp_path / "aclImdb/train/pos/urls_pos.txt", "http://example.com")
+    for task in ("lra_text", "imdb"):
+        r = cli("data", "stats", task, "--split", "train", "--json", "--set", f"data_dir={tmp_path}",
+                "--set", "embeddings=random" if task == "imdb" else "max_len=100")
+        assert r.exit_code == 0, r.stderr
+        assert '"count": 6' in r.stdout, r.stdout
+
+
+def cifar_batch(tmp_path, labels, data):
+    import pickle
+
+    return write(tmp_path / "cifar-10-batches-py/test_batch", pickle.dumps({b"labels": labels, b"data": data}))
+
+
+ZEROS = np.zeros((2, 3072), np.uint8)
+PIXEL_300 = np.zeros((2, 3072), np.int64)
+PIXEL_300[1, 5] = 300
+
+
+@pytest.mark.parametrize("labels, data, why", [
+    (["cat", "dog"], ZEROS, "image 0 has label 'cat'; CIFAR-10 labels are the integers 0-9"),
+    ([3, 12], ZEROS, "image 1 has label 12; CIFAR-10 labels are the integers 0-9"),
+    # lists of ints: an OverflowError traceback; an int64 array: read as 44, silently
+    ([3, 7], PIXEL_300.tolist(), "image 1 has a pixel of 300 (value 5 of 3072); CIFAR-10 pixels are 0-255"),
+    ([3, 7], PIXEL_300, "image 1 has a pixel of 300 (value 5 of 3072)"),
+    ([3, 7], np.full((2, 3072), 0.5, np.float32), "pixels of type float32; CIFAR-10 pixels are integers 0-255"),
+])
+def test_lra_image_refuses_string_labels_and_pixels_out_of_range(tmp_path, cli, labels, data, why):
+    path = cifar_batch(tmp_path, labels, data)
+    line = one_error_line(cli("data", "stats", "lra_image", "--split", "test", "--set", f"data_dir={tmp_path}"))
+    assert line.startswith(f"{path}:1: {why}"), line
+    assert line.endswith("(give the python batches of cifar-10-python.tar.gz as distributed)"), line
+
+
+def test_a_deeply_nested_snli_line_is_one_line_not_a_recursion_error(tmp_path, cli):
+    ok = '{"gold_label": "entailment", "sentence1": "A man sleeps .", "sentence2": "A man rests ."}\n'
+    path = write(tmp_path / "snli_1.0/snli_1.0_train.jsonl", ok + ok + "[" * 100_000 + "]" * 100_000 + "\n")
+    line = one_error_line(cli("data", "stats", "snli", "--split", "train", "--set", f"data_dir={tmp_path}",
+                              "--set", "embeddings=random"))
+    assert line == (f"{path}:3: JSON nested too deep to read; a line holds one flat object of strings (sentence1, "
+                    f"sentence2, gold_label): fix or delete the line")
+
+
+# --- GloVe files that used to train quietly (issue 32 item 13): refused in one line, exit 2 ---
+
+def vector(values=300, first="0.1"):
+    return " ".join([first, *["0.2"] * (values - 1)])
+
+
+def train_sst5_on(tmp_path, glove_lines, cli):
+    """`rirlab train` of SST5 on a two-sentence corpus and a GloVe file of ``glove_lines``: (result, store)."""
+    for split in ("train", "dev", "test"):
+        write(tmp_path / f"trees/{split}.txt", "(4 (4 Good) (2 film))\n(0 (0 Bad) (2 film))\n")
+    path = write(tmp_path / "glove.840B.300d.txt", "".join(f"{line}\n" for line in glove_lines))
+    store = tmp_path / "store.db"
+    r = cli("train", "--model", "bbt_grc", "--task", "sst5", "--set", f"data_dir={tmp_path}", "--set", "steps=2",
+            "--set", "hidden_size=8", "--set", "eval_every=2", "--tracking-uri", f"sqlite:///{store}")
+    return r, path, store
+
+
+def test_glove_file_of_another_dimension_than_its_name_is_refused_before_any_run(tmp_path, cli):
+    """A 50-d file saved as glove.840B.300d.txt trained with 50-d vectors where the papers' settings read 300."""
+    r, path, store = train_sst5_on(tmp_path, [f"{w} {vector(50)}" for w in ("good", "film", "bad")], cli)
+    assert one_error_line(r) == (f"{path}:1: 50 values per word, but the file's name says 300-d vectors; give the "
+                                 f"300-d file (the papers': glove.840B.300d.txt), or these vectors under their own "
+                                 f"name (--set glove_path=FILE)")
+    assert not store.exists()  # the task's preflight: before the run is recorded
+    other = write(tmp_path / "my_vectors.txt", f"good {vector(50)}\nfilm {vector(50)}\n")  # its own name: used
+    assert glove.stream(other, ["good", "film"]).dim == 50
+
+
+def test_glove_line_of_a_wanted_word_with_an_extra_value_is_refused(tmp_path, cli):
+    """'film' with 301 values read as a word "film 0.1" with no vector: film became <unk>, silently."""
+    lines = [f"good {vector()}", f"film {vector(301)}", f"bad {vector()}", f". . . {vector()}"]
+    r, path, _ = train_sst5_on(tmp_path, lines, cli)
+    assert one_error_line(r) == f"{path}:2: 301 values for 'film'; the file's vectors have 300 (fix or delete the line)"
+    # a word with spaces that starts with a wanted word is a word, not an extra value
+    assert glove.stream(path, [".", "good"]).words == ["good"]
+
+
+def test_glove_file_where_no_wanted_word_has_a_vector_is_refused(tmp_path, cli):
+    """Trained on the vocabulary <pad>, <unk> alone, at 100% OOV."""
+    r, path, _ = train_sst5_on(tmp_path, [f"{w} {vector()}" for w in ("xx", "yy")], cli)
+    assert one_error_line(r) == (f"{path}: none of the 3 words asked for has a vector here (e.g. 'bad', 'film', "
+                                 f"'good'); give the GloVe file of this text (glove.840B.300d.txt), or --set "
+                                 f"embeddings=random to train without it")
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-Infinity"])
+def test_glove_vector_with_nan_is_refused_not_a_learning_rate_hint(tmp_path, cli, value):
+    lines = [f"good {vector()}", f"film {vector(first=value)}", f"bad {vector()}"]
+    r, path, _ = train_sst5_on(tmp_path, lines, cli)
+    line = one_error_line(r)
+    assert line.startswith(f"{path}:2: the vector of 'film' holds "), line
+    assert line.endswith("; GloVe values are finite numbers (a damaged file? fix the line or fetch the file again)")
+    assert "learning rate" not in line

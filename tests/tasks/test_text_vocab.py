@@ -29,7 +29,7 @@ def snli(root):
     jsonl(root / "snli_1.0/snli_1.0_test_hard.jsonl", [("The cat runs .", "Zorp !")])
     jsonl(root / "breaking_nli/dataset.jsonl", [("Blip blip blip .", "Blip .")])  # not counted by the authors
     vectors = ["a", "dog", "runs", ".", "cat", "sleeps", "the", "!", "blip", "Dog"]  # no "zorp"
-    (root / "glove.840B.300d.txt").write_text("".join(f"{w} 0.1 0.2 0.{i}\n" for i, w in enumerate(vectors)))
+    (root / "glove.840B.300d.txt").write_text("".join(f"{w}{' 0.1' * 299} 0.{i}\n" for i, w in enumerate(vectors)))
 
 
 def cfg(root, **kw):
