@@ -1,4 +1,4 @@
-"""Tables from a sweep's runs, in the papers' style: ``99.72 ± 0.1`` per cell, one column per split.
+"""Tables from a sweep's runs, in the papers' style: ``99.72 ± 0.10`` per cell, one column per split.
 
 * ablation layout (RIR Table 5): one row per swept configuration (``analysis.layouts``), one
   column per evaluation split in the papers' order (as the sweep recorded them on its parent run;
@@ -62,11 +62,9 @@ def fmt_num(x: float) -> str:
 
 
 def fmt_std(x: float) -> str:
-    """Two significant digits, at most two decimals: 0.1, 0.04, 2.6, 14."""
-    if x >= 100:
-        return f"{x:.0f}"
-    r = round(x, 2)
-    return "0" if r == 0 else f"{r:.2g}"
+    """Two decimals, as the centre beside it: 0.10, 0.04, 2.60, 14.00 (issue 33 item 10: ``57.23 ± 14`` read as a
+    rounded or an integer std)."""
+    return f"{x:.2f}"
 
 
 def fmt_cell(cell: Optional[Cell], n_expected: int) -> str:
