@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from rirlab.cli.options import tracking_option
+from rirlab.cli.options import read_only, tracking_option
 from rirlab.errors import UserError
 
 spec_argument = click.argument("spec", type=click.Path(dir_okay=False, exists=True), required=False)
@@ -131,6 +131,7 @@ def _where(pairs) -> dict:
 @click.option("--split", default=None, help="pivot: evaluation split of the cells (default: the task's first test split).")
 @click.option("--where", multiple=True, metavar="KEY=VALUE", help="pivot: keep only runs with this swept value (repeatable).")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the table to FILE instead of stdout.")
+@read_only
 def tables(spec, experiment, tracking_uri, parent, latest_full, layout, fmt, stat, metric, reference, rows_key, cols_key,
            split, where, out):
     """Print the table of a sweep, from its runs in MLflow, in the papers' style (median or mean ± std over seeds).
@@ -174,6 +175,7 @@ def tables(spec, experiment, tracking_uri, parent, latest_full, layout, fmt, sta
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Parquet file of the runs (one row per trial).")
 @click.option("--history/--no-history", default=True, show_default=True,
               help="Also write per-step metric histories to OUT's stem + .history.parquet.")
+@read_only
 def export(experiment, tracking_uri, parent, out, history):
     """Export every trial run of an experiment to Parquet: ids, status, params, final metrics (+ histories)."""
     from analysis.export import export_runs
@@ -220,6 +222,7 @@ def plot():
 @click.option("--split", default=None, help="y: accuracy on this split (default: mean over the task's OOD splits).")
 @stat_option
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Image file: .png, .svg or .pdf.")
+@read_only
 def pareto(spec, experiment, tracking_uri, parent, latest_full, x, split, stat, out):
     """OOD accuracy against time per sample and peak memory, a point per configuration, Pareto frontier drawn."""
     from analysis.plots import pareto_plot
@@ -233,6 +236,7 @@ def pareto(spec, experiment, tracking_uri, parent, latest_full, x, split, stat, 
 @sweep_selection
 @click.option("--metric", default="dev/accuracy", show_default=True, help="Logged metric to plot against step.")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Image file: .png, .svg or .pdf.")
+@read_only
 def curves(spec, experiment, tracking_uri, parent, latest_full, metric, out):
     """Training curves per configuration: mean over seeds with a min-max band."""
     from analysis.plots import curves_plot
@@ -247,6 +251,7 @@ def curves(spec, experiment, tracking_uri, parent, latest_full, metric, out):
 @experiment_option
 @tracking_option
 @click.option("--format", "fmt", type=click.Choice(["markdown", "csv"]), default="markdown", show_default=True)
+@read_only
 def runs(spec, experiment, tracking_uri, fmt):
     """List the sweeps of a spec, newest first: parent run, date, quick/full, trials finished/failed, best.
 
