@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from analysis.stats import DEFAULT_STAT, STATS
 from rirlab.cli.options import read_only, tracking_option
 from rirlab.errors import UserError
 
@@ -17,10 +18,10 @@ parent_option = click.option("--run", "--parent", "parent", default=None, metava
                              help="Sweep (parent run id, `rirlab runs` lists them) to read (default: the latest).")
 latest_full_option = click.option("--latest-full", is_flag=True, default=False,
                                   help="Read the latest sweep run without --quick (default: the latest of any kind).")
-stat_option = click.option("--stat", type=click.Choice(["median", "mean"]), default=None,
-                           help="Centre of each cell over seeds (default: median, as the papers on ListOps; with "
-                                "--reference, the statistic the reference table reports, e.g. the EBT and "
-                                "dynamic-halt tables' mean).")
+stat_option = click.option("--stat", type=click.Choice(STATS), default=None,
+                           help=f"Centre over seeds of every table cell, Pareto point and curve (default: "
+                                f"{DEFAULT_STAT}, as the papers on ListOps; for tables with --reference, the statistic "
+                                f"the reference table reports, e.g. the EBT and dynamic-halt tables' mean).")
 
 
 def check_out(out, make_parent: bool = False) -> None:
@@ -161,8 +162,8 @@ def tables(spec, experiment, tracking_uri, parent, latest_full, layout, fmt, sta
             raise UserError(f"a pivot needs two swept parameters; this sweep swept {', '.join(keys) or 'none'} "
                             f"(use the ablation layout)")
         split = split or (sw.splits[0][0] if sw.splits else (T.split_columns(T.usable(sw.runs), metric) or ["test"])[0])
-        grid = T.pivot(sw.runs, rows_key, cols_key, split, stat=stat or "median", metric=metric, n_expected=sw.n_expected,
-                       where=_where(where), about=sw.about)
+        grid = T.pivot(sw.runs, rows_key, cols_key, split, stat=stat or DEFAULT_STAT, metric=metric,
+                       n_expected=sw.n_expected, where=_where(where), about=sw.about)
     if sw.parent is None:
         click.echo(f"note: no sweep of '{sw.experiment}' in the tracking store yet; showing the layout only", err=True)
     _write(T.render(grid, fmt), out)
@@ -229,21 +230,22 @@ def pareto(spec, experiment, tracking_uri, parent, latest_full, x, split, stat, 
 
     check_out(out)
     _, sw = _sweep(spec, experiment, tracking_uri, parent, latest_full=latest_full)
-    _drawn(out, lambda: pareto_plot(sw, out, x=x, split=split, stat=stat or "median"))
+    _drawn(out, lambda: pareto_plot(sw, out, x=x, split=split, stat=stat or DEFAULT_STAT))
 
 
 @plot.command()
 @sweep_selection
 @click.option("--metric", default="dev/accuracy", show_default=True, help="Logged metric to plot against step.")
+@stat_option
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Image file: .png, .svg or .pdf.")
 @read_only
-def curves(spec, experiment, tracking_uri, parent, latest_full, metric, out):
-    """Training curves per configuration: mean over seeds with a min-max band."""
+def curves(spec, experiment, tracking_uri, parent, latest_full, metric, stat, out):
+    """Training curves per configuration: the tables' statistic over seeds (--stat) with a min-max band."""
     from analysis.plots import curves_plot
 
     check_out(out)
     client, sw = _sweep(spec, experiment, tracking_uri, parent, latest_full=latest_full)
-    _drawn(out, lambda: curves_plot(client, sw, metric, out))
+    _drawn(out, lambda: curves_plot(client, sw, metric, out, stat=stat or DEFAULT_STAT))
 
 
 @click.command()
