@@ -14,13 +14,15 @@ from rirlab.errors import UserError
 
 
 class Group(click.Group):
-    """Turns UserError into one line on stderr and exit code 2."""
+    """Turns UserError into one line on stderr and exit code 2 (a line per problem where it names several, e.g.
+    every error of a spec)."""
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except UserError as err:
-            click.echo(f"error: {err}", err=True)
+            for line in str(err).splitlines() or [""]:
+                click.echo(f"error: {line}", err=True)
             sys.exit(err.exit_code)
 
 
