@@ -249,6 +249,41 @@ def curves(spec, experiment, tracking_uri, parent, latest_full, metric, stat, ou
 
 
 @click.command()
+@sweep_selection
+@click.option("--metric", default=None, help="Final metric to explain (default: the spec's metric, its first if several).")
+@click.option("--evaluator", type=click.Choice(["ped-anova", "fanova", "mdi"]), default="ped-anova", show_default=True,
+              help="optuna.importance evaluator: PED-ANOVA (Optuna's default; conditional parameters too), fANOVA, or "
+                   "mean decrease impurity (the last two: parameters every trial has).")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "csv"]), default="markdown", show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the table to FILE instead of stdout.")
+@read_only
+def importance(spec, experiment, tracking_uri, parent, latest_full, metric, evaluator, fmt, out):
+    """Rank the swept parameters by how much the metric depends on them: optuna.importance over the sweep's
+    finished trial runs, for grid and random sweeps as for Optuna ones (each run a trial of an in-memory study;
+    seeds are repeated trials of one configuration).
+
+    \b
+    rirlab importance search_spaces/chunk_beam.yaml
+    rirlab importance search_spaces/chunk_beam.yaml --metric test/accuracy --evaluator fanova
+    """
+    from analysis.importance import param_importances, render
+    from rirlab import contract
+
+    check_out(out)
+    _, sw = _sweep(spec, experiment, tracking_uri, parent, latest_full=latest_full)
+    if sw.runs.empty:
+        raise UserError(f"sweep run {sw.parent.info.run_id} of '{sw.experiment}' has no trial runs yet")
+    metrics = sw.spec.metrics if sw.spec is not None else \
+        [m for m in (sw.parent.data.tags.get(contract.METRIC) or "dev/accuracy").split(",") if m]
+    modes = sw.spec.modes if sw.spec is not None else ["max"] * len(metrics)
+    metric = metric or metrics[0]
+    # a metric the spec does not optimise: lower is better for losses, times and memory
+    mode = dict(zip(metrics, modes)).get(metric) or ("min" if metric.endswith(("loss", "_ms", "_mb")) else "max")
+    result = param_importances(sw.runs, sw.spec, metric, mode, evaluator)
+    _write(render(result, sw.about, fmt), out)
+
+
+@click.command()
 @spec_argument
 @experiment_option
 @tracking_option
