@@ -1,5 +1,6 @@
 """Plots of a sweep (matplotlib): the Pareto frontier of accuracy against cost (RIR Appendix F,
-Figure 2 a and b) and training curves per configuration (mean over seeds with a min-max band).
+Figure 2 a and b) and training curves per configuration (the tables' statistic over seeds, ``analysis.stats``,
+with a min-max band).
 
 Pareto points are numbered; the key beside the axes names each number's full configuration, and numbers
 that would overlap are pushed apart (points at the same place share one label, ``1, 3``). Curves differ in
@@ -17,6 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from analysis.layouts import ablation_rows, signature  # noqa: E402
+from analysis.stats import DEFAULT_STAT, centre  # noqa: E402
 from analysis.tables import metric_column, split_columns, usable  # noqa: E402
 from rirlab import contract  # noqa: E402
 from rirlab.errors import UserError  # noqa: E402
@@ -66,7 +68,7 @@ def _ood_splits(sw, df: pd.DataFrame, split: Optional[str]) -> tuple[list[str], 
     return cols[:1], metric_words(contract.split_metric(cols[0]), labels) + " (no OOD split evaluated)"
 
 
-def configuration_points(sw, split: Optional[str] = None, stat: str = "median") -> tuple[pd.DataFrame, str]:
+def configuration_points(sw, split: Optional[str] = None, stat: str = DEFAULT_STAT) -> tuple[pd.DataFrame, str]:
     """One row per configuration: label, accuracy (centre over seeds), time per sample, peak memory."""
     df = usable(sw.runs)
     if df.empty:
@@ -80,13 +82,12 @@ def configuration_points(sw, split: Optional[str] = None, stat: str = "median") 
                    time=df[time_col].astype(float) / df[batch_col].astype(float)
                    if time_col in df and batch_col in df else float("nan"),
                    memory=df.get(f"metric.{contract.PEAK_MEM_MB}", float("nan")), sig=[signature(s) for s in df["swept"]])
-    agg = "median" if stat == "median" else "mean"
     rows = []
     for row in ablation_rows(sw.spec, list(df["swept"])):
         g = df[df["sig"] == row.sig]
         if len(g):
-            rows.append({"label": row.label, "acc": getattr(g["acc"], agg)(), "time": getattr(g["time"], agg)(),
-                         "memory": getattr(g["memory"], agg)(), "n": len(g)})
+            rows.append({"label": row.label, "acc": centre(g["acc"], stat), "time": centre(g["time"], stat),
+                         "memory": centre(g["memory"], stat), "n": len(g)})
     return pd.DataFrame(rows), ylabel
 
 
@@ -132,7 +133,7 @@ def point_groups(xy: list[tuple[float, float]]) -> list[list[int]]:
     return list(groups.values())
 
 
-def pareto_plot(sw, out, x: str = "both", split: Optional[str] = None, stat: str = "median") -> int:
+def pareto_plot(sw, out, x: str = "both", split: Optional[str] = None, stat: str = DEFAULT_STAT) -> int:
     pts, ylabel = configuration_points(sw, split, stat)
     axes_x = ["time", "memory"] if x == "both" else [x]
     usable_x = [xk for xk in axes_x if pts[xk].notna().any()]
@@ -172,9 +173,9 @@ def pareto_plot(sw, out, x: str = "both", split: Optional[str] = None, stat: str
     return len(pts)
 
 
-def curves_plot(client, sw, metric: str, out) -> int:
-    """``metric`` against step for each configuration: mean over seeds, min-max band; each configuration has
-    its own colour, line style and marker."""
+def curves_plot(client, sw, metric: str, out, stat: str = DEFAULT_STAT) -> int:
+    """``metric`` against step for each configuration: ``stat`` over seeds (the tables' statistic), min-max band;
+    each configuration has its own colour, line style and marker."""
     from matplotlib.ticker import MaxNLocator
 
     df = sw.runs[sw.runs["status"].isin(["FINISHED", "RUNNING"])] if not sw.runs.empty else sw.runs
@@ -197,7 +198,7 @@ def curves_plot(client, sw, metric: str, out) -> int:
         table = pd.concat(series, axis=1).sort_index()  # (steps, seeds)
         color, (ls, mk) = f"C{i % 10}", next(styles)
         every = 1 if len(table) <= 6 else max(2, len(table) // 10)  # few points: mark them all
-        ax.plot(table.index, table.mean(axis=1), color=color, ls=ls, marker=mk, ms=5, mfc="none", mew=1.2, lw=1.6,
+        ax.plot(table.index, centre(table, stat, axis=1), color=color, ls=ls, marker=mk, ms=5, mfc="none", mew=1.2, lw=1.6,
                 markevery=(n % every, every), label=f"{row.label} (n={len(series)})")
         if len(series) > 1:
             ax.fill_between(table.index, table.min(axis=1), table.max(axis=1), color=color, alpha=0.15, lw=0)
@@ -209,7 +210,7 @@ def curves_plot(client, sw, metric: str, out) -> int:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("training step")
     ax.set_ylabel(words)
-    ax.set_title(f"{sw.experiment}: {words} (mean over seeds, band = min–max)", fontsize=10)
+    ax.set_title(f"{sw.experiment}: {words} ({stat} over seeds, band = min–max)", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.tight_layout()

@@ -1,4 +1,4 @@
-"""Tables from a sweep's runs, in the papers' style: ``99.72 ± 0.1`` per cell, one column per split.
+"""Tables from a sweep's runs, in the papers' style: ``99.72 ± 0.10`` per cell, one column per split.
 
 * ablation layout (RIR Table 5): one row per swept configuration (``analysis.layouts``), one
   column per evaluation split in the papers' order (as the sweep recorded them on its parent run;
@@ -22,6 +22,7 @@ import pandas as pd
 
 from analysis import references as refs
 from analysis.layouts import RowKey, ablation_rows, describe, signature
+from analysis.stats import DEFAULT_STAT, centre as stat_centre
 from rirlab import contract
 from rirlab.errors import UserError
 
@@ -48,13 +49,12 @@ class Grid:
     kinds: list[str] = dataclasses.field(default_factory=list)  # per body row: "ours" | "paper"
 
 
-def aggregate(values: list[float], stat: str) -> Optional[Cell]:
+def aggregate(values: list[float], stat: str = DEFAULT_STAT) -> Optional[Cell]:
     vals = [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
     if not vals:
         return None
     s = pd.Series(vals, dtype=float)
-    centre = s.median() if stat == "median" else s.mean()
-    return Cell(float(centre), float(s.std(ddof=0)) if len(s) > 1 else 0.0, len(s))
+    return Cell(float(stat_centre(s, stat)), float(s.std(ddof=0)) if len(s) > 1 else 0.0, len(s))
 
 
 def fmt_num(x: float) -> str:
@@ -62,11 +62,9 @@ def fmt_num(x: float) -> str:
 
 
 def fmt_std(x: float) -> str:
-    """Two significant digits, at most two decimals: 0.1, 0.04, 2.6, 14."""
-    if x >= 100:
-        return f"{x:.0f}"
-    r = round(x, 2)
-    return "0" if r == 0 else f"{r:.2g}"
+    """Two decimals, as the centre beside it: 0.10, 0.04, 2.60, 14.00 (issue 33 item 10: ``57.23 ± 14`` read as a
+    rounded or an integer std)."""
+    return f"{x:.2f}"
 
 
 def fmt_cell(cell: Optional[Cell], n_expected: int) -> str:
@@ -171,9 +169,9 @@ def ablation(df: pd.DataFrame, spec=None, task: Optional[str] = None, stat: Opti
     observed = list(df["swept"]) if len(df) else []
     rows = ablation_rows(spec, observed)
     ref_tables = refs.for_task(refs.load(reference), task, columns, labels) if reference else []
-    if stat is None:  # compare like with like: the statistic the reference table reports (else the median)
+    if stat is None:  # compare like with like: the statistic the reference table reports (else the default)
         stats = {t.stat for t in ref_tables}
-        stat = stats.pop() if len(stats) == 1 else "median"
+        stat = stats.pop() if len(stats) == 1 else DEFAULT_STAT
     for t in ref_tables:  # the paper's columns we do not evaluate (yet) still show
         for s, lbl in t.columns.items():
             if s not in columns and refs.norm(lbl) not in {refs.norm(v) for v in labels.values()}:
@@ -230,7 +228,7 @@ def ablation(df: pd.DataFrame, spec=None, task: Optional[str] = None, stat: Opti
     return grid
 
 
-def pivot(df: pd.DataFrame, rows_key: str, cols_key: str, split: str, stat: str = "median",
+def pivot(df: pd.DataFrame, rows_key: str, cols_key: str, split: str, stat: str = DEFAULT_STAT,
           metric: str = "accuracy", n_expected: int = 0, where: Optional[dict] = None,
           about: Optional[str] = None) -> Grid:
     """Two swept axes for one split's metric, e.g. chunk size x beam width of ``test/accuracy``."""

@@ -14,13 +14,15 @@ from rirlab.errors import UserError
 
 
 class Group(click.Group):
-    """Turns UserError into one line on stderr and exit code 2."""
+    """Turns UserError into one line on stderr and exit code 2 (a line per problem where it names several, e.g.
+    every error of a spec)."""
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except UserError as err:
-            click.echo(f"error: {err}", err=True)
+            for line in str(err).splitlines() or [""]:
+                click.echo(f"error: {line}", err=True)
             sys.exit(err.exit_code)
 
 
@@ -33,6 +35,7 @@ def main():
     Typical session:
       rirlab sweep search_spaces/chunk_beam.yaml --quick   # Ray Tune trials, recorded in MLflow
       rirlab tables search_spaces/chunk_beam.yaml          # the ablation table from those runs
+      rirlab importance search_spaces/chunk_beam.yaml      # which swept parameters the metric depends on
       rirlab ui                                            # browse every trial in the MLflow UI
 
     The MLflow store is --tracking-uri, else $MLFLOW_TRACKING_URI, else sqlite:///mlruns.db in the
@@ -46,3 +49,4 @@ for _command in (sweep.sweep, train.train, analysis.tables, analysis.export, ana
                  ui.ui, catalog.list_models, catalog.list_tasks):
     main.add_command(_command)
 main.add_command(analysis.runs)  # `rirlab runs`: the sweeps of a spec
+main.add_command(analysis.importance)  # `rirlab importance`: optuna.importance of a sweep's runs

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from rirlab.cli.options import tracking_option
+from analysis.stats import DEFAULT_STAT, STATS
+from rirlab.cli.options import read_only, tracking_option
 from rirlab.errors import UserError
 
 spec_argument = click.argument("spec", type=click.Path(dir_okay=False, exists=True), required=False)
@@ -17,10 +18,10 @@ parent_option = click.option("--run", "--parent", "parent", default=None, metava
                              help="Sweep (parent run id, `rirlab runs` lists them) to read (default: the latest).")
 latest_full_option = click.option("--latest-full", is_flag=True, default=False,
                                   help="Read the latest sweep run without --quick (default: the latest of any kind).")
-stat_option = click.option("--stat", type=click.Choice(["median", "mean"]), default=None,
-                           help="Centre of each cell over seeds (default: median, as the papers on ListOps; with "
-                                "--reference, the statistic the reference table reports, e.g. the EBT and "
-                                "dynamic-halt tables' mean).")
+stat_option = click.option("--stat", type=click.Choice(STATS), default=None,
+                           help=f"Centre over seeds of every table cell, Pareto point and curve (default: "
+                                f"{DEFAULT_STAT}, as the papers on ListOps; for tables with --reference, the statistic "
+                                f"the reference table reports, e.g. the EBT and dynamic-halt tables' mean).")
 
 
 def check_out(out, make_parent: bool = False) -> None:
@@ -131,6 +132,7 @@ def _where(pairs) -> dict:
 @click.option("--split", default=None, help="pivot: evaluation split of the cells (default: the task's first test split).")
 @click.option("--where", multiple=True, metavar="KEY=VALUE", help="pivot: keep only runs with this swept value (repeatable).")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the table to FILE instead of stdout.")
+@read_only
 def tables(spec, experiment, tracking_uri, parent, latest_full, layout, fmt, stat, metric, reference, rows_key, cols_key,
            split, where, out):
     """Print the table of a sweep, from its runs in MLflow, in the papers' style (median or mean ± std over seeds).
@@ -160,8 +162,8 @@ def tables(spec, experiment, tracking_uri, parent, latest_full, layout, fmt, sta
             raise UserError(f"a pivot needs two swept parameters; this sweep swept {', '.join(keys) or 'none'} "
                             f"(use the ablation layout)")
         split = split or (sw.splits[0][0] if sw.splits else (T.split_columns(T.usable(sw.runs), metric) or ["test"])[0])
-        grid = T.pivot(sw.runs, rows_key, cols_key, split, stat=stat or "median", metric=metric, n_expected=sw.n_expected,
-                       where=_where(where), about=sw.about)
+        grid = T.pivot(sw.runs, rows_key, cols_key, split, stat=stat or DEFAULT_STAT, metric=metric,
+                       n_expected=sw.n_expected, where=_where(where), about=sw.about)
     if sw.parent is None:
         click.echo(f"note: no sweep of '{sw.experiment}' in the tracking store yet; showing the layout only", err=True)
     _write(T.render(grid, fmt), out)
@@ -174,6 +176,7 @@ def tables(spec, experiment, tracking_uri, parent, latest_full, layout, fmt, sta
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Parquet file of the runs (one row per trial).")
 @click.option("--history/--no-history", default=True, show_default=True,
               help="Also write per-step metric histories to OUT's stem + .history.parquet.")
+@read_only
 def export(experiment, tracking_uri, parent, out, history):
     """Export every trial run of an experiment to Parquet: ids, status, params, final metrics (+ histories)."""
     from analysis.export import export_runs
@@ -220,26 +223,64 @@ def plot():
 @click.option("--split", default=None, help="y: accuracy on this split (default: mean over the task's OOD splits).")
 @stat_option
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Image file: .png, .svg or .pdf.")
+@read_only
 def pareto(spec, experiment, tracking_uri, parent, latest_full, x, split, stat, out):
     """OOD accuracy against time per sample and peak memory, a point per configuration, Pareto frontier drawn."""
     from analysis.plots import pareto_plot
 
     check_out(out)
     _, sw = _sweep(spec, experiment, tracking_uri, parent, latest_full=latest_full)
-    _drawn(out, lambda: pareto_plot(sw, out, x=x, split=split, stat=stat or "median"))
+    _drawn(out, lambda: pareto_plot(sw, out, x=x, split=split, stat=stat or DEFAULT_STAT))
 
 
 @plot.command()
 @sweep_selection
 @click.option("--metric", default="dev/accuracy", show_default=True, help="Logged metric to plot against step.")
+@stat_option
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Image file: .png, .svg or .pdf.")
-def curves(spec, experiment, tracking_uri, parent, latest_full, metric, out):
-    """Training curves per configuration: mean over seeds with a min-max band."""
+@read_only
+def curves(spec, experiment, tracking_uri, parent, latest_full, metric, stat, out):
+    """Training curves per configuration: the tables' statistic over seeds (--stat) with a min-max band."""
     from analysis.plots import curves_plot
 
     check_out(out)
     client, sw = _sweep(spec, experiment, tracking_uri, parent, latest_full=latest_full)
-    _drawn(out, lambda: curves_plot(client, sw, metric, out))
+    _drawn(out, lambda: curves_plot(client, sw, metric, out, stat=stat or DEFAULT_STAT))
+
+
+@click.command()
+@sweep_selection
+@click.option("--metric", default=None, help="Final metric to explain (default: the spec's metric, its first if several).")
+@click.option("--evaluator", type=click.Choice(["ped-anova", "fanova", "mdi"]), default="ped-anova", show_default=True,
+              help="optuna.importance evaluator: PED-ANOVA (Optuna's default; conditional parameters too), fANOVA, or "
+                   "mean decrease impurity (the last two: parameters every trial has).")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "csv"]), default="markdown", show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the table to FILE instead of stdout.")
+@read_only
+def importance(spec, experiment, tracking_uri, parent, latest_full, metric, evaluator, fmt, out):
+    """Rank the swept parameters by how much the metric depends on them: optuna.importance over the sweep's
+    finished trial runs, for grid and random sweeps as for Optuna ones (each run a trial of an in-memory study;
+    seeds are repeated trials of one configuration).
+
+    \b
+    rirlab importance search_spaces/chunk_beam.yaml
+    rirlab importance search_spaces/chunk_beam.yaml --metric test/accuracy --evaluator fanova
+    """
+    from analysis.importance import param_importances, render
+    from rirlab import contract
+
+    check_out(out)
+    _, sw = _sweep(spec, experiment, tracking_uri, parent, latest_full=latest_full)
+    if sw.runs.empty:
+        raise UserError(f"sweep run {sw.parent.info.run_id} of '{sw.experiment}' has no trial runs yet")
+    metrics = sw.spec.metrics if sw.spec is not None else \
+        [m for m in (sw.parent.data.tags.get(contract.METRIC) or "dev/accuracy").split(",") if m]
+    modes = sw.spec.modes if sw.spec is not None else ["max"] * len(metrics)
+    metric = metric or metrics[0]
+    # a metric the spec does not optimise: lower is better for losses, times and memory
+    mode = dict(zip(metrics, modes)).get(metric) or ("min" if metric.endswith(("loss", "_ms", "_mb")) else "max")
+    result = param_importances(sw.runs, sw.spec, metric, mode, evaluator)
+    _write(render(result, sw.about, fmt), out)
 
 
 @click.command()
@@ -247,6 +288,7 @@ def curves(spec, experiment, tracking_uri, parent, latest_full, metric, out):
 @experiment_option
 @tracking_option
 @click.option("--format", "fmt", type=click.Choice(["markdown", "csv"]), default="markdown", show_default=True)
+@read_only
 def runs(spec, experiment, tracking_uri, fmt):
     """List the sweeps of a spec, newest first: parent run, date, quick/full, trials finished/failed, best.
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import collections
+import hashlib
+import json
 import os
 import re
 import signal
@@ -12,6 +14,7 @@ import sys
 import threading
 import time
 import urllib.request
+from typing import Optional
 
 import click
 
@@ -25,30 +28,38 @@ SERVER_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 
 
 @click.command()
+@click.argument("spec", type=click.Path(dir_okay=False, exists=True), required=False)
 @tracking_option
 @click.option("--port", default=5000, show_default=True, type=click.IntRange(1, 65535), help="Port of the MLflow UI.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind (0.0.0.0 exposes it).")
 @click.option("--experiment", default=None, metavar="NAME",
-              help="Experiment (sweep spec name) whose runs the printed URL opens (default: the most recent sweep's).")
-def ui(tracking_uri, port, host, experiment):
+              help="Experiment whose runs the printed URL opens (default: SPEC's name, else the most recent sweep's).")
+def ui(spec, tracking_uri, port, host, experiment):
     """Start the MLflow UI on the same store `rirlab sweep` writes to and print the URL of a sweep's runs
-    table (the parent run with its trials nested under it) once the UI answers.
+    table once the UI answers: the experiment of SPEC (or --experiment), its swept parameters and metrics as
+    columns, best first (a view saved on the experiment, `rirlab sweep view` in MLflow's saved views).
 
     \b
-    rirlab ui                                   # sqlite:///mlruns.db in this directory
+    rirlab ui search_spaces/chunk_beam.yaml      # sqlite:///mlruns.db in this directory
     rirlab ui --experiment chunk_beam --port 5001
     rirlab ui --tracking-uri http://mlflow:5000  # a tracking server: its UI is already there
     """
     from sweeps.record.store import scheme
     from sweeps.record.tracker import Tracker, artifact_root, resolve_tracking_uri
 
+    if spec is not None and experiment is None:
+        from sweeps.spec.schema import read_spec
+
+        experiment = read_spec(spec).name
     uri = resolve_tracking_uri(tracking_uri)
     tracker = Tracker(uri, create=False)  # no store: one line, and none is created
     exp_id = pick_experiment(tracker, experiment)
+    view = sweep_view(tracker.client, exp_id) if exp_id is not None else None
     if scheme(uri) in ("http", "https"):  # a tracking server serves its own UI
         base = re.sub(r"^(https?://)[^/@]*@", r"\1", uri.raw).rstrip("/")
         click.echo(f"MLflow UI of the tracking server {uri}:")
-        click.echo(f"  {ui_url(base, exp_id)}")
+        click.echo(f"  {ui_url(base, exp_id, view)}")
+        click.echo(RUN_PAGES_HINT)
         return
     _check_port_free(host, port)
     cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri.raw, "--host", host, "--port", str(port),
@@ -71,7 +82,8 @@ def ui(tracking_uri, port, host, experiment):
         base = _wait_until_answering(server, host, port, tail)
         answering.set()
         click.echo(f"MLflow UI for {uri} (Ctrl-C stops it):")
-        click.echo(f"  {ui_url(base, exp_id)}")
+        click.echo(f"  {ui_url(base, exp_id, view)}")
+        click.echo(RUN_PAGES_HINT)
         server.wait()
         relay.join(timeout=5)
         if server.returncode not in (0, -signal.SIGINT, -signal.SIGTERM):
@@ -82,11 +94,80 @@ def ui(tracking_uri, port, host, experiment):
         _stop(server)
 
 
-def ui_url(base: str, exp_id) -> str:
-    """The runs table of an experiment on MLflow 3's model-training view (not its GenAI overview)."""
+def ui_url(base: str, exp_id, view: Optional[str] = None) -> str:
+    """The runs table of an experiment on MLflow 3's model-training view (not its GenAI overview); with ``view``
+    (``sweep_view``), through MLflow's saved view of that key. MLflow applies a saved view only when the URL has
+    no search parameters of its own (searchFilter, orderByKey, ...), so the view holds them."""
     if exp_id is None:
         return f"{base}/#/experiments"
-    return f"{base}/#/experiments/{exp_id}/runs?workflowType=machine_learning&compareRunsMode=TABLE"
+    shared = f"&{VIEW_URL_PARAM}={view}" if view else ""
+    return f"{base}/#/experiments/{exp_id}/runs?workflowType=machine_learning&compareRunsMode=TABLE{shared}"
+
+
+# MLflow 3's UI restores a runs-table view from the experiment tag mlflow.sharedViewState.<key> named by the URL
+# parameter viewStateShareKey (its "share" button and saved views): a JSON envelope {name, createdAt, updatedAt,
+# state} whose state holds the search facets (searchFilter, orderByKey, orderByAsc, ...) and the table's UI state
+# (selectedColumns as `params.\`key\``, `metrics.\`name\``, `tags.\`key\``). Expanded rows (runsExpanded) are
+# not part of a shared view in MLflow 3, so the view lists the sweep's trial runs themselves.
+VIEW_URL_PARAM = "viewStateShareKey"
+VIEW_TAG_PREFIX = "mlflow.sharedViewState."
+VIEW_NAME = "rirlab sweep view"
+# MLflow 3.17 shows a run's page in the GenAI or the model-training view by the URL's workflowType, else by the
+# browser's own choice (localStorage mlflow.workflowType, GenAI until one picks); the experiment's
+# mlflow.experimentKind tag (set by `rirlab sweep`) is read only where that switch is off. Run links carry no
+# workflowType, so a browser that never picked opens run pages in the GenAI view: say how to keep them.
+RUN_PAGES_HINT = ("  (a trial's page follows MLflow's GenAI / Model training switch, top left: pick Model training "
+                  "there once and this browser keeps it)")
+
+
+def column(kind: str, key: str) -> str:
+    """A runs-table column key as MLflow's UI writes it (makeCanonicalSortKey): params.`chunk_size`."""
+    return f"{kind}.`{key}`"
+
+
+def view_state(parent) -> dict:
+    """The runs-table view of a sweep: its trial runs (children of ``parent``), its swept parameters and metrics
+    as columns (a variant by its tag), sorted by its first metric, best first."""
+    from rirlab import contract
+
+    tags = parent.data.tags
+    try:
+        swept = json.loads(tags.get(contract.SWEPT_KEYS) or "[]")
+    except ValueError:
+        swept = []
+    swept = [k for k in swept if k != "seed"] + ["seed"]
+    metrics = [m for m in (tags.get(contract.METRIC) or "").split(",") if m]
+    mode = parent.data.params.get(contract.SPEC_PARAM_PREFIX + "mode") or "max"  # the spec's mode: max or a JSON list
+    mode = json.loads(mode)[0] if mode.startswith("[") else mode
+    cols = [column("tags", contract.VARIANT) if k == "variant" else column("params", k) for k in swept]
+    cols += [column("metrics", m) for m in metrics]
+    state = {"searchFilter": contract.children_filter(parent.info.run_id), "lifecycleFilter": "Active",
+             "selectedColumns": cols, "runListHidden": False, "viewMaximized": False}
+    if metrics:
+        state.update(orderByKey=column("metrics", metrics[0]), orderByAsc=mode == "min")
+    return state
+
+
+def sweep_view(client, exp_id: str) -> Optional[str]:
+    """Save the runs-table view of the experiment's latest sweep as an MLflow saved view (an experiment tag) and
+    return its key; None when there is no sweep or the store does not let this user write (a plain URL then)."""
+    from rirlab import contract
+
+    try:
+        parents = client.search_runs([exp_id], filter_string=contract.parent_filter(),
+                                     order_by=["attributes.start_time DESC"], max_results=1)
+        if not parents:
+            return None
+        state = json.dumps(view_state(parents[0]), sort_keys=True)
+        key = hashlib.sha256(state.encode()).hexdigest()[:32]
+        now = int(time.time() * 1000)
+        envelope = json.dumps({"name": VIEW_NAME, "createdAt": now, "updatedAt": now, "state": state})
+        exp = client.get_experiment(exp_id)
+        if exp.tags.get(VIEW_TAG_PREFIX + key) is None:
+            client.set_experiment_tag(exp_id, VIEW_TAG_PREFIX + key, envelope)
+        return key
+    except Exception:  # noqa: BLE001  (best effort: a read-only store or a shared server still gets the plain URL)
+        return None
 
 
 def pick_experiment(tracker, name):

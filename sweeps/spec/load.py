@@ -21,7 +21,8 @@ from rirlab.trial import TrialConfig, resolve
 from rirlab.errors import UserError
 from rirlab.redact import redact_uri
 from sweeps.spec.trials import VARIANT_KEY, expand
-from sweeps.spec.schema import Budget, Optuna, Resources, Scheduler, Spec, _union_member, base_config, closest, parse_spec
+from sweeps.spec.schema import (Budget, Optuna, Resources, Scheduler, Spec, _union_member, base_config, closest,
+                                distinct_errors, parse_spec)
 
 
 class LoadedSpec:
@@ -86,17 +87,21 @@ def _revalidate(spec: Spec, update: dict, where: str) -> Spec:
     try:
         return Spec.model_validate(data)
     except ValidationError as err:
-        e = err.errors()[0]
-        loc = [str(p) for p in e["loc"] if not _union_member(p)]
-        key = ".".join(loc) or "spec"
-        if e["type"] == "extra_forbidden":
-            section = {"resources": Resources, "scheduler": Scheduler, "budget": Budget, "optuna": Optuna}.get(loc[0])
-            valid = list(section.model_fields) if section else []
-            raise UserError(f"{where} {key}: unknown key '{loc[-1]}'{closest(loc[-1], valid)}"
-                            f"{'; ' + loc[0] + ' has ' + ', '.join(valid) if valid else ''}") from None
-        msg = e["msg"].removeprefix("Value error, ")
-        got = e.get("input")
-        raise UserError(f"{where} {key}: {msg}{'' if isinstance(got, (dict, list)) else f' (got {got!r})'}") from None
+        raise UserError("\n".join(line for e in distinct_errors(err) for line in _revalidate_lines(e, where))) from None
+
+
+def _revalidate_lines(e: dict, where: str) -> list[str]:
+    """One pydantic error of a --quick/--set update as lines (the spec-wide checks give several, a line each)."""
+    loc = [str(p) for p in e["loc"] if not _union_member(p)]
+    key = ".".join(loc) or "spec"
+    if e["type"] == "extra_forbidden":
+        section = {"resources": Resources, "scheduler": Scheduler, "budget": Budget, "optuna": Optuna}.get(loc[0])
+        valid = list(section.model_fields) if section else []
+        return [f"{where} {key}: unknown key '{loc[-1]}'{closest(loc[-1], valid)}"
+                f"{'; ' + loc[0] + ' has ' + ', '.join(valid) if valid else ''}"]
+    got = e.get("input")
+    return [f"{where} {key}: {msg}{'' if isinstance(got, (dict, list)) else f' (got {got!r})'}"
+            for msg in e["msg"].removeprefix("Value error, ").split("\n")]
 
 
 def _quick_update(spec: Spec, path: Path, lines: dict) -> dict:

@@ -168,52 +168,59 @@ class Spec(_Strict):
 
     @model_validator(mode="after")
     def _checks(self):
+        problems = []  # every problem, not only the first (issue 33 item 10); spec_error prints a line each
         if isinstance(self.seeds, int) and self.seeds < 1:
-            raise ValueError("seeds must be >= 1 (a count) or a list of seed values")
-        if isinstance(self.seeds, list) and not self.seeds:
-            raise ValueError("seeds list is empty")
-        if isinstance(self.seeds, list) and len(set(self.seeds)) != len(self.seeds):
+            problems.append("seeds must be >= 1 (a count) or a list of seed values")
+        elif isinstance(self.seeds, list) and not self.seeds:
+            problems.append("seeds list is empty")
+        elif isinstance(self.seeds, list) and len(set(self.seeds)) != len(self.seeds):
             dup = next(s for s in self.seeds if self.seeds.count(s) > 1)
-            raise ValueError(f"seed {dup} is listed twice; every seed must differ (a repeat only reruns a trial)")
-        if isinstance(self.seeds, list) and min(self.seeds) < 0:
-            raise ValueError(f"seeds must be >= 0 (got {min(self.seeds)})")
+            problems.append(f"seed {dup} is listed twice; every seed must differ (a repeat only reruns a trial)")
+        elif isinstance(self.seeds, list) and min(self.seeds) < 0:
+            problems.append(f"seeds must be >= 0 (got {min(self.seeds)})")
         where = next((w for w, d in [("fixed", self.fixed), ("search", self.search),
                                      *((f"variant '{v.name}'", v.set) for v in self.variants)] if "seed" in d), None)
         if where:
-            raise ValueError(f"seed in {where} would be ignored: the seeds come from seeds: (e.g. seeds: [3])")
-        count, limit = trial_count(self), trial_limit(self)
+            problems.append(f"seed in {where} would be ignored: the seeds come from seeds: (e.g. seeds: [3])")
+        try:
+            count, limit = trial_count(self), trial_limit(self)
+        except ValueError as err:  # a malformed $RIRLAB_MAX_TRIALS
+            problems.append(str(err))
+            count, limit = 0, 0
         if count > limit:
-            raise ValueError(f"{count:,} trials ({count // len_seeds(self):,} configurations x {len_seeds(self):,} seeds) "
-                             f"are more than the limit of {limit:,}; shrink the grid, seeds or num_samples, or raise "
-                             f"the limit with max_trials: N in the spec (or ${MAX_TRIALS_ENV}=N)")
+            problems.append(f"{count:,} trials ({count // len_seeds(self):,} configurations x {len_seeds(self):,} seeds) "
+                            f"are more than the limit of {limit:,}; shrink the grid, seeds or num_samples, or raise "
+                            f"the limit with max_trials: N in the spec (or ${MAX_TRIALS_ENV}=N)")
         metrics = self.metric if isinstance(self.metric, list) else [self.metric]
         modes = self.mode if isinstance(self.mode, list) else [self.mode]
         if len(metrics) != len(modes):
-            raise ValueError(f"metric has {len(metrics)} entries but mode has {len(modes)}; give one mode per metric")
+            problems.append(f"metric has {len(metrics)} entries but mode has {len(modes)}; give one mode per metric")
         if len(metrics) > 1 and self.algorithm != "optuna":
-            raise ValueError("several metrics (multi-objective) need algorithm: optuna")
+            problems.append("several metrics (multi-objective) need algorithm: optuna")
         if len(metrics) > 1 and self.scheduler.type == "asha":
-            raise ValueError("asha needs a single metric")
+            problems.append("asha needs a single metric")
         if self.optuna.pruner != "none" and (self.algorithm != "optuna" or len(metrics) > 1 or self.scheduler.type != "fifo"):
-            raise ValueError("optuna.pruner needs algorithm: optuna, a single metric and scheduler fifo (it stops the "
-                             "trials itself)")
+            problems.append("optuna.pruner needs algorithm: optuna, a single metric and scheduler fifo (it stops the "
+                            "trials itself)")
         if self.variants and self.algorithm != "grid":
-            raise ValueError("variants need algorithm: grid")
+            problems.append("variants need algorithm: grid")
         if self.algorithm != "optuna" and self.optuna != Optuna():  # settings that would change nothing
-            raise ValueError(f"optuna: settings have no effect under algorithm: {self.algorithm}; drop them or use "
-                             f"algorithm: optuna")
+            problems.append(f"optuna: settings have no effect under algorithm: {self.algorithm}; drop them or use "
+                            f"algorithm: optuna")
         by_epochs = [w for w, d in [("fixed", self.fixed), *((f"variant '{v.name}'", v.set) for v in self.variants)]
                      if d.get("epochs") is not None]
         if self.budget.steps is not None and by_epochs:
-            raise ValueError(f"budget.steps would change nothing: {by_epochs[0]} sets epochs, which overrides steps; "
-                             f"give budget.epochs instead (or epochs: null there to train by steps)")
+            problems.append(f"budget.steps would change nothing: {by_epochs[0]} sets epochs, which overrides steps; "
+                            f"give budget.epochs instead (or epochs: null there to train by steps)")
         if self.algorithm == "grid":
             bad = [k for k, a in self.search.items() if a.kind not in ("grid", "choice")]
             if bad:
-                raise ValueError(f"algorithm grid cannot search {bad[0]} by {self.search[bad[0]].kind}; use algorithm: random or optuna")
+                problems.append(f"algorithm grid cannot search {bad[0]} by {self.search[bad[0]].kind}; use algorithm: random or optuna")
         names = [v.name for v in self.variants]
         if len(set(names)) != len(names):
-            raise ValueError("variant names must be unique")
+            problems.append("variant names must be unique")
+        if problems:
+            raise ValueError("\n".join(problems))
         return self
 
     @property
@@ -259,9 +266,31 @@ def _union_member(part) -> bool:
                                       or part.startswith(("list[", "tuple[", "dict[", "constrained-")))
 
 
+def _branch_key(loc: tuple) -> tuple:
+    """An error's location up to the first union branch it names (``seeds.int`` and ``seeds.list[int]`` are one
+    problem of ``seeds``: its first branch's message is shown)."""
+    for i, part in enumerate(loc):
+        if _union_member(part) or (isinstance(part, str) and part.startswith("literal[")):
+            return loc[:i]
+    return loc
+
+
+def distinct_errors(err: ValidationError) -> list[dict]:
+    """Every problem pydantic found (issue 33 item 10: not only the first), a union's failed branches once."""
+    seen, out = set(), []
+    for e in err.errors():
+        if _branch_key(tuple(e["loc"])) not in seen:
+            seen.add(_branch_key(tuple(e["loc"])))
+            out.append(e)
+    return out
+
+
 def spec_error(err: ValidationError, path: Path, lines: dict) -> UserError:
-    """A pydantic error as one line: ``file:line: key: what is wrong`` (unknown keys name the closest valid one)."""
-    e = err.errors()[0]
+    """Every problem, one line each: ``file:line: key: what is wrong`` (unknown keys name the closest valid one)."""
+    return UserError("\n".join(line for e in distinct_errors(err) for line in _error_lines(e, path, lines)))
+
+
+def _error_lines(e: dict, path: Path, lines: dict) -> list[str]:
     loc = tuple(p for p in e["loc"] if not _union_member(p))
     key = ".".join(str(p) for p in loc) or "spec"
     line = next((lines[loc[:n]] for n in range(len(loc), 0, -1) if loc[:n] in lines), None)
@@ -275,11 +304,11 @@ def spec_error(err: ValidationError, path: Path, lines: dict) -> UserError:
             valid = list(sections[loc[0]].model_fields)
         elif len(loc) == 3 and loc[0] == "search":
             valid = [*SEARCH_KINDS, "when"]
-        return UserError(f"{where}: unknown key '{loc[-1]}' in the spec{closest(str(loc[-1]), valid)}")
-    msg = e["msg"].removeprefix("Value error, ")
+        return [f"{where}: unknown key '{loc[-1]}' in the spec{closest(str(loc[-1]), valid)}"]
     got = e.get("input")
     shown = f" (got {got!r})" if not isinstance(got, (dict, list)) else ""
-    return UserError(f"{where}: {key}: {msg}{shown}")
+    # the spec-wide checks (Spec._checks) report all their problems in one error, a line each
+    return [f"{where}: {key}: {msg}{shown}" for msg in e["msg"].removeprefix("Value error, ").split("\n")]
 
 
 def parse_spec(path: Path) -> tuple[Spec, dict]:

@@ -68,8 +68,8 @@ def abl(tmp_path_factory):
 GOLDEN_MD = """\
 | configuration | a | b |
 |:---|---:|---:|
-| chunk 10, beam 5 | 55.00 ± 5 | 42.00 ± 2 |
-| chunk 10, beam 7 | 63.00 ± 2 | 50.00 ± 0 |
+| chunk 10, beam 5 | 55.00 ± 5.00 | 42.00 ± 2.00 |
+| chunk 10, beam 7 | 63.00 ± 2.00 | 50.00 ± 0.00 |
 | chunk 30, beam 5 | 70.00 (n=1) | 80.00 (n=1) |
 | chunk 30, beam 7 | — | — |
 
@@ -82,8 +82,8 @@ GOLDEN_TEX = r"""\begin{tabular}{lrr}
 \toprule
 configuration & a & b \\
 \midrule
-chunk 10, beam 5 & 55.00 $\pm$ 5 & 42.00 $\pm$ 2 \\
-chunk 10, beam 7 & 63.00 $\pm$ 2 & 50.00 $\pm$ 0 \\
+chunk 10, beam 5 & 55.00 $\pm$ 5.00 & 42.00 $\pm$ 2.00 \\
+chunk 10, beam 7 & 63.00 $\pm$ 2.00 & 50.00 $\pm$ 0.00 \\
 chunk 30, beam 5 & 70.00 (n=1) & 80.00 (n=1) \\
 chunk 30, beam 7 & --- & --- \\
 \bottomrule
@@ -103,8 +103,8 @@ def test_golden_markdown_and_latex(golden):
     tex = cli("tables", spec, "--tracking-uri", uri, "--format", "latex")
     assert about.sub("", tex.stdout) == GOLDEN_TEX
     csv = cli("tables", spec, "--tracking-uri", uri, "--format", "csv")
-    assert csv.stdout.splitlines()[:3] == ["configuration,a,b", "\"chunk 10, beam 5\",55.00 ± 5,42.00 ± 2",
-                                           "\"chunk 10, beam 7\",63.00 ± 2,50.00 ± 0"]
+    assert csv.stdout.splitlines()[:3] == ["configuration,a,b", "\"chunk 10, beam 5\",55.00 ± 5.00,42.00 ± 2.00",
+                                           "\"chunk 10, beam 7\",63.00 ± 2.00,50.00 ± 0.00"]
 
 
 def test_cells_equal_hand_computed_median_mean_std(abl):
@@ -133,12 +133,12 @@ def test_ablation_with_paper_reference_rows(abl):
     assert r.exit_code == 0, r.output
     lines = r.stdout.splitlines()
     i = next(n for n, line in enumerate(lines) if line.startswith("| RIR-EBT-GRC |"))
-    assert lines[i].startswith("| RIR-EBT-GRC | 92.00 ± 2.9 | 81.00 ± 2.2 |")
+    assert lines[i].startswith("| RIR-EBT-GRC | 92.00 ± 2.94 | 81.00 ± 2.16 |")
     assert lines[i + 1].startswith("| paper: RIR-EBT-GRC | 99.72 (Δ \u22127.72) | 99.15 (Δ \u221218.15) |")
     s4d = lines.index(next(line for line in lines if line.startswith("| \u2212S4D |")))
-    assert "98.50 ± 0.5 (n=2)" in lines[s4d] and "99.78 (Δ \u22121.28)" in lines[s4d + 1]
+    assert "98.50 ± 0.50 (n=2)" in lines[s4d] and "99.78 (Δ \u22121.28)" in lines[s4d + 1]
     c10 = lines.index(next(line for line in lines if line.startswith("| (chunk 10) |")))
-    assert "45.00 ± 5 (n=2)" in lines[c10] and lines[c10 + 1].startswith("| paper: (chunk 10) | 89.64 (Δ \u221244.64)")
+    assert "45.00 ± 5.00 (n=2)" in lines[c10] and lines[c10 + 1].startswith("| paper: (chunk 10) | 89.64 (Δ \u221244.64)")
     assert "7 finished runs; 1 failed; 1 stopped early (not counted)" in r.stdout
     assert "RIR Table 5" in r.stdout
 
@@ -175,7 +175,7 @@ def test_pivot_of_two_swept_axes(golden):
     uri, spec, _ = golden
     r = cli("tables", spec, "--tracking-uri", uri, "--layout", "pivot", "--rows", "chunk_size", "--cols", "beam_size")
     assert r.exit_code == 0, r.output
-    assert "| chunk 10 | 55.00 ± 5 | 63.00 ± 2 |" in r.stdout
+    assert "| chunk 10 | 55.00 ± 5.00 | 63.00 ± 2.00 |" in r.stdout
     assert "| chunk 30 | 70.00 (n=1) | — |" in r.stdout
     assert r.stdout.startswith("| chunk_size / beam_size | beam 5 | beam 7 |")
 
@@ -277,7 +277,7 @@ def test_older_parent_without_split_record_prints_split_names(tmp_path):
     r = cli("tables", spec, "--tracking-uri", uri)
     assert r.exit_code == 0, r.output
     assert r.stdout.startswith("| configuration | len_200_300 | test |")  # split names, sorted: no registry needed
-    assert "| RIR-EBT-GRC | 81.00 ± 2.2 | 92.00 ± 2.9 |" in r.stdout
+    assert "| RIR-EBT-GRC | 81.00 ± 2.16 | 92.00 ± 2.94 |" in r.stdout
 
 
 def test_recorded_split_labels_give_the_columns_and_their_order(tmp_path):
@@ -286,7 +286,7 @@ def test_recorded_split_labels_give_the_columns_and_their_order(tmp_path):
     r = cli("tables", spec, "--tracking-uri", uri)
     assert r.exit_code == 0, r.output
     assert r.stdout.startswith("| configuration | 200-300 | near-IID |")
-    assert "| RIR-EBT-GRC | 81.00 ± 2.2 | 92.00 ± 2.9 |" in r.stdout
+    assert "| RIR-EBT-GRC | 81.00 ± 2.16 | 92.00 ± 2.94 |" in r.stdout
     sw = load_sweep(MlflowClient(uri), "abl_labels")
     assert sw.splits == [("len_200_300", "200-300"), ("test", "near-IID")]
 
@@ -319,7 +319,7 @@ def test_rirlab_tables_imports_no_torch(request, store, args):
     proc = subprocess.run([sys.executable, "-c", PROBE.format(heavy=HEAVY), "tables", str(spec), "--tracking-uri", uri,
                            *args], cwd=root, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "55.00 ± 5" in proc.stdout or "92.00 $\\pm$ 2.9" in proc.stdout  # the table itself printed
+    assert "55.00 ± 5.00" in proc.stdout or "92.00 $\\pm$ 2.94" in proc.stdout  # the table itself printed
     assert proc.stdout.strip().splitlines()[-1] == "HEAVY []", proc.stdout[-500:]
 
 

@@ -90,3 +90,27 @@ def test_curves_are_distinguishable_with_integer_steps_and_words(crowd, figures,
                                            ("peak_mem_mb", "peak memory (MB)")])
 def test_metric_words(metric, words):
     assert plots.metric_words(metric, {"len_200_300": "200–300"}) == words
+
+
+SKEWED = {"name": "skewed", "task": "listops", "model": "rir_ebt_grc", "search": {"chunk_size": {"grid": [10]}},
+          "seeds": 3}
+
+
+@pytest.mark.parametrize("stat, centre", [(None, 20.0), ("median", 20.0), ("mean", 40.0)])
+def test_curves_and_tables_use_one_statistic_over_seeds(tmp_path, figures, stat, centre):
+    """Issue 33 item 10: a curve's last point and the table cell of the same runs are one statistic (the median by
+    default, --stat mean for both), never the curve's mean beside the table's median."""
+    runs = [{"swept": {"chunk_size": 10, "seed": s}, "metrics": {"test/accuracy": final},
+             "history": {"test/accuracy": [(0, 0.0), (500, final / 2)]}} for s, final in enumerate((10.0, 20.0, 90.0))]
+    uri, spec = make_sweep(tmp_path, SKEWED, runs, splits=[("test", "near-IID")])
+    extra = ["--stat", stat] if stat else []
+    r = CliRunner().invoke(main, ["plot", "curves", str(spec), "--tracking-uri", uri, "--metric", "test/accuracy",
+                                  "--out", str(tmp_path / "c.png"), *extra])
+    assert r.exit_code == 0, r.output
+    ax = figures[-1].axes[0]
+    (line,) = [ln for ln in ax.get_lines() if not ln.get_label().startswith("_")]
+    assert list(line.get_xdata()) == [0, 500, 1000] and line.get_ydata()[-1] == pytest.approx(centre)
+    assert f"({stat or 'median'} over seeds" in ax.get_title()
+    t = CliRunner().invoke(main, ["tables", str(spec), "--tracking-uri", uri, *extra])
+    assert t.exit_code == 0, t.output
+    assert f"| chunk 10 | {centre:.2f} ± 35.59 |" in t.output and f"{stat or 'median'} ± std over seeds" in t.output

@@ -49,7 +49,7 @@ def test_report_with_a_failed_trial(tmp_path):
     log_parent_report(uri, pid)
     assert _artifacts(client, pid) == ["report/pareto.png", "report/table.csv", "report/table.md"]
     md = _text(client, pid, "report/table.md", tmp_path / "a")
-    assert "| chunk 10 | 61.00 ± 1 |" in md and "| chunk 30 | 80.00 (n=1) |" in md
+    assert "| chunk 10 | 61.00 ± 1.00 |" in md and "| chunk 30 | 80.00 (n=1) |" in md
     assert f"sweep {pid} (" in md and "3 finished runs; 1 failed" in md
     csv = _text(client, pid, "report/table.csv", tmp_path / "b")
     assert csv.splitlines()[0].startswith("configuration,") and "chunk 30,80.00 (n=1)" in csv

@@ -4,6 +4,7 @@ experiment, prints its runs-table URL only once the UI answers, and stays small 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -140,7 +141,9 @@ def test_ui_prints_the_url_once_it_answers_with_one_small_server(tmp_path):
     try:
         assert proc.stdout.readline().startswith("MLflow UI for sqlite:///"), proc.stderr.read()[-3000:]
         url = proc.stdout.readline().strip()
-        assert url == f"http://127.0.0.1:{port}/#/experiments/{exp}/runs?workflowType=machine_learning&compareRunsMode=TABLE"
+        # the sweep's saved view (tests/analysis/test_analysis_ui.py): its trials, swept params and metric as columns
+        assert re.fullmatch(rf"http://127\.0\.0\.1:{port}/#/experiments/{exp}/runs\?workflowType=machine_learning"
+                            rf"&compareRunsMode=TABLE&viewStateShareKey=[0-9a-f]{{32}}", url), url
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:  # answering when printed
             assert r.status == 200
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/ajax-api/2.0/mlflow/experiments/get?experiment_id={exp}",
@@ -150,8 +153,9 @@ def test_ui_prints_the_url_once_it_answers_with_one_small_server(tmp_path):
         served = _ui("--tracking-uri", f"http://127.0.0.1:{port}", "--experiment", "older")
         assert served.exit_code == 0, served.output
         older = tracker.experiment_id("older", create=False)
-        assert served.output.strip().splitlines()[-1].strip() == \
-            f"http://127.0.0.1:{port}/#/experiments/{older}/runs?workflowType=machine_learning&compareRunsMode=TABLE"
+        (served_url,) = [line.strip() for line in served.output.splitlines() if line.strip().startswith("http://")]
+        assert served_url.startswith(
+            f"http://127.0.0.1:{port}/#/experiments/{older}/runs?workflowType=machine_learning&compareRunsMode=TABLE")
         procs = _tree(proc.pid)
         rss_mb = sum(p.memory_info().rss for p in procs) / 2**20
         print(f"\nrirlab ui: {len(procs)} processes, {rss_mb:.0f} MiB RSS")
