@@ -39,9 +39,9 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
     SIGTERM stops the sweep: running trials end KILLED in MLflow and the command that continues it is printed
     (exit 130 for Ctrl-C, 143 for SIGTERM).
     """
-    from sweeps.driver.signals import SweepInterrupted, stop_on_sigterm_like_ctrl_c, terminated
+    from sweeps.driver.signals import SweepInterrupted, open_startup_window, terminated
 
-    stop_on_sigterm_like_ctrl_c()
+    open_startup_window()  # no Ctrl-C or SIGTERM is lost before Ray Tune runs (closed before Tuner.fit)
     try:
         from rirlab.config import parse_overrides
         from sweeps.plan.plan import SweepPlan
