@@ -23,7 +23,7 @@ def ray_init(address: Optional[str], log_dir: Path, tracking_uri: Optional[str] 
     if address not in (None, "local"):
         _check_reachable(address)
     log_dir.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(log_dir / "ray_driver.log")
+    handler = _QuietFileHandler(log_dir / "ray_driver.log")
     _HANDLERS.append(handler)
     _log_ray_to(handler)
     if ray.is_initialized():
@@ -81,6 +81,14 @@ def local_start_failure(err: BaseException) -> str:
                 f"--address auto")
     return (f"the local Ray failed to start ({type(err).__name__}: {why}); see Ray's logs under "
             f"/tmp/ray/session_latest/logs, or start Ray yourself (ray start --head) and pass --address auto")
+
+
+class _QuietFileHandler(logging.FileHandler):
+    """Ray's driver log is a convenience: a record it cannot write (its disk is full) is dropped, not printed
+    on the terminal with a traceback ("--- Logging error ---") for every line Ray logs."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        pass
 
 
 _HANDLERS: list[logging.Handler] = []

@@ -16,6 +16,7 @@ from rirlab import contract
 from rirlab.errors import UserError
 from rirlab.redact import redact_all, redact_uri
 from sweeps.driver.cluster import check_address, check_resources, detach_ray_log, ray_init
+from sweeps.record.faults import SweepFault, disk_full, fault_line, tune_folder_full
 from sweeps.driver.signals import (SweepInterrupted, close_startup_window, keep_sigterm_handler,
                                    raise_if_interrupted, startup_window, stop_on_sigterm_like_ctrl_c)
 from sweeps.plan.plan import SweepPlan
@@ -127,16 +128,41 @@ def _run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str], resum
         return _fit(plan, tracker, exp_id, parent_id, tune_path, restore, checkpoint_artifacts, progress,
                     system_metrics, report)
     except BaseException as err:
+        full = not isinstance(err, SweepFault) and disk_full(err)
+        if full and tune_folder_full(tune_path):  # Tune's own writes failed (its folder's disk is full)
+            if parent_id is not None:
+                with contextlib.suppress(Exception):
+                    tracker.set_tags(parent_id, {contract.INTERRUPTED: contract.TRUE})
+                    tracker.finish(parent_id, "KILLED")
+            raise SweepFault(tune_folder_full(tune_path), parent_id) from None
         if parent_id is None:  # nothing recorded (the CLI says so): a fresh sweep leaves no folder either
             if parent is None:
                 _discard(tune_path)
+            if full:
+                raise SweepFault(f"the disk of the MLflow store {tracker.uri} is full ({fault_line(err)})") from None
+            raise
+        if isinstance(err, SweepFault):
             raise
         # whatever stops the driver (Ctrl-C before Tune took over, an error) leaves no parent run RUNNING
-        tracker.set_tags(parent_id, {contract.INTERRUPTED: contract.TRUE})
-        tracker.finish(parent_id, "KILLED")
+        try:
+            tracker.set_tags(parent_id, {contract.INTERRUPTED: contract.TRUE})
+            tracker.finish(parent_id, "KILLED")
+        except Exception as mark_err:  # noqa: BLE001
+            if not (full or disk_full(mark_err)):
+                raise
+            full = True
+        if full:
+            raise SweepFault(f"the disk of the MLflow store {tracker.uri} is full ({fault_line(err)})",
+                             parent_id) from None
         if isinstance(err, KeyboardInterrupt) and not isinstance(err, SweepInterrupted):
             raise SweepInterrupted(parent_id) from None
         raise
+
+
+def _end_interrupted(tracker: Tracker, parent_id: str, counts: dict) -> None:
+    tracker.set_tags(parent_id, {contract.TRIALS_FINISHED: str(counts["finished"]),
+                                 contract.TRIALS_FAILED: str(counts["failed"]), contract.INTERRUPTED: contract.TRUE})
+    tracker.finish(parent_id, "KILLED")
 
 
 def _preflight(plan: SweepPlan) -> None:
@@ -239,7 +265,11 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
     trainable = tune.with_parameters(trial_fn, space=space, checkpoint_every=spec.checkpoint_every,
                                      driver_cwd=os.getcwd(), done=done, monitor=monitor)
     train_fn = tune.with_resources(trainable, resources)
-    mlflow_cb = MLflowTrialCallback(tracker, exp_id, parent_id, plan, checkpoint_artifacts=checkpoint_artifacts)
+    link = None
+    if spec.algorithm == "optuna":  # each run names its Optuna trial, and the Optuna trial its runs
+        from sweeps.tune.optuna import link_run as link
+    mlflow_cb = MLflowTrialCallback(tracker, exp_id, parent_id, plan, checkpoint_artifacts=checkpoint_artifacts,
+                                    tune_path=tune_path, link=link)
     n_trials = plan.n_trials
     progress = ProgressCallback(spec.name, n_trials, spec.metrics, spec.modes, space, trials=progress_mode == "trials")
     progress.seed(mlflow_cb.existing.values())
@@ -263,14 +293,18 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
     running = [k for k, st in mlflow_cb.state.items() if st == "running"]
     counts["interrupted"] = bool(running) or counts["finished"] + counts["failed"] < n_trials
     counts["stopped"] = len(running)  # running trials that the interruption stopped (the CLI says so)
+    if mlflow_cb.fault is not None:  # a full disk stopped it (as Ctrl-C would): mark what the store still takes
+        with contextlib.suppress(Exception):
+            if mlflow_cb.mark_interrupted():
+                _end_interrupted(tracker, parent_id, counts)
+        raise SweepFault(mlflow_cb.fault, parent_id)
     tracker.set_tags(parent_id, {contract.TRIALS_FINISHED: str(counts["finished"]),
                                  contract.TRIALS_FAILED: str(counts["failed"])})
     if counts["interrupted"]:
         # Ctrl-C (Ray Tune stops gracefully and saves its state): unfinished trials end KILLED in MLflow;
         # --resume reopens the same runs and continues each trial from its last checkpoint.
         mlflow_cb.mark_interrupted()
-        tracker.set_tags(parent_id, {contract.INTERRUPTED: contract.TRUE})
-        tracker.finish(parent_id, "KILLED")
+        _end_interrupted(tracker, parent_id, counts)
     else:
         from sweeps.record import artifacts
 
