@@ -70,6 +70,10 @@ CHECKPOINT_STATE_FILE = "state.pt"  # inside a checkpoint: the trainer's state d
 CONFIG_ARTIFACT = "config.yaml"  # the trial's resolved flat config
 MODEL_ARTIFACT = "model"  # its final weights as an MLflow PyTorch model (and as a logged model of that name)
 TRIAL_NAME_TAG = "rirlab.trial"  # on a trial's logged model: the trial's run name
+# algorithm: optuna: a child run and the Optuna study trial that proposed its configuration name each other
+OPTUNA_TRIAL_NUMBER = "rirlab.optuna.trial_number"  # child tag: that trial's number in its study
+OPTUNA_STUDY = "rirlab.optuna.study"  # child tag: the study's name
+OPTUNA_RUN_IDS_ATTR = "mlflow_run_ids"  # Optuna user attr of that trial: its MLflow child run ids, one per seed
 # Each child run's dataset inputs (MLflow "Datasets used"): one per split the trial reads, named
 # "<task>/<split>"; source type "local" (an imported file: the source holds the cached Parquet path and the
 # import record) or "generated" (the source holds the generator parameters); the digest is the imported rows'

@@ -39,9 +39,10 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
     SIGTERM stops the sweep: running trials end KILLED in MLflow and the command that continues it is printed
     (exit 130 for Ctrl-C, 143 for SIGTERM).
     """
-    from sweeps.driver.signals import SweepInterrupted, stop_on_sigterm_like_ctrl_c, terminated
+    from sweeps.record.faults import SweepFault
+    from sweeps.driver.signals import SweepInterrupted, open_startup_window, terminated
 
-    stop_on_sigterm_like_ctrl_c()
+    open_startup_window()  # no Ctrl-C or SIGTERM is lost before Ray Tune runs (closed before Tuner.fit)
     try:
         from rirlab.config import parse_overrides
         from sweeps.plan.plan import SweepPlan
@@ -62,6 +63,11 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
         counts = run_sweep(plan, uri, address=address, resume=resume,
                            checkpoint_artifacts=not no_checkpoint_artifacts, output_root=output_dir,
                            progress=progress, system_metrics=system_metrics, report=log_parent_report)
+    except SweepFault as err:  # a full disk: the sweep stopped as on Ctrl-C
+        then = (f"free space there, then continue with: {_resume_command(spec, quick, sets)}" if err.parent_id else
+                "nothing was recorded: free space there and run the same command again")
+        click.echo(f"error: {err.why}; {then}", err=True)
+        sys.exit(err.exit_code)
     except SweepInterrupted:
         click.echo(f"interrupted; continue with: {_resume_command(spec, quick, sets)}", err=True)
         sys.exit(143 if terminated() else 130)

@@ -23,7 +23,8 @@ def ray_init(address: Optional[str], log_dir: Path, tracking_uri: Optional[str] 
     if address not in (None, "local"):
         _check_reachable(address)
     log_dir.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(log_dir / "ray_driver.log")
+    handler = _QuietFileHandler(log_dir / "ray_driver.log")
+    _HANDLERS.append(handler)
     _log_ray_to(handler)
     if ray.is_initialized():
         return
@@ -32,7 +33,10 @@ def ray_init(address: Optional[str], log_dir: Path, tracking_uri: Optional[str] 
         # no --address: always a fresh local Ray sized to this machine, never an unrelated `ray start` cluster;
         # workers get the same environment as on a cluster ($RIRLAB_CACHE made absolute: trials run in their own
         # directories)
-        ray.init(address="local", runtime_env={"env_vars": worker_env(tracking_uri)}, **kwargs)
+        try:
+            ray.init(address="local", runtime_env={"env_vars": worker_env(tracking_uri)}, **kwargs)
+        except Exception as err:  # noqa: BLE001 - Ray's start-up raises plain RuntimeError/Exception/TimeoutError
+            raise UserError(local_start_failure(err)) from None
         _log_ray_to(handler)
         return
     # a running cluster (ray start, `ray up`, KubeRay, Slurm): workers need only the Python environment; the
@@ -58,11 +62,56 @@ def ray_init(address: Optional[str], log_dir: Path, tracking_uri: Optional[str] 
                         f"RAY_AUTH_TOKEN_PATH (see cluster/README.md)") from None
 
 
+GCS_WAIT_ENV = "RAY_gcs_server_port_wait_time_s"  # Ray's wait for its GCS server to start (default 30 s)
+
+
+def local_start_failure(err: BaseException) -> str:
+    """One line for a local Ray that did not start: what timed out, and how to give it longer or avoid it."""
+    why = (str(err).strip().splitlines() or [type(err).__name__])[0]
+    if len(why) > 160:
+        why = why[:157] + "..."
+    timed_out = isinstance(err, TimeoutError) or "timed out" in why.lower()
+    if timed_out and "gcs_server_port" in why:
+        now = os.environ.get(GCS_WAIT_ENV, "30")
+        return (f"the local Ray did not start: its GCS server was not up within {now} s ({why}); this machine is "
+                f"busy: run the command again with {GCS_WAIT_ENV}=120 in the environment to give Ray longer")
+    if timed_out:
+        return (f"the local Ray did not start in time ({why}); this machine is busy: run the command again when "
+                f"it is less loaded, or start Ray once yourself (ray start --head --num-cpus N) and pass "
+                f"--address auto")
+    return (f"the local Ray failed to start ({type(err).__name__}: {why}); see Ray's logs under "
+            f"/tmp/ray/session_latest/logs, or start Ray yourself (ray start --head) and pass --address auto")
+
+
+class _QuietFileHandler(logging.FileHandler):
+    """Ray's driver log is a convenience: a record it cannot write (its disk is full) is dropped, not printed
+    on the terminal with a traceback ("--- Logging error ---") for every line Ray logs."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        pass
+
+
+_HANDLERS: list[logging.Handler] = []
+RAY_LOGGERS = ("ray", "ray._private", "ray.tune", "ray.train", "ray.data")
+
+
+def detach_ray_log() -> None:
+    """Ray's logging no longer goes to the sweep's ray_driver.log (its folder is about to be removed: a closed
+    FileHandler that logs again would create the file, and so the folder's contents, anew)."""
+    while _HANDLERS:
+        handler = _HANDLERS.pop()
+        for name in RAY_LOGGERS:
+            lg = logging.getLogger(name)
+            if handler in lg.handlers:
+                lg.removeHandler(handler)
+        handler.close()
+
+
 def _log_ray_to(handler: logging.Handler) -> None:
     """Ray's driver-side logging goes to the sweep's ray_driver.log, never to the terminal. (Called again after
     ray.init: with configure_logging=False it empties the "ray" logger's handlers, and a warning it logs then,
     such as the token-authentication notice, would reach stderr through Python's last-resort handler.)"""
-    for name in ("ray", "ray._private", "ray.tune", "ray.train", "ray.data"):
+    for name in RAY_LOGGERS:
         lg = logging.getLogger(name)
         lg.handlers = [handler]
         lg.propagate = False

@@ -1,11 +1,22 @@
 """Ctrl-C and SIGTERM during a sweep: both stop it the way Ray Tune's own SIGINT handler does (trials stopped,
-Tune's state saved, the parent run ended KILLED), so that ``--resume`` continues it; an interrupt that Python
-had to drop inside ``ray.init`` is raised again."""
+Tune's state saved, the parent run ended KILLED), so that ``--resume`` continues it.
+
+Before Ray Tune runs (Ray starting, the parent run being written) a signal must never be lost. Python's
+handler alone was not enough: a Ctrl-C sent while ``ray.init`` started Ray's processes could vanish (the sweep
+then ran every trial and exited 0). So, from the start of the driver until Tune takes over (``startup_window``),
+SIGINT is blocked in the main thread, and so in every thread started meanwhile (Ray's, MLflow's), and a watcher
+thread takes it with ``sigtimedwait``: the kernel keeps a blocked signal pending until taken, whatever handler
+or library code runs at that moment. The watcher records it (``raise_if_interrupted`` raises it at the next
+check) and interrupts the main thread at once. SIGTERM is handled as Ctrl-C (exit 143 rather than 130); Ray's
+own SIGTERM handler (``sys.exit``) is kept out during ``ray.init``."""
 
 from __future__ import annotations
 
+import _thread
+import contextlib
 import signal
 import sys
+import threading
 
 
 class SweepInterrupted(KeyboardInterrupt):
@@ -25,15 +36,22 @@ def terminated() -> bool:
     return bool(_TERMINATED)
 
 
+def interrupted() -> bool:
+    """Whether Ctrl-C or SIGTERM reached this driver (taken by the handler or by the start-up watcher)."""
+    return bool(_INTERRUPTED or _TERMINATED)
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
 def stop_on_sigterm_like_ctrl_c() -> None:
     """SIGTERM (what a scheduler or `kill` sends) stops the sweep the way Ctrl-C does: Ray Tune's own SIGINT
     handler stops the trials and saves its state, or outside Tune.fit a KeyboardInterrupt. (ray.init installs
     its own SIGTERM handler, which exits at once: call this again after it.) Ctrl-C outside Tune is also
     remembered: one that lands where Python drops the KeyboardInterrupt (a fork handler inside ray.init) is
     raised again by ``raise_if_interrupted``."""
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
+    if not _main_thread():
         return
     signal.signal(signal.SIGTERM, _on_term)
     if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, _on_int):
@@ -45,13 +63,15 @@ def stop_on_sigterm_like_ctrl_c() -> None:
 
 def _unraisable(info) -> None:
     """A KeyboardInterrupt Python had to drop is raised again by ``raise_if_interrupted``: no traceback for it."""
-    if not (info.exc_type is KeyboardInterrupt and _INTERRUPTED):
+    if not (info.exc_type is KeyboardInterrupt and interrupted()):
         _unraisable.default(info)
 
 
 def _on_term(signum, frame):
     _TERMINATED.append(signum)
-    signal.raise_signal(signal.SIGINT)
+    if signal.getsignal(signal.SIGINT) is _on_int:  # outside Tune: stop here, as Ctrl-C would
+        _on_int(signal.SIGINT, frame)
+    signal.raise_signal(signal.SIGINT)  # inside Tune.fit: its own handler stops the trials
 
 
 def _on_int(signum, frame):
@@ -60,7 +80,67 @@ def _on_int(signum, frame):
 
 
 def raise_if_interrupted() -> None:
-    if _INTERRUPTED:
+    if interrupted():
         raise KeyboardInterrupt
 
 
+class _Watcher:
+    """The thread that takes SIGINT (blocked everywhere else) while the window is open."""
+
+    def __init__(self):
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="rirlab-signals", daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            if signal.sigtimedwait({signal.SIGINT}, 0.1) is not None:
+                _INTERRUPTED.append(signal.SIGINT)
+                _thread.interrupt_main()  # the main thread raises KeyboardInterrupt at its next bytecode
+
+
+_WINDOW: list[_Watcher] = []
+
+
+def open_startup_window() -> None:
+    """From here until ``close_startup_window`` a Ctrl-C cannot be lost (see the module's docstring)."""
+    if not _main_thread() or _WINDOW:
+        return
+    stop_on_sigterm_like_ctrl_c()
+    watcher = _Watcher()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # before the watcher starts: it inherits the block
+    watcher.thread.start()
+    _WINDOW.append(watcher)
+
+
+def close_startup_window() -> None:
+    """Tune is about to run (its own SIGINT handler takes over) or the driver is ending: SIGINT unblocked in
+    the main thread again; one that arrived meanwhile is raised by ``raise_if_interrupted``."""
+    if not _main_thread() or not _WINDOW:
+        return
+    watcher = _WINDOW.pop()
+    watcher.stop.set()
+    watcher.thread.join()
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+@contextlib.contextmanager
+def startup_window():
+    open_startup_window()
+    try:
+        yield
+    finally:
+        close_startup_window()
+
+
+@contextlib.contextmanager
+def keep_sigterm_handler():
+    """``ray.init`` replaces the SIGTERM handler with one that exits at once (exit 15, nothing marked): keep ours
+    while it runs."""
+    import ray._private.utils as ray_utils
+
+    original = ray_utils.set_sigterm_handler
+    ray_utils.set_sigterm_handler = lambda handler: None
+    try:
+        yield
+    finally:
+        ray_utils.set_sigterm_handler = original

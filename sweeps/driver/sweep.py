@@ -15,8 +15,10 @@ from typing import Callable, Optional
 from rirlab import contract
 from rirlab.errors import UserError
 from rirlab.redact import redact_all, redact_uri
-from sweeps.driver.cluster import check_address, check_resources, ray_init
-from sweeps.driver.signals import SweepInterrupted, raise_if_interrupted, stop_on_sigterm_like_ctrl_c
+from sweeps.driver.cluster import check_address, check_resources, detach_ray_log, ray_init
+from sweeps.record.faults import SweepFault, disk_full, fault_line, tune_folder_full
+from sweeps.driver.signals import (SweepInterrupted, close_startup_window, keep_sigterm_handler,
+                                   raise_if_interrupted, startup_window, stop_on_sigterm_like_ctrl_c)
 from sweeps.plan.plan import SweepPlan
 from sweeps.record.store import raw
 from sweeps.record.tracker import Tracker
@@ -57,8 +59,15 @@ def run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str] = None,
     """Run (or --resume) the sweep; returns counts of finished / failed trials. Ctrl-C or SIGTERM once the
     parent run exists raises SweepInterrupted (before it, KeyboardInterrupt: nothing to resume). ``report(uri,
     parent_id)`` attaches the finished sweep's report (the CLI passes analysis's table and plot); a failure
-    there is a warning."""
-    stop_on_sigterm_like_ctrl_c()
+    there is a warning. Until Ray Tune runs, no Ctrl-C or SIGTERM can be lost (``signals.startup_window``)."""
+    with startup_window():
+        return _run_sweep(plan, tracking_uri, address, resume, checkpoint_artifacts, output_root, progress,
+                          system_metrics, report)
+
+
+def _run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str], resume: bool, checkpoint_artifacts: bool,
+               output_root: str, progress: str, system_metrics: bool, report) -> dict:
+    raise_if_interrupted()
     check_address(address)
     _preflight(plan)  # e.g. a GloVe file a text task needs: missing, refused before Ray starts or MLflow is written
     os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
@@ -86,16 +95,18 @@ def run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str] = None,
                             f"gone; start the sweep again without --resume")
     else:
         tune_path = new_tune_path(output_root, spec.name, plan.hash)
-    ray_init(address, Path(tune_path), tracking_uri)  # a wrong --address fails here, before MLflow is written
-    stop_on_sigterm_like_ctrl_c()  # again: ray.init replaced it
-    raise_if_interrupted()  # a Ctrl-C that ray.init swallowed: stop before anything is recorded
     try:
+        with keep_sigterm_handler():  # Ray's would exit at once (status 15), leaving no line and no cleanup
+            ray_init(address, Path(tune_path), tracking_uri)  # a wrong --address or a Ray that does not start
+            # fails here, before MLflow is written
+        stop_on_sigterm_like_ctrl_c()
+        raise_if_interrupted()  # a Ctrl-C or SIGTERM during ray.init: stop before anything is recorded
         check_resources(spec, address)  # a trial no node can hold: refused before MLflow is written
         if parent is None:  # an Optuna storage that cannot serve: refused before MLflow is written
             from sweeps.tune.search import check_storage
 
             check_storage(plan, raw(tracking_uri), tune_path)
-    except UserError:
+    except BaseException:
         if parent is None:  # nothing ran: leave no sweep folder behind
             _discard(tune_path)
         raise
@@ -117,16 +128,41 @@ def run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str] = None,
         return _fit(plan, tracker, exp_id, parent_id, tune_path, restore, checkpoint_artifacts, progress,
                     system_metrics, report)
     except BaseException as err:
+        full = not isinstance(err, SweepFault) and disk_full(err)
+        if full and tune_folder_full(tune_path):  # Tune's own writes failed (its folder's disk is full)
+            if parent_id is not None:
+                with contextlib.suppress(Exception):
+                    tracker.set_tags(parent_id, {contract.INTERRUPTED: contract.TRUE})
+                    tracker.finish(parent_id, "KILLED")
+            raise SweepFault(tune_folder_full(tune_path), parent_id) from None
         if parent_id is None:  # nothing recorded (the CLI says so): a fresh sweep leaves no folder either
             if parent is None:
                 _discard(tune_path)
+            if full:
+                raise SweepFault(f"the disk of the MLflow store {tracker.uri} is full ({fault_line(err)})") from None
+            raise
+        if isinstance(err, SweepFault):
             raise
         # whatever stops the driver (Ctrl-C before Tune took over, an error) leaves no parent run RUNNING
-        tracker.set_tags(parent_id, {contract.INTERRUPTED: contract.TRUE})
-        tracker.finish(parent_id, "KILLED")
+        try:
+            tracker.set_tags(parent_id, {contract.INTERRUPTED: contract.TRUE})
+            tracker.finish(parent_id, "KILLED")
+        except Exception as mark_err:  # noqa: BLE001
+            if not (full or disk_full(mark_err)):
+                raise
+            full = True
+        if full:
+            raise SweepFault(f"the disk of the MLflow store {tracker.uri} is full ({fault_line(err)})",
+                             parent_id) from None
         if isinstance(err, KeyboardInterrupt) and not isinstance(err, SweepInterrupted):
             raise SweepInterrupted(parent_id) from None
         raise
+
+
+def _end_interrupted(tracker: Tracker, parent_id: str, counts: dict) -> None:
+    tracker.set_tags(parent_id, {contract.TRIALS_FINISHED: str(counts["finished"]),
+                                 contract.TRIALS_FAILED: str(counts["failed"]), contract.INTERRUPTED: contract.TRUE})
+    tracker.finish(parent_id, "KILLED")
 
 
 def _preflight(plan: SweepPlan) -> None:
@@ -148,10 +184,14 @@ def _discard(tune_path: str) -> None:
 
     import ray
 
-    ray.shutdown()
-    shutil.rmtree(tune_path, ignore_errors=True)
-    with contextlib.suppress(OSError):
-        Path(tune_path).parent.rmdir()
+    try:  # a second Ctrl-C (or a Ray that failed half-way) must not keep the folder
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+    finally:
+        detach_ray_log()
+        shutil.rmtree(tune_path, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            Path(tune_path).parent.rmdir()
 
 
 def _parent_started_since(tracker: Tracker, exp_id: str, spec_hash: str, since: float) -> Optional[str]:
@@ -225,7 +265,11 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
     trainable = tune.with_parameters(trial_fn, space=space, checkpoint_every=spec.checkpoint_every,
                                      driver_cwd=os.getcwd(), done=done, monitor=monitor)
     train_fn = tune.with_resources(trainable, resources)
-    mlflow_cb = MLflowTrialCallback(tracker, exp_id, parent_id, plan, checkpoint_artifacts=checkpoint_artifacts)
+    link = None
+    if spec.algorithm == "optuna":  # each run names its Optuna trial, and the Optuna trial its runs
+        from sweeps.tune.optuna import link_run as link
+    mlflow_cb = MLflowTrialCallback(tracker, exp_id, parent_id, plan, checkpoint_artifacts=checkpoint_artifacts,
+                                    tune_path=tune_path, link=link)
     n_trials = plan.n_trials
     progress = ProgressCallback(spec.name, n_trials, spec.metrics, spec.modes, space, trials=progress_mode == "trials")
     progress.seed(mlflow_cb.existing.values())
@@ -237,6 +281,8 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
                 tuner = tune.Tuner.restore(tune_path, trainable=train_fn, resume_unfinished=True, resume_errored=True)
             else:
                 tuner = new_tuner(plan, train_fn, tune_path, callbacks, tracking_uri=raw(tracker.uri))
+            close_startup_window()  # Tune's own SIGINT handler takes over inside fit
+            raise_if_interrupted()
             grid = tuner.fit()
         errors = len(grid.errors)
     except KeyboardInterrupt:  # a second Ctrl-C: Ray gives up waiting
@@ -247,14 +293,18 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
     running = [k for k, st in mlflow_cb.state.items() if st == "running"]
     counts["interrupted"] = bool(running) or counts["finished"] + counts["failed"] < n_trials
     counts["stopped"] = len(running)  # running trials that the interruption stopped (the CLI says so)
+    if mlflow_cb.fault is not None:  # a full disk stopped it (as Ctrl-C would): mark what the store still takes
+        with contextlib.suppress(Exception):
+            if mlflow_cb.mark_interrupted():
+                _end_interrupted(tracker, parent_id, counts)
+        raise SweepFault(mlflow_cb.fault, parent_id)
     tracker.set_tags(parent_id, {contract.TRIALS_FINISHED: str(counts["finished"]),
                                  contract.TRIALS_FAILED: str(counts["failed"])})
     if counts["interrupted"]:
         # Ctrl-C (Ray Tune stops gracefully and saves its state): unfinished trials end KILLED in MLflow;
         # --resume reopens the same runs and continues each trial from its last checkpoint.
         mlflow_cb.mark_interrupted()
-        tracker.set_tags(parent_id, {contract.INTERRUPTED: contract.TRUE})
-        tracker.finish(parent_id, "KILLED")
+        _end_interrupted(tracker, parent_id, counts)
     else:
         from sweeps.record import artifacts
 

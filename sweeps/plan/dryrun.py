@@ -21,6 +21,10 @@ TIMING_MAX_BATCH = 128  # ... this (beyond it the time per example is taken as c
 TIMING_REPEAT_S = 0.5  # after a warm-up step, the fastest of up to three steps that together take this long
 TIMING_SECOND_S = 1.5  # batch 2 is timed after batch 1 whenever it should take at most this long, budget or not
 TIMING_ENV = "RIRLAB_DRY_RUN_TIMING"  # 0: no timing (the estimate then says so)
+TIMING_MIN_CONFIG_S = 1.0  # every distinct model config is timed (at least at batch 1) with at least this long, ...
+TIMING_MAX_S = 60.0  # ... until the dry run has timed this long: configs left then are named as not timed
+TIMING_REPEATS = 3  # the trial's batch (or the largest timed) is timed this many times: the estimate's range
+BENCHMARKS_DIR = "benchmarks"  # `rirlab bench --device cuda --json` figures (step protocol) the GPU projection reads
 
 # --- how long a task's training sequences are, for the batch the dry run times ---
 #
@@ -187,6 +191,11 @@ class StepTiming:
     shape: StepShape
     threads: int = 0  # CPU threads timed with (0: on CUDA)
     trial_threads: int = 0  # ... and those the trial will use
+    spread: tuple = (1.0, 1.0)  # the fastest and slowest of TIMING_REPEATS timings, as multiples of ``ms``
+
+    @property
+    def ms_range(self) -> tuple[float, float]:
+        return self.ms * self.spread[0], self.ms * self.spread[1]
 
     @property
     def scaled(self) -> bool:
@@ -289,23 +298,39 @@ def compute_estimate(spec: Spec, resolved: list, steps: list, timing: Optional[b
     for k, r in zip(keys, resolved):
         first.setdefault(k, r)
     timings: dict[str, Optional[StepTiming]] = {}
-    t_end = time.monotonic() + TIMING_BUDGET_S
+    skipped: dict[str, str] = {}  # config -> why it was not timed
+    t0 = time.monotonic()
+    t_end = t0 + TIMING_BUDGET_S
     for i, (k, r) in enumerate(first.items()):
-        left = t_end - time.monotonic()
+        if i and time.monotonic() - t0 > TIMING_MAX_S:  # (the first is always timed)
+            timings[k], skipped[k] = None, f"the dry run's {TIMING_MAX_S:g} s of timing were spent"
+            continue
+        left = max(0.0, t_end - time.monotonic())
         want = r.train.num_threads or torch.get_num_threads()  # as the trial will run (torch's default: cores)
         threads = 0 if device == "cuda" else min(want, free[0])
-        share = max(left / (len(first) - i), min(left, TIMING_CONFIG_S))
-        timings[k] = _time_step(r, device, share, threads, want) if left > 0 else None
+        share = max(left / (len(first) - i), min(left, TIMING_CONFIG_S), TIMING_MIN_CONFIG_S)
+        timings[k] = _time_step(r, device, share, threads, want)
+        if timings[k] is None:
+            skipped[k] = "it could not be built or run here"
     measured = [(first[k].train.batch_size, v) for k, v in timings.items() if v is not None]
     if not measured:
         return head + " (step time not measured: timing one step failed)"
     per_example = sum(v.ms / b for b, v in measured) / len(measured)
     step_ms = [timings[k].ms if timings[k] is not None else per_example * r.train.batch_size
                for k, r in zip(keys, resolved)]
+    lo_ms = [timings[k].ms_range[0] if timings[k] is not None else ms for k, ms in zip(keys, step_ms)]
+    hi_ms = [timings[k].ms_range[1] if timings[k] is not None else ms for k, ms in zip(keys, step_ms)]
     hours = sum(n * ms for n, ms in zip(steps, step_ms) if n is not None) / 3.6e6
+    hours_lo = sum(n * ms for n, ms in zip(steps, lo_ms) if n is not None) / 3.6e6
+    hours_hi = sum(n * ms for n, ms in zip(steps, hi_ms) if n is not None) / 3.6e6
     res = spec.resources
-    timed = f"{len(measured)} of {len(timings)} model configs timed" if len(measured) < len(timings) \
-        else f"{len(measured)} model config{'s' if len(measured) > 1 else ''} timed"
+    if skipped:
+        numbers = {k: i + 1 for i, k in reversed(list(enumerate(keys)))}  # a config's first trial, as in the table
+        named = "; ".join(f"#{numbers[k]} ({first[k].model}): {why}" for k, why in skipped.items())
+        timed = (f"{len(measured)} of {len(timings)} distinct model configs timed, not timed (their step time taken "
+                 f"as the timed ones' mean per example): {named}")
+    else:
+        timed = f"every distinct model config timed ({len(measured)})"
     lo, hi = min(step_ms), max(step_ms)
     per_step = _ms(lo) if _ms(lo) == _ms(hi) else f"{_ms(lo)} to {_ms(hi)}"
     shapes = list(dict.fromkeys(v.shape.describe() for _, v in measured))
@@ -329,14 +354,109 @@ def compute_estimate(spec: Spec, resolved: list, steps: list, timing: Optional[b
                 f"{fewer[0].trial_threads} as this machine is busy ({free[1]}): an overestimate, by up to "
                 f"{fewer[0].trial_threads / k:g}x")
     if known:
-        unit = f"{hours * res.gpu:,.3g} GPU-hours" if res.gpu > 0 else f"{hours * res.cpu:,.3g} CPU-hours"
-        amount = f"about {_duration(hours)} of trial time = {unit}"
+        rate = res.gpu if res.gpu > 0 else res.cpu
+        unit = "GPU-hours" if res.gpu > 0 else "CPU-hours"
+        if _duration(hours_lo) == _duration(hours_hi):
+            amount = f"about {_duration(hours)} of trial time = {hours * rate:,.3g} {unit}"
+        else:
+            amount = (f"{_duration(hours_lo)} to {_duration(hours_hi)} of trial time (the fastest and slowest of "
+                      f"{TIMING_REPEATS} timings) = {hours_lo * rate:,.3g} to {hours_hi * rate:,.3g} {unit}")
     else:
         amount = f"about {per_step} per training step"
-    return (f"{head}; {amount} at {res.cpu:g} cpu / {res.gpu:g} gpu per trial "
-            f"(step time measured here on {device}: {per_step} per step, one training step on a random batch "
-            f"shaped as the task's training batches ({shape}), {how}; {timed}; evaluations and early stopping "
-            f"not counted)")
+    lines = [f"{head}; {amount} at {res.cpu:g} cpu / {res.gpu:g} gpu per trial "
+             f"(step time measured here on {device}: {per_step} per step, one training step on a random batch "
+             f"shaped as the task's training batches ({shape}), {how}; {timed}; evaluations not counted)",
+             "  early stopping: " + early_stopping_note(spec, resolved, steps, hours if known else None)]
+    if device != "cuda":
+        lines.append("  on a GPU: " + gpu_projection(resolved, steps, keys, first, timings, res.gpu))
+    return "\n".join(lines)
+
+
+def early_stopping_note(spec: Spec, resolved: list, steps: list, hours: Optional[float]) -> str:
+    """What the estimate assumes about trials that end before their last step (ASHA, the recipe's early
+    stopping, a time limit): the hours above count every trial to its end, an upper bound where one applies."""
+    notes = []
+    sch = spec.scheduler
+    if sch.type == "asha":
+        from sweeps.tune.tuner import asha_max_t
+
+        max_t = asha_max_t(resolved[0].flat() if resolved else {}, resolved[0].task_cfg if resolved else None)
+        frac = asha_fraction(sch.grace_period, sch.reduction_factor, max_t)
+        then = f" (about {_duration(hours * frac)} of trial time)" if hours is not None else ""
+        notes.append(f"ASHA (grace {sch.grace_period:g}, reduction {sch.reduction_factor:g}, up to {max_t:,} steps) "
+                     f"stops most trials early: if it keeps 1 in {sch.reduction_factor:g} at each rung, the sweep "
+                     f"takes about {frac:.0%} of these steps{then}")
+    patience = {r.train.early_stop_patience for r in resolved if r.train.epochs and r.train.early_stop_patience}
+    if patience:
+        notes.append(f"the recipe stops a trial after {', '.join(map(str, sorted(patience)))} epochs without a "
+                     f"better dev score; how soon is not known before it runs")
+    if spec.budget.time_limit_s:
+        cap = len(steps) * spec.budget.time_limit_s / 3600
+        notes.append(f"each trial stops after {spec.budget.time_limit_s:g} s (at most {_duration(cap)} of trial "
+                     f"time in all)")
+    if not notes:
+        return "none: every trial runs all its steps"
+    return "the hours above count every trial to its last step, an upper bound; " + "; ".join(notes)
+
+
+def asha_fraction(grace: int, eta: int, max_t: int) -> float:
+    """The share of all trials' steps that ASHA runs when each rung (grace, grace x eta, ...) keeps 1 in eta."""
+    if max_t <= 0 or grace >= max_t:
+        return 1.0
+    total, start, rung, keep = 0.0, 0, grace, 1.0
+    while rung < max_t:
+        total += keep * (rung - start)
+        start, rung, keep = rung, rung * eta, keep / eta
+    total += keep * (max_t - start)
+    return total / max_t
+
+
+def bench_figures(root: Optional[str] = None) -> list[dict]:
+    """`rirlab bench --json` results of the step protocol on a GPU, training mode, under benchmarks/."""
+    from pathlib import Path
+
+    base = Path(root) if root else Path(__file__).resolve().parents[2] / BENCHMARKS_DIR
+    found = []
+    for path in sorted(base.rglob("*.json")) if base.is_dir() else []:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("protocol") == "step" and data.get("mode", "train") == "train" \
+                and not str(data.get("device", "cpu")).startswith("cpu") and data.get("median_ms"):
+            found.append({**data, "path": str(path)})
+    return found
+
+
+def gpu_projection(resolved: list, steps: list, keys: list, first: dict, timings: dict, gpu: float,
+                   root: Optional[str] = None) -> str:
+    """GPU hours projected from `rirlab bench --device cuda` figures of the trials' models: a figure's ms per
+    token (its batch x length) times each trial's tokens per step (its batch x padded length), which is rough
+    (a GPU step of a small batch is mostly fixed cost); or why there is no projection."""
+    figures = bench_figures(root)
+    models = sorted({r.model for r in resolved})
+    by_model: dict[str, dict] = {}
+    for f in figures:
+        by_model.setdefault(f.get("model"), f)
+    have = [m for m in models if m in by_model]
+    if not have:
+        where = "benchmarks/ holds none" if not figures else f"none for {', '.join(models)} among {len(figures)}"
+        return (f"not projected: no `rirlab bench --device cuda --json` figures ({where}); write one per model, "
+                f"e.g. rirlab bench --model {models[0]} --device cuda --json {BENCHMARKS_DIR}/{models[0]}_cuda.json")
+    hours, counted = 0.0, 0
+    for k, r, n in zip(keys, resolved, steps):
+        f, t = by_model.get(r.model), timings.get(k)
+        if f is None or n is None or t is None:
+            continue
+        tokens = r.train.batch_size * sum(t.shape.padded)
+        hours += n * f["median_ms"] * tokens / (f["batch"] * f["length"]) / 3.6e6
+        counted += 1
+    devices = sorted({str(by_model[m]["device"]) for m in have})
+    missing = [m for m in models if m not in by_model]
+    rest = f"; {len(resolved) - counted} trials not counted (no figure for {', '.join(missing)})" if missing else ""
+    return (f"about {_duration(hours)} of trial time = {hours * (gpu or 1):,.3g} GPU-hours at "
+            f"{gpu or 1:g} gpu per trial, from `rirlab bench --device cuda` figures of {', '.join(have)} on "
+            f"{', '.join(devices)} scaled by tokens per step (rough){rest}")
 
 
 def _ms(ms: float) -> str:
@@ -405,11 +525,19 @@ def _time_step(resolved, device: str, budget_s: float, threads: int = 0, trial_t
                 break
             n = nxt
             timed.append((n, _measure(model, opt, shape.batch(n, device), resolved, device, clock)))
+        # the same batch again (a busy machine's steps vary run to run): the range the estimate gives
+        repeats = [timed[-1][1]]
+        big = shape.batch(timed[-1][0], device)
+        while len(repeats) < TIMING_REPEATS and time.monotonic() - start + repeats[0] / 1000 <= budget_s:
+            repeats.append(_measure(model, opt, big, resolved, device, clock))
     except Exception:  # noqa: BLE001 -- a model this machine cannot build or run at this size: no estimate for it
         return None
     finally:
         torch.set_num_threads(saved)
-    return StepTiming(_at_batch(timed, t.batch_size), tuple(timed), shape, threads, trial_threads or threads)
+    base = timed[-1][1]
+    spread = (min(repeats) / base, max(repeats) / base) if base > 0 else (1.0, 1.0)
+    return StepTiming(_at_batch(timed, t.batch_size), tuple(timed), shape, threads, trial_threads or threads,
+                      spread)
 
 
 def _at_batch(timed, n: int) -> float:

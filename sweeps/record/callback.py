@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from pathlib import Path
 
 from ray import tune
@@ -10,7 +11,28 @@ from ray import tune
 from rirlab import contract
 from sweeps.plan.plan import SweepPlan
 from sweeps.record.artifacts import config_yaml, log_model
+from sweeps.record.faults import disk_full, fault_line
 from sweeps.record.tracker import Tracker
+
+
+def _faults_stop_the_sweep(method):
+    """A full disk under the store (or a trial's error saying the Tune folder's disk is full) stops the sweep as
+    Ctrl-C does instead of killing the driver with tracebacks: nothing more is written, the driver ends with one
+    line (``SweepFault``) and ``--resume`` continues every unfinished trial."""
+
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        if self.fault is not None:
+            return None
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as err:  # noqa: BLE001 - only a full disk is handled; anything else is raised
+            if not disk_full(err):
+                raise
+            self.stop_for(f"the disk of the MLflow store {self.tracker.uri} is full ({fault_line(err)})")
+            return None
+
+    return guarded
 
 
 def failure_of(trial):
@@ -81,8 +103,10 @@ class MLflowTrialCallback(DriverCallback):
     slot = "mlflow"
 
     def __init__(self, tracker: Tracker, exp_id: str, parent_id: str, plan: SweepPlan,
-                 checkpoint_artifacts: bool = True):
+                 checkpoint_artifacts: bool = True, tune_path: str | None = None, link=None):
         self.tracker, self.exp_id, self.parent_id, self.plan = tracker, exp_id, parent_id, plan
+        self.link = link  # (trial id, run id) -> tags for a new run: the searcher's side of it (Optuna's trial)
+        self.tune_path = tune_path  # watched for a full disk (Tune's state, checkpoints and results live there)
         self.checkpoint_artifacts = checkpoint_artifacts
         self.runs: dict[str, str] = {}
         self.state: dict[str, str] = {}
@@ -90,6 +114,8 @@ class MLflowTrialCallback(DriverCallback):
         self.existing = {}
         self.ended: set[str] = set()  # trials whose run had ended before this driver started
         self.unclosed: set[str] = set()  # trials whose final result was logged but whose run was not closed
+        self.resumed: set[str] = set()  # trials whose run this driver reopened (metrics logged before it)
+        self.fault: str | None = None  # why the sweep stopped on a full disk (nothing is written after it)
         for run in tracker.children(exp_id, parent_id):
             key = run.data.tags.get(contract.TRIAL_KEY)
             if key:
@@ -110,8 +136,8 @@ class MLflowTrialCallback(DriverCallback):
             if key not in self.ended:
                 self.tracker.reopen(run_id)
                 self.tracker.set_tags(run_id, {contract.RESUMED: contract.TRUE})
-                self.logged[key] = {m: max((p.step for p in self.tracker.client.get_metric_history(run_id, m)),
-                                           default=-1) for m in old.data.metrics}
+                self.logged[key] = {m: self._last_step(run_id, m) for m in old.data.metrics}
+                self.resumed.add(key)
         else:
             record = self.plan.space.trial(trial.config)
             resolved = self.plan.resolved_of(record)
@@ -119,19 +145,47 @@ class MLflowTrialCallback(DriverCallback):
             run_id = self.tracker.start_child(self.exp_id, self.parent_id, record.name, flat, record.tags(key))
             self.tracker.client.log_text(run_id, config_yaml(flat), contract.CONFIG_ARTIFACT)
             self.tracker.log_datasets(run_id, trial_datasets(resolved))
+            if self.link is not None:
+                tags = self.link(key, run_id)
+                if tags:
+                    self.tracker.set_tags(run_id, tags)
         self.runs[key] = run_id
         return run_id
 
+    def _last_step(self, run_id: str, metric: str) -> int:
+        return max((p.step for p in self.tracker.client.get_metric_history(run_id, metric)), default=-1)
+
+    def stop_for(self, why: str) -> None:
+        """Stop the sweep as Ctrl-C does, once, for a fault of the machine (``why`` says which)."""
+        if self.fault is None:
+            from sweeps.record.faults import stop_tune
+
+            self.fault = why
+            stop_tune()
+
+    def on_step_begin(self, iteration, trials, **info):
+        """Before Tune writes checkpoints and results into a Tune folder whose disk is full (trials failing one
+        by one, half-written files that --resume cannot read), stop the sweep."""
+        from sweeps.record.faults import tune_folder_full
+
+        if self.fault is None and self.tune_path:
+            why = tune_folder_full(self.tune_path)
+            if why:
+                self.stop_for(why)
+
+    @_faults_stop_the_sweep
     def on_trial_start(self, iteration, trials, trial, **info):
         self._run_for(trial)
         if trial.trial_id not in self.ended:
             self.state[trial.trial_id] = "running"
 
+    @_faults_stop_the_sweep
     def on_trial_recover(self, iteration, trials, trial, **info):
         run_id = self._run_for(trial)
         if trial.trial_id not in self.ended:
             self.tracker.set_tags(run_id, {contract.RETRIED: str(trial.num_failures)})
 
+    @_faults_stop_the_sweep
     def on_trial_result(self, iteration, trials, trial, result, **info):
         key = trial.trial_id
         run_id = self._run_for(trial)
@@ -140,6 +194,10 @@ class MLflowTrialCallback(DriverCallback):
         step = int(result.get(contract.STEP, result.get("training_iteration", 0)))
         logged = self.logged.setdefault(key, {})
         numbers = [k for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if key in self.resumed:  # a metric the run's latest values do not list may still have steps in its history
+            for k in numbers:
+                if k not in logged:
+                    logged[k] = self._last_step(run_id, k)
         repeated = {k for k in numbers if logged.get(k, -1) >= step}
         if repeated and len(repeated) == len(numbers):
             return  # a retried or resumed trial replays the steps since its checkpoint: already logged
@@ -148,6 +206,7 @@ class MLflowTrialCallback(DriverCallback):
         if result.get(contract.FINAL):  # the trial's end is in MLflow from here on: --resume never reruns it
             self.tracker.set_tags(run_id, {contract.FINAL_LOGGED: contract.TRUE})
 
+    @_faults_stop_the_sweep
     def on_trial_complete(self, iteration, trials, trial, **info):
         key = trial.trial_id
         run_id = self._run_for(trial)
@@ -174,20 +233,50 @@ class MLflowTrialCallback(DriverCallback):
         except Exception as err:  # noqa: BLE001 - the checkpoint itself is logged above
             self.tracker.set_tags(run_id, {contract.MODEL_ERROR: f"{type(err).__name__}: {err}"[:5000]})
 
+    @_faults_stop_the_sweep
     def on_trial_error(self, iteration, trials, trial, **info):
         key = trial.trial_id
         run_id = self._run_for(trial)
         if key in self.ended:
             return
-        self.tracker.finish(run_id, "FAILED", trial_error(trial))
+        from sweeps.record.faults import tune_folder_full
+
+        error = trial_error(trial)
+        full = tune_folder_full(self.tune_path) if self.tune_path else None
+        if full or disk_full(error):  # the machine's fault, not the trial's: the run stays unfinished
+            self.state[key] = "running"
+            self.stop_for(full or f"the disk of the sweep's Ray Tune folder is full ({error[:200]})")
+            return
+        self.tracker.finish(run_id, "FAILED", error)
         self.state[key] = "failed"
 
-    def mark_interrupted(self) -> None:
-        """Ctrl-C: trials still running end as KILLED in MLflow; --resume reopens them."""
+    def on_experiment_end(self, trials, **info):
+        """A trial Tune had finished while the store could not take its end (its disk was full) is restored as
+        TERMINATED and never runs again: log what the store misses from its last result and close its run."""
+        for trial in trials:
+            key = trial.trial_id
+            if trial.status != "TERMINATED" or key not in self.existing or key in self.ended \
+                    or self.state.get(key) in ("finished", "failed") or self.fault is not None:
+                continue
+            if trial.last_result:
+                self.on_trial_result(0, trials, trial, trial.last_result)
+            self.on_trial_complete(0, trials, trial)
+
+    def mark_interrupted(self) -> bool:
+        """Ctrl-C: trials still running end as KILLED in MLflow; --resume reopens them. False when the store
+        could not take it (its disk is full: the runs stay RUNNING, which --resume continues as well)."""
+        from sweeps.record.faults import disk_full
+
         for key, st in self.state.items():
             if st == "running" and key in self.runs:
-                self.tracker.set_tags(self.runs[key], {contract.INTERRUPTED: contract.TRUE})
-                self.tracker.finish(self.runs[key], "KILLED")
+                try:
+                    self.tracker.set_tags(self.runs[key], {contract.INTERRUPTED: contract.TRUE})
+                    self.tracker.finish(self.runs[key], "KILLED")
+                except Exception as err:  # noqa: BLE001
+                    if not disk_full(err):
+                        raise
+                    return False
+        return True
 
     def counts(self) -> dict:
         vals = list(self.state.values())

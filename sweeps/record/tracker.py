@@ -37,6 +37,10 @@ WORKER_ENV = ("MLFLOW_TRACKING_INSECURE_TLS", "MLFLOW_TRACKING_SERVER_CERT_PATH"
               "MLFLOW_S3_IGNORE_TLS", "AWS_DEFAULT_REGION", "AWS_REGION", "RIRLAB_PLUGINS", "RIRLAB_CACHE")
 
 
+def _quiet_db_errors(record: logging.LogRecord) -> bool:
+    return record.levelno < logging.ERROR
+
+
 def resolve_tracking_uri(cli_value: Optional[str] = None) -> StoreURI:
     """--tracking-uri, else $MLFLOW_TRACKING_URI, else sqlite:///<cwd>/mlruns.db; checked for its form (one-line
     UserError: in-memory SQLite, wrong slashes, unknown scheme), a relative SQLite path made absolute. The result
@@ -97,6 +101,12 @@ class Tracker:
     def __init__(self, uri: str, create: bool = True):
         for noisy in ("mlflow.store.db.utils", "alembic"):  # schema-creation chatter on a new store
             logging.getLogger(noisy).setLevel(logging.WARNING)
+        # MLflow logs every failed statement (SQL, parameters, traceback) before raising it; the driver handles the
+        # exception itself (a full disk: one line and the resume command), so the log would only bury that line
+        # (a filter: MLflow's logging set-up, run again on later imports, resets the levels of its loggers)
+        db_log = logging.getLogger("mlflow.store.db.utils")
+        if _quiet_db_errors not in db_log.filters:
+            db_log.addFilter(_quiet_db_errors)
         # MLflow prints "View run ... at: <server URL>" on stdout for every run ended on a tracking server: with a
         # user:password@ URL, the password in clear, once per trial (and the progress line is the sweep's output)
         os.environ.setdefault(SUPPRESS_URL_PRINTING, "true")

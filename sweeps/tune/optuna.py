@@ -45,9 +45,25 @@ class OptunaSearchEvalOnly(OptunaSearch):
         return ot_trial is not None and trial_id not in self._completed_trials and ot_trial.should_prune()
 
 
+_LIVE: list["SeedRepeater"] = []  # the optuna searcher of this driver's sweep (a fresh or a restored one)
+
+
 class SeedRepeater(Repeater):
     """Repeater that also averages several objectives (multi-objective Optuna) over the seeds, and passes the
     intermediate results of each configuration's first seed to Optuna (what its pruner judges)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        _LIVE[:] = [self]
+
+    def __setstate__(self, state):  # --resume: Tune unpickles the saved searcher
+        self.__dict__.update(state)
+        _LIVE[:] = [self]
+
+    def optuna_trial(self, trial_id: str):
+        """The Optuna trial that proposed a Tune trial's configuration (each seed's trial shares its group's)."""
+        group = self._trial_id_to_group.get(trial_id)
+        return None if group is None else self.searcher._ot_trials.get(group.primary_trial_id)
 
     def on_trial_result(self, trial_id: str, result: dict):
         group = self._trial_id_to_group.get(trial_id)
@@ -104,3 +120,22 @@ class OptunaPruning(FIFOScheduler):
             return TrialScheduler.STOP if inner.should_prune(trial.trial_id) else TrialScheduler.CONTINUE
         except (KeyError, optuna.exceptions.OptunaError):
             return TrialScheduler.CONTINUE
+
+
+def link_run(trial_id: str, run_id: str) -> dict[str, str]:
+    """Link a Tune trial's MLflow run and its Optuna trial both ways: the run id is added to the Optuna trial's
+    user attr ``contract.OPTUNA_RUN_IDS_ATTR`` (optuna-dashboard shows it), and the tags returned (the Optuna
+    trial's number and study) go on the run. Empty when no Optuna trial is known for it."""
+    from rirlab import contract
+
+    ot_trial = _LIVE[0].optuna_trial(trial_id) if _LIVE else None
+    if ot_trial is None:
+        return {}
+    tags = {contract.OPTUNA_TRIAL_NUMBER: str(ot_trial.number), contract.OPTUNA_STUDY: ot_trial.study.study_name}
+    try:  # a trial Optuna was already told about (a resumed sweep's) keeps its attrs as they are
+        ids = list(ot_trial.user_attrs.get(contract.OPTUNA_RUN_IDS_ATTR, []))
+        if run_id not in ids:
+            ot_trial.set_user_attr(contract.OPTUNA_RUN_IDS_ATTR, ids + [run_id])
+    except (RuntimeError, optuna.exceptions.OptunaError):
+        pass
+    return tags

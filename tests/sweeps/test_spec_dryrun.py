@@ -35,10 +35,82 @@ def test_dry_run_is_a_table_of_trials_and_swept_values(tmp_path):
 
 
 def test_dry_run_estimates_compute_from_a_measured_step(tmp_path):
-    est = show(tmp_path, True)[-1]
-    assert est.startswith("compute: 4 trials, 160 training steps in all; about ")
+    lines = show(tmp_path, True)
+    (est,) = [line for line in lines if line.startswith("compute:")]
+    assert est.startswith("compute: 4 trials, 160 training steps in all; ")
     assert "CPU-hours at 1 cpu / 0 gpu per trial" in est and "step time measured here on cpu" in est
-    assert "1 model config timed" in est
+    assert "every distinct model config timed (1)" in est
+    assert lines[-2] == "  early stopping: none: every trial runs all its steps"
+    assert lines[-1].startswith("  on a GPU: not projected: no `rirlab bench --device cuda --json` figures")
+
+
+def test_every_distinct_model_config_is_timed_and_the_estimate_is_a_range(tmp_path, monkeypatch):
+    """Six model configs (issue 33 item 4: one of six was timed); repeated timings that differ give a range of
+    hours, not one figure that swings between two dry runs. Steps are not run (a fake clock)."""
+    import sweeps.plan.dryrun as space
+
+    spread = iter([10.0, 10.0, 8.0, 12.0] * 100)  # per config: the ladder's last timing, then the repeats
+
+    def fake_measure(model, opt, batch, resolved, device, clock=None):
+        return next(spread)
+
+    monkeypatch.setattr(space, "_measure", fake_measure)
+    monkeypatch.setattr(space, "TIMING_MAX_BATCH", 1)  # one batch size: batch 1 only, then the repeats
+    lines = show(tmp_path, True, seeds=1, search={"hidden_size": {"grid": [4, 8, 12, 16, 20, 24]}},
+                 fixed={**TINY["fixed"], "batch_size": 1})
+    (est,) = [line for line in lines if line.startswith("compute:")]
+    assert "every distinct model config timed (6)" in est, est
+    assert " to " in est.split("of trial time")[0] and "fastest and slowest of 3 timings" in est, est
+
+
+def test_a_config_not_timed_is_named(tmp_path, monkeypatch):
+    import sweeps.plan.dryrun as space
+
+    monkeypatch.setattr(space, "TIMING_MAX_S", 0.0)  # the timing budget is spent after the first config
+    lines = show(tmp_path, True, seeds=1, search={"hidden_size": {"grid": [4, 8]}})
+    (est,) = [line for line in lines if line.startswith("compute:")]
+    assert "1 of 2 distinct model configs timed, not timed" in est and "#2 (rir_grc)" in est, est
+
+
+def test_the_early_stopping_assumption_is_stated(tmp_path):
+    lines = show(tmp_path, False, scheduler={"type": "asha", "grace_period": 10, "reduction_factor": 2})
+    assert lines[-1].startswith("compute: ")  # (no timing: no early-stopping line either)
+    from sweeps.plan.dryrun import asha_fraction, early_stopping_note
+    from sweeps.plan.plan import SweepPlan
+    from sweeps.spec.load import load_spec
+
+    assert asha_fraction(100, 2, 1000) == pytest.approx((100 + 50 + 50 + 50 + 200 / 16) / 1000)
+    plan = SweepPlan.of(load_spec(tmp_path / "s.yaml"))
+    note = early_stopping_note(plan.spec, plan.resolved, [40] * 4, 2.0)
+    assert note.startswith("the hours above count every trial to its last step, an upper bound; ASHA (grace 10")
+    # rungs at 10 (all), 20 (half), then 40 (a quarter): (10 + 5 + 5) / 40 of the steps
+    assert "keeps 1 in 2 at each rung, the sweep takes about 50% of these steps (about 1.0 h of trial time)" in note
+
+
+def test_gpu_hours_are_projected_from_bench_figures_where_there_are_some(tmp_path):
+    import json
+
+    import sweeps.plan.dryrun as space
+    from sweeps.plan.plan import SweepPlan
+    from sweeps.spec.load import load_spec
+
+    show(tmp_path, False)
+    plan = SweepPlan.of(load_spec(tmp_path / "s.yaml"))
+    keys = [str(i) for i in range(len(plan.resolved))]
+    shape = space.step_shape(plan.resolved[0])
+    timings = {k: space.StepTiming(10.0, ((16, 10.0),), shape) for k in keys}
+    first = dict(zip(keys, plan.resolved))
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    none = space.gpu_projection(plan.resolved, [40] * 4, keys, first, timings, 0, root=str(bench))
+    assert none.startswith("not projected: no `rirlab bench --device cuda --json` figures (benchmarks/ holds none)")
+    (bench / "g.json").write_text(json.dumps({"protocol": "step", "device": "NVIDIA H100", "model": "rir_grc",
+                                              "mode": "train", "batch": 16, "length": 10, "median_ms": 3.6}))
+    line = space.gpu_projection(plan.resolved, [40] * 4, keys, first, timings, 0.5, root=str(bench))
+    tokens = 16 * sum(shape.padded)
+    hours = 4 * 40 * 3.6 * tokens / 160 / 3.6e6
+    assert line.startswith(f"about {space._duration(hours)} of trial time = {hours * 0.5:,.3g} GPU-hours at 0.5 gpu")
+    assert "rir_grc on NVIDIA H100" in line
 
 
 def test_dry_run_of_an_epoch_recipe_counts_epochs_x_batches(tmp_path):

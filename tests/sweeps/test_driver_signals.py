@@ -1,0 +1,83 @@
+"""The driver's start-up window (sweeps.driver.signals): a real SIGINT or SIGTERM sent to a real process while
+Ray's start-up has SIGINT ignored for a moment (what /proc/PID/status showed during ``ray.init``) is still taken
+and raised, and without the window the same signal is lost. A separate interpreter each, so pytest's own
+handlers stay untouched."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from tests.helpers.cli import REPO
+
+SCRIPT = textwrap.dedent("""
+    import os, signal, sys, time
+    from sweeps.driver import signals
+    window = sys.argv[1] == "window"
+    if window:
+        signals.open_startup_window()
+    else:
+        signals.stop_on_sigterm_like_ctrl_c()
+    try:
+        handler = signal.signal(signal.SIGINT, signal.SIG_IGN)   # as inside ray.init: SIGINT ignored a moment
+        os.kill(os.getpid(), getattr(signal, sys.argv[2]))
+        time.sleep(0.5)
+        signal.signal(signal.SIGINT, handler)
+        time.sleep(0.5)
+        signals.close_startup_window()
+        signals.raise_if_interrupted()
+        time.sleep(0.5)
+    except KeyboardInterrupt:
+        print("interrupted", "terminated" if signals.terminated() else "")
+        sys.exit(130)
+    print("lost")
+""")
+
+
+def _run(mode: str, sig: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", SCRIPT, mode, sig], cwd=REPO, capture_output=True, text=True,
+                          timeout=60, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+
+
+def test_a_ctrl_c_while_sigint_is_ignored_is_kept_by_the_startup_window():
+    proc = _run("window", "SIGINT")
+    assert proc.returncode == 130 and proc.stdout.strip() == "interrupted", proc.stdout + proc.stderr
+    assert proc.stderr == "", proc.stderr
+
+
+def test_without_the_window_the_same_ctrl_c_is_lost():
+    """The defect the window fixes (the sweep then ran every trial and exited 0)."""
+    proc = _run("handler", "SIGINT")
+    assert proc.returncode == 0 and proc.stdout.strip() == "lost", proc.stdout + proc.stderr
+
+
+def test_sigterm_in_the_window_stops_like_ctrl_c_and_says_terminated():
+    proc = _run("window", "SIGTERM")
+    assert proc.returncode == 130 and proc.stdout.strip() == "interrupted terminated", proc.stdout + proc.stderr
+
+
+def test_rays_sigterm_handler_is_kept_out_while_ray_starts():
+    """ray.init installs a SIGTERM handler that calls sys.exit (status 15, no line, nothing marked)."""
+    import signal
+
+    import ray._private.utils as ray_utils
+
+    from sweeps.driver.signals import keep_sigterm_handler
+
+    before = signal.getsignal(signal.SIGTERM)
+    with keep_sigterm_handler():
+        ray_utils.set_sigterm_handler(lambda signum, frame: sys.exit(signum))
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_ray_start_up_timeout_names_the_limit_and_how_to_raise_it():
+    from sweeps.driver.cluster import local_start_failure
+
+    gcs = local_start_failure(RuntimeError("Timed out waiting for file /tmp/ray/session_x/gcs_server_port_ab12"))
+    assert gcs.startswith("the local Ray did not start: its GCS server was not up within 30 s")
+    assert "RAY_gcs_server_port_wait_time_s=120" in gcs and "\n" not in gcs
+    node = local_start_failure(Exception("The current node timed out during startup. This could happen ..."))
+    assert "did not start in time" in node and "--address auto" in node and "\n" not in node
+    other = local_start_failure(OSError("No space left on device\nmore"))
+    assert other.startswith("the local Ray failed to start (OSError: No space left on device)")
