@@ -63,6 +63,22 @@ def cli(cache):
     return lambda *args: runner.invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
+@pytest.fixture
+def new_store():
+    """``new_store(PATH)``: an empty MLflow sqlite store at PATH with every schema migration applied, copied from one
+    made once per process (creating a store runs MLflow's migrations: seconds in each test); returns its URI.
+    Tests of store creation itself (concurrent creation, a full disk, old schemas) create theirs for real."""
+    import shutil
+
+    from tests.helpers.analysis_store import empty_store
+
+    def copy(path):
+        shutil.copyfile(empty_store(), path)
+        return f"sqlite:///{path}"
+
+    return copy
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """Tiny models: one intra-op thread is many times faster than two on a shared 2-core machine."""

@@ -141,14 +141,15 @@ def test_suggested_commands_are_spelled_as_the_user_called_rirlab(tmp_path, monk
     assert command_name() == "/opt/env/bin/rirlab"
 
 
-def test_the_resume_and_next_hints_name_the_store_tune_folder_and_cluster_given():
+def test_the_resume_and_next_hints_name_the_store_tune_folder_and_cluster_given(monkeypatch):
     """A hint pasted back must continue the same sweep: without the --tracking-uri/--output-dir the user gave, it
     looked in ./mlruns.db and ./rirlab_runs and found nothing to resume."""
     from rirlab.cli.sweep import _resume_command, _where_flags
 
+    monkeypatch.setattr("sys.argv", ["rirlab", "sweep"])
     where = _where_flags("postgresql://me:s3cret@db:5432/ml", "/data/my runs", "10.0.0.5:6379")
     cmd = _resume_command("s.yaml", True, ["seed=0"], where)
-    assert cmd.endswith(" sweep s.yaml --quick --set seed=0 --tracking-uri 'postgresql://me:***@db:5432/ml' "
-                        "--output-dir '/data/my runs' --address 10.0.0.5:6379 --resume"), cmd
+    assert cmd == ("rirlab sweep s.yaml --quick --set seed=0 --tracking-uri 'postgresql://me:***@db:5432/ml' "
+                   "--output-dir '/data/my runs' --address 10.0.0.5:6379 --resume"), cmd
     assert "s3cret" not in cmd
     assert _where_flags(None, "rirlab_runs", None) == ""  # the defaults: nothing to repeat

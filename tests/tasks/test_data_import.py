@@ -10,7 +10,7 @@ from rirlab.tasks import cache, registry
 from tests.helpers.cli import SHARED
 
 LISTOPS = registry.get("listops")
-SMALL = dict(n_train=300, n_dev=30, n_test=60, n_eval=20, iid_pool=500)  # a small near-IID pool: seconds, not 90,000 draws
+SMALL = dict(n_train=300, n_dev=30, n_test=60, n_eval=20)
 
 
 def _texts(cfg, split) -> set:
