@@ -5,7 +5,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
-.venv/bin/python -m pytest "$@"
+# the tests run in parallel on every core (pytest-xdist; a test is one process's work, mostly one thread): set
+# RIRLAB_TEST_WORKERS=0 to run them in this process (e.g. under a debugger), or give -n N yourself
+.venv/bin/python -m pytest -n "${RIRLAB_TEST_WORKERS:-auto}" --dist worksteal "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi
 exit "$rc"

@@ -15,6 +15,15 @@ os.environ.setdefault("RIRLAB_DRY_RUN_TIMING", "0")
 OPT_IN = ("browser", "cluster")  # need a browser, PostgreSQL, minutes: run only where -m names them
 
 
+def pytest_configure(config):
+    """Under pytest-xdist (scripts/test.sh runs a worker per core) each worker's torch uses one intra-op thread: two
+    workers of two threads each on two cores would oversubscribe them (tests that set threads still do)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+
+        torch.set_num_threads(1)
+
+
 def pytest_collection_modifyitems(config, items):
     """Leave out the opt-in markers' tests unless the -m expression names the marker (`pytest -m browser`,
     `-m "cluster or e2e"`); `pytest` and `pytest -m "not e2e"` run neither."""
@@ -52,6 +61,22 @@ def cli(cache):
 
     runner = CliRunner()  # click >= 8.2: result.stdout and result.stderr apart
     return lambda *args: runner.invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+@pytest.fixture
+def new_store():
+    """``new_store(PATH)``: an empty MLflow sqlite store at PATH with every schema migration applied, copied from one
+    made once per process (creating a store runs MLflow's migrations: seconds in each test); returns its URI.
+    Tests of store creation itself (concurrent creation, a full disk, old schemas) create theirs for real."""
+    import shutil
+
+    from tests.helpers.analysis_store import empty_store
+
+    def copy(path):
+        shutil.copyfile(empty_store(), path)
+        return f"sqlite:///{path}"
+
+    return copy
 
 
 @pytest.fixture(scope="module")

@@ -43,6 +43,7 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
     from sweeps.driver.signals import SweepInterrupted, open_startup_window, terminated
 
     open_startup_window()  # no Ctrl-C or SIGTERM is lost before Ray Tune runs (closed before Tuner.fit)
+    where = _where_flags(tracking_uri, output_dir, address)  # repeated in the hints: --resume needs the same store
     try:
         from rirlab.config import parse_overrides
         from sweeps.plan.plan import SweepPlan
@@ -64,12 +65,12 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
                            checkpoint_artifacts=not no_checkpoint_artifacts, output_root=output_dir,
                            progress=progress, system_metrics=system_metrics, report=log_parent_report)
     except SweepFault as err:  # a full disk: the sweep stopped as on Ctrl-C
-        then = (f"free space there, then continue with: {_resume_command(spec, quick, sets)}" if err.parent_id else
+        then = (f"free space there, then continue with: {_resume_command(spec, quick, sets, where)}" if err.parent_id else
                 "nothing was recorded: free space there and run the same command again")
         click.echo(f"error: {err.why}; {then}", err=True)
         sys.exit(err.exit_code)
     except SweepInterrupted:
-        click.echo(f"interrupted; continue with: {_resume_command(spec, quick, sets)}", err=True)
+        click.echo(f"interrupted; continue with: {_resume_command(spec, quick, sets, where)}", err=True)
         sys.exit(143 if terminated() else 130)
     except KeyboardInterrupt:  # before the sweep's parent run existed: nothing to resume
         click.echo(f"interrupted before the sweep {'continued' if resume else 'started'}; nothing was recorded: "
@@ -77,17 +78,31 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
         sys.exit(143 if terminated() else 130)
     if counts["interrupted"]:
         click.echo(f"interrupted: {counts['stopped']} running trial(s) stopped, their last checkpoints kept; "
-                   f"continue with:\n  {_resume_command(spec, quick, sets)}", err=True)
+                   f"continue with:\n  {_resume_command(spec, quick, sets, where)}", err=True)
         sys.exit(143 if terminated() else 130)
     click.echo(f"done: {counts['finished']} finished, {counts['failed']} failed; parent run {counts['parent_run_id']}")
-    click.echo(f"next: {command_name()} tables {spec}   |   {command_name()} ui")
+    store = _where_flags(tracking_uri, None, None)
+    click.echo(f"next: {command_name()} tables {spec}{store}   |   {command_name()} ui{store}")
     if counts["finished"] == 0:
         sys.exit(1)
 
 
-def _resume_command(spec, quick: bool, sets) -> str:
+def _where_flags(tracking_uri, output_dir, address) -> str:
+    """The options that say where a sweep lives (its store, its Tune folder, its cluster), as the user gave them: a
+    hint without them would continue or read another sweep. A password in the store's URI is masked."""
+    import shlex
+
+    from rirlab.redact import redact_uri
+
+    given = [("--tracking-uri", tracking_uri and redact_uri(tracking_uri)),
+             ("--output-dir", output_dir if output_dir not in (None, "rirlab_runs") else None),
+             ("--address", address)]
+    return "".join(f" {flag} {shlex.quote(str(value))}" for flag, value in given if value)
+
+
+def _resume_command(spec, quick: bool, sets, where: str = "") -> str:
     """The command that continues this sweep, as the user called rirlab, a password in a --set value masked."""
     from rirlab.redact import redact_uri
 
     flags = (" --quick" if quick else "") + "".join(" --set " + redact_uri(s) for s in sets)
-    return f"{command_name()} sweep {spec}{flags} --resume"
+    return f"{command_name()} sweep {spec}{flags}{where} --resume"

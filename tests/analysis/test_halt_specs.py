@@ -12,7 +12,7 @@ from analysis import references as refs
 from analysis.layouts import ablation_rows
 from analysis.tables import our_configs
 from sweeps.spec.load import load_spec
-from tests.helpers.cli import REPO, run_cli, sqlite_uri
+from tests.helpers.cli import REPO, sqlite_uri
 
 LRA = [f"halt_table4_lra_{t}" for t in ("listops", "text", "retrieval", "image")]
 SPECS = ["halting", "gut_ablation", "flipflop", "halt_logic", *LRA]
@@ -180,10 +180,12 @@ def test_lra_specs_carry_the_codes_lra_settings(task):
 
 
 @pytest.mark.parametrize("name", SPECS)
-def test_spec_dry_runs_and_tables_through_the_cli(name, tmp_path):
-    run_cli(["sweep", spec_path(name), "--dry-run"], cwd=tmp_path, check=True, timeout=300)
-    proc = run_cli(["tables", spec_path(name), "--reference", "halt", "--tracking-uri",
-                    sqlite_uri(tmp_path / "m.db")], cwd=tmp_path, check=True, timeout=300)
+def test_spec_dry_runs_and_tables_through_the_cli(name, tmp_path, cli):
+    """In-process (the CLI's own commands; one spec through a separate process: test_data_nlp_specs.py)."""
+    dry = cli("sweep", spec_path(name), "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    proc = cli("tables", spec_path(name), "--reference", "halt", "--tracking-uri", sqlite_uri(tmp_path / "m.db"))
+    assert proc.exit_code == 0, proc.output
     if name in FULLY_MATCHED:
         assert "rows of ours no published row describes" not in proc.stdout, proc.stdout
 

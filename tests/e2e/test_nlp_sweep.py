@@ -11,10 +11,11 @@ from tests.helpers.cli import run_cli
 from tests.helpers.nlp_specs import spec_path
 
 
-def test_quick_sweep_of_a_sentence_pair_spec_end_to_end(workdir):
+def test_quick_sweep_of_a_sentence_pair_spec_end_to_end(workdir, new_store):
     """rirlab sweep rir_table7_snli.yaml --quick: SNLI stand-in files in the publishers' formats are written and
     read, the vocabulary and the stand-in GloVe built, two models trained through Ray, every split in MLflow."""
     env = {"RIRLAB_CACHE": str(workdir / "cache")}
+    new_store(workdir / "mlruns.db")
     run_cli(["sweep", spec_path("rir_table7_snli"), "--quick"], cwd=workdir, env=env, check=True, timeout=600)
     loaded = load_spec(spec_path("rir_table7_snli"), quick=True)
     client = MlflowClient(f"sqlite:///{workdir / 'mlruns.db'}")

@@ -13,10 +13,11 @@ from tests.helpers.cli import run_cli
 from tests.helpers.sweep_runs import TINY
 
 
-def test_sweep_trials_read_the_import_through_a_relative_cache_and_record_their_datasets(workdir):
+def test_sweep_trials_read_the_import_through_a_relative_cache_and_record_their_datasets(workdir, new_store):
     """$RIRLAB_CACHE relative to the driver's directory: trials (in their own directories) must find the imported
     split there and build the generated ones there; each child run lists its datasets."""
     env = {"RIRLAB_CACHE": "datacache"}
+    new_store(workdir / "mlruns.db")
     src = workdir / "mine.tsv"
     src.write_text("9\t( ( ( [MAX 2 ) 9 ) ] )\n2\t( ( ( [MIN 2 ) 9 ) ] )\n5\t( ( ( [SM 2 ) 3 ) ] )\n")
     run_cli(["data", "import", "listops", src, "--split", "test"], cwd=workdir, env=env, check=True)

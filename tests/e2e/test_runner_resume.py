@@ -19,11 +19,12 @@ def histories(client, run_id):
     return {k: [(m.step, m.value) for m in client.get_metric_history(run_id, k)] for k in run.data.metrics}
 
 
-def test_resume_after_a_kill_right_after_a_trial_finished_does_not_run_it_again(workdir):
+def test_resume_after_a_kill_right_after_a_trial_finished_does_not_run_it_again(workdir, new_store):
     spec = workdir / "r.yaml"
     spec.write_text(yaml.safe_dump({**TINY, "name": "kill_after", "seeds": 1, "max_concurrent": 1,
                                     "checkpoint_every": 0, "fixed": {**TINY["fixed"], "steps": 20}}, sort_keys=False))
     db = workdir / "mlruns.db"
+    new_store(db)
     env = {**os.environ, "RIRLAB_PLUGINS": "tests.helpers.runner_faults", "PYTHONPATH": str(REPO),
            "RIRLAB_TEST_KILL_AFTER_COMPLETE": "1"}
     env.pop("MLFLOW_TRACKING_URI", None)
@@ -50,13 +51,14 @@ def test_resume_after_a_kill_right_after_a_trial_finished_does_not_run_it_again(
             assert len(steps) == len(set(steps)), (run.info.run_name, key, steps)
 
 
-def test_ctrl_c_while_the_parent_run_is_written_ends_it_killed_and_resume_continues_it(workdir):
+def test_ctrl_c_while_the_parent_run_is_written_ends_it_killed_and_resume_continues_it(workdir, new_store):
     """The parent run existed (params, spec artifacts half written) when Ctrl-C came: it must not stay RUNNING
     beside a second parent, and the message must name --resume, not "nothing was recorded"."""
     spec = workdir / "p.yaml"
     spec.write_text(yaml.safe_dump({**TINY, "name": "ctrl_c_parent", "seeds": 1, "search": {}, "checkpoint_every": 0,
                                     "fixed": {**TINY["fixed"], "steps": 10}}, sort_keys=False))
     faults = {"RIRLAB_PLUGINS": "tests.helpers.runner_faults", "PYTHONPATH": str(REPO)}
+    new_store(workdir / "mlruns.db")
     proc = run_cli(["sweep", spec, "--no-checkpoint-artifacts"], cwd=workdir,
                    env={**faults, "RIRLAB_TEST_INTERRUPT_IN_PARENT": "1"})
     assert proc.returncode == 130, proc.stdout + proc.stderr

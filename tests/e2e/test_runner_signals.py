@@ -42,12 +42,12 @@ def _finish(proc):
             proc.wait()
 
 
-def test_sigterm_stops_the_sweep_like_ctrl_c_with_exit_143(workdir):
+def test_sigterm_stops_the_sweep_like_ctrl_c_with_exit_143(workdir, new_store):
     spec = workdir / "t.yaml"
     spec.write_text(yaml.safe_dump({**TINY, "name": "term", "seeds": 1, "search": {},
                                     "fixed": {**TINY["fixed"], "steps": 5000}}, sort_keys=False))
     db = workdir / "mlruns.db"
-    MlflowClient(f"sqlite:///{db}").search_experiments()  # the store exists before polling it
+    new_store(db)  # the store exists before polling it
 
     def running_child():
         client = MlflowClient(f"sqlite:///{db}")

@@ -13,7 +13,8 @@ from tests.helpers.cli import REPO, run_cli
 TINY = yaml.safe_load((REPO / "tests" / "specs" / "tiny.yaml").read_text())
 
 
-def test_quick_sweep_parent_and_children_carry_the_sweep(workdir):
+def test_quick_sweep_parent_and_children_carry_the_sweep(workdir, new_store):
+    new_store(workdir / "mlruns.db")
     spec = workdir / "carry.yaml"
     spec.write_text(yaml.safe_dump({**TINY, "name": "carry", "seeds": 1, "description": "lr probe for the runner test",
                                     "fixed": {**TINY["fixed"], "steps": 20}}, sort_keys=False))

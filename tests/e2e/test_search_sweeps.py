@@ -7,12 +7,13 @@ from tests.helpers.cli import run_cli
 from tests.helpers.sweep_runs import TINY, write_spec
 
 
-def test_optuna_sweep_with_sparse_evaluations_runs_each_suggestion_per_seed_into_a_persistent_study(workdir):
+def test_optuna_sweep_with_sparse_evaluations_runs_each_suggestion_per_seed_into_a_persistent_study(workdir, new_store):
     """log_every != eval_every (dev/accuracy only in some reports) used to crash Ray's OptunaSearch and leave the
     child run RUNNING; each suggestion must run once per seed and the study must be on disk."""
     import optuna
     from mlflow.tracking import MlflowClient
 
+    new_store(workdir / "mlruns.db")
     spec = write_spec(workdir / "o.yaml", name="s_optuna", algorithm="optuna", num_samples=2, seeds=2,
                       search={"lr": {"loguniform": [1e-4, 1e-2]}},
                       fixed={**TINY["fixed"], "steps": 20, "log_every": 5, "eval_every": 10},

@@ -19,9 +19,10 @@ from tests.helpers.cli import REPO, RIRLAB, run_cli
 from tests.helpers.sweep_runs import TINY, runs_of, write_spec
 
 
-def test_random_search_runs_num_samples_trials_inside_the_bounds(workdir):
+def test_random_search_runs_num_samples_trials_inside_the_bounds(workdir, new_store):
     """Through the CLI into MLflow. Optuna through the CLI: tests/e2e/test_search_sweeps.py (a real sweep into a
     persistent study); its multi-objective seed-mean: tests/sweeps/test_spec_search.py (unit)."""
+    new_store(workdir / "mlruns.db")  # the default store, migrated (a new one: tests/e2e/test_e2e_sweep.py)
     search = {"lr": {"loguniform": [1e-4, 1e-2]}, "hidden_size": {"randint": [4, 12]}}
     for algo, metric, mode in (("random", "dev/accuracy", "max"),):
         spec = write_spec(workdir / f"{algo}.yaml", name=f"s_{algo}", algorithm=algo, num_samples=3, seeds=1,
@@ -37,7 +38,8 @@ def test_random_search_runs_num_samples_trials_inside_the_bounds(workdir):
         assert len({r.data.params["lr"] for r in children}) == 3  # three different samples
 
 
-def test_failing_trials_end_failed_with_reason_and_the_sweep_goes_on(workdir):
+def test_failing_trials_end_failed_with_reason_and_the_sweep_goes_on(workdir, new_store):
+    new_store(workdir / "mlruns.db")
     spec = write_spec(workdir / "f.yaml", name="faults", seeds=1, max_failures=1,
                       search={"model": {"grid": ["rir_grc", "nan_grc", "raise_grc"]}})
     env = {"RIRLAB_PLUGINS": "tests.helpers.plugin_models", "PYTHONPATH": str(REPO)}
@@ -82,7 +84,8 @@ def _trial_workers(mark: str):
     return found
 
 
-def test_trial_worker_killed_resumes_from_checkpoint_with_the_same_final_metrics(workdir):
+def test_trial_worker_killed_resumes_from_checkpoint_with_the_same_final_metrics(workdir, new_store):
+    new_store(workdir / "mlruns.db")
     spec = write_spec(workdir / "k.yaml", name="killed_worker", seeds=1, search={}, max_failures=3, checkpoint_every=50,
                       fixed={**TINY["fixed"], "steps": 600, "eval_every": 300})
     mark = str(workdir)
@@ -114,11 +117,11 @@ def test_trial_worker_killed_resumes_from_checkpoint_with_the_same_final_metrics
         assert math.isclose(run.data.metrics[key], reference[key], rel_tol=1e-6, abs_tol=1e-9), key
 
 
-def test_driver_killed_mid_sweep_then_resume_gives_one_finished_run_per_trial(workdir):
+def test_driver_killed_mid_sweep_then_resume_gives_one_finished_run_per_trial(workdir, new_store):
     spec = write_spec(workdir / "d.yaml", name="killed_driver", seeds=2, checkpoint_every=50, max_concurrent=2,
                       fixed={**TINY["fixed"], "steps": 300, "eval_every": 150})
     db = workdir / "mlruns.db"
-    MlflowClient(f"sqlite:///{db}").search_experiments()  # create the store first: polling must not race its creation
+    new_store(db)  # the store first: polling must not race its creation
     env = {**{k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}, "TUNE_GLOBAL_CHECKPOINT_S": "1"}
     proc = subprocess.Popen([*RIRLAB, "sweep", str(spec), "--no-checkpoint-artifacts"], cwd=workdir, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -151,7 +154,8 @@ def test_driver_killed_mid_sweep_then_resume_gives_one_finished_run_per_trial(wo
     assert all("test/accuracy" in r.data.metrics for r in children)
 
 
-def test_asha_stops_the_configurations_that_cannot_learn(workdir):
+def test_asha_stops_the_configurations_that_cannot_learn(workdir, new_store):
+    new_store(workdir / "mlruns.db")
     spec = write_spec(workdir / "a.yaml", name="asha", seeds=1, max_concurrent=1, metric="train/loss", mode="min",
                       search={"lr": {"grid": [0.01, 0.005, 1e-9, 2e-9]}},
                       scheduler={"type": "asha", "grace_period": 10, "reduction_factor": 2},

@@ -23,7 +23,7 @@ def test_malformed_address_is_one_line_exit_2_before_anything_starts(workdir):
     assert not (workdir / "rirlab_runs").exists()
 
 
-def test_resume_after_the_spec_changed_says_so_and_how_to_go_on(workdir):
+def test_resume_after_the_spec_changed_says_so_and_how_to_go_on(workdir, cli):
     from sweeps.spec.load import load_spec
     from sweeps.record.tracker import Tracker
 
@@ -37,8 +37,8 @@ def test_resume_after_the_spec_changed_says_so_and_how_to_go_on(workdir):
                                                   "rirlab.overrides": "{}"})
     before = hashlib.sha256(db.read_bytes()).hexdigest()
     spec.write_text(TINY.read_text().replace("steps: 40", "steps: 50"))
-    proc = run_cli(["sweep", spec, "--resume"], cwd=workdir)
-    assert proc.returncode == 2, proc.stdout + proc.stderr
+    proc = cli("sweep", spec, "--resume")  # in-process; a refusal through a separate process: the test above
+    assert proc.exit_code == 2, proc.stdout + proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert "the spec changed since the last sweep of tiny" in line and old.hash in line, line
     assert load_spec(spec).hash in line and "leave out --resume" in line and "spec/" in line, line
@@ -115,12 +115,12 @@ def test_spec_params_are_flat_and_the_best_trial_is_the_best_finished_one():
     (["sweep", "unknown_task.yaml"], "unknown task 'listopz'"),
     (["train", "--model", "nope", "--task", "listops"], "unknown model 'nope'"),
 ])
-def test_bad_input_is_one_line_exit_2_and_writes_nothing(workdir, args, needle):
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(workdir, cli, args, needle):
     (workdir / "bad.yaml").write_text("name: x\nsearch:\n  chunk_size: {grid: [1, 2]\n")
     (workdir / "unknown_model.yaml").write_text("name: x\ntask: listops\nmodel: rir_ebt_gcr\n")
     (workdir / "unknown_task.yaml").write_text("name: x\ntask: listopz\nmodel: bbt_grc\n")
-    proc = run_cli(args, cwd=workdir)
-    assert proc.returncode == 2, proc.stderr
+    proc = cli(*args)  # in-process; through a separate process: test_malformed_address_...
+    assert proc.exit_code == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], proc.stderr
     assert not (workdir / "mlruns.db").exists()
@@ -139,3 +139,17 @@ def test_suggested_commands_are_spelled_as_the_user_called_rirlab(tmp_path, monk
     assert command_name() == "rirlab"
     monkeypatch.setattr("sys.argv", ["/opt/env/bin/rirlab", "sweep"])  # outside this folder: the full path
     assert command_name() == "/opt/env/bin/rirlab"
+
+
+def test_the_resume_and_next_hints_name_the_store_tune_folder_and_cluster_given(monkeypatch):
+    """A hint pasted back must continue the same sweep: without the --tracking-uri/--output-dir the user gave, it
+    looked in ./mlruns.db and ./rirlab_runs and found nothing to resume."""
+    from rirlab.cli.sweep import _resume_command, _where_flags
+
+    monkeypatch.setattr("sys.argv", ["rirlab", "sweep"])
+    where = _where_flags("postgresql://me:s3cret@db:5432/ml", "/data/my runs", "10.0.0.5:6379")
+    cmd = _resume_command("s.yaml", True, ["seed=0"], where)
+    assert cmd == ("rirlab sweep s.yaml --quick --set seed=0 --tracking-uri 'postgresql://me:***@db:5432/ml' "
+                   "--output-dir '/data/my runs' --address 10.0.0.5:6379 --resume"), cmd
+    assert "s3cret" not in cmd
+    assert _where_flags(None, "rirlab_runs", None) == ""  # the defaults: nothing to repeat

@@ -191,15 +191,16 @@ BAD = [
 
 
 @pytest.mark.parametrize("change, needle, hint, line_text", BAD)
-def test_bad_spec_exits_2_with_one_line_and_leaves_the_store_untouched(workdir, change, needle, hint, line_text):
+def test_bad_spec_exits_2_with_one_line_and_leaves_the_store_untouched(workdir, cli, change, needle, hint, line_text):
+    """In-process (the CLI's own command; a refusal through a separate process: test_unreachable_address_...)."""
     db = workdir / "store.db"
     client = MlflowClient(f"sqlite:///{db}")
     run = client.create_run(client.create_experiment("earlier"))
     client.log_metric(run.info.run_id, "x", 1.0)
     before = hashlib.sha256(db.read_bytes()).hexdigest()
     spec = write_spec(workdir / "bad.yaml", **change)
-    proc = run_cli(["sweep", spec, "--tracking-uri", f"sqlite:///{db}"], cwd=workdir)
-    assert proc.returncode == 2, proc.stdout + proc.stderr
+    proc = cli("sweep", spec, "--tracking-uri", f"sqlite:///{db}")
+    assert proc.exit_code == 2, proc.stdout + proc.stderr
     err = proc.stderr.strip().splitlines()
     assert len(err) == 1, proc.stderr
     assert needle in err[0] and hint in err[0], err[0]

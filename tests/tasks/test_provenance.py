@@ -16,7 +16,7 @@ from tests.helpers.cli import REPO
 
 TINY = yaml.safe_load((REPO / "tests" / "specs" / "tiny.yaml").read_text())
 LISTOPS = registry.get("listops")
-SMALL = dict(n_train=200, n_dev=20, n_test=30, n_eval=10)
+SMALL = dict(n_train=200, n_dev=20, n_test=30, n_eval=10, iid_pool=500)  # a small near-IID pool: seconds, not 90,000 draws
 
 
 def _import_test_split(root, rows: int, seed: int) -> dict:
