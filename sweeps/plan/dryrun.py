@@ -378,7 +378,7 @@ def early_stopping_note(spec: Spec, resolved: list, steps: list, hours: Optional
     notes = []
     sch = spec.scheduler
     if sch.type == "asha":
-        from sweeps.tune.tuner import asha_max_t
+        from sweeps.plan.plan import asha_max_t
 
         max_t = asha_max_t(resolved[0].flat() if resolved else {}, resolved[0].task_cfg if resolved else None)
         frac = asha_fraction(sch.grace_period, sch.reduction_factor, max_t)

@@ -13,6 +13,7 @@ import functools
 import json
 from typing import Optional
 
+from rirlab.config import TrainConfig
 from rirlab.trial import TrialConfig, resolve
 from rirlab.contract import TrialRecord
 from sweeps.spec.trials import VARIANT_KEY, TrialSpace, grid_points, random_points, swept_keys
@@ -122,3 +123,15 @@ def _domain(axis):
     if axis.kind == "loguniform":
         return tune.loguniform(*v)
     return tune.randint(v[0], v[1] + 1)  # randint bounds are inclusive in specs
+
+
+def asha_max_t(base: dict, task_cfg=None) -> int:
+    """ASHA's step cap: ``steps``, or with ``epochs`` set (which overrides steps) an upper bound of
+    epochs x batches per epoch, so ASHA never cuts a trial the recipe would still train."""
+    if base.get("epochs") is None:
+        return int(base.get("steps", TrainConfig().steps))  # budget.steps is folded in there
+    n_train = base.get("n_train")
+    if n_train is None:  # the task's default, when the task has a training-set size (from a planned trial's config)
+        n_train = getattr(task_cfg if task_cfg is not None else resolve(base).task_cfg, "n_train", None)
+    batch = int(base.get("batch_size", TrainConfig().batch_size))
+    return int(base["epochs"]) * -(-int(n_train) // batch) if n_train else 10**9

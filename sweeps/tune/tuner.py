@@ -6,9 +6,7 @@ from pathlib import Path
 from typing import Optional
 
 from rirlab import contract
-from rirlab.config import TrainConfig
-from rirlab.trial import resolve
-from sweeps.plan.plan import SweepPlan
+from sweeps.plan.plan import SweepPlan, asha_max_t
 from sweeps.tune.search import pruning_scheduler, search_alg
 
 
@@ -45,20 +43,9 @@ def scheduler(plan: SweepPlan):
         return None
     from ray.tune.schedulers import ASHAScheduler
 
-    return ASHAScheduler(time_attr=contract.STEP, max_t=asha_max_t(plan.base, plan.resolved[0].task_cfg if plan.resolved else None), grace_period=spec.scheduler.grace_period,
-                         reduction_factor=spec.scheduler.reduction_factor)
-
-
-def asha_max_t(base: dict, task_cfg=None) -> int:
-    """ASHA's step cap: ``steps``, or with ``epochs`` set (which overrides steps) an upper bound of
-    epochs x batches per epoch, so ASHA never cuts a trial the recipe would still train."""
-    if base.get("epochs") is None:
-        return int(base.get("steps", TrainConfig().steps))  # budget.steps is folded in there
-    n_train = base.get("n_train")
-    if n_train is None:  # the task's default, when the task has a training-set size (from a planned trial's config)
-        n_train = getattr(task_cfg if task_cfg is not None else resolve(base).task_cfg, "n_train", None)
-    batch = int(base.get("batch_size", TrainConfig().batch_size))
-    return int(base["epochs"]) * -(-int(n_train) // batch) if n_train else 10**9
+    task_cfg = plan.resolved[0].task_cfg if plan.resolved else None
+    return ASHAScheduler(time_attr=contract.STEP, max_t=asha_max_t(plan.base, task_cfg),
+                         grace_period=spec.scheduler.grace_period, reduction_factor=spec.scheduler.reduction_factor)
 
 
 # Ray Tune copies these from the driver's environment into every trainable's runtime_env (ray.tune.execution.

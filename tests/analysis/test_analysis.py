@@ -342,3 +342,12 @@ def test_analysis_imports_only_the_contract_of_this_project():
             for name in names:
                 if name.split(".")[0] in ("sweeps", "rirlab"):
                     assert name in allowed, f"{path.name} imports {name}"
+
+
+def test_the_cli_offers_the_statistics_analysis_computes():
+    """The CLI spells --stat's choices and default (it imports analysis only inside commands): they must be
+    analysis.stats' own."""
+    from analysis.stats import DEFAULT_STAT, STATS
+    from rirlab.cli.analysis import STAT_CHOICES, STAT_DEFAULT
+
+    assert STAT_CHOICES == STATS and STAT_DEFAULT == DEFAULT_STAT

@@ -42,7 +42,7 @@ def test_conditional_axis_only_applies_when_its_condition_holds(tmp_path):
 def test_asha_cap_covers_an_epoch_budget():
     """ASHA stops trials at max_t steps: with ``epochs`` (which overrides ``steps``) the cap must cover
     epochs x batches per epoch, not the unused ``steps`` default (a paper-recipe trial would be cut short)."""
-    from sweeps.tune.tuner import asha_max_t
+    from sweeps.plan.plan import asha_max_t
 
     base = {"model": "rir_ebt_grc", "task": "listops", "batch_size": 128}
     assert asha_max_t({**base, "steps": 300}) == 300
