@@ -223,31 +223,30 @@ class _ComposeSlots(torch.autograd.Function):
         a = torch.addmm(b1, mdt.view(n * m, d), w1m.t()).view(n, m, -1)  # (n', M, Dc) memory's half, then + h's
         hs = x.new_empty(n + 1, m, d)  # h^{i-1} of slot i, then the last h
         hs[0] = x
-        zd, o, u, y = (x.new_empty(n, m, k) for k in (w1.size(0), 4 * d, d, d))
+        zd, o, sg, u, y = (x.new_empty(n, m, k) for k in (w1.size(0), 4 * d, 3 * d, d, d))
         mean, rstd = x.new_empty(n, m, 1), x.new_empty(n, m, 1)
         xc = x * (1 - cp.t()[..., None])  # (n', M, D) x (1 - cp^i) of eq. 6, at once
         cpt = cp.t()[..., None].contiguous()  # (n', M, 1)
         for i in range(n):
             h = hs[i]  # (M, D)
             a[i].addmm_(h if keep_h is None else h * keep_h[:, i], w1h.t())  # (M, Dc)
-            z = F.gelu(a[i])
+            z = torch.ops.aten.gelu.out(a[i], out=zd[i])  # (M, Dc)
             if keep_z is not None:
-                z = z * keep_z[:, i]
-            zd[i] = z
+                z.mul_(keep_z[:, i])
             torch.addmm(b2, z, w2.t(), out=o[i])  # (M, 4D)
-            g = torch.sigmoid(o[i, :, : 3 * d])  # (M, 3D)
+            g = torch.sigmoid(o[i, :, : 3 * d], out=sg[i])  # (M, 3D)
             torch.mul(g[:, :d], h, out=u[i])
             u[i].addcmul_(g[:, d : 2 * d], memt[i]).addcmul_(g[:, 2 * d :], o[i, :, 3 * d :])  # (M, D) eq. 10
             yi, mean[i], rstd[i] = torch.native_layer_norm(u[i], (d,), gamma, beta, eps)  # eq. 11
             y[i] = yi
             torch.addcmul(xc[i], yi, cpt[i], out=hs[i + 1])  # eq. 6
-        ctx.save_for_backward(x, memt, cpt, keep_h, keep_m, keep_z, w1, w2, gamma, beta, hs, a, zd, o, u, y, mean,
+        ctx.save_for_backward(x, memt, cpt, keep_h, keep_m, keep_z, w1, w2, gamma, beta, hs, a, zd, o, sg, u, y, mean,
                               rstd)
         return hs[1:].transpose(0, 1).clone()  # (M, n', D)
 
     @staticmethod
     def backward(ctx, g_out):
-        x, memt, cpt, keep_h, keep_m, keep_z, w1, w2, gamma, beta, hs, a, zd, o, u, y, mean, rstd = ctx.saved_tensors
+        x, memt, cpt, keep_h, keep_m, keep_z, w1, w2, gamma, beta, hs, a, zd, o, sg, u, y, mean, rstd = ctx.saved_tensors
         n, m, d = memt.shape
         w1h, w1m = w1[:, :d], w1[:, d:]
         g_outt = g_out.transpose(0, 1)  # (n', M, D)
@@ -262,11 +261,12 @@ class _ComposeSlots(torch.autograd.Function):
             g_hs[i] = g
             g_u[i] = torch.ops.aten.native_layer_norm_backward(g * cpt[i], u[i], (d,), mean[i], rstd[i], gamma, beta,
                                                                [True, False, False])[0]
-            s = torch.sigmoid(o[i, :, : 3 * d])  # (M, 3D)
-            gu = g_u[i]
-            g_s = torch.cat([gu * hs[i], gu * memt[i], gu * o[i, :, 3 * d :]], -1)  # (M, 3D)
-            g_o[i, :, : 3 * d] = g_s * s * (1 - s)
-            g_o[i, :, 3 * d :] = gu * s[:, 2 * d :]
+            s, gu, go = sg[i], g_u[i], g_o[i]  # (M, 3D) the gates, (M, D), (M, 4D)
+            torch.mul(gu, hs[i], out=go[:, :d])  # d/d sigma(l), sigma(r), sigma(g), then through the sigmoid
+            torch.mul(gu, memt[i], out=go[:, d : 2 * d])
+            torch.mul(gu, o[i, :, 3 * d :], out=go[:, 2 * d : 3 * d])
+            go[:, : 3 * d].mul_(s - s * s)
+            torch.mul(gu, s[:, 2 * d :], out=go[:, 3 * d :])
             g_z = g_o[i] @ w2  # (M, Dc)
             if keep_z is not None:
                 g_z = g_z * keep_z[:, i]
