@@ -15,8 +15,14 @@ One step t (OM paper §3, eq. 1-7), memory M_{t-1} (n slots), the memory's outpu
 - the root is o_L of the last token (eq. 7).
 
 The cell is the GRC of the RIR paper (eq. 10-11, :class:`rirlab.models.grc.GRC`) on [h; M^i], with dropout on its
-input as in the authors' cell; memory dropout ``om_memory_dropout`` is applied to the inputs of the attention
-query, key and score layers (the authors' code).
+input as in the authors' cell (in front of its first layer only: its gated sum takes h and M^i undropped, as theirs);
+memory dropout ``om_memory_dropout`` is applied to the inputs of the attention query, key and score layers (the
+authors' code).
+
+Speed (same values): a slot closed in every live row (\\vec\\pi^i = 0) is not composed, since eq. 6 gives
+\\hat M^i = x there (the authors skip the slots closed for the whole batch); the open slots of a step are composed by
+:func:`compose_slots`, one autograd node with a hand-written backward (:meth:`OrderedMemory.compose_slots_reference`
+is the op-by-op form it is tested against).
 
 Choices (the authors' code, BeamRecursionFamily's OrderedMemoryX):
 - the leaf transform LN(x W + b) (RIR eq. 17) is the projection of the input into slot space;
@@ -41,7 +47,8 @@ from pydantic.dataclasses import dataclass
 from torch import nn
 
 from rirlab.config import STRICT
-from rirlab.models.grc import GRC, GRCConfig, LeafTransform, OneBeamEncoder
+from rirlab.models.grc import (GRC, GRCConfig, LeafTransform, OneBeamEncoder, dropout_keep_mask, dropout_scale,
+                               fast_dropout)
 from rirlab.models.heads import TaskModel
 from rirlab.models.registry import register
 
@@ -110,38 +117,179 @@ class OrderedMemory(nn.Module):
         self.cell_drop = nn.Dropout(cfg.dropout)  # on the cell's input [h; M^i] (authors' cell)
         self.n_slots = cfg.om_slots
         self.last_p = None  # (M, L, n) attention of the last forward, for inspection
+        self.fused = True  # eq. 5-6 as one autograd node (compose_slots); False: op by op (the reference)
 
     def step(self, x, mem, mem_out, prev_p):
-        """One OM step: x (M, D), memory and its outputs (M, n, D), p_{t-1} (M, n) or None -> o, M, \\hat M, p."""
+        """One OM step: x (M, D), memory and its outputs (M, n, D), p_{t-1} (M, n) or None -> o, M, \\hat M, p.
+
+        Slots closed (\\vec\\pi = 0) in every row are not composed: there eq. 6 gives \\hat M^i = x exactly (the
+        authors' code skips the slots closed for the whole batch; :meth:`forward` passes only the rows still reading).
+        """
         cp, rcp, p = self.attn(x, mem_out, prev_p)  # (M, n) each
         mem = mem * (1 - rcp)[..., None] + mem_out * rcp[..., None]  # (M, n, D) eq. 4
+        first = self.n_slots if prev_p is None else first_open(cp)
+        if first == self.n_slots:  # nothing open anywhere (the first step): every \\hat M^i = x
+            outs = x[:, None].expand(-1, self.n_slots, -1)  # (M, n, D)
+            return x, mem, outs, p
+        if self.fused and not torch.is_autocast_enabled(x.device.type):
+            opened = compose_slots(self.cell, x, mem[:, first:], cp[:, first:], self.cell_drop.p, self.training)
+        else:
+            opened = self.compose_slots_reference(x, mem[:, first:], cp[:, first:])  # (M, n - first, D)
+        outs = torch.cat([x[:, None].expand(-1, first, -1), opened], dim=1) if first else opened  # (M, n, D)
+        return outs[:, -1], mem, outs, p  # o_t = \hat M_t^n
+
+    def compose_slots_reference(self, x, mem, cp):
+        """Eq. 5-6 over the slots given, op by op (autograd records each): x (M, D), mem (M, n', D), cp (M, n')."""
         h, outs = x, []
-        for i in range(self.n_slots):  # eq. 5-6, from the first slot down
-            composed = self.cell.compose(self.cell_drop(torch.cat([h, mem[:, i]], dim=-1)))  # (M, D)
+        for i in range(mem.size(1)):
+            left, right = self.cell_drop(h), self.cell_drop(mem[:, i])  # dropout on the cell's input (theirs)
+            composed = grc_children(self.cell, torch.cat([left, right], dim=-1), h, mem[:, i])  # (M, D)
             h = x * (1 - cp[:, i, None]) + composed * cp[:, i, None]
             outs.append(h)
-        return h, mem, torch.stack(outs, dim=1), p  # o_t = \hat M_t^n
+        return torch.stack(outs, dim=1)  # (M, n', D)
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor, scores: torch.Tensor | None = None):
         m, b_in, width, d = x.shape
         assert b_in == 1, "Ordered Memory keeps one beam"
-        x = x[:, 0]  # (M, L, D)
+        order = torch.argsort(lengths, descending=True, stable=True)  # (M,) longest first: live rows are a prefix
+        x, live_rows = x[order, 0], (lengths[order][None] > torch.arange(width, device=x.device)[:, None]).sum(1)
+        live_rows = live_rows.tolist()  # rows still reading at each step (one host sync per forward)
         mem = x.new_zeros(m, self.n_slots, d)
         mem_out, p, out = mem, None, x[:, 0]
         ps = []
         for t in range(width):
-            o, mem_t, mem_out_t, p_t = self.step(x[:, t], mem, mem_out, p)
-            if t == 0:
+            k = m if t == 0 else live_rows[t]  # a padded step keeps the state: only the first k rows step
+            if k == 0:  # every row has ended (a width beyond the longest row)
+                ps.append(p)
+                continue
+            o, mem_t, mem_out_t, p_t = self.step(x[:k, t], mem[:k], mem_out[:k], None if p is None else p[:k])
+            if k == m:
                 mem, mem_out, p, out = mem_t, mem_out_t, p_t, o
             else:
-                live = (t < lengths)[:, None]  # (M, 1) a padded step keeps the state
-                out = torch.where(live, o, out)
-                p = torch.where(live, p_t, p)
-                mem = torch.where(live[..., None], mem_t, mem)
-                mem_out = torch.where(live[..., None], mem_out_t, mem_out)
+                out, p = torch.cat([o, out[k:]]), torch.cat([p_t, p[k:]])
+                mem, mem_out = torch.cat([mem_t, mem[k:]]), torch.cat([mem_out_t, mem_out[k:]])
             ps.append(p)
-        self.last_p = torch.stack(ps, dim=1).detach()
+        inverse = torch.argsort(order)  # (M,) back to the caller's row order
+        out = out[inverse]
+        self.last_p = torch.stack(ps, dim=1)[inverse].detach()
         return out[:, None], x.new_zeros(m, 1) if scores is None else scores  # (M, 1, D), (M, 1)
+
+
+def first_open(cp: torch.Tensor) -> int:
+    """The first slot i with \\vec\\pi^i > 0 in some row of cp (M, n) (n if none): the slots before it are closed in
+    every row (\\vec\\pi is a cumulative sum, so the open slots of a row are a suffix). One host sync per step."""
+    return int((cp > 0).any(0).logical_not().sum()) if cp.numel() else cp.size(1)
+
+
+def grc_children(cell: GRC, pair: torch.Tensor, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+    """The GRC cell (eq. 10-11) as the authors' OM cell applies it: the gates read ``pair`` = [left; right] after the
+    input dropout, the gated sum takes the children themselves (M, D) each."""
+    d = left.size(-1)
+    out = cell.w2(fast_dropout(F.gelu(cell.w1(pair)), cell.p, cell.training))  # (M, 4D)
+    gates = torch.sigmoid(out[..., : 3 * d])  # (M, 3D)
+    mixed = gates[..., :d] * left + gates[..., d : 2 * d] * right + gates[..., 2 * d :] * out[..., 3 * d :]
+    return cell.ln(mixed)  # (M, D)
+
+
+def compose_slots(cell: GRC, x: torch.Tensor, mem: torch.Tensor, cp: torch.Tensor, p_in: float,
+                  training: bool) -> torch.Tensor:
+    """Eq. 5-6 over the slots of mem (M, n', D) from the first down, as ONE autograd node (:class:`_ComposeSlots`):
+    h^0 = x (M, D), h^i = x (1 - cp^i) + cell(h^{i-1}, M^i) cp^i; returns every h^i (M, n', D).
+
+    The same values and gradients as :meth:`OrderedMemory.compose_slots_reference` (the tests hold them together); it
+    is faster because a step of OM is a chain of n' small compositions: the memory's half of the cell's first layer
+    is one product for all slots, the forward records nothing, and the backward computes each weight's gradient
+    as one product over all slots. Dropout (training): p_in on the cell's input, the cell's p on its hidden layer.
+    """
+    m, n, d = mem.shape
+    dc = cell.w1.out_features
+    keep = []
+    for shape, p in (((m, n, d), p_in), ((m, n, d), p_in), ((m, n, dc), cell.p)):  # h, M^i, hidden
+        keep.append(dropout_keep_mask(shape, p, x.device).to(x.dtype) * dropout_scale(p) if training and p > 0 else None)
+    return _ComposeSlots.apply(x, mem, cp, keep[0], keep[1], keep[2], cell.w1.weight, cell.w1.bias, cell.w2.weight,
+                               cell.w2.bias, cell.ln.weight, cell.ln.bias, cell.ln.eps)
+
+
+class _ComposeSlots(torch.autograd.Function):
+    """Forward and hand-written backward of :func:`compose_slots` (LayerNorm and GELU by ATen's own kernels).
+    Per-slot tensors are kept slot-major, (n', M, .), so each slot's rows are contiguous."""
+
+    @staticmethod
+    def forward(ctx, x, mem, cp, keep_h, keep_m, keep_z, w1, b1, w2, b2, gamma, beta, eps):
+        m, n, d = mem.shape
+        w1h, w1m = w1[:, :d], w1[:, d:]  # (Dc, D) each: the cell's first layer on h and on M^i
+        memt = mem.transpose(0, 1).contiguous()  # (n', M, D)
+        mdt = memt if keep_m is None else memt * keep_m.transpose(0, 1)
+        a = torch.addmm(b1, mdt.view(n * m, d), w1m.t()).view(n, m, -1)  # (n', M, Dc) memory's half, then + h's
+        hs = x.new_empty(n + 1, m, d)  # h^{i-1} of slot i, then the last h
+        hs[0] = x
+        zd, o, sg, u, y = (x.new_empty(n, m, k) for k in (w1.size(0), 4 * d, 3 * d, d, d))
+        mean, rstd = x.new_empty(n, m, 1), x.new_empty(n, m, 1)
+        xc = x * (1 - cp.t()[..., None])  # (n', M, D) x (1 - cp^i) of eq. 6, at once
+        cpt = cp.t()[..., None].contiguous()  # (n', M, 1)
+        for i in range(n):
+            h = hs[i]  # (M, D)
+            a[i].addmm_(h if keep_h is None else h * keep_h[:, i], w1h.t())  # (M, Dc)
+            z = torch.ops.aten.gelu.out(a[i], out=zd[i])  # (M, Dc)
+            if keep_z is not None:
+                z.mul_(keep_z[:, i])
+            torch.addmm(b2, z, w2.t(), out=o[i])  # (M, 4D)
+            g = torch.sigmoid(o[i, :, : 3 * d], out=sg[i])  # (M, 3D)
+            torch.mul(g[:, :d], h, out=u[i])
+            u[i].addcmul_(g[:, d : 2 * d], memt[i]).addcmul_(g[:, 2 * d :], o[i, :, 3 * d :])  # (M, D) eq. 10
+            yi, mean[i], rstd[i] = torch.native_layer_norm(u[i], (d,), gamma, beta, eps)  # eq. 11
+            y[i] = yi
+            torch.addcmul(xc[i], yi, cpt[i], out=hs[i + 1])  # eq. 6
+        ctx.save_for_backward(x, memt, cpt, keep_h, keep_m, keep_z, w1, w2, gamma, beta, hs, a, zd, o, sg, u, y, mean,
+                              rstd)
+        return hs[1:].transpose(0, 1).clone()  # (M, n', D)
+
+    @staticmethod
+    def backward(ctx, g_out):
+        x, memt, cpt, keep_h, keep_m, keep_z, w1, w2, gamma, beta, hs, a, zd, o, sg, u, y, mean, rstd = ctx.saved_tensors
+        n, m, d = memt.shape
+        w1h, w1m = w1[:, :d], w1[:, d:]
+        g_outt = g_out.transpose(0, 1)  # (n', M, D)
+        g_memt = torch.empty_like(memt)
+        g_a = torch.empty_like(a)  # (n', M, Dc)
+        g_o = torch.empty_like(o)  # (n', M, 4D)
+        g_u = torch.empty_like(u)  # (n', M, D)
+        g_hs = torch.empty_like(hs[1:])  # (n', M, D) total gradient reaching h^i
+        g_h = torch.zeros_like(x)  # gradient reaching h^i from the slots below it
+        for i in range(n - 1, -1, -1):
+            g = g_outt[i] + g_h  # (M, D) d/d h^i
+            g_hs[i] = g
+            g_u[i] = torch.ops.aten.native_layer_norm_backward(g * cpt[i], u[i], (d,), mean[i], rstd[i], gamma, beta,
+                                                               [True, False, False])[0]
+            s, gu, go = sg[i], g_u[i], g_o[i]  # (M, 3D) the gates, (M, D), (M, 4D)
+            torch.mul(gu, hs[i], out=go[:, :d])  # d/d sigma(l), sigma(r), sigma(g), then through the sigmoid
+            torch.mul(gu, memt[i], out=go[:, d : 2 * d])
+            torch.mul(gu, o[i, :, 3 * d :], out=go[:, 2 * d : 3 * d])
+            go[:, : 3 * d].mul_(s - s * s)
+            torch.mul(gu, s[:, 2 * d :], out=go[:, 3 * d :])
+            g_z = g_o[i] @ w2  # (M, Dc)
+            if keep_z is not None:
+                g_z = g_z * keep_z[:, i]
+            g_a[i] = torch.ops.aten.gelu_backward(g_z, a[i])
+            g_hd = g_a[i] @ w1h  # (M, D)
+            g_h = gu * s[:, :d] + (g_hd if keep_h is None else g_hd * keep_h[:, i])
+            g_memt[i] = gu * s[:, d : 2 * d]
+        g_x = g_h + (g_hs * (1 - cpt)).sum(0)  # h^0 = x, and x (1 - cp^i) in every slot
+        g_cp = (g_hs * (y - x)).sum(-1).t()  # (M, n')
+        _, g_gamma, g_beta = torch.ops.aten.native_layer_norm_backward(
+            (g_hs * cpt).view(n * m, d), u.view(n * m, d), (d,), mean.view(n * m, 1), rstd.view(n * m, 1), gamma,
+            beta, [False, True, True])
+        ga = g_a.view(n * m, -1)  # (n' M, Dc)
+        g_md = (ga @ w1m).view(n, m, d)
+        if keep_m is not None:
+            g_md = g_md * keep_m.transpose(0, 1)
+        g_mem = (g_memt + g_md).transpose(0, 1)  # (M, n', D)
+        hd = hs[:-1] if keep_h is None else hs[:-1] * keep_h.transpose(0, 1)  # (n', M, D) what slot i's layer read
+        md = memt if keep_m is None else memt * keep_m.transpose(0, 1)
+        g_w1 = torch.cat([ga.t() @ hd.reshape(n * m, d), ga.t() @ md.reshape(n * m, d)], 1)  # (Dc, 2D)
+        go = g_o.view(n * m, -1)
+        g_w2 = go.t() @ zd.view(n * m, -1)  # (4D, Dc)
+        return (g_x, g_mem, g_cp, None, None, None, g_w1, ga.sum(0), g_w2, go.sum(0), g_gamma, g_beta, None)
 
 
 class ProjectedOrderedMemory(OrderedMemory):

@@ -16,13 +16,23 @@ of ``interaction_layers`` = 3 applications of one GAU block over the pair (eq. 2
 Keys of a terminal (``gau_parent_self``): False (default, what the authors' code computes: its mask includes the
 node itself, but the query/key split it then applies leaves each terminal only its strict ancestors) or True (EBT §4:
 "the same node ... or some parent", the terminal as a key at height distance 0). A one-token sequence has no
-ancestor: its token then gets v' = 0 in eq. 12. The authors' split also leaves the last column of a padded batch
-uncontextualised; we do not reproduce that (it would make a sentence's encoding depend on its batch).
+ancestor: its token then gets v' = 0 in eq. 12.
+
+The batch's last column (``gau_parent_last``): ``"keep"`` (default, the authors' code): the authors' PGAU splits the
+2W - 1 nodes of a width-W batch at (2W - 2) // 2 = W - 1, so the terminals of the last column are keys, not queries,
+and keep their value through both layers: the last token of the widest sentence gets no parent attention (with
+both sentences of a pair padded to one width, as the authors batch them, that is the widest of the two); a sentence's
+encoding then depends on its batch's width. ``"attend"``: every terminal is a query (EBT §4, padding-invariant).
+Checked against the authors' EGT_GAU_IN / EBT_GAU_IN on shared weights (float64, eval, lengths 1-300, alone and
+padded): equal to ~1e-16 with ``"keep"``, except one case we do not reproduce: a one-token sentence in a wider
+batch, whose token has no key there, attends uniformly to every key slot of the authors' split (masked scores
+filled with -9999), i.e. to the padding's values; here it gets v' = 0.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -38,6 +48,8 @@ from rirlab.models.gau import GAUBlock, GAUConfig, Interaction
 from rirlab.models.grc import GRC, LeafTransform
 from rirlab.models.scorer import Scorer
 
+ParentLast = Literal["keep", "attend"]  # last column of the batch: not a query (the authors' code) / a query as any
+
 
 @dataclass(config=STRICT)
 class TreeGAUConfig(GAUConfig):
@@ -50,6 +62,7 @@ class TreeGAUConfig(GAUConfig):
     interaction_layers: int = Field(3, ge=1)  # GAUStack2: weight-shared applications
     gau_parent_rel_k: int = Field(10, ge=1)  # receptive field of height differences in parent attention
     gau_parent_self: bool = False  # a terminal also attends to itself (EBT §4 text); False: the authors' code
+    gau_parent_last: ParentLast = "keep"  # the batch's last column: "keep" (the authors' split) or "attend"
 
 
 @dataclasses.dataclass
@@ -155,6 +168,7 @@ class ParentAttention(nn.Module):
         self.k = cfg.gau_parent_rel_k
         self.block = GAUBlock(cfg, self.k + int(self.self_key))  # distances 1..k (and 0 for the node itself)
         self.layers = cfg.parent_layers
+        self.keep_last = cfg.gau_parent_last == "keep"
 
     def forward(self, x: torch.Tensor, tree: TreeNodes, mask: torch.Tensor) -> torch.Tensor:
         """x (M, W, D) terminals, mask (M, W) -> (M, W, D), the beams' results weighted by softmax(scores), eq. 29."""
@@ -170,12 +184,15 @@ class ParentAttention(nn.Module):
             rel = torch.cat([rel.new_zeros(m, b, w, w), rel], -1)  # (M, b, W, 2W-1)
         nodes_kv = self.block.keys(tree.nodes)  # (M, b, W-1, 2D), (M, b, W-1, dh): the same for every layer
         h = x[:, None]  # (M, 1, W, D) eq. 27 repeat(x, b): the beams' queries are equal until the first layer
-        for _ in range(self.layers):
+        q = w - 1 if self.keep_last else w  # queries: the first q columns; the others keep their value
+        g, rel = g[:, :, :q], rel[:, :, :q]  # (M, b, q, .)
+        for _ in range(self.layers if q else 0):
             kv = nodes_kv
             if self.self_key:  # the terminals' own keys, then the non-terminals'
                 kv = tuple(torch.cat([own.expand(m, b, *own.shape[2:]), nk], 2)
                            for own, nk in zip(self.block.keys(h), nodes_kv))  # (M, b, 2W-1, .)
-            h = self.block(h, None, g, rel, kv)  # (M, b, W, D)
+            out = self.block(h[:, :, :q], None, g, rel, kv)  # (M, b, q, D)
+            h = torch.cat([out, h[:, :, q:].expand(m, out.size(1), w - q, -1)], 2) if q < w else out  # (M, b, W, D)
         weights = F.softmax(at_least_fp32(tree.scores), dim=-1)  # (M, b) eq. 29
         return (weights[:, :, None, None] * at_least_fp32(h)).sum(1).to(x.dtype)  # (M, W, D)
 

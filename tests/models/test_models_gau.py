@@ -99,7 +99,7 @@ def test_pair_shapes_and_every_parameter_learns(name):
 def test_padding_invariant_and_deterministic_in_eval(name, parent_self):
     if name == "gau" and parent_self:
         pytest.skip("no parent attention in the GAU baseline")
-    kw = dict(TINY, gau_parent_self=parent_self) if name != "gau" else TINY
+    kw = dict(TINY, gau_parent_self=parent_self, gau_parent_last="attend") if name != "gau" else TINY
     check_padding_and_determinism(name, **kw)  # one sequence (a classification task)
     torch.manual_seed(2)
     model = build_pair(name, **kw).eval()
@@ -187,7 +187,7 @@ def test_terminals_attend_exactly_to_their_parents(parent_self):
     """Parent attention (eq. 22, G_ij = 1 iff node j is above terminal i): moving a non-terminal changes exactly
     the terminals it spans; with ``gau_parent_self`` a terminal also reads itself."""
     torch.manual_seed(8)
-    model = build_pair("egt_gau", gau_parent_self=parent_self, dropout=0.0, **TINY).eval()
+    model = build_pair("egt_gau", gau_parent_self=parent_self, gau_parent_last="attend", dropout=0.0, **TINY).eval()
     enc = model.encoder
     batch = batch_of(random_seqs([6], seed=5))
     with torch.no_grad():
@@ -206,7 +206,8 @@ def test_parent_attention_is_eq_27_to_29_per_beam(parent_self):
     """The shared key projections and the broadcast first layer = eq. 27-29 written out: repeat x per beam, apply
     the block ``parent_layers`` times with the beam's nodes as keys, average the beams with softmax(scores)."""
     torch.manual_seed(10)
-    model = build_pair("ebt_gau", gau_parent_self=parent_self, beam_size=3, dropout=0.0, **TINY).eval()
+    model = build_pair("ebt_gau", gau_parent_self=parent_self, gau_parent_last="attend", beam_size=3, dropout=0.0,
+                       **TINY).eval()
     enc = model.encoder
     batch = batch_of(random_seqs([7, 3, 5], seed=6))
     with torch.no_grad():
@@ -229,6 +230,33 @@ def test_parent_attention_is_eq_27_to_29_per_beam(parent_self):
                     x = blk(x, keys, g, rel)
                 want = want + s * x
             assert torch.allclose(got[r, :L], want[:L], atol=1e-5), r
+
+
+@pytest.mark.parametrize("name", ["egt_gau", "ebt_gau"])
+def test_the_last_column_keeps_its_value_as_the_authors_split_leaves_it(name):
+    """The authors' PGAU (EGT_GAU_IN / EBT_GAU_IN): 2W - 1 nodes of a width-W batch split at S0 = (2W - 2) // 2 =
+    W - 1: queries are the terminals 0..W-2, so terminal W-1 keeps its value (``gau_parent_last: keep``, default);
+    the others read the same keys either way. A batch of one one-token sentence (W = 1) has no query at all."""
+    assert registry.get(name).config().gau_parent_last == "keep"
+    torch.manual_seed(12)
+    keep = build_pair(name, dropout=0.0, **TINY).eval()
+    attend = build_pair(name, gau_parent_last="attend", dropout=0.0, **TINY).eval()
+    attend.load_state_dict(keep.state_dict())
+    enc_k, enc_a = keep.encoder, attend.encoder
+    for lengths in ([6, 4, 2], [1]):
+        batch = batch_of(random_seqs(lengths, seed=3))
+        with torch.no_grad():
+            h = enc_k.leaf(keep.embed(batch["tokens"]))  # (N, W, D)
+            tree = enc_k.tree(h, batch["mask"].sum(1))
+            got, other = enc_k.parent(h, tree, batch["mask"]), enc_a.parent(h, tree, batch["mask"])
+        assert torch.allclose(got[:, -1], h[:, -1], atol=1e-6)  # the last column: untouched (EBT: beams averaged)
+        assert torch.allclose(got[:, :-1], other[:, :-1], atol=1e-12)  # the rest: as if every terminal attended
+        if lengths[0] > 1:
+            assert not torch.allclose(other[0, -1], h[0, -1], atol=1e-3)  # "attend" does change the last token
+    with torch.no_grad():  # so a sentence's encoding depends on its batch's width (the authors' code does too)
+        s1, s2 = random_seqs([5, 9]), random_seqs([4, 3], seed=4)
+        alone = keep(pair_batch([s1[0]], [s2[0]])).logits[0]
+        assert not torch.allclose(keep(pair_batch(s1, s2)).logits[0], alone, atol=1e-4)
 
 
 @pytest.mark.parametrize("classes", [3, 2])
