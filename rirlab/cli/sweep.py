@@ -40,7 +40,7 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
     (exit 130 for Ctrl-C, 143 for SIGTERM).
     """
     from sweeps.record.faults import SweepFault
-    from sweeps.driver.signals import SweepInterrupted, open_startup_window, terminated
+    from sweeps.driver.signals import SweepInterrupted, close_startup_window, open_startup_window, terminated
 
     open_startup_window()  # no Ctrl-C or SIGTERM is lost before Ray Tune runs (closed before Tuner.fit)
     where = _where_flags(tracking_uri, output_dir, address)  # repeated in the hints: --resume needs the same store
@@ -76,6 +76,8 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
         click.echo(f"interrupted before the sweep {'continued' if resume else 'started'}; nothing was recorded: "
                    f"run the same command again", err=True)
         sys.exit(143 if terminated() else 130)
+    finally:  # a refusal or a dry run ends before Tune: SIGINT unblocked again (an in-process caller keeps Ctrl-C)
+        close_startup_window()
     if counts["interrupted"]:
         click.echo(f"interrupted: {counts['stopped']} running trial(s) stopped, their last checkpoints kept; "
                    f"continue with:\n  {_resume_command(spec, quick, sets, where)}", err=True)

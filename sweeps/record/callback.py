@@ -152,6 +152,12 @@ class MLflowTrialCallback(DriverCallback):
         self.runs[key] = run_id
         return run_id
 
+    def _open_run(self, trial):
+        """The trial's run while this driver records it; None where the run had ended before this driver started
+        (a resumed sweep's finished trial: nothing of it is written again)."""
+        run_id = self._run_for(trial)
+        return None if trial.trial_id in self.ended else run_id
+
     def _last_step(self, run_id: str, metric: str) -> int:
         return max((p.step for p in self.tracker.client.get_metric_history(run_id, metric)), default=-1)
 
@@ -208,9 +214,8 @@ class MLflowTrialCallback(DriverCallback):
 
     @_faults_stop_the_sweep
     def on_trial_complete(self, iteration, trials, trial, **info):
-        key = trial.trial_id
-        run_id = self._run_for(trial)
-        if key in self.ended:
+        run_id, key = self._open_run(trial), trial.trial_id
+        if run_id is None:
             return
         if key in self.unclosed:  # the driver died between the final result and here: close the run only
             self.tracker.finish(run_id, "FINISHED")
@@ -235,11 +240,11 @@ class MLflowTrialCallback(DriverCallback):
 
     @_faults_stop_the_sweep
     def on_trial_error(self, iteration, trials, trial, **info):
-        key = trial.trial_id
-        run_id = self._run_for(trial)
-        if key in self.ended:
-            return
         from sweeps.record.faults import tune_folder_full
+
+        run_id, key = self._open_run(trial), trial.trial_id
+        if run_id is None:
+            return
 
         error = trial_error(trial)
         full = tune_folder_full(self.tune_path) if self.tune_path else None

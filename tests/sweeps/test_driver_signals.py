@@ -81,3 +81,19 @@ def test_a_ray_start_up_timeout_names_the_limit_and_how_to_raise_it():
     assert "did not start in time" in node and "--address auto" in node and "\n" not in node
     other = local_start_failure(OSError("No space left on device\nmore"))
     assert other.startswith("the local Ray failed to start (OSError: No space left on device)")
+
+
+def test_a_refused_or_dry_run_sweep_leaves_ctrl_c_working_in_its_process(workdir, cli):
+    """The startup window blocks SIGINT until Tune runs; a sweep refused before Tune (or a dry run) must unblock it:
+    called in-process it left SIGINT blocked, so every process started afterwards inherited the block and Ctrl-C
+    no longer reached it."""
+    import signal
+
+    from tests.helpers.cli import TINY_SPEC
+
+    bad = workdir / "bad.yaml"
+    bad.write_text(TINY_SPEC.read_text().replace("model: rir_grc", "model: rir_grx"))
+    assert cli("sweep", bad).exit_code == 2
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    assert cli("sweep", TINY_SPEC, "--dry-run").exit_code == 0
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, set())
