@@ -287,6 +287,13 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
         errors = len(grid.errors)
     except KeyboardInterrupt:  # a second Ctrl-C: Ray gives up waiting
         errors = 0
+    except Exception:
+        # after a full disk stopped the sweep, Tune itself may fail on what it half wrote there (building its
+        # results it unpickles each failed trial's error file: "pickle data was truncated"): the fault's line
+        why = mlflow_cb.fault or tune_folder_full(tune_path)
+        if why is None:
+            raise
+        mlflow_cb.fault, errors = why, 0
     progress.close()
     counts = mlflow_cb.counts()
     counts.update(parent_run_id=parent_id, errors=errors)
