@@ -5,10 +5,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
-# the tests run in parallel (pytest-xdist), one worker more than cores: a test is one process's work, mostly one
-# thread, and the end-to-end ones wait on Ray and subprocesses a third of the time (2 workers on this 2-core machine:
-# 10m36s; 3: 9m49s). RIRLAB_TEST_WORKERS=0 runs them in this process (e.g. under a debugger); -n N sets the count.
-.venv/bin/python -m pytest -n "${RIRLAB_TEST_WORKERS:-$(( $(nproc) + 1 ))}" --dist worksteal "$@"
+# the tests run in parallel (pytest-xdist), a worker per core: a test is one process's work, mostly one thread (on
+# this 2-core machine 2 workers: 10m36s; 3 were faster, 9m49s-10m00s, but made the full-disk resume test flaky).
+# RIRLAB_TEST_WORKERS=0 runs them in this process (e.g. under a debugger); -n N sets the count.
+.venv/bin/python -m pytest -n "${RIRLAB_TEST_WORKERS:-auto}" --dist worksteal "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi
 exit "$rc"
