@@ -68,15 +68,9 @@ def new_store():
     """``new_store(PATH)``: an empty MLflow sqlite store at PATH with every schema migration applied, copied from one
     made once per process (creating a store runs MLflow's migrations: seconds in each test); returns its URI.
     Tests of store creation itself (concurrent creation, a full disk, old schemas) create theirs for real."""
-    import shutil
+    from tests.helpers.analysis_store import copy_empty_store
 
-    from tests.helpers.analysis_store import empty_store
-
-    def copy(path):
-        shutil.copyfile(empty_store(), path)
-        return f"sqlite:///{path}"
-
-    return copy
+    return copy_empty_store
 
 
 @pytest.fixture(scope="module")

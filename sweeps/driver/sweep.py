@@ -16,7 +16,7 @@ from rirlab import contract
 from rirlab.errors import UserError
 from rirlab.redact import redact_all, redact_uri
 from sweeps.driver.cluster import check_address, check_resources, detach_ray_log, ray_init
-from sweeps.record.faults import SweepFault, disk_full, fault_line, tune_folder_full
+from sweeps.record.faults import SweepFault, disk_full, store_full, tune_folder_full
 from sweeps.driver.signals import (SweepInterrupted, close_startup_window, keep_sigterm_handler,
                                    raise_if_interrupted, startup_window, stop_on_sigterm_like_ctrl_c)
 from sweeps.plan.plan import SweepPlan
@@ -139,7 +139,7 @@ def _run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str], resum
             if parent is None:
                 _discard(tune_path)
             if full:
-                raise SweepFault(f"the disk of the MLflow store {tracker.uri} is full ({fault_line(err)})") from None
+                raise SweepFault(store_full(tracker.uri, err)) from None
             raise
         if isinstance(err, SweepFault):
             raise
@@ -152,8 +152,7 @@ def _run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str], resum
                 raise
             full = True
         if full:
-            raise SweepFault(f"the disk of the MLflow store {tracker.uri} is full ({fault_line(err)})",
-                             parent_id) from None
+            raise SweepFault(store_full(tracker.uri, err), parent_id) from None
         if isinstance(err, KeyboardInterrupt) and not isinstance(err, SweepInterrupted):
             raise SweepInterrupted(parent_id) from None
         raise

@@ -11,7 +11,7 @@ from ray import tune
 from rirlab import contract
 from sweeps.plan.plan import SweepPlan
 from sweeps.record.artifacts import config_yaml, log_model
-from sweeps.record.faults import disk_full, fault_line
+from sweeps.record.faults import disk_full, store_full
 from sweeps.record.tracker import Tracker
 
 
@@ -29,7 +29,7 @@ def _faults_stop_the_sweep(method):
         except Exception as err:  # noqa: BLE001 - only a full disk is handled; anything else is raised
             if not disk_full(err):
                 raise
-            self.stop_for(f"the disk of the MLflow store {self.tracker.uri} is full ({fault_line(err)})")
+            self.stop_for(store_full(self.tracker.uri, err))
             return None
 
     return guarded

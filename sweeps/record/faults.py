@@ -55,6 +55,11 @@ def tune_folder_full(tune_path: str) -> Optional[str]:
     return f"the disk of the sweep's Ray Tune folder {tune_path} is full ({free / 2**20:.1f} MB free)"
 
 
+def store_full(uri: str, err: BaseException) -> str:
+    """Why the sweep stopped when the MLflow store at ``uri`` could not take a write (its disk is full)."""
+    return f"the disk of the MLflow store {uri} is full ({fault_line(err)})"
+
+
 def fault_line(err: BaseException) -> str:
     """The line of an exception (or of its first cause) that names the full disk, e.g. sqlite's "database or
     disk is full" under MLflow's SQL statement."""

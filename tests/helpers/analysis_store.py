@@ -28,6 +28,12 @@ def empty_store() -> Path:
     return path
 
 
+def copy_empty_store(path: Path) -> str:
+    """An empty, migrated store copied to PATH (see ``empty_store``); its sqlite URI."""
+    shutil.copyfile(empty_store(), path)
+    return f"sqlite:///{path}"
+
+
 def registry_splits(task):
     """(split, paper label) of TASK from the task registry, as `rirlab sweep` records them; None if unknown."""
     from rirlab.errors import UserError
@@ -49,7 +55,7 @@ def make_sweep(root: Path, spec: dict, runs: list[dict], splits=REGISTRY) -> tup
     Returns (tracking uri, spec path)."""
     uri = f"sqlite:///{root / 'mlruns.db'}"
     if not (root / "mlruns.db").exists():
-        shutil.copy(empty_store(), root / "mlruns.db")
+        copy_empty_store(root / "mlruns.db")
     spec_path = root / f"{spec['name']}.yaml"
     spec_path.write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True))
     parsed = read_spec(spec_path)
