@@ -32,7 +32,11 @@ def ray_init(address: Optional[str], log_dir: Path, tracking_uri: Optional[str] 
     if address in (None, "local"):
         # no --address: always a fresh local Ray sized to this machine, never an unrelated `ray start` cluster;
         # workers get the same environment as on a cluster ($RIRLAB_CACHE made absolute: trials run in their own
-        # directories)
+        # directories). Ray starts its workers 15 steps nicer than itself (its raylet's `worker_niceness`), so a
+        # trial ran at nice 15-19 whatever the user chose, and any other process on the machine starved it (a
+        # real trial went from 0.24 to 6.8 s/step beside a test run): trials run at the sweep's own niceness, so
+        # `nice rirlab sweep ...` means what it says. A user's RAY_worker_niceness still wins.
+        os.environ.setdefault(WORKER_NICENESS_ENV, "0")
         try:
             ray.init(address="local", runtime_env={"env_vars": worker_env(tracking_uri)}, **kwargs)
         except Exception as err:  # noqa: BLE001 - Ray's start-up raises plain RuntimeError/Exception/TimeoutError
@@ -62,6 +66,7 @@ def ray_init(address: Optional[str], log_dir: Path, tracking_uri: Optional[str] 
                         f"RAY_AUTH_TOKEN_PATH (see cluster/README.md)") from None
 
 
+WORKER_NICENESS_ENV = "RAY_worker_niceness"  # how much nicer than the raylet Ray starts a worker (Ray: 15)
 GCS_WAIT_ENV = "RAY_gcs_server_port_wait_time_s"  # Ray's wait for its GCS server to start (default 30 s)
 
 
