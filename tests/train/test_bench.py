@@ -1,4 +1,6 @@
-"""`rirlab bench` through the real CLI: the step, table1 and learn protocols write the figures they print."""
+"""`rirlab bench` through the CLI: the step, table1 and learn protocols write the figures they print. The table1
+protocol runs as a user runs it (a separate process: its memory cap and allocator settings are the process's);
+the others run the same click command in this process (a Python start-up and torch import fewer each)."""
 
 from __future__ import annotations
 
@@ -7,17 +9,23 @@ import json
 from tests.helpers.cli import run_cli
 
 
-def test_bench_step_reports_median_and_peak_memory(tmp_path):
+def _bench(cli, *args):
+    """`rirlab bench ARGS` in-process (the ``cli`` fixture: the test's own data cache); checked to have exited 0."""
+    result = cli("bench", *args)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def test_bench_step_reports_median_and_peak_memory(cli, tmp_path):
     out = tmp_path / "step.json"
-    proc = run_cli(["bench", "--protocol", "step", "--batch", "3", "--length", "40", "--repeats", "3", "--warmup", "1",
-                    "--set", "hidden_size=16", "--set", "chunk_size=6", "--json", out], cwd=tmp_path, check=True)
+    proc = _bench(cli, "--protocol", "step", "--batch", "3", "--length", "40", "--repeats", "3", "--warmup", "1",
+                  "--set", "hidden_size=16", "--set", "chunk_size=6", "--json", out)
     r = json.loads(out.read_text())
     assert r["model"] == "rir_ebt_grc" and r["mode"] == "train" and len(r["times_ms"]) == 3
     assert min(r["times_ms"]) <= r["median_ms"] <= max(r["times_ms"]) and r["median_ms"] > 0
     assert r["peak_mem_mb"] >= 0 and f"median {r['median_ms']:.1f} ms" in proc.stdout
-    proc = run_cli(["bench", "--protocol", "step", "--mode", "eval", "--inference", "non_rir", "--batch", "1",
-                    "--length", "50", "--repeats", "1", "--set", "hidden_size=16", "--json", out], cwd=tmp_path,
-                   check=True)
+    _bench(cli, "--protocol", "step", "--mode", "eval", "--inference", "non_rir", "--batch", "1", "--length", "50",
+           "--repeats", "1", "--set", "hidden_size=16", "--json", out)
     r = json.loads(out.read_text())
     assert r["mode"] == "eval" and r["inference"] == "non_rir" and r["median_ms"] > 0
 
@@ -32,19 +40,20 @@ def test_bench_table1_has_the_four_length_bins(tmp_path):
     assert all(r["minutes"] > 0 and r["samples"] == 1 for r in rows)
 
 
-def test_bench_refuses_an_unknown_field(tmp_path):
-    proc = run_cli(["bench", "--set", "no_such_field=1"], cwd=tmp_path)
-    assert proc.returncode == 2 and "no_such_field" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+def test_bench_refuses_an_unknown_field(cli):
+    result = cli("bench", "--set", "no_such_field=1")
+    assert result.exit_code == 2 and "no_such_field" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
 
 
 LEARN_TINY = ["--threads", "1", "--set", "hidden_size=16", "--set", "chunk_size=10", "--set", "d_s=8",
               "--set", "n_train=192", "--set", "n_dev=60", "--set", "batch_size=16"]
 
 
-def test_bench_learn_reports_thresholds_consistent_with_its_curve(tmp_path):
+def test_bench_learn_reports_thresholds_consistent_with_its_curve(cli, tmp_path, one_thread):
     out, png = tmp_path / "learn.json", tmp_path / "learn.png"
-    proc = run_cli(["bench", "--protocol", "learn", "--minutes", "0.03", "--eval-every", "4", "--dev-examples", "40",
-                    "--thresholds", "5,15,99.9", *LEARN_TINY, "--json", out, "--png", png], cwd=tmp_path, check=True)
+    proc = _bench(cli, "--protocol", "learn", "--minutes", "0.03", "--eval-every", "4", "--dev-examples", "40",
+                  "--thresholds", "5,15,99.9", *LEARN_TINY, "--json", out, "--png", png)
     r = json.loads(out.read_text())
     curve = r["curve"]
     assert r["protocol"] == "learn" and r["recipe"] == "paper" and r["config"]["optimizer"] == "ranger"
@@ -83,16 +92,16 @@ def test_bench_learn_needs_neither_ray_nor_mlflow(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
-def test_bench_cuda_without_cuda_is_one_line_exit_2(tmp_path):
+def test_bench_cuda_without_cuda_is_one_line_exit_2(cli):
     import torch
 
     if torch.cuda.is_available():
         import pytest
 
         pytest.skip("this machine has CUDA")
-    proc = run_cli(["bench", "--protocol", "learn", "--device", "cuda"], cwd=tmp_path)  # checked for every protocol
-    assert proc.returncode == 2 and "no CUDA device" in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    result = cli("bench", "--protocol", "learn", "--device", "cuda")  # checked for every protocol
+    assert result.exit_code == 2 and "no CUDA device" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output
 
 
 def test_bench_table1_reports_oom_in_its_cell_and_runs_the_other_models(tmp_path):
