@@ -8,7 +8,6 @@ import pytest
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
-from analysis import plots
 from rirlab import contract
 from rirlab.cli import main
 from tests.helpers.analysis_store import make_sweep
@@ -37,16 +36,6 @@ def store(tmp_path_factory):
                                    filter_string=contract.parent_filter())
     client.set_tag(parent.info.run_id, contract.METRIC, contract.CPU_TIME_PER_STEP_MS)  # the spec's objective
     return uri, spec
-
-
-@pytest.fixture
-def figures(monkeypatch):
-    kept = []
-    real = plots.plt.close
-    monkeypatch.setattr(plots.plt, "close", lambda fig=None: kept.append(fig))
-    yield kept
-    for fig in kept:
-        real(fig)
 
 
 def pareto(spec, uri, tmp_path, figures, *extra):

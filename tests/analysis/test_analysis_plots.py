@@ -34,17 +34,6 @@ def crowd(tmp_path_factory):
     return uri, spec, root
 
 
-@pytest.fixture
-def figures(monkeypatch):
-    """The figures the plot functions close (kept for inspection)."""
-    kept = []
-    real = plots.plt.close
-    monkeypatch.setattr(plots.plt, "close", lambda fig=None: kept.append(fig))
-    yield kept
-    for fig in kept:
-        real(fig)
-
-
 def _overlaps(boxes):
     return [(i, j) for i in range(len(boxes)) for j in range(i) if boxes[i].overlaps(boxes[j])]
 
