@@ -69,9 +69,14 @@ def _ood_splits(sw, df: pd.DataFrame, split: Optional[str]) -> tuple[list[str], 
     return cols[:1], metric_words(contract.split_metric(cols[0]), labels) + " (no OOD split evaluated)"
 
 
-def time_metric(df: pd.DataFrame, clock: str = "cpu") -> str:
-    """The step time the Pareto time axis reads: ``clock`` cpu, the trials' CPU time where every run logged it
-    (runs recorded before it existed have the wall clock alone), else the wall clock (docs/metrics.md)."""
+def time_metric(df: pd.DataFrame, clock: str = "auto") -> str:
+    """The step time the Pareto time axis reads (docs/metrics.md): ``cpu`` the trials' CPU time (fair when they
+    share the cores), ``wall`` the wall clock, ``auto`` CPU time unless a run trained on a GPU (a GPU each: the
+    wall clock is fair there, and CPU time leaves out the GPU's work). Runs recorded before the CPU time existed
+    have the wall clock alone."""
+    if clock == "auto":
+        on_gpu = "device" in df and df["device"].fillna("cpu").ne("cpu").any()
+        clock = "wall" if on_gpu else "cpu"
     column = f"metric.{CLOCKS[clock]}"
     return CLOCKS[clock] if column in df and df[column].notna().all() else contract.TIME_PER_STEP_MS
 
@@ -82,7 +87,7 @@ def time_axis(metric: str) -> str:
 
 
 def configuration_points(sw, split: Optional[str] = None, stat: str = DEFAULT_STAT,
-                         clock: str = "cpu") -> tuple[pd.DataFrame, str]:
+                         clock: str = "auto") -> tuple[pd.DataFrame, str]:
     """One row per configuration: label, accuracy (centre over seeds), time per sample (the ``clock``'s step
     time, :func:`time_metric`, over the batch size; ``pts.attrs["time_metric"]`` names it), peak memory."""
     df = usable(sw.runs)
@@ -152,7 +157,7 @@ def point_groups(xy: list[tuple[float, float]]) -> list[list[int]]:
 
 
 def pareto_plot(sw, out, x: str = "both", split: Optional[str] = None, stat: str = DEFAULT_STAT,
-                clock: str = "cpu") -> int:
+                clock: str = "auto") -> int:
     pts, ylabel = configuration_points(sw, split, stat, clock)
     x_words = {**X_AXES, "time": time_axis(pts.attrs["time_metric"])}
     axes_x = ["time", "memory"] if x == "both" else [x]

@@ -223,9 +223,10 @@ def plot():
 @click.option("--x", "x", type=click.Choice(["time", "memory", "both"]), default="both", show_default=True,
               help="x axis: time per sample (ms) or peak memory (MB); both = two panels (RIR Figure 2 a, b).")
 @click.option("--split", default=None, help="y: accuracy on this split (default: mean over the task's OOD splits).")
-@click.option("--clock", type=click.Choice(["cpu", "wall"]), default="cpu", show_default=True,
+@click.option("--clock", type=click.Choice(["auto", "cpu", "wall"]), default="auto", show_default=True,
               help="time axis: the trials' CPU time (fair when trials share the cores; runs without it: wall clock) "
-                   "or wall-clock time (CUDA trials, a GPU each); the axis says which (docs/metrics.md).")
+                   "or wall-clock time (CUDA trials, a GPU each); auto: wall clock where a run trained on a GPU, "
+                   "else CPU time. The axis says which (docs/metrics.md).")
 @stat_option
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Image file: .png, .svg or .pdf.")
 @read_only

@@ -18,8 +18,9 @@ WALL = {10: 400.0, 20: 200.0, 30: 300.0}  # wall clock: chunk 20 shared its core
 CPU = {10: 40.0, 20: 80.0, 30: 120.0}  # its own CPU time: chunk 10 is the cheapest
 
 
-def _runs(cpu: bool = True):
+def _runs(cpu: bool = True, device: str = "cpu"):
     return [{"swept": {"chunk_size": c, "seed": 0}, "params": {"batch_size": 4},
+             "tags": {contract.result_tag(contract.DEVICE): device},
              "metrics": {"test/accuracy": 50.0 + c, "dev/accuracy": 50.0 + c, "peak_mem_mb": 10.0,
                          contract.TIME_PER_STEP_MS: WALL[c], **({contract.CPU_TIME_PER_STEP_MS: CPU[c]} if cpu else {})},
              "history": {contract.TIME_PER_STEP_MS: [(10, WALL[c]), (20, WALL[c])],
@@ -52,6 +53,15 @@ def test_pareto_time_axis_is_cpu_time_by_default_and_says_so(store, tmp_path, fi
     assert pareto(spec, uri, tmp_path, figures) == ("CPU time per training sample (ms)", [10.0, 20.0, 30.0])
     assert pareto(spec, uri, tmp_path, figures, "--clock", "wall") == \
         ("wall-clock time per training sample (ms)", [50.0, 75.0, 100.0])
+
+
+def test_pareto_of_gpu_trials_reads_the_wall_clock_and_says_so(tmp_path, figures):
+    """A GPU each: the wall clock is the fair comparison, and the CPU time would leave out the GPU's work."""
+    uri, spec = make_sweep(tmp_path, {**SPEC, "name": "gpus"}, _runs(device="NVIDIA H100"),
+                           splits=[("test", "near-IID")])
+    assert pareto(spec, uri, tmp_path, figures) == ("wall-clock time per training sample (ms)", [50.0, 75.0, 100.0])
+    assert pareto(spec, uri, tmp_path, figures, "--clock", "cpu") == \
+        ("CPU time per training sample (ms)", [10.0, 20.0, 30.0])
 
 
 def test_pareto_of_runs_without_cpu_time_falls_back_to_the_wall_clock_and_says_so(tmp_path, figures):
