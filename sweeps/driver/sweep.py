@@ -175,6 +175,7 @@ def _preflight(plan: SweepPlan) -> None:
         configs.setdefault(resolved.task, {}).setdefault(repr(resolved.task_cfg), resolved.task_cfg)
     for task, cfgs in configs.items():
         tasks.get(task).preflight_all(list(cfgs.values()))
+        raise_if_interrupted()  # a Ctrl-C during a long read (a 5.6 GB GloVe file): stop before Ray starts
 
 
 def _discard(tune_path: str) -> None:
