@@ -15,6 +15,7 @@ from typing import Optional
 
 import pandas as pd
 
+from rirlab import contract
 from rirlab.errors import UserError
 from sweeps.spec.trials import VARIANT_KEY  # the swept key naming a grid trial's variant
 
@@ -126,8 +127,8 @@ def render(result: Importance, about: Optional[str] = None, fmt: str = "markdown
     lines = ["| parameter | importance |", "|:---|---:|"]
     lines += [f"| {k} | {v:.3f} |" if not math.isnan(v) else f"| {k} | — |" for k, v in rows]
     foot = [about] if about else []
-    foot.append(f"optuna.importance ({result.evaluator}) of {result.metric} ({result.mode}) over {result.n_trials} "
-                f"finished trial runs (each seed a trial); importances sum to 1")
+    foot.append(f"optuna.importance ({result.evaluator}) of {contract.metric_named(result.metric)} ({result.mode}) "
+                f"over {result.n_trials} finished trial runs (each seed a trial); importances sum to 1")
     if result.constant:
         foot.append("one value in every run (not ranked): " + ", ".join(result.constant))
     return "\n".join(lines) + "\n\n" + "\n".join(foot) + "\n"

@@ -23,9 +23,10 @@ from analysis.tables import metric_column, split_columns, usable  # noqa: E402
 from rirlab import contract  # noqa: E402
 from rirlab.errors import UserError  # noqa: E402
 
-X_AXES = {"time": "training time per sample (ms)", "memory": "peak memory (MB)"}
-METRIC_WORDS = {"loss": "loss", "accuracy": "accuracy (%)", contract.TIME_PER_STEP_MS: "time per training step (ms)",
+X_AXES = {"memory": "peak memory (MB)"}  # and "time": time_axis(), which names its clock
+METRIC_WORDS = {"loss": "loss", "accuracy": "accuracy (%)", **contract.CLOCK_WORDS,
                 contract.PEAK_MEM_MB: "peak memory (MB)"}
+CLOCKS = {"cpu": contract.CPU_TIME_PER_STEP_MS, "wall": contract.TIME_PER_STEP_MS}  # --clock: the Pareto time axis
 SPLIT_WORDS = {"train": "training", "dev": "dev"}
 
 
@@ -68,8 +69,27 @@ def _ood_splits(sw, df: pd.DataFrame, split: Optional[str]) -> tuple[list[str], 
     return cols[:1], metric_words(contract.split_metric(cols[0]), labels) + " (no OOD split evaluated)"
 
 
-def configuration_points(sw, split: Optional[str] = None, stat: str = DEFAULT_STAT) -> tuple[pd.DataFrame, str]:
-    """One row per configuration: label, accuracy (centre over seeds), time per sample, peak memory."""
+def time_metric(df: pd.DataFrame, clock: str = "auto") -> str:
+    """The step time the Pareto time axis reads (docs/metrics.md): ``cpu`` the trials' CPU time (fair when they
+    share the cores), ``wall`` the wall clock, ``auto`` CPU time unless a run trained on a GPU (a GPU each: the
+    wall clock is fair there, and CPU time leaves out the GPU's work). Runs recorded before the CPU time existed
+    have the wall clock alone."""
+    if clock == "auto":
+        on_gpu = "device" in df and df["device"].fillna("cpu").ne("cpu").any()
+        clock = "wall" if on_gpu else "cpu"
+    column = f"metric.{CLOCKS[clock]}"
+    return CLOCKS[clock] if column in df and df[column].notna().all() else contract.TIME_PER_STEP_MS
+
+
+def time_axis(metric: str) -> str:
+    """The Pareto time axis in words, naming its clock: ``CPU time per training sample (ms)``."""
+    return contract.CLOCK_WORDS[metric].replace(" per step ", " per training sample ")
+
+
+def configuration_points(sw, split: Optional[str] = None, stat: str = DEFAULT_STAT,
+                         clock: str = "auto") -> tuple[pd.DataFrame, str]:
+    """One row per configuration: label, accuracy (centre over seeds), time per sample (the ``clock``'s step
+    time, :func:`time_metric`, over the batch size; ``pts.attrs["time_metric"]`` names it), peak memory."""
     df = usable(sw.runs)
     if df.empty:
         raise UserError(f"no finished runs of '{sw.experiment}' to plot; run `rirlab sweep` first")
@@ -77,7 +97,8 @@ def configuration_points(sw, split: Optional[str] = None, stat: str = DEFAULT_ST
     missing = [s for s in splits if metric_column(s) not in df.columns]
     if missing:
         raise UserError(f"no runs report split '{missing[0]}'; splits: {', '.join(split_columns(df))}")
-    time_col, batch_col = f"metric.{contract.TIME_PER_STEP_MS}", f"param.{contract.PARAM_BATCH_SIZE}"
+    timed = time_metric(df, clock)
+    time_col, batch_col = f"metric.{timed}", f"param.{contract.PARAM_BATCH_SIZE}"
     df = df.assign(acc=df[[metric_column(s) for s in splits]].mean(axis=1),
                    time=df[time_col].astype(float) / df[batch_col].astype(float)
                    if time_col in df and batch_col in df else float("nan"),
@@ -88,7 +109,9 @@ def configuration_points(sw, split: Optional[str] = None, stat: str = DEFAULT_ST
         if len(g):
             rows.append({"label": row.label, "acc": centre(g["acc"], stat), "time": centre(g["time"], stat),
                          "memory": centre(g["memory"], stat), "n": len(g)})
-    return pd.DataFrame(rows), ylabel
+    pts = pd.DataFrame(rows)
+    pts.attrs["time_metric"] = timed
+    return pts, ylabel
 
 
 def spread_labels(ax, xy: list[tuple[float, float]], texts: list[str], min_px: float = 14.0, steps: int = 60):
@@ -133,12 +156,14 @@ def point_groups(xy: list[tuple[float, float]]) -> list[list[int]]:
     return list(groups.values())
 
 
-def pareto_plot(sw, out, x: str = "both", split: Optional[str] = None, stat: str = DEFAULT_STAT) -> int:
-    pts, ylabel = configuration_points(sw, split, stat)
+def pareto_plot(sw, out, x: str = "both", split: Optional[str] = None, stat: str = DEFAULT_STAT,
+                clock: str = "auto") -> int:
+    pts, ylabel = configuration_points(sw, split, stat, clock)
+    x_words = {**X_AXES, "time": time_axis(pts.attrs["time_metric"])}
     axes_x = ["time", "memory"] if x == "both" else [x]
     usable_x = [xk for xk in axes_x if pts[xk].notna().any()]
     if not usable_x:
-        raise UserError(f"the runs of '{sw.experiment}' logged no {' or '.join(X_AXES[k] for k in axes_x)}; "
+        raise UserError(f"the runs of '{sw.experiment}' logged no {' or '.join(x_words[k] for k in axes_x)}; "
                         f"plot another --x")
     key = [f"{i + 1}  {lbl}  (n={n})" for i, (lbl, n) in enumerate(zip(pts["label"], pts["n"]))]
     key_width = min(6.0, 0.9 + 0.065 * max(len(k) for k in key))
@@ -159,7 +184,7 @@ def pareto_plot(sw, out, x: str = "both", split: Optional[str] = None, stat: str
         for (px, py), text, off in zip(anchors, texts, spread_labels(ax, anchors, texts)):
             ax.annotate(text, (px, py), textcoords="offset points", xytext=off, fontsize=8, ha="center", va="center",
                         arrowprops=dict(arrowstyle="-", color="0.6", lw=0.6, shrinkA=0, shrinkB=3))
-        ax.set_xlabel(X_AXES[xk])
+        ax.set_xlabel(x_words[xk])
         ax.set_ylabel(ylabel.split(":")[0])  # a mean over several splits names them in the title
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="best")
@@ -205,7 +230,8 @@ def curves_plot(client, sw, metric: str, out, stat: str = DEFAULT_STAT) -> int:
         n += 1
     if n == 0:
         plt.close(fig)
-        raise UserError(f"no run logged metric '{metric}'; try dev/accuracy, train/loss or time_per_step_ms")
+        raise UserError(f"no run logged metric '{metric}'; try dev/accuracy, train/loss or "
+                        f"{contract.CPU_TIME_PER_STEP_MS}")
     words = metric_words(metric, dict(sw.splits))
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("training step")

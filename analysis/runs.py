@@ -138,7 +138,8 @@ def child_runs(client: MlflowClient, exp_id: str, parent_id: str) -> pd.DataFram
         row = {"run_id": r.info.run_id, "name": r.info.run_name, "status": r.info.status,
                "swept": contract.swept_of(tags), "early_stopped": tags.get(contract.EARLY_STOPPED) == contract.TRUE,
                "parent_id": tags.get(contract.PARENT_RUN_ID), "failure_reason": tags.get(contract.FAILURE_REASON),
-               "start_time": r.info.start_time, "end_time": r.info.end_time}
+               "start_time": r.info.start_time, "end_time": r.info.end_time,
+               "device": tags.get(contract.result_tag(contract.DEVICE))}  # cpu, or the GPU's name
         row.update({f"param.{k}": v for k, v in r.data.params.items()})
         row.update({f"metric.{k}": v for k, v in r.data.metrics.items()})
         rows.append(row)

@@ -28,6 +28,9 @@ metric                                unit    meaning
 ``time_per_step_ms``                  ms      mean wall time of one training step (data, forward, backward,
                                               optimiser) since the trial (or its resume) started; evaluation and
                                               checkpointing excluded
+``cpu_time_per_step_ms``              ms      the same steps' CPU time of the trial's process (``process_time``,
+                                              summed over its threads): what trials sharing the cores do not
+                                              inflate, as they do the wall time
 ``peak_mem_mb``                       MiB     what the model's training uses: CUDA -- the allocator's peak
                                               (``torch.cuda.max_memory_allocated``, whole trial); CPU -- the
                                               tensor-level high-water mark of :class:`rirlab.perf.TensorMemory`
@@ -380,18 +383,22 @@ def run_trial(config: dict, report: Optional[Report] = None, *, state: Optional[
     total = trainer.total_steps
     window: list[dict] = []
     final, final_ckpt = {C.STEP: trainer.step}, None  # stays so when resumed from a finished checkpoint
-    train_s, steps_timed = 0.0, 0  # wall time of training steps only (no evaluation), since start or resume
+    # wall and process CPU time of training steps only (no evaluation), since start or resume; the CPU time is
+    # this process's alone (every thread of it), so trials sharing the cores do not inflate it as they do the wall
+    train_s, cpu_s, steps_timed = 0.0, 0.0, 0
     while trainer.step < total and not trainer.stopped:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         window.append(trainer.train_step())  # ends in a host read of the loss: CUDA work is finished
         train_s += time.perf_counter() - t0
+        cpu_s += time.process_time() - c0
         steps_timed += 1
         s = trainer.step
         dev = trainer.selection_point()
         last = s == total or trainer.stopped
         if s % t.log_every == 0 or s % t.eval_every == 0 or last or dev is not None:
             metrics = {k: sum(w[k] for w in window) / len(window) for k in window[0]}
-            metrics.update({C.STEP: s, C.TIME_PER_STEP_MS: 1000 * train_s / steps_timed, C.LR: trainer.lr,
+            metrics.update({C.STEP: s, C.TIME_PER_STEP_MS: 1000 * train_s / steps_timed,
+                            C.CPU_TIME_PER_STEP_MS: 1000 * cpu_s / steps_timed, C.LR: trainer.lr,
                             C.EPOCH: trainer.epoch})
             window = []
             if dev is None and s % t.eval_every == 0 and not last:

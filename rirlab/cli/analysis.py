@@ -223,16 +223,20 @@ def plot():
 @click.option("--x", "x", type=click.Choice(["time", "memory", "both"]), default="both", show_default=True,
               help="x axis: time per sample (ms) or peak memory (MB); both = two panels (RIR Figure 2 a, b).")
 @click.option("--split", default=None, help="y: accuracy on this split (default: mean over the task's OOD splits).")
+@click.option("--clock", type=click.Choice(["auto", "cpu", "wall"]), default="auto", show_default=True,
+              help="time axis: the trials' CPU time (fair when trials share the cores; runs without it: wall clock) "
+                   "or wall-clock time (CUDA trials, a GPU each); auto: wall clock where a run trained on a GPU, "
+                   "else CPU time. The axis says which (docs/metrics.md).")
 @stat_option
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Image file: .png, .svg or .pdf.")
 @read_only
-def pareto(spec, experiment, tracking_uri, parent, latest_full, x, split, stat, out):
+def pareto(spec, experiment, tracking_uri, parent, latest_full, x, split, clock, stat, out):
     """OOD accuracy against time per sample and peak memory, a point per configuration, Pareto frontier drawn."""
     from analysis.plots import pareto_plot
 
     check_out(out)
     _, sw = _sweep(spec, experiment, tracking_uri, parent, latest_full=latest_full)
-    _drawn(out, lambda: pareto_plot(sw, out, x=x, split=split, stat=stat or STAT_DEFAULT))
+    _drawn(out, lambda: pareto_plot(sw, out, x=x, split=split, stat=stat or STAT_DEFAULT, clock=clock))
 
 
 @plot.command()
@@ -300,6 +304,7 @@ def runs(spec, experiment, tracking_uri, fmt):
     """
     from analysis.runs import sweeps_of
     from analysis.tables import fmt_num
+    from rirlab import contract
 
     _, experiment = _experiment_of(spec, experiment)
     df = sweeps_of(_client(tracking_uri), experiment)
@@ -312,7 +317,7 @@ def runs(spec, experiment, tracking_uri, fmt):
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * len(head)) + "|"]
     for _, r in df.iterrows():
         best = "—" if r["best"] is None or r["best"] != r["best"] else \
-            f"{r['metric']} {fmt_num(r['best'])} ({r['best_trial']})"
+            f"{contract.metric_named(r['metric'])} {fmt_num(r['best'])} ({r['best_trial']})"
         lines.append("| " + " | ".join([r["parent_run"], r["date"], r["profile"], r["spec_hash"], r["status"],
                                         str(r["finished"]), str(r["failed"]), str(r["other"]), best]) + " |")
     click.echo("\n".join(lines) + f"\n\n{len(df)} sweep{'s' if len(df) > 1 else ''} of '{experiment}', newest first; "

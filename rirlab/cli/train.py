@@ -45,7 +45,7 @@ def train(model, task, quick, sets, tracking_uri, experiment):
     from rirlab.train import run_trial
     from sweeps.record.tracker import Tracker, resolve_tracking_uri
 
-    tasks.get(trial.task).preflight(trial.task_cfg)  # e.g. a missing GloVe file: before any run is recorded
+    tasks.get(trial.task).preflight_all([trial.task_cfg])  # e.g. a bad GloVe file: before any run is recorded
     tracker = Tracker(resolve_tracking_uri(tracking_uri))
     exp_id = tracker.experiment_id(experiment)
     run_id = tracker.create_run(exp_id, f"{model}-{task}").info.run_id  # with MLflow's context tags

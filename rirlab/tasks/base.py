@@ -86,6 +86,13 @@ class Task(abc.ABC):
         """Cheap checks of a trial's task config before its run is recorded (e.g. a file it needs exists);
         UserError in one line. Default: none."""
 
+    def preflight_all(self, cfgs: list) -> None:
+        """Every check of the user's input that can come before the first trial, for the distinct task configs
+        of a sweep's trials (or the one of `rirlab train`), each input read once for all of them; UserError in one
+        line. Default: :meth:`preflight` of each."""
+        for cfg in cfgs:
+            self.preflight(cfg)
+
     def trial_params(self, cfg, splits) -> dict[str, str]:
         """Facts of a trial's data, known once it is loaded, that its run records as params (text tasks: the OOV
         rate of each split, ``contract.OOV_PARAM``). Default: none."""

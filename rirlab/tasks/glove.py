@@ -12,10 +12,12 @@ are ignored. The first occurrence of a word wins. There is no random fallback: a
 
 What is refused, in one ``file:line: reason`` line, rather than trained on (each would quietly change results):
 a file whose name says its dimension (``glove.840B.300d.txt``, ``glove.6B.50d.txt``) while its lines hold another
-(checked on the first lines, before any run is recorded: :func:`file_dim`); a line of a wanted word with fewer or
-more values than the file's vectors, or with a value that is not a finite number (``nan``, ``inf``); a file in
-which no wanted word has a vector (the vocabulary would be ``<pad>`` and ``<unk>`` alone). Lines of words no task
-asks for are not parsed, so their faults do not matter.
+(checked on the first lines: :func:`file_dim`); a line of a wanted word with fewer or more values than the file's
+vectors, or with a value that is not a finite number (``nan``, ``inf``); a file in which no wanted word has a
+vector (the vocabulary would be ``<pad>`` and ``<unk>`` alone). Lines of words no task asks for are not parsed, so
+their faults do not matter. All of these come before any run is recorded or any trial starts: the task's preflight
+(rirlab.tasks.text) streams the file once for every vocabulary of the sweep (:func:`preload`), which leaves each
+vocabulary's vectors in the cache for its trials.
 """
 
 from __future__ import annotations
@@ -49,6 +51,11 @@ class Vectors:
     @property
     def dim(self) -> int:
         return self.array.shape[1]
+
+    def subset(self, words: set[str]) -> "Vectors":
+        """The vectors of ``words`` alone, in file order (one vocabulary's share of a pass for several)."""
+        keep = [i for i, w in enumerate(self.words) if w in words]
+        return Vectors([self.words[i] for i in keep], self.array[keep])
 
     def matrix(self, vocab: list[str]) -> np.ndarray:
         """(len(vocab), dim) float32: each word's vector, zeros for words without one (``<pad>``, ``<unk>``)."""
@@ -101,13 +108,28 @@ def numbers(fields: list[bytes]) -> bool:
 
 def stream(path: Path, wanted: Iterable[str]) -> Vectors:
     """The vectors of ``wanted`` words found in a GloVe text file, in file order; file:line errors for a
-    malformed line of a wanted word (and for a first line with fewer values than the file's vectors)."""
+    malformed line of a wanted word (and for a first line with fewer values than the file's vectors), and an
+    error when no wanted word has a vector."""
+    wanted = set(wanted)
+    vectors = _read(path, wanted)
+    _require_some(path, wanted, vectors)
+    return vectors
+
+
+def _require_some(path: Path, wanted: set[str], vectors: Vectors) -> None:
+    if wanted and not vectors.words:
+        raise UserError(f"{path}: none of the {len(wanted)} words asked for has a vector here (e.g. "
+                        f"{', '.join(repr(w) for w in sorted(wanted)[:3])}); give the GloVe file of this text "
+                        f"(glove.840B.300d.txt), or --set embeddings=random to train without it")
+
+
+def _read(path: Path, wanted: set[str]) -> Vectors:
+    """:func:`stream` but for its last check (a pass for several vocabularies checks each: :func:`preload`)."""
     want = {w.encode("utf-8") for w in wanted}
     words, rows = [], []
     dim = file_dim(path)
     if dim is None:
         raise UserError(f"{path}: empty file; expected GloVe vectors (glove.840B.300d.txt)")
-    asked = len(want)
     with open(path, "rb") as f:
         for no, raw in enumerate(f, 1):
             raw = raw.rstrip(b" \r\n")
@@ -138,26 +160,48 @@ def stream(path: Path, wanted: Iterable[str]) -> Vectors:
                                 f"are finite numbers (a damaged file? fix the line or fetch the file again)")
             rows.append(row)
             words.append(word.decode("utf-8"))
-    if asked and not words:
-        raise UserError(f"{path}: none of the {asked} words asked for has a vector here (e.g. "
-                        f"{', '.join(repr(w.decode('utf-8', 'replace')) for w in sorted(want)[:3])}); give the GloVe "
-                        f"file of this text (glove.840B.300d.txt), or --set embeddings=random to train without it")
     array = np.stack(rows) if rows else np.zeros((0, dim), np.float32)
     return Vectors(words, array)
 
 
-def load(path: Path, wanted: list[str], cache_dir: Optional[str] = None) -> Vectors:
-    """:func:`stream` through the cache (module docstring)."""
+def cache_file(path: Path, wanted: list[str], cache_dir: Optional[str] = None) -> Path:
+    """Where the vectors of ``wanted`` from ``path`` are cached (module docstring)."""
     st = path.stat()
     key = hashlib.sha256(json.dumps([str(path.absolute()), st.st_size, st.st_mtime_ns, sorted(wanted), READER])
                          .encode()).hexdigest()[:16]
-    out = cache.cache_root(cache_dir) / "glove" / f"{key}.npz"
-    if out.exists():
-        with np.load(out, allow_pickle=False) as z:
-            return Vectors([str(w) for w in z["words"]], z["array"])
-    vectors = stream(path, wanted)
+    return cache.cache_root(cache_dir) / "glove" / f"{key}.npz"
+
+
+def _save(out: Path, vectors: Vectors) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.stem}.{os.getpid()}.{uuid.uuid4().hex}.tmp.npz")  # concurrent trials: own file
     np.savez(tmp, words=np.array(vectors.words, dtype=str), array=vectors.array)
     tmp.replace(out)
+
+
+def load(path: Path, wanted: list[str], cache_dir: Optional[str] = None) -> Vectors:
+    """:func:`stream` through the cache (module docstring)."""
+    out = cache_file(path, wanted, cache_dir)
+    if out.exists():
+        with np.load(out, allow_pickle=False) as z:
+            return Vectors([str(w) for w in z["words"]], z["array"])
+    vectors = stream(path, wanted)
+    _save(out, vectors)
     return vectors
+
+
+def preload(path: Path, vocabularies: list[tuple[list[str], Optional[str]]]) -> None:
+    """Every check of :func:`stream` for several vocabularies (``(words, cache_dir)`` each) in ONE pass over the
+    file, before any trial (a sweep's preflight): the file is streamed once for the words of the vocabularies not
+    yet cached, each vocabulary is refused as :func:`stream` would refuse it, and its vectors are cached where
+    its trials' :func:`load` finds them (so no trial streams the file again). Memory: the vectors of those
+    words, never the file."""
+    todo = {cache_file(path, words, cache_dir): set(words) for words, cache_dir in vocabularies}
+    todo = {out: words for out, words in todo.items() if not out.exists()}
+    if not todo:
+        return
+    found = _read(path, set().union(*todo.values()))
+    for out, words in todo.items():
+        vectors = found.subset(words)
+        _require_some(path, words, vectors)
+        _save(out, vectors)

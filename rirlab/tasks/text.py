@@ -393,14 +393,18 @@ class TextTask(Task):
 
     # --- trial data ---
 
-    def vocabulary(self, cfg, train: pa.Table):
-        """(tokens, embeddings or None): the vocabulary (module docstring); ``train`` the training split's table."""
+    def vocabulary_words(self, cfg, train: pa.Table) -> list[str]:
+        """The words the vocabulary is drawn from (module docstring), most frequent first."""
         authors = getattr(cfg, "vocab_from", "train") == "authors"
         tables = [train] + ([self.split_table(cfg, s) for s in self.vocab_splits if s != "train"] if authors else [])
         counts = Counter(t for table in tables for c in ("text", "text2") if c in table.column_names
                          for toks in table.column(c).to_pylist() for t in toks)
         least = getattr(cfg, "min_count", None) or (self.min_count if authors else 1)
-        words = sorted((w for w in counts if counts[w] >= least), key=lambda w: (-counts[w], w))
+        return sorted((w for w in counts if counts[w] >= least), key=lambda w: (-counts[w], w))
+
+    def vocabulary(self, cfg, train: pa.Table):
+        """(tokens, embeddings or None): the vocabulary (module docstring); ``train`` the training split's table."""
+        words = self.vocabulary_words(cfg, train)
         if cfg.embeddings == "random":
             return [PAD, UNK, *words[: cfg.max_vocab]], None
         from rirlab.tasks import glove
@@ -440,6 +444,23 @@ class TextTask(Task):
             from rirlab.tasks import glove
 
             glove.file_dim(self.glove_file(cfg))
+
+    def preflight_all(self, cfgs: list) -> None:
+        """:meth:`preflight` of each config, then the GloVe checks that need the vocabulary (a wanted word's line
+        with an extra value or a value that is not finite; no word of the vocabulary with a vector): each GloVe
+        file streamed once for the vocabularies of all the configs (``glove.preload``), which leaves every
+        vocabulary's vectors cached for its trials."""
+        super().preflight_all(cfgs)
+        vocabularies: dict[Path, list] = {}
+        for cfg in cfgs:
+            if getattr(cfg, "embeddings", None) == "glove":
+                words = self.vocabulary_words(cfg, self.split_table(cfg, "train"))
+                vocabularies.setdefault(self.glove_file(cfg), []).append((words, cfg.cache_dir))
+        if vocabularies:
+            from rirlab.tasks import glove
+
+            for path, wanted in vocabularies.items():
+                glove.preload(path, wanted)
 
     def encode(self, table: pa.Table, ids: dict) -> list:
         """Examples of a split: (token ids, label) or (ids1, ids2, label); an empty sentence reads as ``<unk>``."""

@@ -165,15 +165,17 @@ def _end_interrupted(tracker: Tracker, parent_id: str, counts: dict) -> None:
 
 
 def _preflight(plan: SweepPlan) -> None:
-    """Each distinct task config's cheap checks (``Task.preflight``) for the trials a real sweep will run."""
+    """Each task's checks of the user's input (``Task.preflight_all``) over the distinct task configs of the trials
+    a real sweep will run, before any trial: e.g. a GloVe file missing, of another dimension than its name says,
+    with a bad line of a wanted word, or with no word of the vocabulary (read once here for all the trials)."""
     from rirlab.tasks import registry as tasks
 
-    seen = set()
+    configs: dict[str, dict] = {}
     for resolved in plan.resolved:
-        key = (resolved.task, repr(resolved.task_cfg))
-        if key not in seen:
-            seen.add(key)
-            tasks.get(resolved.task).preflight(resolved.task_cfg)
+        configs.setdefault(resolved.task, {}).setdefault(repr(resolved.task_cfg), resolved.task_cfg)
+    for task, cfgs in configs.items():
+        tasks.get(task).preflight_all(list(cfgs.values()))
+        raise_if_interrupted()  # a Ctrl-C during a long read (a 5.6 GB GloVe file): stop before Ray starts
 
 
 def _discard(tune_path: str) -> None:

@@ -49,7 +49,7 @@ def make_sweep(root: Path, spec: dict, runs: list[dict], splits=REGISTRY) -> tup
     """Write SPEC to root/<name>.yaml and record a parent run plus one child per entry of RUNS.
 
     A run entry: {swept: {...incl. seed}, metrics: {name: value} (final), status: FINISHED|FAILED,
-    history: {name: [(step, value), ...]}, params: {...}, reason: str, early_stopped: bool}.
+    history: {name: [(step, value), ...]}, params: {...}, tags: {...}, reason: str, early_stopped: bool}.
     ``splits``: the (split, label) list the parent records; by default the task registry's, like
     `rirlab sweep`; None records none (a parent run from before the record existed).
     Returns (tracking uri, spec path)."""
@@ -77,6 +77,7 @@ def make_sweep(root: Path, spec: dict, runs: list[dict], splits=REGISTRY) -> tup
         tags = {contract.PARENT_RUN_ID: pid, **trial.tags(f"t{i}")}
         if r.get("early_stopped"):
             tags[contract.EARLY_STOPPED] = contract.TRUE
+        tags.update(r.get("tags", {}))
         run = client.create_run(exp_id, run_name=trial.name, tags=tags)
         rid = run.info.run_id
         params = {"model": spec.get("model", "m"), "task": spec.get("task", "t"), "lr": 0.001, "batch_size": 32,

@@ -53,3 +53,11 @@ def test_one_problem_is_still_one_line(tmp_path):
     path.write_text(BASE + "seeds: 0\n")
     assert refused_lines("sweep", path, "--dry-run") == [
         f"error: {path}: spec: seeds must be >= 1 (a count) or a list of seed values"]
+
+
+def test_a_spec_may_minimise_the_trials_cpu_time():
+    """Issue 33 item 8: the CPU time per step is a metric every trial reports, so a multi-objective spec names it
+    (the fair time objective when trials share the cores; docs/metrics.md)."""
+    result = invoke("sweep", REPO / "tests" / "specs" / "tiny.yaml", "--dry-run", "--set", "algorithm=optuna",
+                    "--set", "metric=[dev/accuracy, cpu_time_per_step_ms]", "--set", "mode=[max, min]")
+    assert result.exit_code == 0, result.output

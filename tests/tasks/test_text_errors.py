@@ -195,25 +195,81 @@ def test_glove_file_of_another_dimension_than_its_name_is_refused_before_any_run
 def test_glove_line_of_a_wanted_word_with_an_extra_value_is_refused(tmp_path, cli):
     """'film' with 301 values read as a word "film 0.1" with no vector: film became <unk>, silently."""
     lines = [f"good {vector()}", f"film {vector(301)}", f"bad {vector()}", f". . . {vector()}"]
-    r, path, _ = train_sst5_on(tmp_path, lines, cli)
+    r, path, store = train_sst5_on(tmp_path, lines, cli)
     assert one_error_line(r) == f"{path}:2: 301 values for 'film'; the file's vectors have 300 (fix or delete the line)"
+    assert not store.exists()  # the task's preflight: before the run is recorded
     # a word with spaces that starts with a wanted word is a word, not an extra value
     assert glove.stream(path, [".", "good"]).words == ["good"]
 
 
 def test_glove_file_where_no_wanted_word_has_a_vector_is_refused(tmp_path, cli):
     """Trained on the vocabulary <pad>, <unk> alone, at 100% OOV."""
-    r, path, _ = train_sst5_on(tmp_path, [f"{w} {vector()}" for w in ("xx", "yy")], cli)
+    r, path, store = train_sst5_on(tmp_path, [f"{w} {vector()}" for w in ("xx", "yy")], cli)
     assert one_error_line(r) == (f"{path}: none of the 3 words asked for has a vector here (e.g. 'bad', 'film', "
                                  f"'good'); give the GloVe file of this text (glove.840B.300d.txt), or --set "
                                  f"embeddings=random to train without it")
+    assert not store.exists()
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-Infinity"])
 def test_glove_vector_with_nan_is_refused_not_a_learning_rate_hint(tmp_path, cli, value):
     lines = [f"good {vector()}", f"film {vector(first=value)}", f"bad {vector()}"]
-    r, path, _ = train_sst5_on(tmp_path, lines, cli)
+    r, path, store = train_sst5_on(tmp_path, lines, cli)
     line = one_error_line(r)
     assert line.startswith(f"{path}:2: the vector of 'film' holds "), line
     assert line.endswith("; GloVe values are finite numbers (a damaged file? fix the line or fetch the file again)")
     assert "learning rate" not in line
+    assert not store.exists()
+
+
+# --- the same refusals for `rirlab sweep`: the driver's preflight, before Ray, MLflow or any trial (issue 32) ---
+
+BAD_GLOVE = {  # the three faults above that only the vocabulary reveals, and the start of their line
+    "extra value": ([f"good {vector()}", f"film {vector(301)}", f"bad {vector()}"], "{path}:2: 301 values for 'film'"),
+    "no word": ([f"{w} {vector()}" for w in ("xx", "yy")], "{path}: none of the 3 words asked for has a vector"),
+    "nan": ([f"good {vector()}", f"film {vector(first='nan')}", f"bad {vector()}"],
+            "{path}:2: the vector of 'film' holds nan"),
+}
+
+
+@pytest.mark.parametrize("fault", BAD_GLOVE)
+def test_bad_glove_stops_a_sweep_before_any_trial(tmp_path, cli, fault):
+    """These were found when a trial loaded its data: the sweep had started Ray, recorded its parent run and
+    failed every trial. The driver's preflight now streams the GloVe file (once, for every vocabulary the
+    trials will use) and refuses in the same one line as `rirlab train`, exit 2, with no store, no Tune folder
+    and no Ray started."""
+    import ray
+
+    from tests.helpers.cli import REPO
+
+    lines, start = BAD_GLOVE[fault]
+    r, path, _ = train_sst5_on(tmp_path, lines, cli)
+    store, runs = tmp_path / "sweep.db", tmp_path / "rirlab_runs"
+    sweep = cli("sweep", REPO / "search_spaces" / "rir_table6_sst5.yaml", "--set", f"data_dir={tmp_path}",
+                "--tracking-uri", f"sqlite:///{store}", "--output-dir", runs)
+    line = one_error_line(sweep)
+    assert line == one_error_line(r) and line.startswith(start.format(path=path)), line
+    assert not store.exists() and not runs.exists() and not ray.is_initialized()
+
+
+def test_the_preflight_streams_glove_once_for_every_vocabulary_and_trials_read_its_cache(tmp_path, monkeypatch):
+    """Two task configs of a sweep (min_count 1 and 7: two vocabularies) cost one pass over the GloVe file (5.6 GB
+    for the papers' one); each trial's vocabulary then comes from the cache, with the vectors a pass of its own
+    would read."""
+    for split in ("train", "dev", "test"):
+        write(tmp_path / f"trees/{split}.txt", "(4 (4 Good) (2 film))\n(0 (0 Bad) (2 film))\n")  # film: 12
+    write(tmp_path / "glove.840B.300d.txt", "".join(f"{w} {vector(first=str(i))}\n"
+                                                     for i, w in enumerate(("film", "good", "bad", "other"))))
+    task = tasks.get("sst5")
+    configs = [cfg("sst5", tmp_path, embeddings="glove", min_count=m) for m in (1, 7)]
+    passes = []
+    real = glove._read
+    monkeypatch.setattr(glove, "_read", lambda *a: passes.append(a) or real(*a))
+    task.preflight_all(configs)
+    assert len(passes) == 1
+    vocabularies = [task.vocabulary(c, task.split_table(c, "train")) for c in configs]
+    assert len(passes) == 1  # the trials: from the cache
+    assert [v[0] for v in vocabularies] == [["<pad>", "<unk>", "film", "bad", "good"], ["<pad>", "<unk>", "film"]]
+    assert [v[1][2:, 0].tolist() for v in vocabularies] == [[0.0, 2.0, 1.0], [0.0]]
+    task.preflight_all(configs)  # again (a --resume): nothing to read
+    assert len(passes) == 1

@@ -62,6 +62,34 @@ def test_time_per_step_excludes_evaluation(monkeypatch, recipe):
     assert all(r["time_per_step_ms"] < 300 for r in [*reports, final]), [r["time_per_step_ms"] for r in reports]
 
 
+def test_cpu_time_per_step_is_the_processs_own_not_the_wall_clock(monkeypatch):
+    """Issue 33 item 8: a trial waiting for the cores (here: sleeping in its steps) is charged wall time, not CPU
+    time; the CPU time is reported beside the wall clock at every report, and counts the step's own work."""
+    from rirlab.train import Trainer
+
+    real = Trainer.train_step
+
+    def waiting_step(self):
+        time.sleep(0.25)  # what another trial holding the cores looks like from this process: time, no CPU
+        return real(self)
+
+    monkeypatch.setattr(Trainer, "train_step", waiting_step)
+    reports, final = run(tiny(steps=4, log_every=2, eval_every=100))
+    for r in [*reports, final]:
+        wall, cpu = r["time_per_step_ms"], r["cpu_time_per_step_ms"]
+        assert wall >= 250 and 0 < cpu < wall - 200, (wall, cpu)
+
+    def busy_step(self):
+        end = time.process_time() + 0.1  # 100 ms of this process's own CPU work in every step
+        while time.process_time() < end:
+            pass
+        return real(self)
+
+    monkeypatch.setattr(Trainer, "train_step", busy_step)
+    _, final = run(tiny(steps=2, log_every=2, eval_every=100))
+    assert final["cpu_time_per_step_ms"] >= 100, final
+
+
 def test_tensor_memory_counts_parameters_gradients_optimiser_state_and_saved_activations():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 8))
