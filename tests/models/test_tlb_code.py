@@ -133,3 +133,32 @@ def test_the_codes_head_is_the_default_and_gelu_the_option(name):
     head = CodeHead(8, 8, 5).train()
     x = torch.randn(4, 8)
     torch.testing.assert_close(head(x), head.l2(torch.relu(head.l1(x))))  # no dropout, even in training
+
+
+FLIPFLOP_IDS = [[1, 4, 3, 5, 1, 4, 3, 5, 2, 4, 2, 4], [1, 4, 2, 4, 3, 4, 1, 5, 3, 5, 2, 5]]  # w 0 i 1 w 0 ...
+FLIPFLOP_LOSS, FLIPFLOP_CORRECT = 0.5697995945811272, 3  # the code's BCE over the 4 reads; 3 of 4 right
+
+
+def test_flipflop_reads_the_bit_through_the_codes_single_sigmoid_output():
+    """Issue 31 item 1: the code's flip-flop framework emits one logit z per token (Linear-ReLU-Linear(d, 1)),
+    trained with BCEWithLogits on the read bits (0/1) and right where sigmoid(z) >= 0.5; the pinned loss and count
+    are the code's (``flipflop_agent.loss_fn`` / ``eval_fn`` on this model's token states, its position t reading
+    the state of t - 1, as its shifted input). read_target=token (rirlab before): six classes over the vocabulary."""
+    from rirlab.tasks import flipflop as ff
+    from rirlab.train import training_loss
+
+    ids = torch.tensor(FLIPFLOP_IDS).numpy().astype("int8")
+    batch = ff.collate_lm(ff.examples(ff.to_table(ids)))
+    assert sorted(batch["labels"].unique().tolist()) == [-100, 0, 1]
+    entry = registry.get("transformer")
+    model = entry.build(entry.config(hidden_size=4, num_heads=2, num_layers=1, dropout=0.0), TaskInfo(6, 2, "lm"))
+    model = model.double().eval()
+    fill(model, 4)
+    with torch.no_grad():
+        _, loss, logits, labels, out = training_loss(model, batch, "fp32", torch.device("cpu"), 0.0)
+    assert out.logits.shape == (2, 12, 2) and out.logits[..., 0].abs().max() == 0  # [0, z]
+    assert abs(loss.item() - FLIPFLOP_LOSS) < 1e-6  # training_loss's float32
+    assert (logits.argmax(-1) == labels).sum().item() == FLIPFLOP_CORRECT
+    assert ff.FlipFlopConfig().read_target == "bit"
+    token = ff.collate_lm(ff.examples(ff.to_table(ids), "token"))["labels"]
+    assert sorted(token.unique().tolist()) == [-100, ff.ZERO, ff.ZERO + 1]
