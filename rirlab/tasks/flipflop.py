@@ -195,7 +195,7 @@ class FlipFlop(Task):
     to_lines, to_table = staticmethod(to_lines), staticmethod(to_table)
 
     def examples(self, cfg: FlipFlopConfig, table: pa.Table) -> list:
-        return examples(table, cfg.read_target)
+        return examples(table, read_target=cfg.read_target)
 
     def load(self, cfg: FlipFlopConfig) -> TaskData:
         """As every task's, with two classes (the bit) under ``read_target`` "bit"."""
