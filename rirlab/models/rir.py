@@ -86,7 +86,7 @@ INNERS = {
     "ebt_grc": Inner(ebt_grc.search, ("beam_size", "d_s", "beam_select"), "rir_ebt_grc"),
     "grc_rnn": Inner(GRCRNN, (), "rir_grc"),  # GRC RNN over each chunk (RIR-GRC, §4.1; rnn_start: RIR-GRC's)
     # Ordered Memory with the authors' per-call input projection (RIR-OM, Table 5)
-    "om": Inner(ProjectedOrderedMemory, ("om_slots", "om_memory_dropout", "om_mask"), "rir_om"),
+    "om": Inner(ProjectedOrderedMemory, ("om_slots", "om_memory_dropout", "om_mask", "om_ln"), "rir_om"),
     # CRvNN (RIR-CRvNN, Table 5)
     "crvnn": Inner(CRvNN, ("crvnn_halt", "crvnn_stop_threshold", "crvnn_window", "crvnn_max_steps"), "rir_crvnn"),
 }
