@@ -64,7 +64,7 @@ from rirlab.models import registry as models
 from rirlab.models.base import autocast
 from rirlab.perf import TensorMemory, tune_allocator
 from rirlab.tasks import registry as tasks
-from rirlab.tasks.batching import BatchPlan, example_length, loader
+from rirlab.tasks.batching import BatchPlan, eval_batches, example_length, loader
 from rirlab.trial import TrialConfig, resolve
 
 Report = Callable[..., None]
@@ -276,11 +276,12 @@ class Trainer:
         t = self.cfg.train
         if t.max_eval_examples:
             examples = examples[: t.max_eval_examples]
-        # sort by length so padding stays small; order does not change the metric
-        order = sorted(range(len(examples)), key=lambda i: len(examples[i][0]))
+        # by length (padding stays small) or, for a model whose output follows the batch's padding, in the split's
+        # order (its ``eval_batches``: TLB/GUTLB, as the code)
+        order = getattr(self.cfg.model_cfg, "eval_batches", "length")
         loss_sum, correct, count = 0.0, 0, 0
-        for s in range(0, len(order), t.eval_batch_size):
-            batch = self.to_device(self.data.collate([examples[i] for i in order[s : s + t.eval_batch_size]]))
+        for idx in eval_batches(examples, t.eval_batch_size, order):
+            batch = self.to_device(self.data.collate([examples[i] for i in idx]))
             _, loss, c, n, _ = self.loss_of(batch)
             loss_sum += loss.item() * n
             correct += c

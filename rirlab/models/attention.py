@@ -27,7 +27,8 @@ with the alternative beside it:
   the valid positions ("mean"), the END state ("end") or the START state ("start", the code's "cls", which
   its LRA Image configs use for Transformer and UT). TLB/GUTLB with ``readout: memory`` read the memory instead.
 - ``head`` ("code"): the task head is the code's Linear-ReLU-Linear without dropout (one logit for two classes, as
-  its sigmoid; rirlab.models.heads.CodeHead), on the sentence vector, the pair features or every token (flip-flop);
+  its sigmoid; rirlab.models.heads.CodeHead), on the sentence vector, the pair features or every token (flip-flop,
+  whose labels are the read bits, two classes, under its task value ``read_target: bit``: the code's one sigmoid);
   "gelu": rirlab's MLP with dropout and GELU (one linear layer per token for language modelling), as before.
 The paper's code trained under float16 autocast with a grad scaler: the training value ``precision: fp16`` (``bf16``
 for bfloat16 autocast; halting arithmetic stays fp32 under both); the default stays fp32, which CPUs run faster and

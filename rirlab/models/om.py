@@ -296,13 +296,20 @@ class ProjectedOrderedMemory(OrderedMemory):
     """OM as RIR-OM's inner RvNN: the authors' ``OrderedMemoryRecurrent`` projects its input, LN(x W + b)
     (``input_projection``), on every call, so each chunk's items (the S4D-transformed leaves at the first level,
     the roots of the chunks below above it) are projected before the memory reads them. Standalone OM needs no
-    second projection: its leaf transform is that projection (:class:`OneBeamEncoder`)."""
+    second projection: its leaf transform is that projection (:class:`OneBeamEncoder`).
+
+    ``om_ln`` (RIR-OM's config): "shared" (default; the authors' code, whose projection and cell use one LayerNorm
+    module, ``OrderedMemoryRecurrent.activation``): the projection's LayerNorm is the cell's, one pair of parameters
+    trained by both uses; "own": a LayerNorm each (rirlab before). The two agree on the same weights and part once
+    trained."""
 
     single_passes_through = True  # rir_encode: a sequence of one item is its own root, unprojected (as theirs)
 
     def __init__(self, cfg: OMConfig):
         super().__init__(cfg)
         self.proj = LeafTransform(cfg.hidden_size)
+        if getattr(cfg, "om_ln", "own") == "shared":
+            self.proj.ln = self.cell.ln  # one module: its parameters appear once in parameters()
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor, scores: torch.Tensor | None = None):
         return super().forward(self.proj(x), lengths, scores)  # x: (M, 1, L, D)

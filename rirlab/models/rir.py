@@ -17,14 +17,20 @@ adds the log-probabilities of its merges, so the final root score of a beam is t
 scores of every merge in its tree. An inner RvNN with one beam (``grc_rnn``) carries score 0.
 
 Chunking, one rule for every RIR model (the paper pads a sequence to a multiple of k, §2; the
-authors' code also keeps a sequence shorter than 1.5 chunks whole, and we follow both): a sequence
-of L >= 1.5k items gets ceil(L/k) chunks, k items each but the last, which holds the remainder
+authors' code also keeps a sequence shorter than k + k // 2 items, "1.5 chunks", whole, and we follow both): a
+sequence that is chunked gets ceil(L/k) chunks, k items each but the last, which holds the remainder
 (between 1 and k items: a short last chunk is encoded on its own like any chunk, and a chunk of one
 item is its own root, in all b beams with equal scores, as in the authors' code, so that string-it alignment
-and RIR inference keep every beam alive: :func:`rirlab.models.beam_tree.one_leaf_beams`); a sequence of L < 1.5k items is one chunk, so the inner RvNN sees it whole
-(chunk >= L is exactly the inner RvNN alone, and k = 2 is exactly the balanced binary tree). The
-rule is applied per sequence, so a padded batch gives each sequence what it gets alone, and at every
-level of the outer recursion.
+and RIR inference keep every beam alive: :func:`rirlab.models.beam_tree.one_leaf_beams`); one that is not is one
+chunk, so the inner RvNN sees it whole (chunk >= L is exactly the inner RvNN alone, and k = 2 is exactly the
+balanced binary tree). Which sequences are chunked, at every level of the outer recursion, is ``chunk_by``:
+- "batch" (default; the authors' code, HEBT_GRC.py / HGRC.py / HOM.py / HCRvNN.py, which produced the published
+  numbers): all of them when the batch's padded length at that level, S, is at least k + k // 2 (S starts as the
+  padded input length and becomes ceil(S / k) after a chunked level), none otherwise; so a sequence shorter than
+  k + k // 2 in a long batch is chunked too, and its output depends on its batch (in training, and under RIR
+  inference);
+- "sequence" (rirlab before): those with L >= k + k // 2 themselves, so a padded batch gives each sequence what it
+  gets alone (rirlab before wrote the threshold 2L >= 3k, the same for even k, one item less for odd k).
 
 Choices the paper leaves open (ours):
 - Alignment (eq. 8-9) is applied only where a sequence has more than one chunk; a lone chunk's
@@ -80,7 +86,7 @@ INNERS = {
     "ebt_grc": Inner(ebt_grc.search, ("beam_size", "d_s", "beam_select"), "rir_ebt_grc"),
     "grc_rnn": Inner(GRCRNN, (), "rir_grc"),  # GRC RNN over each chunk (RIR-GRC, §4.1; rnn_start: RIR-GRC's)
     # Ordered Memory with the authors' per-call input projection (RIR-OM, Table 5)
-    "om": Inner(ProjectedOrderedMemory, ("om_slots", "om_memory_dropout", "om_mask"), "rir_om"),
+    "om": Inner(ProjectedOrderedMemory, ("om_slots", "om_memory_dropout", "om_mask", "om_ln"), "rir_om"),
     # CRvNN (RIR-CRvNN, Table 5)
     "crvnn": Inner(CRvNN, ("crvnn_halt", "crvnn_stop_threshold", "crvnn_window", "crvnn_max_steps"), "rir_crvnn"),
 }
@@ -94,6 +100,8 @@ class RIRConfig(PreChunkConfig):
     inner: InnerName = "grc_rnn"
     alignment: Literal["beam", "string_it", "random"] = "beam"  # §3.1; no effect with a one-beam inner RvNN
     alignment_slot0: Slot0 = "beam0"  # the authors' code; "argmax": §3.1's BS_new[0] = the top beam
+    chunk_by: Literal["batch", "sequence"] = "batch"  # chunk every sequence by the batch's padded length (the
+    # authors' code) or each by its own length (module doc)
     inference: Inference = "rir"
     s4d: bool = True
 
@@ -107,12 +115,15 @@ class RIRConfig(PreChunkConfig):
         return self
 
 
-def n_chunks(length, k: int):
-    """ceil(L/k) chunks (the last one the remainder); one chunk when L < 1.5k. ``length``: an int or a tensor."""
+def n_chunks(length, k: int, padded=None):
+    """ceil(L/k) chunks (the last one the remainder), or one chunk when the length that decides, ``padded`` (the
+    batch's padded length; chunk_by batch) or else L itself, is below k + k // 2 (the authors' code). ``length``:
+    an int or a tensor."""
     ceil = -(-length // k)
+    whole = (length if padded is None else padded) < k + k // 2
     if isinstance(length, torch.Tensor):
-        return torch.where(2 * length < 3 * k, torch.ones_like(length), ceil)
-    return 1 if 2 * length < 3 * k else ceil
+        return torch.where(torch.as_tensor(whole, device=length.device), torch.ones_like(length), ceil)
+    return 1 if whole else ceil
 
 
 def align(scores: torch.Tensor, mode: str, training: bool, generator=None, slot0: str = "beam0") -> torch.Tensor:
@@ -139,14 +150,22 @@ def align(scores: torch.Tensor, mode: str, training: bool, generator=None, slot0
 
 
 def rir_encode(inner: nn.Module, x: torch.Tensor, lengths: torch.Tensor, k: int, alignment: str,
-               slot0: str = "beam0"):
-    """Outer balanced k-ary recursion. x (N, S, D), lengths (N,) -> roots (N, b, D), scores (N, b)."""
+               slot0: str = "beam0", chunk_by: str = "batch"):
+    """Outer balanced k-ary recursion. x (N, S, D), lengths (N,) -> roots (N, b, D), scores (N, b).
+    ``chunk_by``: "batch" decides chunking by the padded length S (then ceil(S / k) per level), "sequence" by
+    each sequence's own length (module doc)."""
+    if chunk_by not in ("batch", "sequence"):
+        raise ValueError(f"unknown chunk_by {chunk_by!r}; use batch or sequence")
     dev = x.device
+    padded = x.size(1) if chunk_by == "batch" else None  # the authors' S
     x = x.unsqueeze(1)  # (N, 1, S, D): one beam until the first inner search
     pos_scores = None  # (N, b, S) once beams exist
     rows_of = torch.arange(x.size(0), device=dev)  # (N,)
     while True:
-        counts = n_chunks(lengths, k)  # (N,) chunks per sequence
+        level = padded  # this level's padded length (chunk_by batch), else None
+        counts = n_chunks(lengths, k, level)  # (N,) chunks per sequence
+        if level is not None:
+            padded = -(-level // k) if level >= k + k // 2 else 1
         rows = torch.repeat_interleave(rows_of, counts)  # (C,) the sequence of each chunk
         first = counts.cumsum(0) - counts  # (N,) id of each sequence's first chunk
         i = torch.arange(rows.numel(), device=dev) - first[rows]  # (C,) place of the chunk in its sequence
@@ -160,15 +179,19 @@ def rir_encode(inner: nn.Module, x: torch.Tensor, lengths: torch.Tensor, k: int,
             ok = off < sizes[:, None]  # (C, Wc)
             in_scores = (pos_scores.transpose(1, 2)[rows[:, None], pos] * ok[..., None]).sum(1)  # (C, b)
         roots, scores = inner(xc, sizes, in_scores)  # (C, b, D), (C, b)
-        if getattr(inner, "single_passes_through", False):  # a sequence that is one item does not enter the
-            lone_item = (lengths[rows] == 1)[:, None, None]  # inner RvNN (the authors loop while S > 1)
+        # a sequence that is one item does not enter the inner RvNN (the authors loop while S > 1): under chunk_by
+        # batch only when the whole batch is (S = 1); a one-item sequence in a longer padded batch goes through it
+        if getattr(inner, "single_passes_through", False) and (level is None or level == 1):
+            lone_item = (lengths[rows] == 1)[:, None, None]
             roots = torch.where(lone_item, xc[:, :, 0], roots)  # (C, 1, D)
         most = int(counts.max())
-        if most == 1:
+        if (most if level is None else padded) == 1:  # batch: the authors' loop ends when S is 1
             return roots, scores
         if scores.size(1) > 1:  # beam alignment (eq. 8-9); one beam (a GRC RNN inside) has nothing to align
             idx = align(scores, alignment, inner.training, slot0=slot0)  # (C, b)
-            lone = (counts[rows] == 1)[:, None]  # (C, 1) the only chunk of its sequence: keep its beams in order
+            # the only chunk of its sequence keeps its beams in order (chunk_by sequence: as the sequence alone;
+            # chunk_by batch: the authors realign every chunk of a chunked batch)
+            lone = (counts[rows] == 1)[:, None] & (level is None)  # (C, 1)
             idx = torch.where(lone, torch.arange(idx.size(1), device=dev), idx)  # (C, b)
             roots = roots.gather(1, idx[..., None].expand_as(roots))  # (C, b, D) eq. 9
             scores = scores.gather(1, idx)  # (C, b)
@@ -188,14 +211,14 @@ class RIREncoder(nn.Module):
         self.leaf = leaf_layer(cfg)
         self.tree = INNERS[cfg.inner].build(cfg)  # the inner RvNN
         self.chunk_size, self.alignment, self.inference = cfg.chunk_size, cfg.alignment, cfg.inference
-        self.slot0 = cfg.alignment_slot0
+        self.slot0, self.chunk_by = cfg.alignment_slot0, cfg.chunk_by
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> EncoderOutput:
         h = self.leaf(x, mask)  # (N, S, D)
         lengths = mask.sum(1)  # (N,)
         if self.training or self.inference == "rir":
             roots, scores = rir_encode(self.tree, h, lengths, self.chunk_size, self.alignment,
-                                       self.slot0)  # (N, b, D), (N, b)
+                                       self.slot0, self.chunk_by)  # (N, b, D), (N, b)
         else:  # non-RIR inference (RIR Appendix D): the inner RvNN over the whole sequence
             roots, scores = self.tree(h.unsqueeze(1), lengths)  # (N, b, D), (N, b)
         return EncoderOutput(marginalize(roots, scores))  # (N, D)

@@ -1,7 +1,8 @@
 """``rir_grc`` and ``bbt_grc``: the outer recursion of :mod:`rirlab.models.rir` with a GRC RNN as inner RvNN.
 
 RIR-GRC (RIR paper §4.1): S4D pre-chunk layer, chunks of k = 30 under the one chunk rule of RIR
-models (L >= 1.5k: ceil(L/k) chunks, the last the remainder; L < 1.5k: one chunk), each compressed by
+models (a length of at least k + k // 2, by default the batch's padded length, chunk_by: ceil(L/k) chunks, the
+last the remainder; below it one chunk), each compressed by
 a GRC RNN (eq. 2), repeated (eq. 6-7). BBT-GRC (eq. 3): the same recursion and rule with k = 2 and no
 S4D layer; for k = 2 the rule pairs items from the left and sends an odd last item up alone (L = 2 is
 one pair), which is the balanced binary tree.

@@ -5,7 +5,8 @@ Defaults: the RIR ListOps settings of the outer recursion (chunk 30, the one chu
 the authors' HOM ListOps config has it (BatchNorm after its residual, ``s4d_norm: batch``, and no S4D dropout,
 ``s4d_dropout: 0``; :mod:`rirlab.models.s4d`) and OM's (21 slots, memory dropout 0.1, the soft stick-breaking mask);
 each chunk's items are projected, LN(x W + b), before OM reads them, as the authors' OrderedMemoryRecurrent does
-(:class:`rirlab.models.om.ProjectedOrderedMemory`). OM keeps one beam, so alignment has nothing to do (as in RIR-GRC).
+(:class:`rirlab.models.om.ProjectedOrderedMemory`), its LayerNorm the cell's as theirs (``om_ln: shared``; ``own``:
+one of its own, rirlab before). OM keeps one beam, so alignment has nothing to do (as in RIR-GRC).
 The paper does not say which inference RIR-OM used; we default to RIR inference (``inference: rir``; ``non_rir``
 runs OM over the whole sequence in eval mode).
 """
@@ -32,6 +33,8 @@ class RIROMConfig(RIRConfig):
     om_slots: int = Field(21, ge=1)
     om_memory_dropout: float = Field(0.1, ge=0, lt=1)
     om_mask: Literal["soft", "hard"] = "soft"  # rirlab.models.om: soft, the authors' code (default); hard, 0/1
+    # the OM input projection's LayerNorm is the cell's (the authors' code) or its own (rirlab before); om.py
+    om_ln: Literal["shared", "own"] = "shared"
     s4d_norm: S4DNorm = "batch"  # the authors' ListOps config (norm="batch" after the S4D residual)
     s4d_dropout: float = Field(0.0, ge=0, lt=1)  # the authors' ListOps config (s4_dropout 0)
 

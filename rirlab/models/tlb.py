@@ -27,6 +27,11 @@ once trained.
 every pair are padded to the longer batch and encoded as one batch (rirlab.models.heads.TaskModel), so, chunking
 by the padded length, each sentence gets the code's chunks; "separate": one call per sentence batch (rirlab before;
 a sentence's chunks then depend on its own batch's padded length only).
+``eval_batches``: "file" (the code's dev/test loaders: consecutive runs of ``eval_batch_size`` examples in the
+split's order, sorted only within the batch, which leaves its padded length as it is): an example's evaluation
+batch, hence its padded length and chunks, is the code's; "length": the split sorted by length first, for pairs
+by the longer sentence (every other model's evaluation, whose outputs do not depend on the batch; rirlab's TLB/GUTLB
+before, then sorting pairs by their first sentence). The specs set eval_batch_size to the code's dev_batch_size. Training batches are random draws under both (the code's shuffled loader; bucket_factor 1).
 The memory-update feed-forward is d -> ``memory_ff_mult`` d -> d (the code: 1), M^0 starts at zero (the code).
 GUTLB's L_ACT is averaged per sequence over its chunks that hold real tokens, then over the batch (the code).
 Defaults (the paper's Appendix A): chunk size 10 and 10 memory slots; L = 2 for TLB, upper bound 5 for GUTLB.
@@ -62,6 +67,7 @@ class TLBConfig(RTConfig):
     memory_ff_mult: int = Field(1, ge=1)  # memory-update feed-forward d -> this * d -> d
     memory_norm: Literal["two", "shared"] = "two"  # module doc
     pair_batch: Literal["joint", "separate"] = "joint"  # pairs: both sentences in one padded batch (module doc)
+    eval_batches: Literal["file", "length"] = "file"  # evaluation batches in the split's order (module doc)
 
 
 @dataclass(config=STRICT)
@@ -75,6 +81,7 @@ class GUTLBConfig(GUTConfig):
     memory_ff_mult: int = Field(1, ge=1)
     memory_norm: Literal["two", "shared"] = "two"
     pair_batch: Literal["joint", "separate"] = "joint"
+    eval_batches: Literal["file", "length"] = "file"
 
 
 class CrossAttention(Attention):

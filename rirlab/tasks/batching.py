@@ -25,6 +25,20 @@ def example_length(example) -> int:
     return len(example[0])
 
 
+def eval_batches(examples: Sequence, batch_size: int, order: str = "length") -> list[list[int]]:
+    """The evaluation batches of a split, as lists of example indices. "length": sorted by
+    :func:`example_length` (for pairs the longer sentence, the batch's padded length under joint pair batching) so
+    padding stays small; "file": consecutive runs of ``batch_size`` in the split's order, as the dynamic-halt code's
+    dev/test loaders (shuffle off; its collater only reorders within a batch). The metric depends on the order only
+    for a model whose output depends on the batch's padded length (TLB/GUTLB's torch chunking)."""
+    idx = list(range(len(examples)))
+    if order == "length":
+        idx.sort(key=lambda i: example_length(examples[i]))
+    elif order != "file":
+        raise ValueError(f"eval batch order {order!r}: 'file' or 'length'")
+    return [idx[s : s + batch_size] for s in range(0, len(idx), batch_size)]
+
+
 class BatchPlan:
     """Which training examples form the batch at each step."""
 

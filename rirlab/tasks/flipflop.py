@@ -8,8 +8,16 @@ read and every read has a write before it), bits are uniform in {0, 1}.
 Text format: one sequence per line, tokens separated by spaces, ``w 0 i 1 w 1 r 1``.
 
 Language modelling with the loss only on the digit after each read: the label
-at a read token's position is the next token (the read bit), every other
-position is -100 ("no loss"). Accuracy is the share of read bits predicted.
+at a read token's position is the read bit, every other position is -100
+("no loss"). Accuracy is the share of read bits predicted.
+
+``read_target`` (a task config value) says what that label is:
+- "bit" (default; the dynamic-halt paper's public code, JRC1995/InvestigatingRecurrentTransformers, whose
+  flip-flop framework and agent produced its published numbers): the bit itself, 0 or 1, two classes. Under the
+  recurrent Transformers' code head that is the code's single output z with a sigmoid: Linear-ReLU-Linear(d, 1),
+  BCEWithLogits over the reads, prediction sigmoid(z) >= 0.5 (rirlab.models.heads.CodeHead: logits [0, z]).
+- "token": the next token's id over the whole vocabulary (six classes: a softmax that can also put mass on
+  pad/w/r/i), as rirlab did before.
 
 Splits: train p_i = 0.8, length 512 (160,000 sequences); test p_i in
 {0.1, 0.8, 0.98} x length {512, 1024} (10,000 each); dev mixes 1,000 of each
@@ -21,7 +29,7 @@ distribution with a seed of their own, so they are disjoint from train in practi
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterator, Optional
+from typing import Iterator, Literal, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -32,7 +40,7 @@ from pydantic.dataclasses import dataclass
 from rirlab.config import STRICT
 from rirlab.errors import UserError
 from rirlab.tasks import cache, summary
-from rirlab.tasks.base import PAD, Task, pad, split_validator
+from rirlab.tasks.base import PAD, Task, TaskData, pad, split_validator
 from rirlab.tasks.registry import register
 
 VOCAB = [PAD, "w", "r", "i", "0", "1"]
@@ -63,10 +71,12 @@ def generate(n: int, length: int, p_ignore: float, seed: int) -> np.ndarray:
     return out
 
 
-def targets(ids: np.ndarray) -> np.ndarray:
-    """Per-position labels of one or more sequences: the read bit at each read token, -100 elsewhere."""
+def targets(ids: np.ndarray, read_target: str = "bit") -> np.ndarray:
+    """Per-position labels of one or more sequences: at each read token the read bit, as the bit (0/1,
+    ``read_target`` "bit") or as its token id ("token"); -100 elsewhere."""
     labels = np.full(ids.shape, NO_LOSS, np.int8)
-    labels[..., :-1] = np.where(ids[..., :-1] == R, ids[..., 1:], NO_LOSS)
+    nxt = ids[..., 1:] - (ZERO if read_target == "bit" else 0)
+    labels[..., :-1] = np.where(ids[..., :-1] == R, nxt, NO_LOSS)
     return labels
 
 
@@ -135,6 +145,9 @@ class FlipFlopConfig:
     eval_splits: list[str] = Field(default_factory=lambda: list(SPLITS))
     imported: list[str] = Field(default_factory=list)
     cache_dir: Optional[str] = None
+    # the label of a read: the bit, two classes (the dynamic-halt code's sigmoid head), or the token id over the
+    # vocabulary (rirlab before); module doc
+    read_target: Literal["bit", "token"] = "bit"
 
     _known = split_validator("flipflop", SPLITS, ALL_SPLITS)
 
@@ -165,8 +178,8 @@ def split_table(cfg: FlipFlopConfig, split: str) -> pa.Table:
     return cache.load_split("flipflop", split, split_params(cfg, split), build, cfg.imported, cfg.cache_dir)
 
 
-def examples(table: pa.Table) -> list:
-    return [(ids, targets(ids)) for ids in cache.id_lists(table.column("ids"))]
+def examples(table: pa.Table, read_target: str = "bit") -> list:
+    return [(ids, targets(ids, read_target)) for ids in cache.id_lists(table.column("ids"))]
 
 
 @register
@@ -174,7 +187,7 @@ class FlipFlop(Task):
     """Flip-flop language modelling: predict the bit after each read"""
 
     name, config, kind = "flipflop", FlipFlopConfig, "lm"
-    vocab, num_classes, collate = VOCAB, len(VOCAB), staticmethod(collate_lm)
+    vocab, num_classes, collate = VOCAB, len(VOCAB), staticmethod(collate_lm)  # read_target "token"
     quick = {"n_train": 1000, "n_dev": 20, "n_eval": 50, "train_len": 64, "eval_splits": ["p0.8_len512"]}
     splits = tuple(SPLITS.items())
     split_table = staticmethod(split_table)
@@ -182,7 +195,14 @@ class FlipFlop(Task):
     to_lines, to_table = staticmethod(to_lines), staticmethod(to_table)
 
     def examples(self, cfg: FlipFlopConfig, table: pa.Table) -> list:
-        return examples(table)
+        return examples(table, read_target=cfg.read_target)
+
+    def load(self, cfg: FlipFlopConfig) -> TaskData:
+        """As every task's, with two classes (the bit) under ``read_target`` "bit"."""
+        data = super().load(cfg)
+        if cfg.read_target == "bit":
+            data.num_classes = 2
+        return data
 
     def import_rows(self, rows: list[list[str]]) -> pa.Table:
         """Parsed lines are token strings; the table stores token ids."""

@@ -39,7 +39,8 @@ def test_shapes_and_gradients_reach_every_parameter(name):
 
 @pytest.mark.parametrize("name", ["om", "rir_om"])
 def test_padded_batch_equals_each_sequence_alone_and_eval_is_deterministic(name):
-    check_padding_and_determinism(name, **SMALL[name])
+    """RIR-OM under chunk_by sequence: under batch (the authors' code) a sequence's chunks follow its batch."""
+    check_padding_and_determinism(name, **SMALL[name], **({"chunk_by": "sequence"} if name == "rir_om" else {}))
 
 
 def test_attention_is_a_stick_breaking_distribution_over_opened_slots():
@@ -207,3 +208,21 @@ def test_slots_closed_in_every_live_row_are_not_composed(monkeypatch):
         every, _ = om(x, lengths)
     assert widths[:5] == [1] * 5 and widths[5:] == [4] * 5  # steps 2..6 (step 1: nothing open)
     assert torch.allclose(roots, every, atol=1e-15, rtol=0)
+
+
+def test_rir_om_projection_shares_the_cells_layernorm_as_the_authors():
+    """The authors' OrderedMemoryRecurrent uses one LayerNorm module (its ``activation``) in its input projection and
+    in its cell: under om_ln shared (default) RIR-OM has the authors' HOM's 14,801 parameters at d = 16 (21 slots,
+    S4D state 64; counted on their module), and training moves the one LayerNorm by the gradients of both uses;
+    om_ln own (rirlab before) has a LayerNorm each, 32 parameters more."""
+    from rirlab.tasks.base import TaskInfo
+
+    def encoder(**kw):
+        entry = registry.get("rir_om")
+        return entry.build(entry.config(hidden_size=16, **kw), TaskInfo(9, 3, "classify")).encoder
+
+    shared, own = encoder(), encoder(om_ln="own")
+    assert shared.tree.proj.ln is shared.tree.cell.ln and own.tree.proj.ln is not own.tree.cell.ln
+    assert sum(p.numel() for p in shared.parameters()) == 14801
+    assert sum(p.numel() for p in own.parameters()) == 14801 + 32
+    own.load_state_dict(shared.state_dict())  # the same keys: a checkpoint of either loads into the other

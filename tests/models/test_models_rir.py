@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from rirlab.models import registry
 from rirlab.models.beam_tree import NEG
 from rirlab.models.rir import align, n_chunks, rir_encode
+from rirlab.tasks.base import TaskInfo
 from tests.helpers.models import batch_of, build, random_seqs
 
 
@@ -62,6 +63,44 @@ def test_chunking_rule():
     assert all(n_chunks(L, 2) == (L + 1) // 2 for L in range(1, 50))  # k = 2: ceil, as the binary tree
     lengths = torch.arange(1, 200)
     assert n_chunks(lengths, 7).tolist() == [n_chunks(L, 7) for L in range(1, 200)]  # the batched rule is the same
+    # the authors' threshold is k + k // 2 (S >= 7 for k = 5, where 1.5k = 7.5); chunk_by batch: the padded length
+    assert [n_chunks(L, 5) for L in (6, 7)] == [1, 2] and [n_chunks(L, 5, 12) for L in (3, 6, 12)] == [1, 2, 3]
+    assert n_chunks(torch.tensor([3, 6]), 5, 6).tolist() == [1, 1]
+
+
+# the authors' HEBT_GRC (chunk_mode_inference, RBA off: the aligned beams strung in order, as rirlab's eval) on the
+# weights of the test's fill copied into it, float64, eval: the padded batch of lengths 12, 6, 3, and the length-6
+# sequence alone (one chunk of 6 alone; chunks 5 + 1 in the batch padded to 12)
+HEBT_PADDED = [[0.8313105226769284, 0.3462656354624785, -1.3064288510607527, 0.28480966413604036],
+               [1.323323758809558, 0.3659517880070075, -1.312394823463739, 0.27355136043474876],
+               [0.6684890247586316, 0.40037227317546925, -0.9622812162662352, -0.6615702904085918]]
+HEBT_PADDED_SUMS = [-2.074594225997014, 3.5856739314422503, 2.3900058368621133]
+HEBT_SIX_ALONE = [1.2930277969764954, 0.36582958582366154, -1.3026609538393294, 0.2517956650842204]
+
+
+def test_chunk_by_batch_is_the_authors_hebt_grc():
+    """The authors' code chunks every sequence of a batch when the batch's padded length reaches k + k // 2
+    (chunk_by batch, default): a 6-token sequence padded to 12 (k = 5) gets chunks 5 + 1, as theirs; chunk_by
+    sequence chunks it as it is alone (one chunk). Pinned: the authors' HEBT_GRC on the same weights."""
+    from tests.models.test_tlb_code import fill
+
+    def encode(**kw):
+        e = registry.get("rir_ebt_grc")
+        model = e.build(e.config(hidden_size=64, beam_size=3, chunk_size=5, dropout=0.0, s4d_dropout=0.0,
+                                 inference="rir", **kw), TaskInfo(9, 3, "classify")).double().eval()
+        fill(model, 7)
+        g = torch.Generator().manual_seed(3)
+        x = torch.randn(3, 12, 64, generator=g, dtype=torch.float64)
+        mask = torch.arange(12)[None] < torch.tensor([12, 6, 3])[:, None]
+        with torch.no_grad():
+            return model.encoder(x * mask[..., None], mask).vec
+
+    out = encode()
+    torch.testing.assert_close(out[:, :4], torch.tensor(HEBT_PADDED, dtype=torch.float64), rtol=0, atol=1e-9)
+    torch.testing.assert_close(out.sum(-1), torch.tensor(HEBT_PADDED_SUMS, dtype=torch.float64), rtol=0, atol=1e-9)
+    own = encode(chunk_by="sequence")
+    torch.testing.assert_close(own[1, :4], torch.tensor(HEBT_SIX_ALONE, dtype=torch.float64), rtol=0, atol=1e-9)
+    assert (own[1] - out[1]).abs().max() > 1e-2
 
 
 def rnn(cell, items):
@@ -97,8 +136,8 @@ def encode_rows(model, lengths, d):
 
 def test_rir_grc_follows_the_one_and_a_half_k_chunk_rule():
     torch.manual_seed(8)
-    model = build("rir_grc", hidden_size=16, chunk_size=6, s4d=False, dropout=0.0).eval()
-    # k = 6: L = 8 < 9 is one chunk (padding to a multiple of k would make chunks 6 + 2); 9 -> 6 + 3;
+    model = build("rir_grc", hidden_size=16, chunk_size=6, s4d=False, dropout=0.0, chunk_by="sequence").eval()
+    # each sequence as it is alone (chunk_by sequence); k = 6: L = 8 < 9 is one chunk (padding to a multiple of k would make chunks 6 + 2); 9 -> 6 + 3;
     # 13 -> 6 + 6 + 1 (a one-item last chunk is R(0, x), as the authors' padded chunk; a one-item sequence is
     # its own root); 40 -> 7 chunks -> one; 60 -> 10 chunks -> 6 + 4 -> 2
     lengths = [1, 3, 8, 9, 13, 40, 60]
@@ -124,7 +163,7 @@ def test_bbt_grc_is_the_literal_balanced_binary_tree(mode):
 def test_rir_grc_with_chunk_at_least_length_is_rnn_grc():
     torch.manual_seed(10)
     rnn_model = build("rnn_grc", hidden_size=16).eval()
-    rir = build("rir_grc", hidden_size=16, chunk_size=40, s4d=False).eval()
+    rir = build("rir_grc", hidden_size=16, chunk_size=40, s4d=False, chunk_by="sequence").eval()
     rir.encoder.tree.cell.load_state_dict(rnn_model.encoder.cell.state_dict())
     rir.encoder.leaf.load_state_dict(rnn_model.encoder.leaf.state_dict())
     rir.embed.load_state_dict(rnn_model.embed.state_dict()), rir.head.load_state_dict(rnn_model.head.state_dict())
@@ -135,6 +174,9 @@ def test_rir_grc_with_chunk_at_least_length_is_rnn_grc():
         # one item: RIR-GRC's sequence is its own root (the authors loop while S > 1; literal_rir_grc above), while
         # the RNN composes R(0, x_1) (RIR eq. 2)
         assert not torch.allclose(ours[3:], rnn_logits[3:], atol=1e-3)
+        # chunk_by batch (the authors' code): in a batch padded to 40 the one item goes through the GRC RNN too
+        rir.encoder.chunk_by = "batch"
+        assert torch.allclose(rir(batch).logits, rnn_logits, atol=1e-5)
 
 
 def test_an_inner_rvnn_whose_settings_the_model_lacks_is_refused_naming_the_model_that_has_them():
@@ -147,9 +189,12 @@ def test_an_inner_rvnn_whose_settings_the_model_lacks_is_refused_naming_the_mode
         resolve({"model": "rir_grc", "task": "listops", "inner": "ebt_grc"})
 
 
-@pytest.mark.parametrize("name,kw", [("ebt_grc", {}), ("rir_ebt_grc", {"inference": "rir"}), ("rir_ebt_grc", {}),
-                                     ("egt_grc", {}), ("gt_grc", {}), ("s4d", {"n_layers": 2}), ("rir_grc", {})])
+@pytest.mark.parametrize("name,kw", [("ebt_grc", {}), ("rir_ebt_grc", {"inference": "rir", "chunk_by": "sequence"}),
+                                     ("rir_ebt_grc", {}), ("egt_grc", {}), ("gt_grc", {}), ("s4d", {"n_layers": 2}),
+                                     ("rir_grc", {"chunk_by": "sequence"})])
 def test_eval_deterministic_and_padding_invariant(name, kw):
+    """RIR inference is padding-invariant under chunk_by sequence; under batch (the authors' code) a sequence's
+    chunks follow its batch's padded length (test_chunk_by_batch_is_the_authors_hebt_grc)."""
     torch.manual_seed(5)
     model = build(name, hidden_size=32, **({"chunk_size": 6} if "rir" in name else {}), **kw).eval()
     seqs = random_seqs([40, 9, 23, 1])

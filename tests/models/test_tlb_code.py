@@ -133,3 +133,70 @@ def test_the_codes_head_is_the_default_and_gelu_the_option(name):
     head = CodeHead(8, 8, 5).train()
     x = torch.randn(4, 8)
     torch.testing.assert_close(head(x), head.l2(torch.relu(head.l1(x))))  # no dropout, even in training
+
+
+FLIPFLOP_IDS = [[1, 4, 3, 5, 1, 4, 3, 5, 2, 4, 2, 4], [1, 4, 2, 4, 3, 4, 1, 5, 3, 5, 2, 5]]  # w 0 i 1 w 0 ...
+FLIPFLOP_LOSS, FLIPFLOP_CORRECT = 0.5697995945811272, 3  # the code's BCE over the 4 reads; 3 of 4 right
+
+
+def test_flipflop_reads_the_bit_through_the_codes_single_sigmoid_output():
+    """Issue 31 item 1: the code's flip-flop framework emits one logit z per token (Linear-ReLU-Linear(d, 1)),
+    trained with BCEWithLogits on the read bits (0/1) and right where sigmoid(z) >= 0.5; the pinned loss and count
+    are the code's (``flipflop_agent.loss_fn`` / ``eval_fn`` on this model's token states, its position t reading
+    the state of t - 1, as its shifted input). read_target=token (rirlab before): six classes over the vocabulary."""
+    from rirlab.tasks import flipflop as ff
+    from rirlab.train import training_loss
+
+    ids = torch.tensor(FLIPFLOP_IDS).numpy().astype("int8")
+    batch = ff.collate_lm(ff.examples(ff.to_table(ids)))
+    assert sorted(batch["labels"].unique().tolist()) == [-100, 0, 1]
+    entry = registry.get("transformer")
+    model = entry.build(entry.config(hidden_size=4, num_heads=2, num_layers=1, dropout=0.0), TaskInfo(6, 2, "lm"))
+    model = model.double().eval()
+    fill(model, 4)
+    with torch.no_grad():
+        _, loss, logits, labels, out = training_loss(model, batch, "fp32", torch.device("cpu"), 0.0)
+    assert out.logits.shape == (2, 12, 2) and out.logits[..., 0].abs().max() == 0  # [0, z]
+    assert abs(loss.item() - FLIPFLOP_LOSS) < 1e-6  # training_loss's float32
+    assert (logits.argmax(-1) == labels).sum().item() == FLIPFLOP_CORRECT
+    assert ff.FlipFlopConfig().read_target == "bit"
+    token = ff.collate_lm(ff.examples(ff.to_table(ids), "token"))["labels"]
+    assert sorted(token.unique().tolist()) == [-100, ff.ZERO, ff.ZERO + 1]
+
+
+PAIR_SPLIT = [([3, 4, 5], [6], 0), ([7], [8, 2, 3, 4], 1), ([5, 6], [2], 2), ([8, 7, 6], [5, 4], 0), ([2], [3], 1)]
+CODE_EVAL_BATCHES = [[0, 1], [2, 3], [4]]  # the code's dev loader (batch 2, shuffle off) + sentence_pair_collater
+
+
+def test_pairs_are_evaluated_in_the_codes_batches(tmp_path, monkeypatch):
+    """Issue 31 (pair evaluation): the code evaluates consecutive runs of dev_batch_size in the split's order (its
+    collater sorts only within a batch), so each pair's padded length, hence its chunks, follows its neighbours in
+    the file; TLB/GUTLB's eval_batches "file" (default) uses those batches, "length" (the split sorted by length,
+    rirlab before) gives pair 0 another padded length and another output. The trainer evaluates by the value."""
+    from rirlab.tasks.base import collate_pair
+    from rirlab.tasks.batching import eval_batches
+    from rirlab.train import Trainer
+    from rirlab.trial import resolve
+
+    assert eval_batches(PAIR_SPLIT, 2, "file") == CODE_EVAL_BATCHES
+    model = build("tlb", "pair", 3)
+    fill(model, 0)
+
+    def logits(batches):
+        out = torch.zeros(len(PAIR_SPLIT), 3, dtype=torch.float64)
+        with torch.no_grad():
+            for idx in batches:
+                out[idx] = model(collate_pair([PAIR_SPLIT[i] for i in idx])).logits
+        return out
+
+    code = logits(CODE_EVAL_BATCHES)
+    assert (logits(eval_batches(PAIR_SPLIT, 2, "length")) - code)[0].abs().max() > 1e-3
+    seen = []
+    monkeypatch.setattr("rirlab.train.eval_batches", lambda ex, size, order: seen.append(order) or [[0]])
+    tiny = {"task": "logic", "hidden_size": 8, "num_heads": 2, "n_train": 8, "n_dev": 4, "n_eval": 4,
+            "eval_splits": ["ops_7"], "device": "cpu", "cache_dir": str(tmp_path)}
+    for model_name, extra, order in (("tlb", {}, "file"), ("gutlb", {"eval_batches": "length"}, "length"),
+                                     ("gut", {}, "length")):
+        trainer = Trainer(resolve({**tiny, "model": model_name, **extra}))
+        trainer.evaluate(trainer.dev_split())
+        assert seen.pop() == order

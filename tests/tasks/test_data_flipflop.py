@@ -9,8 +9,9 @@ from rirlab.tasks import flipflop as ff
 
 def test_target_after_every_read_is_the_last_written_bit():
     ids = ff.generate(200, 512, 0.8, seed=3)
-    labels = ff.targets(ids)
-    for row, lab in zip(ids, labels):
+    labels, tokens = ff.targets(ids), ff.targets(ids, "token")
+    assert ((labels == tokens - ff.ZERO) | (labels == ff.NO_LOSS) & (tokens == ff.NO_LOSS)).all()
+    for row, lab in zip(ids, tokens):
         toks = [ff.VOCAB[t] for t in row]
         assert toks[0] == "w" and toks[-2] == "r" and ff.check(toks) == []
         last = None
@@ -48,7 +49,8 @@ def test_splits_lengths_and_lm_batches(tmp_path):
     assert b["labels"].shape == b["tokens"].shape == (4, 1024)
     assert (b["labels"][~b["mask"]] == ff.NO_LOSS).all()
     reads = b["tokens"] == ff.R
-    assert (b["labels"][reads] >= ff.ZERO).all() and (b["labels"][~reads] == ff.NO_LOSS).all()
+    assert set(b["labels"][reads].tolist()) == {0, 1} and (b["labels"][~reads] == ff.NO_LOSS).all()
+    assert data.num_classes == 2  # read_target "bit": the bit, the code's two classes
     again = ff.split_table(cfg, "train")
     assert np.array_equal(np.stack([x for x, _ in ff.examples(again)]), np.stack([x for x, _ in data.train]))
 
