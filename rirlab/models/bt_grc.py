@@ -43,7 +43,7 @@ from torch import nn
 from rirlab.config import STRICT
 from rirlab.models.base import EncoderOutput, at_least_fp32
 from rirlab.models.beam_tree import NEG, gumbel_like, initial_scores, keep_survivors, marginalize
-from rirlab.models.grc import GRC, GRCConfig, LeafTransform
+from rirlab.models.grc import GRC, GRCConfig, LeafTransform, grc_cell
 from rirlab.models.heads import TaskModel
 from rirlab.models.registry import beam_width, register
 
@@ -168,9 +168,10 @@ class ParentBeamSearch(nn.Module):
         pos = torch.arange(w - 1, device=h.device)  # (W-1,)
         valid = (pos < (cur_len - 1)[:, None])[:, None].expand(n, b, w - 1)  # (n, b, W-1)
         if bool(valid.all()):
-            parents = self.cell.compose(torch.cat([h[:, :, :-1], h[:, :, 1:]], dim=-1))  # (n, b, W-1, D)
+            pairs = torch.cat([h[:, :, :-1], h[:, :, 1:]], dim=-1)  # (n, b, W-1, 2D)
+            parents = grc_cell(self.cell, pairs.view(-1, 2 * d)).view(n, b, w - 1, d)  # (n, b, W-1, D)
             return parents, self.scorer(parents).squeeze(-1)
-        packed = self.cell.compose(torch.cat([h[:, :, :-1][valid], h[:, :, 1:][valid]], dim=-1))  # (P, D)
+        packed = grc_cell(self.cell, torch.cat([h[:, :, :-1][valid], h[:, :, 1:][valid]], dim=-1))  # (P, D)
         parents = h.new_zeros(n, b, w - 1, d).index_put((valid,), packed)  # (n, b, W-1, D)
         e = packed.new_zeros(n, b, w - 1).index_put((valid,), self.scorer(packed).squeeze(-1))  # (n, b, W-1)
         return parents, e

@@ -55,7 +55,7 @@ from pydantic.dataclasses import dataclass
 from torch import nn
 
 from rirlab.config import STRICT
-from rirlab.models.grc import GRC, GRCConfig, OneBeamEncoder
+from rirlab.models.grc import GRC, GRCConfig, OneBeamEncoder, grc_cell
 from rirlab.models.heads import TaskModel
 from rirlab.models.registry import register
 
@@ -179,11 +179,12 @@ class CRvNN(nn.Module):
             probs = self.probs(win, left, right, sel_a, None if every_row else valid_a)
             c = probs[..., 0] * sel_a  # (Ma, w)
             lc = (left @ c[..., None])  # (Ma, w, 1) compose prob of the left neighbour
+            left_1 = win[:, :, self.window // 2 - 1]  # cell(left_1, x) below
             if every_row:
-                composed = self.cell(win[:, :, self.window // 2 - 1], seq_a)  # cell(left_1, x)
+                composed = grc_cell(self.cell, torch.cat([left_1, seq_a], -1).view(-1, 2 * d)).view(seq_a.shape)
             else:
                 composed = seq_a.new_zeros(seq_a.shape).index_put(
-                    (valid_a,), self.cell(win[:, :, self.window // 2 - 1][valid_a], seq_a[valid_a]))
+                    (valid_a,), grc_cell(self.cell, torch.cat([left_1[valid_a], seq_a[valid_a]], -1)))
             new_seq = (lc * composed + (1 - lc) * seq_a) * valid_a[..., None]
             new_e = e_a * (1 - c) * valid_a
             if every_row:
