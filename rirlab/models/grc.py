@@ -69,6 +69,20 @@ def fast_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     return x * dropout_keep_mask(x.shape, p, x.device) * dropout_scale(p)
 
 
+class FastDropout(nn.Module):
+    """``nn.Dropout`` with :func:`fast_dropout`'s masks (p rounded to a multiple of 2^-16); ``p`` may be set later."""
+
+    def __init__(self, p: float = 0.5):
+        super().__init__()
+        self.p = p
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return fast_dropout(x, self.p, self.training)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
 @dataclasses.dataclass(frozen=True)
 class GRCWeights:
     """What a fused kernel needs of a GRC cell: the tensors of eq. 10-11, the dropout p and the LayerNorm eps."""
