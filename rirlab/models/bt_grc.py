@@ -171,9 +171,12 @@ class ParentBeamSearch(nn.Module):
             pairs = torch.cat([h[:, :, :-1], h[:, :, 1:]], dim=-1)  # (n, b, W-1, 2D)
             parents = grc_cell(self.cell, pairs.view(-1, 2 * d)).view(n, b, w - 1, d)  # (n, b, W-1, D)
             return parents, self.scorer(parents).squeeze(-1)
-        packed = grc_cell(self.cell, torch.cat([h[:, :, :-1][valid], h[:, :, 1:][valid]], dim=-1))  # (P, D)
-        parents = h.new_zeros(n, b, w - 1, d).index_put((valid,), packed)  # (n, b, W-1, D)
-        e = packed.new_zeros(n, b, w - 1).index_put((valid,), self.scorer(packed).squeeze(-1))  # (n, b, W-1)
+        at = valid.reshape(-1).nonzero()[:, 0]  # (P,) flat index of each valid pair in (n, b, W-1)
+        left = torch.div(at, w - 1, rounding_mode="floor") * w + at % (w - 1)  # (P,) its left node in (n, b, W)
+        hf = h.reshape(n * b * w, d)
+        packed = grc_cell(self.cell, torch.cat([hf.index_select(0, left), hf.index_select(0, left + 1)], -1))  # (P, D)
+        parents = packed.new_zeros(n * b * (w - 1), d).index_copy(0, at, packed).view(n, b, w - 1, d)
+        e = packed.new_zeros(n * b * (w - 1)).index_copy(0, at, self.scorer(packed).squeeze(-1)).view(n, b, w - 1)
         return parents, e
 
     def one_soft_step(self, h, parents, cand, pos_flat, k, active, row):

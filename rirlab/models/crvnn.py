@@ -130,13 +130,13 @@ class CRvNN(nn.Module):
     def probs(self, win, left, right, selectable, valid=None):
         """Normalised [compose, no-op, left compose, right compose] (M, S, 4) (CRvNN §3.3); column 0 is c.
 
-        ``valid`` (M, S): the scorer runs on these positions only (the others' scores are never read: c is 0 there)."""
+        ``valid`` (P,): the scorer runs on these positions of (M S) only (the others' scores are never read: c is 0 there)."""
         m, s, w, d = win.shape
         if valid is None:
             logit = self.score(F.gelu(self.conv(win.reshape(m, s, w * d)))).squeeze(-1)  # (M, S)
-        else:
-            packed = self.score(F.gelu(self.conv(win[valid].reshape(-1, w * d)))).squeeze(-1)  # (P,) valid ones
-            logit = win.new_zeros(m, s).index_put((valid,), packed)  # (M, S)
+        else:  # valid: the flat indices (P,) of the items in (M S)
+            packed = self.score(F.gelu(self.conv(win.reshape(m * s, w * d).index_select(0, valid)))).squeeze(-1)
+            logit = win.new_zeros(m * s).index_copy(0, valid, packed).view(m, s)  # (M, S)
         shift = torch.where(selectable, logit, torch.zeros_like(logit)).amax(1, keepdim=True).clamp(min=0).detach()
         e_c = torch.exp(torch.where(selectable, logit, torch.full_like(logit, -1e4)) - shift) * selectable
         terms = torch.stack([e_c, torch.exp(-shift).expand_as(e_c), (left @ e_c[..., None])[..., 0],
@@ -176,15 +176,18 @@ class CRvNN(nn.Module):
                 e_a, seq_a, valid_a, sel_a = e[rows, :w], seq[rows, :w], valid[rows, :w], selectable[rows, :w]
             left, right = neighbours(e_a, valid_a)
             win = self.window_of(seq_a, left, right)
-            probs = self.probs(win, left, right, sel_a, None if every_row else valid_a)
+            items = None if every_row else valid_a.reshape(-1).nonzero()[:, 0]  # (P,) the items, flat in (Ma w)
+            probs = self.probs(win, left, right, sel_a, items)
             c = probs[..., 0] * sel_a  # (Ma, w)
             lc = (left @ c[..., None])  # (Ma, w, 1) compose prob of the left neighbour
             left_1 = win[:, :, self.window // 2 - 1]  # cell(left_1, x) below
             if every_row:
                 composed = grc_cell(self.cell, torch.cat([left_1, seq_a], -1).view(-1, 2 * d)).view(seq_a.shape)
             else:
-                composed = seq_a.new_zeros(seq_a.shape).index_put(
-                    (valid_a,), grc_cell(self.cell, torch.cat([left_1[valid_a], seq_a[valid_a]], -1)))
+                pairs = torch.cat([left_1.reshape(-1, d).index_select(0, items),
+                                   seq_a.reshape(-1, d).index_select(0, items)], -1)  # (P, 2D)
+                composed = seq_a.new_zeros(seq_a.numel() // d, d).index_copy(0, items, grc_cell(self.cell, pairs))
+                composed = composed.view(seq_a.shape)
             new_seq = (lc * composed + (1 - lc) * seq_a) * valid_a[..., None]
             new_e = e_a * (1 - c) * valid_a
             if every_row:
