@@ -176,7 +176,8 @@ class ParentBeamSearch(nn.Module):
         hf = h.reshape(n * b * w, d)
         packed = grc_cell(self.cell, torch.cat([hf.index_select(0, left), hf.index_select(0, left + 1)], -1))  # (P, D)
         parents = packed.new_zeros(n * b * (w - 1), d).index_copy(0, at, packed).view(n, b, w - 1, d)
-        e = packed.new_zeros(n * b * (w - 1)).index_copy(0, at, self.scorer(packed).squeeze(-1)).view(n, b, w - 1)
+        e_at = self.scorer(packed).squeeze(-1)  # (P,)
+        e = e_at.new_zeros(n * b * (w - 1)).index_copy(0, at, e_at).view(n, b, w - 1)  # (n, b, W-1)
         return parents, e
 
     def one_soft_step(self, h, parents, cand, pos_flat, k, active, row):

@@ -136,7 +136,7 @@ class CRvNN(nn.Module):
             logit = self.score(F.gelu(self.conv(win.reshape(m, s, w * d)))).squeeze(-1)  # (M, S)
         else:  # valid: the flat indices (P,) of the items in (M S)
             packed = self.score(F.gelu(self.conv(win.reshape(m * s, w * d).index_select(0, valid)))).squeeze(-1)
-            logit = win.new_zeros(m * s).index_copy(0, valid, packed).view(m, s)  # (M, S)
+            logit = packed.new_zeros(m * s).index_copy(0, valid, packed).view(m, s)  # (M, S)
         shift = torch.where(selectable, logit, torch.zeros_like(logit)).amax(1, keepdim=True).clamp(min=0).detach()
         e_c = torch.exp(torch.where(selectable, logit, torch.full_like(logit, -1e4)) - shift) * selectable
         terms = torch.stack([e_c, torch.exp(-shift).expand_as(e_c), (left @ e_c[..., None])[..., 0],

@@ -218,9 +218,11 @@ class MegaLayer(nn.Module):
         if groups is None:
             o = self.attend(q, k, v, mask)  # (N, S, v), eq. 11
         else:  # rows of similar lengths together, each group cut to its longest row (padded keys weigh 0 anyway)
-            o = v.new_zeros(v.shape)
+            o = None
             for rows, w in groups:
-                o[rows, :w] = self.attend(q[rows, :w], k[rows, :w], v[rows, :w], mask[rows, :w])
+                part = self.attend(q[rows, :w], k[rows, :w], v[rows, :w], mask[rows, :w])  # (n_g, w, v)
+                o = part.new_zeros(*v.shape[:2], part.size(-1)) if o is None else o  # (N, S, v) autocast's dtype
+                o[rows, :w] = part
         o = unpad(o)
         h = self.drop(F.silu(hx + self.h_proj(o * r)))  # eq. 14
         x = self.norm1(residual + u * (h - residual))  # eq. 15, then post-norm
