@@ -127,7 +127,6 @@ class _GRCRecurrence(torch.autograd.Function):
         xp, hp, keep, w1, w2, gamma, beta, a, z, o, u, mean, rstd = ctx.saved_tensors
         (m, width, d), begin, n_t = ctx.shape, ctx.begin, ctx.n_t
         w1h, w1x = w1[:, :d], w1[:, d:]
-        r = xp.size(0)
         g = g_h.clone()  # (M, D) the gradient reaching h_t
         g_y = torch.empty_like(u)  # (R, D) reaching each composition's output
         g_u = torch.empty_like(u)
