@@ -29,6 +29,7 @@ class BenchOptions:
     models: tuple = ()  # table1: empty = the registered models of RIR Table 1 (their entries' ``table1_row``)
     batch: int = 16
     length: int = 100
+    lengths: str = "full"  # step: full (every row `length` long) | padded (one row `length`, the others shorter)
     mode: str = "train"  # train | eval
     inference: Optional[str] = None  # rir | non_rir (models with an ``inference`` field)
     device: str = "cpu"
@@ -103,10 +104,23 @@ def build_model(name: str, opts: BenchOptions, extra: Optional[dict] = None):
     return entry.build(cfg, TaskInfo(LISTOPS_VOCAB, LISTOPS_CLASSES, "classify")).to(opts.device)
 
 
-def random_batch(batch: int, length: int, device: str) -> dict:
+LENGTHS = ("full", "padded")
+
+
+def random_batch(batch: int, length: int, device: str, lengths: str = "full") -> dict:
+    """Random ListOps-vocabulary tokens (N, S). ``lengths``: ``full``, every row ``length`` long; ``padded``, the
+    first row ``length`` long and the others uniform in [length // 5, length] (at least 1), right-padded: a
+    bucket of mixed lengths as training sees it (issue 31's zoo benchmark: 16 x 100, rows of 20-100)."""
+    if lengths not in LENGTHS:
+        raise UserError(f"bench: --lengths must be one of {', '.join(LENGTHS)}, not {lengths!r}")
     tokens = torch.randint(1, LISTOPS_VOCAB, (batch, length), device=device)  # (N, S)
-    return {"tokens": tokens, "mask": torch.ones(batch, length, dtype=torch.bool, device=device),
-            "labels": torch.randint(0, LISTOPS_CLASSES, (batch,), device=device)}
+    mask = torch.ones(batch, length, dtype=torch.bool, device=device)
+    if lengths == "padded":
+        rows = torch.randint(max(1, length // 5), length + 1, (batch,))  # (N,)
+        rows[0] = length
+        mask = (torch.arange(length) < rows[:, None]).to(device)  # (N, S)
+        tokens = tokens * mask
+    return {"tokens": tokens, "mask": mask, "labels": torch.randint(0, LISTOPS_CLASSES, (batch,), device=device)}
 
 
 class PeakMemory:

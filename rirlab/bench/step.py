@@ -1,5 +1,6 @@
 """``step``: median wall time of one step (train: forward + backward + AdamW; eval: forward under no_grad) after
-warm-up, and peak memory, for one model at batch x length."""
+warm-up, and peak memory, for one model at batch x length (``--lengths padded``: rows of mixed lengths, the
+longest ``length``)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def step(opts: BenchOptions) -> dict:
     model = build_model(opts.model, opts, extra)
     model.train(opts.mode == "train")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    batch = random_batch(opts.batch, opts.length, opts.device)
+    batch = random_batch(opts.batch, opts.length, opts.device, opts.lengths)
     times = []
     with PeakMemory(opts.device) as mem:  # warm-up inside: on CPU the RSS high-water mark is set by the first step
         for _ in range(opts.warmup):
@@ -31,7 +32,8 @@ def step(opts: BenchOptions) -> dict:
             one_step(model, opt, batch, opts.mode == "train", opts.precision)
             sync(opts.device)
             times.append(1000 * (time.perf_counter() - t0))
-    return {"model": opts.model, "batch": opts.batch, "length": opts.length, "mode": opts.mode,
+    return {"model": opts.model, "batch": opts.batch, "length": opts.length, "lengths": opts.lengths,
+            "row_lengths": batch["mask"].sum(1).tolist(), "mode": opts.mode,
             "inference": opts.inference, "precision": opts.precision, "overrides": opts.overrides,
             "median_ms": statistics.median(times),
             "times_ms": times, "peak_mem_mb": mem.mb}

@@ -17,6 +17,9 @@ from rirlab.cli.options import set_option
 @click.option("--models", default="", help="table1: comma-separated models (default: the registered RIR Table 1 rows).")
 @click.option("--batch", default=16, show_default=True, type=click.IntRange(min=1))
 @click.option("--length", default=100, show_default=True, type=click.IntRange(min=1))
+@click.option("--lengths", type=click.Choice(["full", "padded"]), default="full", show_default=True,
+              help="step: full (every row --length long) or padded (one row --length long, the others uniform in "
+                   "[length/5, length], right-padded: a training bucket of mixed lengths).")
 @click.option("--mode", type=click.Choice(["train", "eval"]), default="train", show_default=True)
 @click.option("--inference", type=click.Choice(["rir", "non_rir"]), default=None,
               help="RIR models: inference mode used in eval (default: the model's).")
@@ -46,8 +49,8 @@ from rirlab.cli.options import set_option
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Also write the result here.")
 @click.option("--png", "png_path", default=None, type=click.Path(dir_okay=False),
               help="learn: also plot the curve (dev accuracy vs training seconds) here.")
-def bench(name, model, models, batch, length, mode, inference, device, precision, repeats, warmup, samples, mem_cap_gb,
-          time_cap_s, threads,
+def bench(name, model, models, batch, length, lengths, mode, inference, device, precision, repeats, warmup, samples,
+          mem_cap_gb, time_cap_s, threads,
           task, recipe, minutes, thresholds, eval_every, dev_examples, sets, json_path, png_path):
     """Time models: median step time and peak memory (step), RIR Table 1 (table1), dynamic halting (gut_halt)
     or time to learn (learn).
@@ -59,6 +62,7 @@ def bench(name, model, models, batch, length, mode, inference, device, precision
     rirlab bench --model rir_ebt_grc --batch 16 --length 500 --mode eval
     rirlab bench --protocol table1 --models rir_ebt_grc,ebt_grc --device cuda
     rirlab bench --model rir_grc --set chunk_size=20 --json step.json
+    rirlab bench --model bt_grc --threads 1 --lengths padded
     rirlab bench --protocol learn --device cuda --minutes 20 --json learn.json --png learn.png
     """
     from rirlab.bench.base import BenchOptions, run
@@ -72,8 +76,8 @@ def bench(name, model, models, batch, length, mode, inference, device, precision
     except ValueError:
         raise UserError(f"bench: --thresholds {thresholds!r} must be comma-separated numbers, e.g. 50,80,95,99") from None
     opts = BenchOptions(model=model, models=tuple(m.strip() for m in models.split(",") if m.strip()), batch=batch,
-                        length=length, mode=mode, inference=inference, device=device, precision=precision,
-                        repeats=repeats, warmup=warmup, samples=samples, mem_cap_gb=mem_cap_gb,
+                        length=length, lengths=lengths, mode=mode, inference=inference, device=device,
+                        precision=precision, repeats=repeats, warmup=warmup, samples=samples, mem_cap_gb=mem_cap_gb,
                         time_cap_s=time_cap_s, threads=threads, overrides=parse_overrides(sets), task=task,
                         recipe=recipe, minutes=minutes, thresholds=levels, eval_every=eval_every,
                         dev_examples=dev_examples, progress=lambda line: click.echo(line))
@@ -103,8 +107,10 @@ def bench(name, model, models, batch, length, mode, inference, device, precision
         for note in result.get("notes", []):
             click.echo(f"note: {note}")
     else:
+        padded = " (padded)" if result.get("lengths") == "padded" else ""
         click.echo(f"{result.get('model')} {result.get('mode')} batch {result.get('batch')} x length "
-                   f"{result.get('length')}: median {result['median_ms']:.1f} ms (min {min(result['times_ms']):.1f}, "
+                   f"{result.get('length')}{padded}: median {result['median_ms']:.1f} ms "
+                   f"(min {min(result['times_ms']):.1f}, "
                    f"max {max(result['times_ms']):.1f} over {len(result['times_ms'])}), peak {result['peak_mem_mb']:.1f} MB"
                    f" ({result['device']})")
     if json_path:

@@ -249,9 +249,10 @@ class BeamTree(nn.Module):
 
         jj = j[..., None]  # (n, b, 1)
         pos = torch.arange(w - 1, device=h.device)  # (W-1,)
-        left, right = h[:, :, :-1], h[:, :, 1:]  # (n, b, W-1, D) views: position p holds node p, node p + 1
-        h = torch.where((pos == jj)[..., None], new[:, :, None], right)  # (n, b, W-1, D) the parent, then past j
-        h = torch.where((pos < jj)[..., None], left, h)  # (n, b, W-1, D) nodes before the merge stay
+        # nodes before the merge stay, the parent takes place j, the nodes past j + 1 move left: one gather from
+        # [h; new] (the same values and gradients as selecting with two masks, with less memory traffic)
+        src = torch.where(pos == jj, w, pos + (pos > jj))  # (n, b, W-1) place in [h; new] of each new node
+        h = torch.cat([h, new[:, :, None].to(h.dtype)], 2).gather(2, src[..., None].expand(n, b, w - 1, d))
 
         # pair scores: shift the cached ones, re-score only the two pairs touching the new node
         pos2 = pos[:-1]  # (W-2,)

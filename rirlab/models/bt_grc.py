@@ -43,7 +43,7 @@ from torch import nn
 from rirlab.config import STRICT
 from rirlab.models.base import EncoderOutput, at_least_fp32
 from rirlab.models.beam_tree import NEG, gumbel_like, initial_scores, keep_survivors, marginalize
-from rirlab.models.grc import GRC, GRCConfig, LeafTransform
+from rirlab.models.grc import GRC, GRCConfig, LeafTransform, grc_cell
 from rirlab.models.heads import TaskModel
 from rirlab.models.registry import beam_width, register
 
@@ -104,21 +104,40 @@ class ParentBeamSearch(nn.Module):
     def forward(self, x: torch.Tensor, lengths: torch.Tensor):
         n, width, d = x.shape
         b = self.beam_size
-        h = x.unsqueeze(1).expand(n, b, width, d)  # (N, b, W, D) every slot starts from the leaves
+        lens, order = lengths.sort(descending=True, stable=True)  # rows still merging at step t: a prefix
+        h = x[order].unsqueeze(1).expand(n, b, width, d)  # (N, b, W, D) every slot starts from the leaves
         scores = initial_scores(n, b, x)  # (N, b): beam 0 alive
         row = torch.arange(n, device=x.device)[:, None]  # (N, 1)
+        lens_list = lens.tolist()
+        done = []  # (roots, scores) of the rows that reached their root, the last sorted rows first
+        m = n
         for t in range(width - 1):
-            h, scores = self.step(h, scores, lengths - t, row)  # (N, b, W-1-t, D), (N, b)
-        return h[:, :, 0], scores  # (N, b, D), (N, b)
+            m_t = sum(1 for L in lens_list[:m] if L > t + 1)  # rows with a merge left (cur_len >= 2)
+            if m_t < m:  # a finished row only stays (its node 0 is its root): it leaves the batch
+                done.append((h[m_t:, :, 0], scores[m_t:]))
+                h, scores, m = h[:m_t], scores[:m_t], m_t
+            if m == 0:
+                break
+            rows = order[:m]  # their places in the input: each draws the noise it drew in the whole batch
 
-    def step(self, h: torch.Tensor, scores: torch.Tensor, cur_len: torch.Tensor, row: torch.Tensor):
+            def draw(like, rows=rows):
+                return gumbel_like(like.new_empty(n, *like.shape[1:]))[rows]
+
+            h, scores = self.step(h, scores, lens[:m] - t, row[:m], draw)  # (m, b, W-1-t, D), (m, b)
+        roots = torch.cat([h[:, :, 0]] + [r for r, _ in reversed(done)])  # (N, b, D) in sorted order
+        final = torch.cat([scores] + [sc for _, sc in reversed(done)])  # (N, b)
+        inv = torch.empty_like(order)
+        inv[order] = torch.arange(n, device=x.device)
+        return roots[inv], final[inv]  # (N, b, D), (N, b)
+
+    def step(self, h: torch.Tensor, scores: torch.Tensor, cur_len: torch.Tensor, row: torch.Tensor, draw=gumbel_like):
+        """One merge of every beam of the rows h (n, b, W, D); ``draw(like)``: Gumbel noise shaped like ``like``."""
         n, b, w, d = h.shape
-        parents = self.cell.compose(torch.cat([h[:, :, :-1], h[:, :, 1:]], dim=-1))  # (n, b, W-1, D) EBT eq. 3
-        e = self.scorer(parents).squeeze(-1)  # (n, b, W-1) e_i = scorer(p_i)
+        parents, e = self.compose_pairs(h, cur_len)  # (n, b, W-1, D) EBT eq. 3, (n, b, W-1) e_i = scorer(p_i)
         logp = pair_log_probs(e, cur_len)  # (n, b, W-1)
         active = (cur_len >= 2).to(h.dtype)[:, None, None]  # (n, 1, 1) rows still merging
         noisy = self.training and (self.topk == "stochastic" or self.straight_through)
-        key = logp + gumbel_like(logp) if noisy else logp  # (n, b, W-1)
+        key = logp + draw(logp) if noisy else logp  # (n, b, W-1)
         if self.straight_through:  # GT-RvNN: one-hot forward, Gumbel-softmax gradient backward
             soft = F.softmax(key / self.tau, dim=-1)  # (n, 1, W-1)
             hard = F.one_hot(key.argmax(-1), w - 1).to(soft.dtype)  # (n, 1, W-1)
@@ -133,12 +152,33 @@ class ParentBeamSearch(nn.Module):
         elif self.one_soft and self.training:
             return self.one_soft_step(h, parents, cand, pos_flat, k, active, row)
         else:
-            gumbel = gumbel_like(cand) if self.training and self.topk == "stochastic" else None
+            gumbel = draw(cand) if self.training and self.topk == "stochastic" else None
             new_scores, keep = keep_survivors(cand, b, gumbel)  # (n, b), (n, b)
         src = torch.div(keep, k, rounding_mode="floor")  # (n, b) beam each survivor extends
         j = pos_flat.gather(1, keep)  # (n, b) merged pair (j, j+1)
         sel = F.one_hot(j, w - 1).to(h.dtype) * active  # (n, b, W-1); done rows merge nothing
         return update_nodes(h[row, src], parents[row, src], sel), new_scores
+
+    def compose_pairs(self, h: torch.Tensor, cur_len: torch.Tensor):
+        """Every adjacent pair of every beam composed (EBT eq. 3) and scored: parents (n, b, W-1, D), scores
+        (n, b, W-1). Only the pairs j < cur_len - 1 of a row are computed (the authors' code composes every
+        position of the padded batch); the others are 0: their scores are masked out of the selection
+        (:func:`pair_log_probs`) and their selection weight is 0, so values and gradients are the same."""
+        n, b, w, d = h.shape
+        pos = torch.arange(w - 1, device=h.device)  # (W-1,)
+        valid = (pos < (cur_len - 1)[:, None])[:, None].expand(n, b, w - 1)  # (n, b, W-1)
+        if bool(valid.all()):
+            pairs = torch.cat([h[:, :, :-1], h[:, :, 1:]], dim=-1)  # (n, b, W-1, 2D)
+            parents = grc_cell(self.cell, pairs.view(-1, 2 * d)).view(n, b, w - 1, d)  # (n, b, W-1, D)
+            return parents, self.scorer(parents).squeeze(-1)
+        at = valid.reshape(-1).nonzero()[:, 0]  # (P,) flat index of each valid pair in (n, b, W-1)
+        left = torch.div(at, w - 1, rounding_mode="floor") * w + at % (w - 1)  # (P,) its left node in (n, b, W)
+        hf = h.reshape(n * b * w, d)
+        packed = grc_cell(self.cell, torch.cat([hf.index_select(0, left), hf.index_select(0, left + 1)], -1))  # (P, D)
+        parents = packed.new_zeros(n * b * (w - 1), d).index_copy(0, at, packed).view(n, b, w - 1, d)
+        e_at = self.scorer(packed).squeeze(-1)  # (P,)
+        e = e_at.new_zeros(n * b * (w - 1)).index_copy(0, at, e_at).view(n, b, w - 1)  # (n, b, W-1)
+        return parents, e
 
     def one_soft_step(self, h, parents, cand, pos_flat, k, active, row):
         """OneSoft survivors (training): the top b - 1 candidates kept, the rest merged into one soft beam."""

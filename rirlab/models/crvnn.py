@@ -55,7 +55,7 @@ from pydantic.dataclasses import dataclass
 from torch import nn
 
 from rirlab.config import STRICT
-from rirlab.models.grc import GRC, GRCConfig, OneBeamEncoder
+from rirlab.models.grc import GRC, GRCConfig, OneBeamEncoder, grc_cell
 from rirlab.models.heads import TaskModel
 from rirlab.models.registry import register
 
@@ -96,7 +96,12 @@ class CRvNN(nn.Module):
 
     forward(x (M, 1, L, D), lengths (M,), scores (M, 1) or None) -> roots (M, 1, D), scores (M, 1).
     After a forward: ``last_steps`` (M,) iterations each row ran, ``last_probs`` (M, S, 4) the normalised
-    [compose, no-op, left compose, right compose] terms of the last iteration.
+    [compose, no-op, left compose, right compose] terms of each row's last iteration (beyond a row's items:
+    [0, 1, 0, 0]; under ``full_loop``: the loop's last iteration, every row).
+
+    Each iteration runs on the rows still updating only, cut to the widest of them, and the scorer and the cell
+    on their items only (padding's results were discarded): the same values as the whole padded batch.
+    ``full_loop`` keeps the whole batch at every iteration, as that mode is the worst-case cost.
     """
 
     beam_size = 1
@@ -122,10 +127,16 @@ class CRvNN(nn.Module):
             rights.append(rk)
         return torch.stack(lefts + [seq] + rights, dim=2)
 
-    def probs(self, win, left, right, selectable):
-        """Normalised [compose, no-op, left compose, right compose] (M, S, 4) (CRvNN §3.3); column 0 is c."""
+    def probs(self, win, left, right, selectable, valid=None):
+        """Normalised [compose, no-op, left compose, right compose] (M, S, 4) (CRvNN §3.3); column 0 is c.
+
+        ``valid`` (P,): the scorer runs on these positions of (M S) only (the others' scores are never read: c is 0 there)."""
         m, s, w, d = win.shape
-        logit = self.score(F.gelu(self.conv(win.reshape(m, s, w * d)))).squeeze(-1)  # (M, S)
+        if valid is None:
+            logit = self.score(F.gelu(self.conv(win.reshape(m, s, w * d)))).squeeze(-1)  # (M, S)
+        else:  # valid: the flat indices (P,) of the items in (M S)
+            packed = self.score(F.gelu(self.conv(win.reshape(m * s, w * d).index_select(0, valid)))).squeeze(-1)
+            logit = packed.new_zeros(m * s).index_copy(0, valid, packed).view(m, s)  # (M, S)
         shift = torch.where(selectable, logit, torch.zeros_like(logit)).amax(1, keepdim=True).clamp(min=0).detach()
         e_c = torch.exp(torch.where(selectable, logit, torch.full_like(logit, -1e4)) - shift) * selectable
         terms = torch.stack([e_c, torch.exp(-shift).expand_as(e_c), (left @ e_c[..., None])[..., 0],
@@ -146,22 +157,50 @@ class CRvNN(nn.Module):
         e = valid.to(seq.dtype)  # (M, S)
         steps = torch.zeros_like(lengths)
         active = lengths > 0
-        probs = None
+        last_probs = None
         if self.max_steps == "padded":  # the authors' `L - 2.0 < t` over a loop of the padded width
             limit, n_loop = (lengths + 1).clamp(max=width), width
         else:
             limit, n_loop = lengths, int(lengths.max())
+        every_row = self.halt == "full_loop"  # RIR Table 1's worst-case timing: every row at every iteration
+        at = torch.arange(s, device=x.device)
         for t in range(n_loop):
-            left, right = neighbours(e, valid)
-            win = self.window_of(seq, left, right)
-            probs = self.probs(win, left, right, selectable)
-            c = probs[..., 0] * selectable  # (M, S)
-            lc = (left @ c[..., None])  # (M, S, 1) compose prob of the left neighbour
-            composed = self.cell(win[:, :, self.window // 2 - 1], seq)  # cell(left_1, x)
-            new_seq = (lc * composed + (1 - lc) * seq) * valid[..., None]
-            new_e = e * (1 - c) * valid
-            seq = torch.where(active[:, None, None], new_seq, seq)
-            e = torch.where(active[:, None], new_e, e)
+            if every_row:
+                rows, w = None, s
+                e_a, seq_a, valid_a, sel_a = e, seq, valid, selectable
+            else:  # only the rows still updating, up to the widest of them, and the scorer and cell on their items
+                rows = active.nonzero()[:, 0]  # (Ma,)
+                if rows.numel() == 0:
+                    break
+                w = int(lengths[rows].max()) + 2
+                e_a, seq_a, valid_a, sel_a = e[rows, :w], seq[rows, :w], valid[rows, :w], selectable[rows, :w]
+            left, right = neighbours(e_a, valid_a)
+            win = self.window_of(seq_a, left, right)
+            items = None if every_row else valid_a.reshape(-1).nonzero()[:, 0]  # (P,) the items, flat in (Ma w)
+            probs = self.probs(win, left, right, sel_a, items)
+            c = probs[..., 0] * sel_a  # (Ma, w)
+            lc = (left @ c[..., None])  # (Ma, w, 1) compose prob of the left neighbour
+            left_1 = win[:, :, self.window // 2 - 1]  # cell(left_1, x) below
+            if every_row:
+                composed = grc_cell(self.cell, torch.cat([left_1, seq_a], -1).view(-1, 2 * d)).view(seq_a.shape)
+            else:
+                pairs = torch.cat([left_1.reshape(-1, d).index_select(0, items),
+                                   seq_a.reshape(-1, d).index_select(0, items)], -1)  # (P, 2D)
+                composed = seq_a.new_zeros(seq_a.numel() // d, d).index_copy(0, items, grc_cell(self.cell, pairs))
+                composed = composed.view(seq_a.shape)
+            new_seq = (lc * composed + (1 - lc) * seq_a) * valid_a[..., None]
+            new_e = e_a * (1 - c) * valid_a
+            if every_row:
+                seq = torch.where(active[:, None, None], new_seq, seq)
+                e = torch.where(active[:, None], new_e, e)
+                last_probs = probs
+            else:
+                seq = seq.index_put((rows[:, None], at[None, :w]), new_seq)
+                e = e.index_put((rows[:, None], at[None, :w]), new_e)
+                if last_probs is None:
+                    last_probs = probs.new_zeros(m, s, 4)
+                    last_probs[..., 1] = 1.0
+                last_probs[rows, :w] = probs.detach()
             steps = steps + active.long()
             active = active & (steps < limit)
             if self.halt != "off":
@@ -169,7 +208,7 @@ class CRvNN(nn.Module):
                 active = active & (alive > 1)
             if self.halt == "dynamic" and not bool(active.any()):
                 break
-        self.last_steps, self.last_probs = steps, None if probs is None else probs.detach()
+        self.last_steps, self.last_probs = steps, None if last_probs is None else last_probs.detach()
         root = seq[torch.arange(m, device=x.device), lengths]  # (M, D) the last token
         return root[:, None], x.new_zeros(m, 1) if scores is None else scores
 

@@ -69,6 +69,20 @@ def fast_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     return x * dropout_keep_mask(x.shape, p, x.device) * dropout_scale(p)
 
 
+class FastDropout(nn.Module):
+    """``nn.Dropout`` with :func:`fast_dropout`'s masks (p rounded to a multiple of 2^-16); ``p`` may be set later."""
+
+    def __init__(self, p: float = 0.5):
+        super().__init__()
+        self.p = p
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return fast_dropout(x, self.p, self.training)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
 @dataclasses.dataclass(frozen=True)
 class GRCWeights:
     """What a fused kernel needs of a GRC cell: the tensors of eq. 10-11, the dropout p and the LayerNorm eps."""
@@ -170,3 +184,60 @@ def rnn_compose(cell: GRC, x: torch.Tensor, mask: torch.Tensor, start: str = "ze
     for t in range(begin, x.size(-2)):
         h = torch.where(mask[..., t, None], cell(h, x[..., t, :]), h)  # (..., D)
     return h
+
+
+def grc_cell(cell: GRC, pair: torch.Tensor) -> torch.Tensor:
+    """``cell.compose(pair)`` for rows pair (P, 2D) as ONE autograd node with a hand-written backward
+    (:class:`_GRCCell`): the same values, gradients and dropout draws (one keep row per composition, from
+    :func:`dropout_keep_mask` as :func:`fast_dropout` draws it), fewer intermediate tensors and no per-op autograd
+    records. For the searches that compose many pairs at once (CRvNN, BT-GRC, GT-GRC). Under autocast it is the
+    op-by-op cell (the hand-written kernel keeps one dtype)."""
+    if torch.is_autocast_enabled(pair.device.type):
+        return cell.compose(pair)
+    keep = None
+    if cell.training and cell.p > 0:
+        keep = dropout_keep_mask((pair.size(0), cell.d_cell), cell.p, pair.device)
+    return _GRCCell.apply(pair, keep, dropout_scale(cell.p), cell.ln.eps, cell.w1.weight, cell.w1.bias,
+                          cell.w2.weight, cell.w2.bias, cell.ln.weight, cell.ln.bias)
+
+
+class _GRCCell(torch.autograd.Function):
+    """Forward and hand-written backward of :func:`grc_cell` (LayerNorm and GELU by ATen's own kernels)."""
+
+    @staticmethod
+    def forward(ctx, pair, keep, scale, eps, w1, b1, w2, b2, gamma, beta):
+        d = pair.size(1) // 2
+        a = torch.addmm(b1, pair, w1.t())  # (P, Dc)
+        z = F.gelu(a)
+        if keep is not None:
+            z.mul_(keep).mul_(scale)  # as fast_dropout: x * keep * scale
+        o = torch.addmm(b2, z, w2.t())  # (P, 4D): l, r, g, h of eq. 10
+        torch.sigmoid(o[:, : 3 * d], out=o[:, : 3 * d])  # the gates, in place (their values are kept)
+        u = o[:, :d] * pair[:, :d]
+        u.addcmul_(o[:, d : 2 * d], pair[:, d:]).addcmul_(o[:, 2 * d : 3 * d], o[:, 3 * d :])  # (P, D) eq. 10
+        y, mean, rstd = torch.native_layer_norm(u, (d,), gamma, beta, eps)  # eq. 11
+        ctx.save_for_backward(pair, keep, w1, w2, gamma, beta, a, z, o, u, mean, rstd)
+        ctx.scale = scale
+        return y
+
+    @staticmethod
+    def backward(ctx, g_y):
+        pair, keep, w1, w2, gamma, beta, a, z, o, u, mean, rstd = ctx.saved_tensors
+        d = pair.size(1) // 2
+        g_u, g_gamma, g_beta = torch.ops.aten.native_layer_norm_backward(g_y, u, (d,), mean, rstd, gamma, beta,
+                                                                         [True, True, True])
+        g_o = torch.empty_like(o)  # (P, 4D)
+        sg = o[:, : 3 * d]
+        torch.mul(g_u, pair[:, :d], out=g_o[:, :d])  # d/d sigma(l), sigma(r), sigma(g), then through the sigmoid
+        torch.mul(g_u, pair[:, d:], out=g_o[:, d : 2 * d])
+        torch.mul(g_u, o[:, 3 * d :], out=g_o[:, 2 * d : 3 * d])
+        g_o[:, : 3 * d].mul_(sg - sg * sg)
+        torch.mul(g_u, o[:, 2 * d : 3 * d], out=g_o[:, 3 * d :])
+        g_z = g_o @ w2  # (P, Dc)
+        if keep is not None:
+            g_z.mul_(keep).mul_(ctx.scale)
+        g_a = torch.ops.aten.gelu_backward(g_z, a)  # (P, Dc)
+        g_pair = g_a @ w1  # (P, 2D)
+        g_pair[:, :d].addcmul_(g_u, o[:, :d])
+        g_pair[:, d:].addcmul_(g_u, o[:, d : 2 * d])
+        return (g_pair, None, None, None, g_a.t() @ pair, g_a.sum(0), g_o.t() @ z, g_o.sum(0), g_gamma, g_beta)

@@ -55,6 +55,7 @@ from torch import nn
 
 from rirlab.config import STRICT
 from rirlab.models.base import EncoderOutput
+from rirlab.models.grc import FastDropout
 from rirlab.models.heads import TaskModel
 from rirlab.models.registry import register
 
@@ -150,9 +151,10 @@ class MegaLayer(nn.Module):
         self.norm1 = nn.LayerNorm(d)
         self.fc1, self.fc2 = nn.Linear(d, f), nn.Linear(f, d)
         self.norm2 = nn.LayerNorm(d)
-        self.drop = nn.Dropout(cfg.dropout)
-        self.attn_drop = nn.Dropout(cfg.mega_attn_dropout)
-        self.act_drop = nn.Dropout(cfg.mega_act_dropout)
+        # dropout with 16-bit masks (rirlab.models.grc.fast_dropout: several times cheaper than nn.Dropout's on CPU)
+        self.drop = FastDropout(cfg.dropout)
+        self.attn_drop = FastDropout(cfg.mega_attn_dropout)
+        self.act_drop = FastDropout(cfg.mega_act_dropout)
 
     def bias(self, s: int, device) -> torch.Tensor:
         i = torch.arange(s, device=device)
@@ -173,7 +175,9 @@ class MegaLayer(nn.Module):
         scores = q @ k.transpose(1, 2) + self.bias(c, q.device)  # (B, c, c)
         if self.attention == "softmax":
             scores = scores.masked_fill(~km[:, None, :], float("-inf"))
-            attn = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # an all-padding chunk attends to nothing
+            attn = torch.softmax(scores, dim=-1)
+            if not bool(km.any(-1).all()):
+                attn = attn.nan_to_num(0.0)  # an all-padding chunk attends to nothing
         else:  # Laplace (eq. 16): 0.5 * (1 + erf((x - mu) / (sigma sqrt 2))), mu = sqrt(1/2), sigma = sqrt(1/(4 pi))
             lengths = km.sum(-1).clamp(min=1)[:, None, None]
             x = scores / lengths
@@ -182,36 +186,104 @@ class MegaLayer(nn.Module):
         out = self.attn_drop(attn) @ v  # (B, c, v)
         return out.reshape(n, m * c, -1)[:, :s]
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, packed=False, groups=None) -> torch.Tensor:
+        """x (N, S, D), or with ``packed`` (True, or the flat indices (P,) of ``mask``'s valid positions) those
+        positions only, x (P, D) = x[mask]: the position-wise layers
+        then skip padding, and only the EMA and the attention see the padded (N, S, .) layout. ``groups``
+        (:func:`length_groups`): attention per group of rows, each cut to its longest row."""
+        if isinstance(packed, torch.Tensor) or packed:  # flat (N S) indices of the valid positions: index_select / index_copy, cheaper than a bool mask
+            n, s = mask.shape
+            at = packed if isinstance(packed, torch.Tensor) else mask.view(-1).nonzero()[:, 0]  # (P,)
+
+            def pad(t):  # (P, c) -> (N, S, c), padding 0
+                return t.new_zeros(n * s, t.size(-1)).index_copy(0, at, t).view(n, s, -1)
+
+            def unpad(t):  # (N, S, c) -> (P, c)
+                return t.reshape(n * s, -1).index_select(0, at)
+        else:
+            def pad(t):
+                return t
+
+            unpad = pad
         residual = x
         v = self.act_drop(F.silu(self.v_proj(x)))  # (N, S, v), eq. 10
-        mx = self.drop(F.silu(self.ema(x, mask)))  # X' (N, S, D), eq. 6 (SiLU: the code)
+        mx = self.drop(F.silu(unpad(self.ema(pad(x), mask))))  # X' (N, S, D), eq. 6 (SiLU: the code)
         zz, r, u, hx = self.mx_proj(mx).split([self.z, self.v, self.d, self.d], dim=-1)
         zz, r, u = F.silu(zz), F.silu(r), torch.sigmoid(u)  # eq. 7, 12, 13
         qk = zz[..., None, :] * self.kappa + self.mu  # (N, S, 2, z), eq. 8-9
         q, k = qk.unbind(-2)
         if self.attention == "softmax":
             q = q / math.sqrt(self.z)
-        o = self.attend(q, k, v, mask)  # (N, S, v), eq. 11
+        q, k, v = pad(torch.cat([q, k, v], -1)).split([self.z, self.z, self.v], dim=-1)
+        if groups is None:
+            o = self.attend(q, k, v, mask)  # (N, S, v), eq. 11
+        else:  # rows of similar lengths together, each group cut to its longest row (padded keys weigh 0 anyway)
+            o = None
+            for rows, w in groups:
+                part = self.attend(q[rows, :w], k[rows, :w], v[rows, :w], mask[rows, :w])  # (n_g, w, v)
+                o = part.new_zeros(*v.shape[:2], part.size(-1)) if o is None else o  # (N, S, v) autocast's dtype
+                o[rows, :w] = part
+        o = unpad(o)
         h = self.drop(F.silu(hx + self.h_proj(o * r)))  # eq. 14
         x = self.norm1(residual + u * (h - residual))  # eq. 15, then post-norm
         y = self.fc2(self.act_drop(F.silu(self.fc1(x))))
         return self.norm2(x + self.drop(y))
 
 
+def length_groups(lengths: torch.Tensor, most: int = 3) -> list:
+    """Rows split into at most ``most`` groups of similar lengths, [(rows (n_g,), longest length)], chosen to
+    minimise the attention's work: sum over groups of n_g * width_g^2, plus one row of the longest length per
+    extra group (a group's fixed cost)."""
+    lens, order = lengths.sort(descending=True)
+    ls = lens.tolist()
+    n, top = len(ls), max(ls[0], 1) if ls else 1
+    best = {}  # (first row, groups left) -> (cost, splits)
+
+    def cost(i, g):
+        if (i, g) in best:
+            return best[(i, g)]
+        whole = ((n - i) * ls[i] ** 2, [n])  # rows i.. in one group (width ls[i])
+        if g > 1:
+            for j in range(i + 1, n):
+                c, rest = cost(j, g - 1)
+                c += (j - i) * ls[i] ** 2 + top ** 2
+                if c < whole[0]:
+                    whole = (c, [j] + rest)
+        best[(i, g)] = whole
+        return whole
+
+    groups, i = [], 0
+    for j in cost(0, most)[1]:
+        groups.append((order[i:j], max(ls[i], 1)))
+        i = j
+    return groups
+
+
 class MegaEncoder(nn.Module):
-    """Stacked Mega layers, masked mean pooling -> (N, D) (MEGA's LRA ``sen_rep_type mp``; post-norm: no final norm)."""
+    """Stacked Mega layers, masked mean pooling -> (N, D) (MEGA's LRA ``sen_rep_type mp``; post-norm: no final norm).
+
+    A padded batch runs its position-wise layers on the valid positions only (``MegaLayer(packed=True)``): padding
+    never reaches a valid position (the EMA zeroes it, the attention masks it) and the pooling skips it, so the
+    values are the same as computing it in full."""
 
     def __init__(self, cfg: MegaConfig):
         super().__init__()
         self.layers = nn.ModuleList(MegaLayer(cfg) for _ in range(cfg.num_layers))
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> EncoderOutput:
-        x = x * mask[..., None]
-        for layer in self.layers:
-            x = layer(x, mask)
         m = mask[..., None].to(x.dtype)  # (N, S, 1)
-        return EncoderOutput((x * m).sum(1) / m.sum(1).clamp(min=1))  # (N, D)
+        if bool(mask.all()):
+            for layer in self.layers:
+                x = layer(x, mask)
+            return EncoderOutput(x.sum(1) / m.sum(1).clamp(min=1))  # (N, D)
+        at = mask.view(-1).nonzero()[:, 0]  # (P,) the valid positions, flat
+        x = x.reshape(-1, x.size(-1)).index_select(0, at)  # (P, D)
+        groups = length_groups(mask.sum(1))
+        for layer in self.layers:
+            x = layer(x, mask, packed=at, groups=groups)
+        rows = torch.div(at, mask.size(1), rounding_mode="floor")  # (P,) the row of each position
+        pooled = x.new_zeros(mask.size(0), x.size(-1)).index_add(0, rows, x)  # (N, D)
+        return EncoderOutput(pooled / m.sum(1).clamp(min=1))  # (N, D)
 
 
 @register("mega", MegaConfig, select_by="accuracy", table1_row=2)

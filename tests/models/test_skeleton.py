@@ -89,3 +89,87 @@ def test_padded_batch_equals_single_sequences(name):
     for i, s in enumerate(seqs):
         alone = model(collate_classify([(s, 0)])).logits
         torch.testing.assert_close(batched[i : i + 1], alone, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("start", ["zero", "first_token"])
+def test_fused_grc_recurrence_equals_the_op_by_op_reference(start):
+    """The GRC RNN's one-node recurrence (rnn_grc.fused_rnn_compose: rows sorted by length, the inputs' half of the
+    first layer at once, hand-written backward) against grc.rnn_compose: values and every gradient in float64,
+    padded rows of lengths 0..T; and gradcheck of its backward with dropout (the same keep rows on every call)."""
+    from torch.func import functional_call
+
+    from rirlab.models.grc import GRC, rnn_compose
+    from rirlab.models.rnn_grc import fused_rnn_compose
+
+    torch.manual_seed(0)
+    d = 8
+    cell = GRC(d, 4, 0.0).double().train()
+    x = torch.randn(6, 7, d, dtype=torch.float64, requires_grad=True)
+    lengths = torch.tensor([7, 3, 0, 1, 5, 7])
+    mask = torch.arange(7) < lengths[:, None]
+    params = list(cell.parameters())
+    ref = rnn_compose(cell, x, mask, start)
+    out = fused_rnn_compose(cell, x, lengths, start)
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-12)
+    g = torch.randn_like(ref)
+    for a, b in zip(torch.autograd.grad(out, [x] + params, g), torch.autograd.grad(ref, [x] + params, g)):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+
+    class Recurrence(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cell = GRC(d, 4, 0.3).double().train()
+
+        def forward(self, x):
+            return fused_rnn_compose(self.cell, x, torch.tensor([5, 2, 4, 1]), start)
+
+    rec = Recurrence()
+    names = [n for n, _ in rec.named_parameters()]
+
+    def f(x, *ps):
+        torch.manual_seed(1)  # the same dropout keep rows on every call
+        return functional_call(rec, dict(zip(names, ps)), (x,))
+
+    xs = torch.randn(4, 5, d, dtype=torch.float64, requires_grad=True)
+    ps = tuple(p.detach().clone().requires_grad_() for p in rec.parameters())
+    assert torch.autograd.gradcheck(f, (xs,) + ps)
+
+
+def test_grc_cell_node_equals_the_cell_and_draws_the_same_dropout():
+    """grc.grc_cell (one autograd node, hand-written backward; CRvNN's and BT-GRC's pairs) against GRC.compose:
+    values and every gradient in float64, the same dropout draws under the same seed, gradcheck with dropout."""
+    from torch.func import functional_call
+
+    from rirlab.models.grc import GRC, grc_cell
+
+    torch.manual_seed(0)
+    d = 8
+    cell = GRC(d, 4, 0.0).double().train()
+    pair = torch.randn(13, 2 * d, dtype=torch.float64, requires_grad=True)
+    ref, out = cell.compose(pair), grc_cell(cell, pair)
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-12)
+    g, ps = torch.randn_like(ref), [pair] + list(cell.parameters())
+    for a, b in zip(torch.autograd.grad(out, ps, g), torch.autograd.grad(ref, ps, g)):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+    cell.p = 0.3
+    torch.manual_seed(3)
+    ref = cell.compose(pair)
+    torch.manual_seed(3)
+    torch.testing.assert_close(grc_cell(cell, pair), ref, rtol=0, atol=1e-12)
+
+    class Node(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cell = cell
+
+        def forward(self, x):
+            return grc_cell(self.cell, x)
+
+    node = Node()
+    names = [n for n, _ in node.named_parameters()]
+
+    def f(x, *params):
+        torch.manual_seed(1)  # the same keep rows on every call
+        return functional_call(node, dict(zip(names, params)), (x,))
+
+    assert torch.autograd.gradcheck(f, (pair,) + tuple(p.detach().clone().requires_grad_() for p in node.parameters()))

@@ -133,3 +133,19 @@ def test_bench_table1_time_cap_and_default_model_list():
     r = run("table1", BenchOptions(models=("rnn_grc",), samples=1, bins=((30, 40),), time_cap_s=1e-6,
                                    overrides={"hidden_size": 8}))
     assert r["rows"][0]["status"] == "ok"  # every sample ran: over the cap, but nothing was cut
+
+
+def test_bench_step_runs_every_registered_model_on_a_padded_batch():
+    """Issue 31's zoo benchmark is `rirlab bench --protocol step --lengths padded` (one row --length long, the others
+    shorter): every registered model runs it (here at toy sizes), and the batch has the lengths it says."""
+    from rirlab.bench.base import BenchOptions, run
+    from rirlab.config import field_names
+    from rirlab.models import registry
+
+    for name in registry.names():
+        fields = field_names(registry.get(name).config)
+        small = {k: v for k, v in {"hidden_size": 16, "chunk_size": 4, "num_layers": 1}.items() if k in fields}
+        r = run("step", BenchOptions(model=name, batch=4, length=12, lengths="padded", repeats=1, warmup=0,
+                                     overrides=small))
+        assert r["lengths"] == "padded" and r["row_lengths"][0] == 12 and r["median_ms"] > 0, name
+        assert all(2 <= n <= 12 for n in r["row_lengths"]), (name, r["row_lengths"])
