@@ -46,14 +46,18 @@ def test_bench_refuses_an_unknown_field(cli):
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+# n_eval / iid_pool: the trainer builds every ListOps split, and at their defaults (2,000 rows of up to 1,000 tokens,
+# the near-IID split drawn from 90,000) that took 50 s of a 60 s test; learn reads only dev
 LEARN_TINY = ["--threads", "1", "--set", "hidden_size=16", "--set", "chunk_size=10", "--set", "d_s=8",
+              "--set", "n_eval=10", "--set", "iid_pool=500",
               "--set", "n_train=192", "--set", "n_dev=60", "--set", "batch_size=16"]
 
 
 def test_bench_learn_reports_thresholds_consistent_with_its_curve(cli, tmp_path, one_thread):
     out, png = tmp_path / "learn.json", tmp_path / "learn.png"
     proc = _bench(cli, "--protocol", "learn", "--minutes", "0.03", "--eval-every", "4", "--dev-examples", "40",
-                  "--thresholds", "5,15,99.9", *LEARN_TINY, "--json", out, "--png", png)
+                  "--thresholds", "5,15,99.9", *LEARN_TINY, "--set", "early_stop_patience=1000", "--json", out,
+                  "--png", png)  # the time budget ends it: 12-step epochs on a quiet machine early-stopped first
     r = json.loads(out.read_text())
     curve = r["curve"]
     assert r["protocol"] == "learn" and r["recipe"] == "paper" and r["config"]["optimizer"] == "ranger"
@@ -85,7 +89,7 @@ def test_bench_learn_needs_neither_ray_nor_mlflow(tmp_path):
     code = ("import sys; sys.modules['ray'] = sys.modules['mlflow'] = None\n"
             "from rirlab.bench.base import BenchOptions, run\n"
             "r = run('learn', BenchOptions(minutes=0.005, eval_every=2, dev_examples=8, threads=1, overrides=dict("
-            "hidden_size=16, chunk_size=10, d_s=8, n_train=64, n_dev=16, batch_size=16)))\n"
+            "hidden_size=16, chunk_size=10, d_s=8, n_train=64, n_dev=16, n_eval=10, iid_pool=500, batch_size=16)))\n"
             "assert r['steps'] > 0 and not any(m.split('.')[0] in ('ray', 'mlflow') for m in sys.modules "
             "if sys.modules[m] is not None)\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
