@@ -73,6 +73,62 @@ def update_nodes(h: torch.Tensor, parents: torch.Tensor, sel: torch.Tensor) -> t
             + (c - sel)[..., None] * h[..., 1:, :])  # (..., W-1, D)
 
 
+def straight_through_update(h, packed, at, sel, j, cur_len):
+    """``update_nodes(h, parents, sel)`` for one beam whose selection ``sel`` (n, 1, W-1) is zero except at the pair
+    ``j`` (n,) (straight-through: the forward value is the one-hot, the gradient reaches every pair), with the
+    parents packed as :meth:`ParentBeamSearch.compose_packed` returns them (``packed``, ``at``): only the merged
+    parent of each row is gathered, the dense (n, W-1, D) parents are never built, and the backward is one node
+    (:class:`_STUpdate`). Rows with no valid pair at j (done rows: sel is 0 there) take no parent. Same values."""
+    n, _, w, d = h.shape
+    nv = (cur_len - 1).clamp(min=0, max=w - 1)  # (n,) valid pairs of each row: a prefix
+    ok = j < nv  # (n,)
+    if at is None:
+        pidx = torch.arange(n, device=h.device) * (w - 1) + j
+    else:
+        pidx = nv.cumsum(0) - nv + j  # (n,) the row's pairs are consecutive in the packed order
+    if packed.size(0) == 0:
+        pj = packed.new_zeros(n, d)
+    else:
+        pj = packed.index_select(0, torch.where(ok, pidx, 0))  # (n, D) the merged parent (anything where not ok)
+    return _STUpdate.apply(h[:, 0], pj, sel[:, 0], j, ok, packed.detach(), at)[:, None]  # (n, 1, W-1, D)
+
+
+class _STUpdate(torch.autograd.Function):
+    """sel * P + (1 - cumsum sel) * h[:-1] + (cumsum sel - sel) * h[1:] with sel zero but at the pairs j (rows ok),
+    summed in :func:`update_nodes`' order (the zero terms add nothing), and its hand-written backward: P's gradient
+    sel * g is zero but at j (pj's), sel's gradient reads every parent (``packed`` at ``at``, no gradient)."""
+
+    @staticmethod
+    def forward(ctx, h, pj, sel, j, ok, packed, at):  # h (n, W, D), pj (n, D), sel (n, W-1), j, ok (n,)
+        c = sel.cumsum(-1)  # (n, W-1)
+        out = (1 - c)[..., None] * h[:, :-1]  # (n, W-1, D)
+        r = ok.nonzero()[:, 0]
+        jr = j.index_select(0, r)
+        out[r, jr] += sel[r, jr][:, None] * pj.index_select(0, r)
+        out += (c - sel)[..., None] * h[:, 1:]
+        ctx.save_for_backward(h, pj, sel, c, r, jr, packed, at)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        h, pj, sel, c, r, jr, packed, at = ctx.saved_tensors
+        g_h = torch.empty_like(h)  # (n, W, D)
+        torch.mul(g, (1 - c)[..., None], out=g_h[:, :-1])
+        g_h[:, -1] = 0
+        g_h[:, 1:] += (c - sel)[..., None] * g
+        dl = (g * h[:, :-1]).sum(-1)  # (n, W-1) <g_k, h_k>
+        dr = (g * h[:, 1:]).sum(-1)  # (n, W-1) <g_k, h_{k+1}>
+        g_sel = (dr - dl).flip(-1).cumsum(-1).flip(-1) - dr  # through c = cumsum(sel), and the -sel h[1:] term
+        gf = g.reshape(-1, g.size(-1))  # (n (W-1), D)
+        if at is None:  # <g_k, P_k> at every pair
+            g_sel += (gf * packed).sum(-1).view_as(g_sel)
+        else:
+            g_sel.view(-1).index_add_(0, at, (gf.index_select(0, at) * packed).sum(-1))
+        g_pj = torch.zeros_like(pj)
+        g_pj[r] = sel[r, jr][:, None] * g[r, jr]
+        return g_h, g_pj, g_sel, None, None, None, None
+
+
 def pair_log_probs(e: torch.Tensor, cur_len: torch.Tensor) -> torch.Tensor:
     """Masked log-softmax of pair scores e (n, B, W-1) over the valid pairs j < cur_len - 1 of each row; rows that
     are done (cur_len <= 1) get the "stay" option: 0 at j = 0, ``NEG`` elsewhere."""
@@ -133,16 +189,20 @@ class ParentBeamSearch(nn.Module):
     def step(self, h: torch.Tensor, scores: torch.Tensor, cur_len: torch.Tensor, row: torch.Tensor, draw=gumbel_like):
         """One merge of every beam of the rows h (n, b, W, D); ``draw(like)``: Gumbel noise shaped like ``like``."""
         n, b, w, d = h.shape
-        parents, e = self.compose_pairs(h, cur_len)  # (n, b, W-1, D) EBT eq. 3, (n, b, W-1) e_i = scorer(p_i)
+        if self.straight_through:  # the parents stay packed: only the merged one enters the update
+            packed, at, e = self.compose_packed(h, cur_len)  # (P, D), (P,) or None, (n, 1, W-1)
+        else:
+            parents, e = self.compose_pairs(h, cur_len)  # (n, b, W-1, D) EBT eq. 3, (n, b, W-1) e_i = scorer(p_i)
         logp = pair_log_probs(e, cur_len)  # (n, b, W-1)
         active = (cur_len >= 2).to(h.dtype)[:, None, None]  # (n, 1, 1) rows still merging
         noisy = self.training and (self.topk == "stochastic" or self.straight_through)
         key = logp + draw(logp) if noisy else logp  # (n, b, W-1)
         if self.straight_through:  # GT-RvNN: one-hot forward, Gumbel-softmax gradient backward
             soft = F.softmax(key / self.tau, dim=-1)  # (n, 1, W-1)
-            hard = F.one_hot(key.argmax(-1), w - 1).to(soft.dtype)  # (n, 1, W-1)
-            sel = (hard + soft - soft.detach()) * active
-            return update_nodes(h, parents, sel.to(h.dtype)), scores
+            pick = key.argmax(-1)  # (n, 1)
+            hard = F.one_hot(pick, w - 1).to(soft.dtype)  # (n, 1, W-1)
+            sel = ((hard + soft - soft.detach()) * active).to(h.dtype)  # (n, 1, W-1)
+            return straight_through_update(h, packed, at, sel, pick[:, 0], cur_len), scores
         k = min(b, w - 1)
         top_pos = key.topk(k, dim=-1).indices  # (n, b, k) per-beam top-k pairs
         cand = (scores[..., None] + logp.gather(-1, top_pos)).view(n, b * k)  # (n, b k) accumulated log-scores
@@ -165,20 +225,28 @@ class ParentBeamSearch(nn.Module):
         position of the padded batch); the others are 0: their scores are masked out of the selection
         (:func:`pair_log_probs`) and their selection weight is 0, so values and gradients are the same."""
         n, b, w, d = h.shape
+        packed, at, e = self.compose_packed(h, cur_len)
+        if at is None:
+            return packed.view(n, b, w - 1, d), e
+        return packed.new_zeros(n * b * (w - 1), d).index_copy(0, at, packed).view(n, b, w - 1, d), e
+
+    def compose_packed(self, h: torch.Tensor, cur_len: torch.Tensor):
+        """:meth:`compose_pairs` with the parents packed: (P, D) for the valid pairs, ``at`` (P,) their flat index
+        in (n, b, W-1) (None when every pair is valid: then P = n b (W-1) in that order), scores (n, b, W-1)."""
+        n, b, w, d = h.shape
         pos = torch.arange(w - 1, device=h.device)  # (W-1,)
         valid = (pos < (cur_len - 1)[:, None])[:, None].expand(n, b, w - 1)  # (n, b, W-1)
         if bool(valid.all()):
             pairs = torch.cat([h[:, :, :-1], h[:, :, 1:]], dim=-1)  # (n, b, W-1, 2D)
-            parents = grc_cell(self.cell, pairs.view(-1, 2 * d)).view(n, b, w - 1, d)  # (n, b, W-1, D)
-            return parents, self.scorer(parents).squeeze(-1)
+            packed = grc_cell(self.cell, pairs.view(-1, 2 * d))  # (n b (W-1), D)
+            return packed, None, self.scorer(packed).view(n, b, w - 1)
         at = valid.reshape(-1).nonzero()[:, 0]  # (P,) flat index of each valid pair in (n, b, W-1)
         left = torch.div(at, w - 1, rounding_mode="floor") * w + at % (w - 1)  # (P,) its left node in (n, b, W)
         hf = h.reshape(n * b * w, d)
         packed = grc_cell(self.cell, torch.cat([hf.index_select(0, left), hf.index_select(0, left + 1)], -1))  # (P, D)
-        parents = packed.new_zeros(n * b * (w - 1), d).index_copy(0, at, packed).view(n, b, w - 1, d)
         e_at = self.scorer(packed).squeeze(-1)  # (P,)
         e = e_at.new_zeros(n * b * (w - 1)).index_copy(0, at, e_at).view(n, b, w - 1)  # (n, b, W-1)
-        return parents, e
+        return packed, at, e
 
     def one_soft_step(self, h, parents, cand, pos_flat, k, active, row):
         """OneSoft survivors (training): the top b - 1 candidates kept, the rest merged into one soft beam."""

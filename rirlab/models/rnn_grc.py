@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from rirlab.models.base import EncoderOutput
-from rirlab.models.grc import GRC, GRCConfig, LeafTransform, dropout_keep_mask, dropout_scale, rnn_compose
+from rirlab.models.grc import GRC, GRCConfig, LeafTransform, dropout_scaled_mask, rnn_compose
 from rirlab.models.heads import TaskModel
 from rirlab.models.registry import register
 
@@ -79,7 +79,7 @@ def fused_rnn_compose(cell: GRC, x: torch.Tensor, lengths: torch.Tensor, start: 
     rows = sum(n_t)
     keep = None
     if cell.training and cell.p > 0:
-        keep = dropout_keep_mask((rows, cell.d_cell), cell.p, x.device).to(x.dtype) * dropout_scale(cell.p)
+        keep = dropout_scaled_mask((rows, cell.d_cell), cell.p, x.device, x.dtype)  # keep * scale
     out = _GRCRecurrence.apply(xs, h0, keep, begin, n_t, cell.ln.eps, cell.w1.weight, cell.w1.bias, cell.w2.weight,
                                cell.w2.bias, cell.ln.weight, cell.ln.bias)  # (M, D) in sorted order
     inv = torch.empty_like(order)

@@ -65,3 +65,32 @@ def test_egt_grc_scores_the_sliced_child_pair():
 def test_tiny_model_learns_listops_above_majority(name):
     acc, majority = learns_listops(name, steps=100, hidden_size=32, dropout=0.0)
     assert acc > majority + 0.08, (acc, majority)
+
+
+def test_straight_through_update_equals_update_nodes():
+    """GT-GRC's fused update on the packed parents (bt_grc.straight_through_update) against update_nodes on the dense
+    parents: same values, and the same gradients for the nodes, every parent and the soft selection (float64), on a
+    batch mixing the dense path, the packed path and a done row."""
+    from rirlab.models.bt_grc import straight_through_update, update_nodes
+
+    torch.manual_seed(0)
+    n, w, d = 4, 6, 3
+    for cur_len in (torch.tensor([6, 6, 6, 6]), torch.tensor([6, 4, 2, 1])):
+        h = torch.randn(n, 1, w, d, dtype=torch.float64, requires_grad=True)
+        valid = (torch.arange(w - 1) < (cur_len - 1)[:, None])  # (n, W-1)
+        at = None if bool(valid.all()) else valid.reshape(-1).nonzero()[:, 0]
+        packed = torch.randn(int(valid.sum()), d, dtype=torch.float64, requires_grad=True)
+        logits = torch.randn(n, 1, w - 1, dtype=torch.float64, requires_grad=True)
+        key = logits.masked_fill(~valid[:, None], -1e9)
+        soft = F.softmax(key, -1)
+        pick = key.argmax(-1)
+        active = (cur_len >= 2).to(h.dtype)[:, None, None]
+        sel = (F.one_hot(pick, w - 1).to(soft.dtype) + soft - soft.detach()) * active
+        dense = packed.new_zeros(n * (w - 1), d).index_copy(0, valid.reshape(-1).nonzero()[:, 0], packed)
+        ref = update_nodes(h, dense.view(n, 1, w - 1, d), sel)
+        out = straight_through_update(h, packed, at, sel, pick[:, 0], cur_len)
+        assert torch.equal(out, ref)
+        g = torch.randn_like(ref)
+        for a, b in zip(torch.autograd.grad(ref, (h, packed, logits), g, retain_graph=True),
+                        torch.autograd.grad(out, (h, packed, logits), g)):
+            torch.testing.assert_close(a, b, rtol=0, atol=1e-13)
