@@ -11,10 +11,12 @@ from tests.helpers.cli import REPO, run_cli, sqlite_uri
     ([], "or a tighter clip (--set grad_clip=1.25)"),  # the adamw recipe clips at 5
     (["--set", "precision=bf16", "--set", "grad_clip=0"],
      "gradient clipping (--set grad_clip=1) or fp32 instead of bf16 (--set precision=fp32)")])
-def test_train_nan_is_one_line_naming_the_step_and_what_to_try(workdir, extra, hint):
+def test_train_nan_is_one_line_naming_the_step_and_what_to_try(workdir, new_store, extra, hint):
     store = workdir / "store.db"
+    new_store(store)  # a migrated empty store (creating one runs MLflow's migrations: seconds)
+    small = ["--set", "n_train=200", "--set", "iid_pool=500", "--set", "n_eval=10"]  # the NaN comes at step 4
     proc = run_cli(["train", "--model", "nan_grc", "--task", "listops", "--quick", "--set", "steps=10",
-                    "--set", "log_every=1", *extra, "--tracking-uri", sqlite_uri(store)], cwd=workdir,
+                    "--set", "log_every=1", *small, *extra, "--tracking-uri", sqlite_uri(store)], cwd=workdir,
                    env={"RIRLAB_PLUGINS": "tests.helpers.plugin_models", "PYTHONPATH": str(REPO)}, timeout=600)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
