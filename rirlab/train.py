@@ -430,5 +430,35 @@ def run_trial(config: dict, report: Optional[Report] = None, *, state: Optional[
     return final
 
 
+def evaluate_checkpoint(config: dict, state: dict, weights: str = "auto", splits: Optional[list[str]] = None) -> dict:
+    """Every eval split (dev and the test splits, or ``splits``) of a trial's checkpoint ``state``: with the
+    weights of its best dev evaluation (``best``), those at the checkpoint's step (``last``), or (``auto``) those
+    the trial's end uses (:func:`run_trial`: the best dev weights unless its recipe selects ``last``).
+
+    For a trial that did not finish (stopped, killed, out of time): the cells it would have had if it had ended at
+    that checkpoint. On a trial's final checkpoint it reproduces the trial's own test metrics. Returns
+    ``{"step", "epoch", "weights", "best": {...}, "splits": {split: {"accuracy", "loss"}}}``."""
+    cfg = resolve(config)
+    trainer = Trainer(cfg)
+    trainer.load_state_dict(state)
+    if weights == "auto":
+        weights = "last" if cfg.train.select_by == "last" else "best"
+    if weights == "best" and trainer.best_weights is not None:
+        trainer.model.load_state_dict(trainer.best_weights)
+    else:
+        weights = "last"
+    names = list(trainer.data.eval_splits)
+    unknown = [s for s in splits or [] if s not in names]
+    if unknown:
+        raise UserError(f"split {unknown[0]!r} is not one of this trial's splits ({', '.join(names)}); "
+                        f"drop it or name one of those")
+    out = {}
+    for name in splits or names:
+        out[name] = trainer.evaluate(trainer.data.eval_splits[name])
+    best = {k: v for k, v in trainer.best.items() if k != "score"}
+    return {"step": trainer.step, "epoch": trainer.epoch, "weights": weights, "best": best,
+            "stopped": trainer.stopped, "total_steps": trainer.total_steps, "splits": out}
+
+
 def device_name() -> str:
     return torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"cpu ({os.cpu_count()} cores)"

@@ -43,9 +43,9 @@ def main():
     """
 
 
-from rirlab.cli import analysis, bench, catalog, data, sweep, train, ui  # noqa: E402  (one module per command group)
+from rirlab.cli import analysis, bench, catalog, data, evaluate, sweep, train, ui  # noqa: E402  (one module per command group)
 
-for _command in (sweep.sweep, train.train, analysis.tables, analysis.export, analysis.plot, bench.bench, data.data,
+for _command in (sweep.sweep, train.train, evaluate.evaluate, analysis.tables, analysis.export, analysis.plot, bench.bench, data.data,
                  ui.ui, catalog.list_models, catalog.list_tasks):
     main.add_command(_command)
 main.add_command(analysis.runs)  # `rirlab runs`: the sweeps of a spec

@@ -1,0 +1,108 @@
+"""`rirlab evaluate`: the test splits of a sweep trial from one of its checkpoints (a trial that did not finish)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import click
+
+
+@click.command()
+@click.argument("spec", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("checkpoint", type=click.Path(exists=True, path_type=Path))
+@click.option("--weights", type=click.Choice(["auto", "best", "last"]), default="auto", show_default=True,
+              help="auto: what the trial's end uses (the best dev evaluation's weights unless its recipe selects "
+                   "the last); best; last (the weights at the checkpoint's step).")
+@click.option("--split", "splits", multiple=True, metavar="NAME",
+              help="Evaluate only this split (repeatable; default: dev and every test split of the trial).")
+@click.option("--threads", type=int, default=None, help="torch CPU threads (default: the trial's num_threads).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+def evaluate(spec, checkpoint, weights, splits, threads, as_json):
+    """Evaluate a sweep trial's CHECKPOINT on its splits: the cells of a trial that did not finish.
+
+    A trial evaluates its test splits only when it ends. When it is stopped first (Ctrl-C, a lost machine, the end
+    of a working session) its checkpoints keep the weights of its best dev evaluation; this command evaluates them
+    as the trial's end would, and says at which step and epoch the trial stood. The figures are interim, not a
+    finished trial's: nothing is written to MLflow and `rirlab tables` does not count them.
+
+    CHECKPOINT is a trial's folder in the sweep's output directory (its latest checkpoint is used), one of its
+    checkpoint_* folders, or a state.pt; SPEC is the spec the sweep ran (for the trial's variant).
+
+    \b
+    rirlab evaluate search_spaces/ebt_table4_logic.yaml rirlab_runs/ebt_table4_logic-*/trial_506b1_00000
+    rirlab evaluate SPEC TRIAL_DIR/checkpoint_000009 --weights last --split ops_12 --json
+    """
+    import torch
+
+    from rirlab import contract
+    from rirlab.errors import UserError
+    from rirlab.train import evaluate_checkpoint
+    from sweeps.spec.load import load_spec
+    from sweeps.spec.trials import TrialSpace
+
+    state_file = _state_file(checkpoint)
+    params = state_file.parent.parent / "params.json"
+    if not params.is_file():
+        raise UserError(f"{params} not found: CHECKPOINT must lie in a trial folder of a sweep's output directory "
+                        f"(trial_*/checkpoint_*/{contract.CHECKPOINT_STATE_FILE}, next to the trial's params.json)")
+    try:
+        tune_config = json.loads(params.read_text(encoding="utf-8"))
+    except ValueError as err:
+        raise UserError(f"{params} is not valid JSON ({err}); it is the trial's config as Ray Tune wrote it") from None
+    space = TrialSpace.of(load_spec(spec).spec)
+    variant = tune_config.get("variant")
+    if variant and variant not in space.variants:
+        raise UserError(f"{spec} has no variant {variant!r} (the trial's); name the spec the sweep ran")
+    trial = space.trial(tune_config)
+    config = dict(trial.config)
+    if threads:
+        config["num_threads"] = threads
+    try:
+        state = torch.load(state_file, map_location="cpu", weights_only=False)
+    except Exception as err:  # noqa: BLE001  (a truncated or foreign file)
+        raise UserError(f"{state_file} is not a readable rirlab checkpoint ({type(err).__name__}: {err})") from None
+    if not isinstance(state, dict) or "model" not in state:
+        raise UserError(f"{state_file} is not a rirlab trial checkpoint (no trainer state in it)")
+    result = evaluate_checkpoint(config, state, weights, list(splits) or None)
+    result.update({"trial": trial.name, "checkpoint": str(state_file)})
+    if as_json:
+        click.echo(json.dumps(result, default=float))
+        return
+    click.echo(_report(result))
+
+
+def _state_file(path: Path) -> Path:
+    """The state.pt of CHECKPOINT: itself, inside it, or inside the trial folder's latest checkpoint_*."""
+    from rirlab import contract
+    from rirlab.errors import UserError
+
+    if path.is_file():
+        return path
+    if (path / contract.CHECKPOINT_STATE_FILE).is_file():
+        return path / contract.CHECKPOINT_STATE_FILE
+    numbered = [(int(m.group(1)), p) for p in path.glob("checkpoint_*")
+                if (m := re.fullmatch(r"checkpoint_(\d+)", p.name)) and (p / contract.CHECKPOINT_STATE_FILE).is_file()]
+    if not numbered:
+        raise UserError(f"{path} holds no checkpoint (no checkpoint_*/{contract.CHECKPOINT_STATE_FILE}); a sweep "
+                        f"checkpoints a trial every `checkpoint_every` steps (the spec's key)")
+    return max(numbered)[1] / contract.CHECKPOINT_STATE_FILE
+
+
+def _report(r: dict) -> str:
+    ended = "ended (early stopping)" if r["stopped"] else \
+        ("at its last step" if r["step"] >= r["total_steps"] else "NOT finished: interim figures")
+    lines = [f"trial {r['trial']}: checkpoint at step {r['step']} (epoch {r['epoch']:.2f}), {ended}",
+             f"  {r['checkpoint']}"]
+    best = r["best"]
+    if r["weights"] == "best" and best:
+        lines.append(f"weights: best dev evaluation, step {best['step']} (epoch {best['epoch']:.2f}): dev accuracy "
+                     f"{best['dev_accuracy']:.2f}, dev loss {best['dev_loss']:.4f}")
+    else:
+        lines.append(f"weights: the checkpoint's own (step {r['step']})")
+    width = max(len("split"), *(len(s) for s in r["splits"]))
+    lines.append(f"{'split':<{width}}  accuracy      loss")
+    for name, m in r["splits"].items():
+        lines.append(f"{name:<{width}}  {m['accuracy']:8.2f}  {m['loss']:8.4f}")
+    return "\n".join(lines)

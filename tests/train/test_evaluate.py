@@ -1,0 +1,108 @@
+"""`rirlab evaluate`: a trial's checkpoint evaluated as the trial's end would evaluate it (the interim cells of a
+trial that did not finish). The trial folder is laid out as a sweep leaves it (params.json = the Tune config,
+checkpoint_*/state.pt); the trial itself runs in this process."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from rirlab.train import run_trial
+from sweeps.spec.load import load_spec
+from sweeps.spec.schema import base_config
+from sweeps.spec.trials import TrialSpace, grid_points
+from tests.helpers.cli import invoke
+from tests.helpers.sweep_runs import TINY, write_spec
+
+FIXED = {**TINY["fixed"], "steps": 30, "eval_every": 10, "recipe": "paper", "select_by": "accuracy"}
+
+
+@pytest.fixture(scope="module")
+def trial_dir(tmp_path_factory):
+    """A finished two-variant spec's trial B (lr 0.003): its folder with checkpoints at steps 10, 20 and the
+    final one, and the final metrics the trial reported."""
+    root = tmp_path_factory.mktemp("evaluate")
+    spec = write_spec(root / "spec.yaml", name="ev", search={}, seeds=1, fixed=FIXED,
+                      variants=[{"name": "A", "set": {"lr": 0.001}}, {"name": "B", "set": {"lr": 0.003}}])
+    loaded = load_spec(spec).spec
+    tune_config = {**base_config(loaded), **grid_points(loaded)[1]}
+    assert tune_config["variant"] == "B"
+    folder = root / "trial_0001"
+    folder.mkdir()
+    (folder / "params.json").write_text(json.dumps(tune_config))
+    saved, final = [], {}
+
+    def report(metrics, checkpoint=None):
+        if checkpoint is not None:
+            (folder / f"checkpoint_{len(saved):06d}").mkdir()
+            torch.save(checkpoint, folder / f"checkpoint_{len(saved):06d}" / "state.pt")
+            saved.append(checkpoint["step"])
+        final.update(metrics)
+
+    run_trial(TrialSpace.of(loaded).trial(tune_config).config, report, checkpoint_every=10)
+    assert saved == [10, 20, 30]
+    return spec, folder, final
+
+
+def evaluate(*args):
+    result = invoke("evaluate", *args)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def test_the_final_checkpoint_gives_the_trials_own_test_metrics(trial_dir):
+    spec, folder, final = trial_dir
+    out = json.loads(evaluate(spec, folder, "--json").output)  # the latest checkpoint: the final one
+    assert out["step"] == 30 and out["weights"] == "best" and out["trial"] == "B,seed=0"
+    assert set(out["splits"]) == {k.rsplit("/", 1)[0] for k in final if k.endswith("/accuracy")} - {"train"}
+    assert len(out["splits"]) > 2  # dev and the test splits
+    for split, m in out["splits"].items():
+        for key in ("accuracy", "loss"):
+            assert math.isclose(m[key], final[f"{split}/{key}"], rel_tol=1e-9, abs_tol=1e-12), (split, key)
+
+
+def test_an_earlier_checkpoint_uses_its_best_dev_weights_and_says_it_is_interim(trial_dir):
+    spec, folder, _ = trial_dir
+    state = torch.load(folder / "checkpoint_000001" / "state.pt", weights_only=False)
+    best = state["best"]
+    result = evaluate(spec, folder / "checkpoint_000001", "--split", "dev")
+    assert "NOT finished: interim figures" in result.output
+    assert f"best dev evaluation, step {best['step']}" in result.output
+    dev = json.loads(evaluate(spec, folder / "checkpoint_000001", "--split", "dev", "--json").output)["splits"]["dev"]
+    assert math.isclose(dev["accuracy"], best["dev_accuracy"]) and math.isclose(dev["loss"], best["dev_loss"])
+    last = json.loads(evaluate(spec, folder / "checkpoint_000001" / "state.pt", "--weights", "last", "--split",
+                               "dev", "--json").output)
+    assert last["weights"] == "last" and last["step"] == 20
+    if best["step"] != 20:  # the step-20 weights are not the best ones: they score differently on dev
+        assert last["splits"]["dev"]["loss"] != dev["loss"]
+
+
+@pytest.mark.parametrize("case, expect", [
+    ("no_checkpoint", "holds no checkpoint"),
+    ("unknown_split", "split 'ood_width' is not one of this trial's splits"),
+    ("other_spec", "has no variant 'B'"),
+    ("broken_state", "is not a readable rirlab checkpoint"),
+])
+def test_bad_input_is_one_line_and_exit_2(trial_dir, tmp_path, case, expect):
+    spec, folder, _ = trial_dir
+    args = [spec, folder]
+    if case == "no_checkpoint":
+        (tmp_path / "trial_x").mkdir()
+        args = [spec, tmp_path / "trial_x"]
+    elif case == "unknown_split":
+        args += ["--split", "ood_width"]
+    elif case == "other_spec":
+        args = [write_spec(tmp_path / "other.yaml", name="other", search={}, seeds=1, fixed=FIXED,
+                           variants=[{"name": "A", "set": {"lr": 0.001}}]), folder]
+    elif case == "broken_state":
+        broken = tmp_path / "trial_y" / "checkpoint_000000"
+        broken.mkdir(parents=True)
+        (broken / "state.pt").write_bytes(b"not a checkpoint")
+        (tmp_path / "trial_y" / "params.json").write_text((folder / "params.json").read_text())
+        args = [spec, tmp_path / "trial_y"]
+    result = invoke("evaluate", *args)
+    assert result.exit_code == 2, result.output
+    assert expect in result.output and len(result.output.strip().splitlines()) == 1, result.output
