@@ -51,7 +51,8 @@ def test_time_per_step_excludes_evaluation(monkeypatch, recipe):
     real = Trainer.evaluate
 
     def slow_evaluate(self, examples):
-        time.sleep(1.5)  # an evaluation far slower than a training step of this tiny model (~10-30 ms)
+        if self.step < self.total_steps:  # the evaluations between steps (after the last, nothing is timed)
+            time.sleep(1.5)  # an evaluation far slower than a training step of this tiny model (~10-30 ms)
         return real(self, examples)
 
     monkeypatch.setattr(Trainer, "evaluate", slow_evaluate)
