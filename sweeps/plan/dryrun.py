@@ -202,9 +202,11 @@ class StepTiming:
         return self.timed[-1][0] != len(self.shape.lengths[0])
 
 
-def dry_run(plan: SweepPlan, out=sys.stdout, timing: Optional[bool] = None) -> None:
+def dry_run(plan: SweepPlan, out=None, timing: Optional[bool] = None) -> None:
     """What the sweep will run, started nowhere: one line of header, a table with one row per trial (one column
-    per swept value, the trial's training steps), then the compute estimate (``compute_estimate``)."""
+    per swept value, the trial's training steps), then the compute estimate (``compute_estimate``). ``out``: the
+    stream (default: sys.stdout as it is at the call, not at import: a redirected stdout gets the table)."""
+    out = out or sys.stdout
     spec, trials, resolved = plan.spec, plan.trials, plan.resolved
     how = {"grid": "grid", "random": f"random search ({spec.num_samples} configurations drawn here, each run per seed)",
            "optuna": f"Optuna ({spec.num_samples} suggestions, each run per seed; the values below are a preview, "

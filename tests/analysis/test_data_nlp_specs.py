@@ -10,7 +10,7 @@ from analysis import references as refs
 from rirlab.tasks import registry as tasks
 from sweeps.spec.load import load_spec
 from sweeps.spec.trials import expand
-from tests.helpers.cli import REPO, run_cli
+from tests.helpers.cli import REPO, invoke
 from tests.helpers.nlp_specs import SPECS, TABLE_SPECS, spec_path
 
 
@@ -69,6 +69,7 @@ def test_quick_profile_runs_on_stand_in_data_and_keeps_a_published_row(name):
     assert refs.pair(tables, configs).paper
 
 
-def test_a_spec_dry_runs_through_the_cli(tmp_path):
-    proc = run_cli(["sweep", spec_path("rir_table7_mnli"), "--dry-run"], cwd=tmp_path, check=True, timeout=300)
-    assert "RIR-EBT-GRC" in proc.stdout
+def test_a_spec_dry_runs_through_the_cli(workdir):
+    r = invoke("sweep", spec_path("rir_table7_mnli"), "--dry-run")  # in-process: the command's own output
+    assert r.exit_code == 0, r.output
+    assert "RIR-EBT-GRC" in r.stdout

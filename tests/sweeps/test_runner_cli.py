@@ -9,16 +9,16 @@ import types
 
 import pytest
 
-from tests.helpers.cli import REPO, run_cli
+from tests.helpers.cli import REPO, invoke
 
 TINY = REPO / "tests" / "specs" / "tiny.yaml"
 
 
 def test_malformed_address_is_one_line_exit_2_before_anything_starts(workdir):
-    proc = run_cli(["sweep", TINY, "--address", "foo"], cwd=workdir)
-    assert proc.returncode == 2, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: --address 'foo' is not a Ray address"), proc.stderr
+    r = invoke("sweep", TINY, "--address", "foo")  # in-process: the command's own exit code and stderr
+    assert r.exit_code == 2, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --address 'foo' is not a Ray address"), r.stderr
     assert "HOST:PORT" in lines[0]
     assert not (workdir / "rirlab_runs").exists()
 

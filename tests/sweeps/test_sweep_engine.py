@@ -12,7 +12,7 @@ from mlflow.tracking import MlflowClient
 
 from sweeps.spec.load import load_spec
 from sweeps.spec.trials import expand
-from tests.helpers.cli import REPO, run_cli
+from tests.helpers.cli import REPO, invoke, run_cli
 from tests.helpers.sweep_runs import TINY, write_spec
 
 
@@ -54,10 +54,11 @@ def test_asha_cap_covers_an_epoch_budget():
 
 def test_dry_run_lists_trials_and_hash_without_starting_anything(workdir):
     spec = write_spec(workdir / "s.yaml", seeds=3)
-    proc = run_cli(["sweep", spec, "--dry-run", "--set", "steps=7"], cwd=workdir, check=True)
+    r = invoke("sweep", spec, "--dry-run", "--set", "steps=7")  # in-process (the CLI as a process: tests/e2e)
+    assert r.exit_code == 0, r.output
     loaded = load_spec(spec, overrides={"steps": 7})
-    assert "4 trials x" not in proc.stdout and f"6 trials (spec hash {loaded.hash})" in proc.stdout
-    assert sum(line.split()[-1] == "7" for line in proc.stdout.splitlines()) == 6  # the steps column
+    assert "4 trials x" not in r.stdout and f"6 trials (spec hash {loaded.hash})" in r.stdout
+    assert sum(line.split()[-1] == "7" for line in r.stdout.splitlines() if line.split()) == 6  # the steps column
     assert not (workdir / "mlruns.db").exists() and not (workdir / "rirlab_runs").exists()
 
 

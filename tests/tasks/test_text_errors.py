@@ -79,17 +79,21 @@ def test_missing_glove_fails_before_any_run_is_recorded(tmp_path):
     assert not store.exists()
 
 
-def test_missing_glove_stops_a_sweep_before_ray_or_mlflow(tmp_path):
+def test_missing_glove_stops_a_sweep_before_ray_or_mlflow(workdir, cache):
     """The same check for `rirlab sweep`: a text spec at the papers' settings with no GloVe file beside its data
-    is one line and exit 2, with no store, no Tune folder and no Ray started."""
-    from tests.helpers.cli import REPO, run_cli
+    is one line and exit 2, with no store, no Tune folder and no Ray started (in-process: the command's own exit
+    code and stderr)."""
+    import ray
 
-    proc = run_cli(["sweep", REPO / "search_spaces" / "rir_table6_sst5.yaml", "--set", f"data_dir={tmp_path}"],
-                   cwd=tmp_path, env={"RIRLAB_CACHE": str(tmp_path / "cache")})
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    (line,) = proc.stderr.strip().splitlines()
+    from tests.helpers.cli import REPO, invoke
+
+    was_up = ray.is_initialized()
+    r = invoke("sweep", REPO / "search_spaces" / "rir_table6_sst5.yaml", "--set", f"data_dir={workdir}")
+    assert r.exit_code == 2, r.output
+    (line,) = r.stderr.strip().splitlines()
     assert line.startswith("error: sst5: missing glove.840B.300d.txt"), line
-    assert not (tmp_path / "mlruns.db").exists() and not (tmp_path / "rirlab_runs").exists()
+    assert not (workdir / "mlruns.db").exists() and not (workdir / "rirlab_runs").exists()
+    assert ray.is_initialized() == was_up
 
 
 def test_a_field_longer_than_csvs_default_limit_is_read(tmp_path):
