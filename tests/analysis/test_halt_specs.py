@@ -159,6 +159,7 @@ def test_lra_specs_carry_the_codes_lra_settings(task):
     for row, cfg in cfgs.items():
         assert (cfg["hidden_size"], cfg["num_heads"], cfg["ff_mult"] * cfg["hidden_size"]) == (d, heads, d_ff), row
         assert (cfg["epochs"], cfg["early_stop_patience"], cfg["select_by"]) == (epochs, patience, "accuracy"), row
+        assert cfg["eval_batch_size"] == batch, row  # the code's dev_batch_size (its batch_size but TLB's on AAN)
         assert cfg["lr_decay"] == ("cosine" if task == "image" else "root_warmup"), row
         if row in ("TLB", "GUTLB"):
             assert (cfg["chunk_size"], cfg["memory_slots"], cfg["lr"], cfg["memory_layers"]) == (chunk, slots, tlb_lr, 1)
