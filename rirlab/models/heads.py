@@ -80,6 +80,9 @@ class TaskModel(nn.Module):
         self.pair_joint = info.kind == "pair" and getattr(cfg, "pair_batch", "separate") == "joint"
         if getattr(info, "embeddings", None) is None:
             self.embed = nn.Embedding(info.vocab_size, d, padding_idx=info.pad_id)
+            if getattr(info, "pad_is_token", False):  # a real token's row (flip-flop's "w"): drawn, frozen
+                with torch.no_grad():
+                    nn.init.normal_(self.embed.weight[info.pad_id])
         else:  # the task's frozen pretrained vectors (GloVe; rirlab.tasks.text), a trainable map to the model width
             vectors = torch.as_tensor(info.embeddings, dtype=torch.float32)  # (V, 300)
             frozen = nn.Embedding.from_pretrained(vectors, freeze=True, padding_idx=info.pad_id)
