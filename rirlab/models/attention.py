@@ -115,13 +115,15 @@ def causal_for(cfg: RTConfig, info) -> bool:
 def task_model(encoder_cls, cfg: RTConfig, info) -> TaskModel:
     """``encoder_cls(cfg, causal, lm)`` under the task's head: the builder of every recurrent-Transformer model.
 
-    ``init_scheme="code"``: token embeddings N(0, 0.02^2) as the paper's code (the padding row stays zero); a
-    task's pretrained vectors (an embedding that is not a plain ``nn.Embedding``) are left as they are."""
+    ``init_scheme="code"``: token embeddings N(0, 0.02^2) as the paper's code (the padding row stays zero, but
+    where it is a real token, ``info.pad_is_token``: the flip-flop code's "w", drawn too, as its ``normal_`` after
+    ``padding_idx``); a task's pretrained vectors (an embedding that is not a plain ``nn.Embedding``) are left as
+    they are."""
     model = TaskModel(encoder_cls(cfg, causal_for(cfg, info), info.kind == "lm"), info, cfg)
     if cfg.init_scheme == "code" and isinstance(model.embed, nn.Embedding):
         with torch.no_grad():
             nn.init.normal_(model.embed.weight, std=0.02)
-            if model.embed.padding_idx is not None:
+            if model.embed.padding_idx is not None and not getattr(info, "pad_is_token", False):
                 model.embed.weight[model.embed.padding_idx].zero_()
     return model
 

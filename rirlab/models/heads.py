@@ -66,9 +66,10 @@ class TaskModel(nn.Module):
     pair with a sentence-interaction encoder (``encoder.joint_pair``: gau, egt_gau, ebt_gau): MLP on ``encoder.pair``'s
     vector of the two sequences read together (EBT paper App. F.2 eq. 20);
     lm: a linear layer on every token state (the encoder must return (N, S, D)).
-    ``pair_batch`` "joint" (TLB/GUTLB; the code's ``batch_pair``): both sentences of a pair, padded to the longer of
-    the two batches, go through the encoder as one batch of 2N, so a sentence's chunks (torch.chunk of the padded
-    length) are those of the code; "separate" (every other model): one encoder call per sentence batch.
+    ``pair_batch`` "joint" (TLB/GUTLB and the RIR models; both papers' code's ``batch_pair``): both sentences of a
+    pair, padded to the longer of the two batches, go through the encoder as one batch of 2N, so a sentence's chunks
+    (TLB's torch.chunk of the padded length, RIR's chunk_by batch) are those of the code; "separate" (every other
+    model): one encoder call per sentence batch.
     """
 
     def __init__(self, encoder: nn.Module, info: TaskInfo, cfg):
@@ -79,6 +80,9 @@ class TaskModel(nn.Module):
         self.pair_joint = info.kind == "pair" and getattr(cfg, "pair_batch", "separate") == "joint"
         if getattr(info, "embeddings", None) is None:
             self.embed = nn.Embedding(info.vocab_size, d, padding_idx=info.pad_id)
+            if getattr(info, "pad_is_token", False):  # a real token's row (flip-flop's "w"): drawn, frozen
+                with torch.no_grad():
+                    nn.init.normal_(self.embed.weight[info.pad_id])
         else:  # the task's frozen pretrained vectors (GloVe; rirlab.tasks.text), a trainable map to the model width
             vectors = torch.as_tensor(info.embeddings, dtype=torch.float32)  # (V, 300)
             frozen = nn.Embedding.from_pretrained(vectors, freeze=True, padding_idx=info.pad_id)

@@ -32,6 +32,12 @@ balanced binary tree). Which sequences are chunked, at every level of the outer 
 - "sequence" (rirlab before): those with L >= k + k // 2 themselves, so a padded batch gives each sequence what it
   gets alone (rirlab before wrote the threshold 2L >= 3k, the same for even k, one item less for odd k).
 
+``pair_batch`` (pair tasks: logical inference, NLI, QQP, LRA Retrieval): "joint" (default; the authors' code,
+``sentence_pair_framework`` with ``batch_pair``, on in every pair config of theirs: proplogic, SNLI, MNLI, QQP, AAN):
+the two sentence batches of a pair batch are padded to the longer one and encoded as one batch of 2N
+(rirlab.models.heads.TaskModel), so under ``chunk_by`` "batch" both sentences are chunked by max(S1, S2), as
+theirs; "separate": one encoder call per sentence batch (rirlab before), each chunked by its own padded length.
+
 Choices the paper leaves open (ours):
 - Alignment (eq. 8-9) is applied only where a sequence has more than one chunk; a lone chunk's
   output is that sequence's final beam. ``random`` samples uniformly among the chunk's
@@ -41,8 +47,13 @@ Choices the paper leaves open (ours):
   which in training is the first of the search's Gumbel-perturbed order (the stochastic top-b of its last merge),
   not always the top-scoring beam. That produced the published numbers, so ``beam0`` (default) does the same;
   ``argmax`` is the text's rule. In eval mode the two coincide (beams are sorted by score).
-- In eval mode every alignment is ``string_it`` (beams are sorted, so position i strings the
-  i-th best beams), which keeps eval deterministic and batch-independent.
+- Alignment in eval mode under RIR inference (``eval_alignment``): "sample" (default; the authors' code, HEBT_GRC.py,
+  whose alignment (RBA) does not look at ``self.training`` and so runs in eval too under its default
+  ``chunk_mode_inference`` True): positions 1.. are drawn as in training (eq. 8, or uniformly for ``random``), position
+  0 is beam 0, the top beam in eval (beams are sorted there), so evaluation is stochastic; "string_it" (rirlab
+  before): position i strings the i-th best beams, which keeps eval deterministic (and batch-independent under
+  ``chunk_by`` sequence). The default ``inference`` of RIR-EBT-GRC, ``non_rir``, never aligns; one-beam inner
+  RvNNs have nothing to align.
 - ``inference="non_rir"`` (Appendix D) runs the inner RvNN over the whole sequence in eval mode.
 """
 
@@ -103,6 +114,8 @@ class RIRConfig(PreChunkConfig):
     chunk_by: Literal["batch", "sequence"] = "batch"  # chunk every sequence by the batch's padded length (the
     # authors' code) or each by its own length (module doc)
     inference: Inference = "rir"
+    eval_alignment: Literal["sample", "string_it"] = "sample"  # eval under RIR inference (module doc)
+    pair_batch: Literal["joint", "separate"] = "joint"  # pairs: both sentences in one padded batch (module doc)
     s4d: bool = True
 
     @model_validator(mode="after")
@@ -126,12 +139,13 @@ def n_chunks(length, k: int, padded=None):
     return 1 if whole else ceil
 
 
-def align(scores: torch.Tensor, mode: str, training: bool, generator=None, slot0: str = "beam0") -> torch.Tensor:
+def align(scores: torch.Tensor, mode: str, sample: bool, generator=None, slot0: str = "beam0") -> torch.Tensor:
     """Beam indices (C, b) to string together per chunk, from chunk beam scores (C, b) (eq. 8-9); position 0 is
-    the chunk's beam 0 (``slot0="beam0"``, the authors' code) or its top-scoring beam (``"argmax"``, §3.1)."""
+    the chunk's beam 0 (``slot0="beam0"``, the authors' code) or its top-scoring beam (``"argmax"``, §3.1).
+    ``sample`` False: the beams in order (string-it; eval under ``eval_alignment`` string_it)."""
     c, b = scores.shape
     idx = torch.arange(b, device=scores.device).expand(c, b)
-    if mode == "string_it" or not training or b == 1:
+    if mode == "string_it" or not sample or b == 1:
         return idx
     if mode == "beam":
         probs = F.softmax(scores.detach().float(), dim=-1)  # normalize(BS_i), eq. 8
@@ -150,10 +164,11 @@ def align(scores: torch.Tensor, mode: str, training: bool, generator=None, slot0
 
 
 def rir_encode(inner: nn.Module, x: torch.Tensor, lengths: torch.Tensor, k: int, alignment: str,
-               slot0: str = "beam0", chunk_by: str = "batch"):
+               slot0: str = "beam0", chunk_by: str = "batch", eval_alignment: str = "sample"):
     """Outer balanced k-ary recursion. x (N, S, D), lengths (N,) -> roots (N, b, D), scores (N, b).
     ``chunk_by``: "batch" decides chunking by the padded length S (then ceil(S / k) per level), "sequence" by
-    each sequence's own length (module doc)."""
+    each sequence's own length; ``eval_alignment``: "sample" aligns in eval mode as in training, "string_it" strings
+    the beams in order there (module doc)."""
     if chunk_by not in ("batch", "sequence"):
         raise ValueError(f"unknown chunk_by {chunk_by!r}; use batch or sequence")
     dev = x.device
@@ -188,7 +203,8 @@ def rir_encode(inner: nn.Module, x: torch.Tensor, lengths: torch.Tensor, k: int,
         if (most if level is None else padded) == 1:  # batch: the authors' loop ends when S is 1
             return roots, scores
         if scores.size(1) > 1:  # beam alignment (eq. 8-9); one beam (a GRC RNN inside) has nothing to align
-            idx = align(scores, alignment, inner.training, slot0=slot0)  # (C, b)
+            sample = inner.training or eval_alignment == "sample"
+            idx = align(scores, alignment, sample, slot0=slot0)  # (C, b)
             # the only chunk of its sequence keeps its beams in order (chunk_by sequence: as the sequence alone;
             # chunk_by batch: the authors realign every chunk of a chunked batch)
             lone = (counts[rows] == 1)[:, None] & (level is None)  # (C, 1)
@@ -211,14 +227,14 @@ class RIREncoder(nn.Module):
         self.leaf = leaf_layer(cfg)
         self.tree = INNERS[cfg.inner].build(cfg)  # the inner RvNN
         self.chunk_size, self.alignment, self.inference = cfg.chunk_size, cfg.alignment, cfg.inference
-        self.slot0, self.chunk_by = cfg.alignment_slot0, cfg.chunk_by
+        self.slot0, self.chunk_by, self.eval_alignment = cfg.alignment_slot0, cfg.chunk_by, cfg.eval_alignment
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> EncoderOutput:
         h = self.leaf(x, mask)  # (N, S, D)
         lengths = mask.sum(1)  # (N,)
         if self.training or self.inference == "rir":
             roots, scores = rir_encode(self.tree, h, lengths, self.chunk_size, self.alignment,
-                                       self.slot0, self.chunk_by)  # (N, b, D), (N, b)
+                                       self.slot0, self.chunk_by, self.eval_alignment)  # (N, b, D), (N, b)
         else:  # non-RIR inference (RIR Appendix D): the inner RvNN over the whole sequence
             roots, scores = self.tree(h.unsqueeze(1), lengths)  # (N, b, D), (N, b)
         return EncoderOutput(marginalize(roots, scores))  # (N, D)

@@ -46,6 +46,9 @@ class TaskInfo:
     # frozen pretrained word vectors, (vocab_size, dim) float32 numpy, row = token id (e.g. GloVe; rirlab.tasks.text)
     embeddings: Optional[Any] = dataclasses.field(default=None, compare=False, repr=False)
     unk_id: Optional[int] = None  # with embeddings: this token's vector is trainable (random init), not the row
+    # pad_id is a real token (the flip-flop code's padding_idx 0 on "w"): its embedding row is drawn as the others'
+    # and frozen (nn.Embedding's padding_idx), not zeroed
+    pad_is_token: bool = False
 
 
 @dataclasses.dataclass
@@ -58,10 +61,12 @@ class TaskData:
     collate: Callable[[Sequence], dict]
     embeddings: Optional[Any] = None  # frozen pretrained vectors for the vocabulary (TaskInfo.embeddings)
     unk_id: Optional[int] = None  # TaskInfo.unk_id
+    pad_is_token: bool = False  # TaskInfo.pad_is_token
 
     @property
     def info(self) -> TaskInfo:
-        return TaskInfo(len(self.vocab), self.num_classes, self.kind, embeddings=self.embeddings, unk_id=self.unk_id)
+        return TaskInfo(len(self.vocab), self.num_classes, self.kind, embeddings=self.embeddings, unk_id=self.unk_id,
+                        pad_is_token=self.pad_is_token)
 
 
 class Task(abc.ABC):

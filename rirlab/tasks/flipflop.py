@@ -16,18 +16,33 @@ at a read token's position is the read bit, every other position is -100
   flip-flop framework and agent produced its published numbers): the bit itself, 0 or 1, two classes. Under the
   recurrent Transformers' code head that is the code's single output z with a sigmoid: Linear-ReLU-Linear(d, 1),
   BCEWithLogits over the reads, prediction sigmoid(z) >= 0.5 (rirlab.models.heads.CodeHead: logits [0, z]).
-- "token": the next token's id over the whole vocabulary (six classes: a softmax that can also put mass on
-  pad/w/r/i), as rirlab did before.
+- "token": the next token's id over the whole vocabulary (a softmax that can also put mass on the instructions),
+  as rirlab did before.
+
+``input_layout`` (a task config value) says what the model reads:
+- "code" (default; the dynamic-halt code's flip-flop data and ``flipflop_collater``): the code's vocabulary
+  (w 0, i 1, r 2, "0" 3, "1" 4; no padding token), the input shifted right behind a start token, [SOS] + x[:-1]
+  with SOS = 1 (the id of "i"), so the label of a read sits at the next position, where the input is the read; the
+  batch padded with 1 (the collater's PAD, under the mask); the embedding's ``padding_idx`` 0 (the framework's
+  ``pad_id = 0``) falls on "w", a real token: its row is drawn as the others (N(0, 0.02^2) after the framework's
+  ``normal_``) and never trained (TaskInfo.pad_is_token).
+- "plain" (rirlab before): the stored sequence itself over [<pad>, w, r, i, "0", "1"], the label at the read's own
+  position, padding 0 = <pad> (a zero, frozen row).
+Either way a read's label sees the read and everything before it, no later token (the models are causal).
 
 Splits: train p_i = 0.8, length 512 (160,000 sequences); test p_i in
 {0.1, 0.8, 0.98} x length {512, 1024} (10,000 each); dev mixes 1,000 of each
 test setting and 1,000 more of the training setting (7 x 1,000, as the dynamic-halt code's dev: its six test
 settings plus 1,000 sequences from the train pool at length 512, p_i = 0.8; ours are drawn from the training
-distribution with a seed of their own, so they are disjoint from train in practice).
+distribution with a seed of their own, so they are disjoint from train in practice), in the code's order: the
+training setting's part, then p_i 0.8, 0.1, 0.98 at 512, then at 1024. The order matters to TLB/GUTLB only: they
+evaluate consecutive runs of the code's dev_batch_size (16; eval_batches file) and chunk by a batch's padded length,
+and in this order no batch of 16 mixes the two lengths (the 512/1024 boundary falls at row 4,000).
 """
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from typing import Iterator, Literal, Optional
 
@@ -43,12 +58,16 @@ from rirlab.tasks import cache, summary
 from rirlab.tasks.base import PAD, Task, TaskData, pad, split_validator
 from rirlab.tasks.registry import register
 
-VOCAB = [PAD, "w", "r", "i", "0", "1"]
+VOCAB = [PAD, "w", "r", "i", "0", "1"]  # the stored ids (cache, data files) and input_layout "plain"
 TOKEN_ID = {t: i for i, t in enumerate(VOCAB)}
 W, R, I, ZERO = TOKEN_ID["w"], TOKEN_ID["r"], TOKEN_ID["i"], TOKEN_ID["0"]
+CODE_VOCAB = ["w", "i", "r", "0", "1"]  # input_layout "code": the dynamic-halt code's vocab2idx
+TO_CODE = np.array([-1] + [CODE_VOCAB.index(t) for t in VOCAB[1:]], np.int8)  # stored id -> the code's id
+CODE_SOS = CODE_PAD = CODE_VOCAB.index("i")  # the code's collater: SOS = PAD = 1
 NO_LOSS = -100
 SETTINGS = [(p, n) for n in (512, 1024) for p in (0.1, 0.8, 0.98)]
 SPLITS = {f"p{p}_len{n}": f"p_i={p} len {n}" for p, n in SETTINGS}
+DEV_ORDER = [(p, n) for n in (512, 1024) for p in (0.8, 0.1, 0.98)]  # the code's dev after its train-pool part
 ALL_SPLITS = ("train", "dev", *SPLITS)
 DEV_PARTS = len(SETTINGS) + 1  # dev: n_dev of each test setting and of the training setting
 
@@ -78,6 +97,16 @@ def targets(ids: np.ndarray, read_target: str = "bit") -> np.ndarray:
     nxt = ids[..., 1:] - (ZERO if read_target == "bit" else 0)
     labels[..., :-1] = np.where(ids[..., :-1] == R, nxt, NO_LOSS)
     return labels
+
+
+def code_inputs(ids: np.ndarray, read_target: str = "bit") -> tuple[np.ndarray, np.ndarray]:
+    """``input_layout`` "code": stored ids (T,) -> the code's input [SOS] + x[:-1] in its vocabulary and the labels
+    of that input (the read bit, or its token id in the code's vocabulary, where the input is a read)."""
+    code = TO_CODE[ids]  # (T,)
+    x = np.concatenate([[CODE_SOS], code[:-1]]).astype(np.int8)  # (T,)
+    read = x == CODE_VOCAB.index("r")
+    label = ids - ZERO if read_target == "bit" else code
+    return x, np.where(read, label, NO_LOSS).astype(np.int8)
 
 
 def check(tokens: list[str]) -> list[tuple[int, int, int]]:
@@ -123,9 +152,10 @@ def to_lines(table: pa.Table) -> Iterator[str]:
         yield " ".join(VOCAB[t] for t in row)
 
 
-def collate_lm(batch) -> dict:
-    """Examples are (token_ids, labels); labels are padded with -100."""
+def collate_lm(batch, pad_id: int = 0) -> dict:
+    """Examples are (token_ids, labels); tokens are padded with ``pad_id`` (under the mask), labels with -100."""
     tokens, mask = pad([x for x, _ in batch])
+    tokens[~mask] = pad_id
     labels = torch.full(tokens.shape, NO_LOSS, dtype=torch.long)  # (N, S)
     for i, (_, y) in enumerate(batch):
         labels[i, : len(y)] = torch.as_tensor(y, dtype=torch.long)
@@ -148,6 +178,9 @@ class FlipFlopConfig:
     # the label of a read: the bit, two classes (the dynamic-halt code's sigmoid head), or the token id over the
     # vocabulary (rirlab before); module doc
     read_target: Literal["bit", "token"] = "bit"
+    # what the model reads: the code's vocabulary and start token, padding_idx on "w" (default), or the stored
+    # sequence (rirlab before); module doc
+    input_layout: Literal["code", "plain"] = "code"
 
     _known = split_validator("flipflop", SPLITS, ALL_SPLITS)
 
@@ -156,7 +189,7 @@ def split_params(cfg: FlipFlopConfig, split: str) -> dict:
     if split == "train":
         return {"n": cfg.n_train, "len": cfg.train_len, "p": cfg.train_p_ignore, "seed": cfg.data_seed, "v": 1}
     if split == "dev":
-        return {"n": cfg.n_dev, "len": cfg.train_len, "p": cfg.train_p_ignore, "seed": cfg.data_seed, "v": 2}
+        return {"n": cfg.n_dev, "len": cfg.train_len, "p": cfg.train_p_ignore, "seed": cfg.data_seed, "v": 3}
     return {"n": cfg.n_eval, "seed": cfg.data_seed, "v": 1}
 
 
@@ -168,9 +201,9 @@ def split_table(cfg: FlipFlopConfig, split: str) -> pa.Table:
         if split == "train":
             return to_table(generate(cfg.n_train, cfg.train_len, cfg.train_p_ignore, cfg.data_seed))
         if split == "dev":
-            parts = [generate(cfg.n_dev, n, p, cfg.data_seed + 100 + k)
-                     for k, (p, n) in enumerate([*SETTINGS, (cfg.train_p_ignore, cfg.train_len)])]
-            return to_table([row for part in parts for row in part.tolist()])
+            parts = {(p, n): generate(cfg.n_dev, n, p, cfg.data_seed + 100 + k) for k, (p, n) in enumerate(SETTINGS)}
+            train = generate(cfg.n_dev, cfg.train_len, cfg.train_p_ignore, cfg.data_seed + 100 + len(SETTINGS))
+            return to_table(train.tolist() + [row for s in DEV_ORDER for row in parts[s].tolist()])
         k = list(SPLITS).index(split)
         p, n = SETTINGS[k]
         return to_table(generate(cfg.n_eval, n, p, cfg.data_seed + 200 + k))
@@ -178,8 +211,11 @@ def split_table(cfg: FlipFlopConfig, split: str) -> pa.Table:
     return cache.load_split("flipflop", split, split_params(cfg, split), build, cfg.imported, cfg.cache_dir)
 
 
-def examples(table: pa.Table, read_target: str = "bit") -> list:
-    return [(ids, targets(ids, read_target)) for ids in cache.id_lists(table.column("ids"))]
+def examples(table: pa.Table, read_target: str = "bit", input_layout: str = "code") -> list:
+    rows = cache.id_lists(table.column("ids"))
+    if input_layout == "code":
+        return [code_inputs(np.asarray(ids, np.int8), read_target) for ids in rows]
+    return [(ids, targets(ids, read_target)) for ids in rows]
 
 
 @register
@@ -187,7 +223,7 @@ class FlipFlop(Task):
     """Flip-flop language modelling: predict the bit after each read"""
 
     name, config, kind = "flipflop", FlipFlopConfig, "lm"
-    vocab, num_classes, collate = VOCAB, len(VOCAB), staticmethod(collate_lm)  # read_target "token"
+    vocab, num_classes, collate = VOCAB, len(VOCAB), staticmethod(collate_lm)  # input_layout plain, read_target token
     quick = {"n_train": 1000, "n_dev": 20, "n_eval": 50, "train_len": 64, "eval_splits": ["p0.8_len512"]}
     splits = tuple(SPLITS.items())
     split_table = staticmethod(split_table)
@@ -195,13 +231,16 @@ class FlipFlop(Task):
     to_lines, to_table = staticmethod(to_lines), staticmethod(to_table)
 
     def examples(self, cfg: FlipFlopConfig, table: pa.Table) -> list:
-        return examples(table, read_target=cfg.read_target)
+        return examples(table, read_target=cfg.read_target, input_layout=cfg.input_layout)
 
     def load(self, cfg: FlipFlopConfig) -> TaskData:
-        """As every task's, with two classes (the bit) under ``read_target`` "bit"."""
+        """As every task's, with two classes (the bit) under ``read_target`` "bit"; under ``input_layout`` "code" the
+        code's vocabulary, padding and embedding padding_idx (module doc)."""
         data = super().load(cfg)
-        if cfg.read_target == "bit":
-            data.num_classes = 2
+        if cfg.input_layout == "code":
+            data.vocab, data.pad_is_token = CODE_VOCAB, True  # padding_idx 0: "w"
+            data.collate = functools.partial(collate_lm, pad_id=CODE_PAD)
+        data.num_classes = 2 if cfg.read_target == "bit" else len(data.vocab)
         return data
 
     def import_rows(self, rows: list[list[str]]) -> pa.Table:

@@ -120,7 +120,7 @@ def test_paper_code_settings():
         assert (cfg["batch_size"], cfg["lr"], cfg["warmup_steps"], cfg["lr_decay"], cfg["epochs"]) \
             == (16, 0.0003, 50, "one_cycle", 1)
         assert (cfg["dev_every"], cfg["select_by"]) == (1000, "accuracy")  # the code: dev every 16,000 sequences
-        assert (cfg["weight_decay"], cfg["grad_clip"]) == (0.1, 1.0)
+        assert (cfg["weight_decay"], cfg["grad_clip"], cfg["eval_batch_size"]) == (0.1, 1.0, 16)  # dev_batch_size
     assert (ff["UT"]["max_layers"], ff["GUT"]["max_layers"], ff["GUTLB"]["max_layers"]) == (10, 20, 10)
     assert (ff["TLB"]["num_layers"], ff["TLB"]["memory_layers"], ff["GUTLB"]["memory_layers"]) == (3, 2, 2)
     assert ff["TLB"]["chunk_size"] == ff["GUTLB"]["chunk_size"] == 100  # the code; Appendix A says 10
@@ -159,6 +159,7 @@ def test_lra_specs_carry_the_codes_lra_settings(task):
     for row, cfg in cfgs.items():
         assert (cfg["hidden_size"], cfg["num_heads"], cfg["ff_mult"] * cfg["hidden_size"]) == (d, heads, d_ff), row
         assert (cfg["epochs"], cfg["early_stop_patience"], cfg["select_by"]) == (epochs, patience, "accuracy"), row
+        assert cfg["eval_batch_size"] == batch, row  # the code's dev_batch_size (its batch_size but TLB's on AAN)
         assert cfg["lr_decay"] == ("cosine" if task == "image" else "root_warmup"), row
         if row in ("TLB", "GUTLB"):
             assert (cfg["chunk_size"], cfg["memory_slots"], cfg["lr"], cfg["memory_layers"]) == (chunk, slots, tlb_lr, 1)

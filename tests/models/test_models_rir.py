@@ -68,9 +68,34 @@ def test_chunking_rule():
     assert n_chunks(torch.tensor([3, 6]), 5, 6).tolist() == [1, 1]
 
 
-# the authors' HEBT_GRC (chunk_mode_inference, RBA off: the aligned beams strung in order, as rirlab's eval) on the
-# weights of the test's fill copied into it, float64, eval: the padded batch of lengths 12, 6, 3, and the length-6
-# sequence alone (one chunk of 6 alone; chunks 5 + 1 in the batch padded to 12)
+def hebt(beam, task="classify", **kw):
+    """RIR-EBT-GRC (d 64, k 5, RIR inference) filled as the pins below (tools: the authors' HEBT_GRC on its weights)."""
+    from tests.models.test_tlb_code import fill
+
+    e = registry.get("rir_ebt_grc")
+    model = e.build(e.config(hidden_size=64, beam_size=beam, chunk_size=5, dropout=0.0, s4d_dropout=0.0,
+                             inference="rir", **kw), TaskInfo(9, 3, task)).double().eval()
+    fill(model, 7)
+    return model
+
+
+def rows(lengths, s, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(len(lengths), s, 64, generator=g, dtype=torch.float64)
+    mask = torch.arange(s)[None] < torch.tensor(lengths)[:, None]
+    return x * mask[..., None], mask
+
+
+def matches(out, head, sums=None):
+    """``out``'s first 4 features (and row sums) are the pinned numbers, to 1e-9."""
+    torch.testing.assert_close(out[..., :4], torch.tensor(head, dtype=torch.float64), rtol=0, atol=1e-9)
+    if sums is not None:
+        torch.testing.assert_close(out.sum(-1), torch.tensor(sums, dtype=torch.float64), rtol=0, atol=1e-9)
+
+
+# the authors' HEBT_GRC (chunk_mode_inference, RBA off: the aligned beams strung in order, as eval_alignment
+# string_it) on the weights of the test's fill copied into it, float64, eval: the padded batch of lengths 12, 6, 3,
+# and the length-6 sequence alone (one chunk of 6 alone; chunks 5 + 1 in the batch padded to 12)
 HEBT_PADDED = [[0.8313105226769284, 0.3462656354624785, -1.3064288510607527, 0.28480966413604036],
                [1.323323758809558, 0.3659517880070075, -1.312394823463739, 0.27355136043474876],
                [0.6684890247586316, 0.40037227317546925, -0.9622812162662352, -0.6615702904085918]]
@@ -82,24 +107,16 @@ def test_chunk_by_batch_is_the_authors_hebt_grc():
     """The authors' code chunks every sequence of a batch when the batch's padded length reaches k + k // 2
     (chunk_by batch, default): a 6-token sequence padded to 12 (k = 5) gets chunks 5 + 1, as theirs; chunk_by
     sequence chunks it as it is alone (one chunk). Pinned: the authors' HEBT_GRC on the same weights."""
-    from tests.models.test_tlb_code import fill
 
     def encode(**kw):
-        e = registry.get("rir_ebt_grc")
-        model = e.build(e.config(hidden_size=64, beam_size=3, chunk_size=5, dropout=0.0, s4d_dropout=0.0,
-                                 inference="rir", **kw), TaskInfo(9, 3, "classify")).double().eval()
-        fill(model, 7)
-        g = torch.Generator().manual_seed(3)
-        x = torch.randn(3, 12, 64, generator=g, dtype=torch.float64)
-        mask = torch.arange(12)[None] < torch.tensor([12, 6, 3])[:, None]
+        x, mask = rows([12, 6, 3], 12, 3)
         with torch.no_grad():
-            return model.encoder(x * mask[..., None], mask).vec
+            return hebt(3, eval_alignment="string_it", **kw).encoder(x, mask).vec
 
     out = encode()
-    torch.testing.assert_close(out[:, :4], torch.tensor(HEBT_PADDED, dtype=torch.float64), rtol=0, atol=1e-9)
-    torch.testing.assert_close(out.sum(-1), torch.tensor(HEBT_PADDED_SUMS, dtype=torch.float64), rtol=0, atol=1e-9)
+    matches(out, HEBT_PADDED, HEBT_PADDED_SUMS)
     own = encode(chunk_by="sequence")
-    torch.testing.assert_close(own[1, :4], torch.tensor(HEBT_SIX_ALONE, dtype=torch.float64), rtol=0, atol=1e-9)
+    matches(own[1], HEBT_SIX_ALONE)
     assert (own[1] - out[1]).abs().max() > 1e-2
 
 
@@ -189,12 +206,15 @@ def test_an_inner_rvnn_whose_settings_the_model_lacks_is_refused_naming_the_mode
         resolve({"model": "rir_grc", "task": "listops", "inner": "ebt_grc"})
 
 
-@pytest.mark.parametrize("name,kw", [("ebt_grc", {}), ("rir_ebt_grc", {"inference": "rir", "chunk_by": "sequence"}),
+@pytest.mark.parametrize("name,kw", [("ebt_grc", {}), ("rir_ebt_grc", {"inference": "rir", "chunk_by": "sequence",
+                                                                   "eval_alignment": "string_it"}),
                                      ("rir_ebt_grc", {}), ("egt_grc", {}), ("gt_grc", {}), ("s4d", {"n_layers": 2}),
                                      ("rir_grc", {"chunk_by": "sequence"})])
 def test_eval_deterministic_and_padding_invariant(name, kw):
-    """RIR inference is padding-invariant under chunk_by sequence; under batch (the authors' code) a sequence's
-    chunks follow its batch's padded length (test_chunk_by_batch_is_the_authors_hebt_grc)."""
+    """RIR inference is padding-invariant under chunk_by sequence and deterministic under eval_alignment string_it;
+    under batch (the authors' code) a sequence's chunks follow its batch's padded length
+    (test_chunk_by_batch_is_the_authors_hebt_grc), under sample (the authors' code) its alignment is drawn
+    (test_rir_inference_samples_the_alignment_in_eval_as_the_authors_hebt_grc)."""
     torch.manual_seed(5)
     model = build(name, hidden_size=32, **({"chunk_size": 6} if "rir" in name else {}), **kw).eval()
     seqs = random_seqs([40, 9, 23, 1])
@@ -225,23 +245,23 @@ def test_alignment_position_0_and_samples_follow_the_scores(slot0):
     perm = torch.tensor([2, 0, 3, 1])
     scores = scores[:, perm]  # top beam not at index 0
     g = torch.Generator().manual_seed(0)
-    idx = align(scores, "beam", training=True, generator=g, slot0=slot0)
+    idx = align(scores, "beam", sample=True, generator=g, slot0=slot0)
     assert (idx[:, 0] == (0 if slot0 == "beam0" else 1)).all()  # argmax sits at index 1 after the permutation
     freq = torch.bincount(idx[:, 1:].reshape(-1), minlength=4).float() / idx[:, 1:].numel()
     assert torch.allclose(freq, scores[0].softmax(-1), atol=0.01)
-    assert torch.equal(align(scores[:3], "string_it", training=True), torch.arange(4).expand(3, 4))
-    assert torch.equal(align(scores[:3], "beam", training=False), torch.arange(4).expand(3, 4))  # eval: deterministic
+    assert torch.equal(align(scores[:3], "string_it", sample=True), torch.arange(4).expand(3, 4))
+    assert torch.equal(align(scores[:3], "beam", sample=False), torch.arange(4).expand(3, 4))  # in order
 
 
 def test_random_alignment_ignores_scores():
     scores = torch.tensor([[0.0, -30.0, -60.0, -1e9]]).repeat(20000, 1)  # last beam impossible
-    idx = align(scores, "random", training=True, generator=torch.Generator().manual_seed(0))
+    idx = align(scores, "random", sample=True, generator=torch.Generator().manual_seed(0))
     assert (idx[:, 0] == 0).all()
     freq = torch.bincount(idx[:, 1:].reshape(-1), minlength=4).float() / idx[:, 1:].numel()
     assert torch.allclose(freq, torch.tensor([1 / 3, 1 / 3, 1 / 3, 0.0]), atol=0.01)
     scores = scores[:, [1, 0, 2, 3]]  # the top beam at index 1: beam0 keeps index 0, argmax index 1
-    assert (align(scores, "random", training=True, generator=torch.Generator().manual_seed(0))[:, 0] == 0).all()
-    assert (align(scores, "random", training=True, slot0="argmax")[:, 0] == 1).all()
+    assert (align(scores, "random", sample=True, generator=torch.Generator().manual_seed(0))[:, 0] == 0).all()
+    assert (align(scores, "random", sample=True, slot0="argmax")[:, 0] == 1).all()
 
 
 def test_slot0_under_the_default_is_the_first_beam_of_the_perturbed_search_order():
@@ -280,3 +300,73 @@ def test_a_one_token_last_chunk_keeps_every_beam_alive(train):
         roots, scores = rir_encode(model.encoder.tree, h, lengths, k, "string_it")
     assert (scores > NEG / 2).all(), scores  # every beam alive
     assert torch.isfinite(roots).all()
+
+
+# the authors' HEBT_GRC in eval (RBA on, chunk_mode_inference: their defaults) on one sequence of 10 (k 5, beam 2:
+# two chunks, position 1 of each drawn from its beams): its four distinct outputs over 4,000 seeds, [:4]
+HEBT_EVAL_DRAWS = [[0.933443193, 0.332659148, -1.515053522, 0.35889748],
+                   [0.95910164, 0.33341688, -1.540840678, 0.440742061],
+                   [0.963166668, 0.332579975, -1.530060324, 0.448074576],
+                   [0.954638482, 0.332915317, -1.536791468, 0.438214495]]  # the last: both chunks strung in order
+
+
+def test_rir_inference_samples_the_alignment_in_eval_as_the_authors_hebt_grc():
+    """Issue 31: the authors' HEBT_GRC aligns beams (RBA) in eval mode too (its default chunk_mode_inference runs RIR
+    inference), so eval draws among the outputs of the possible alignments; eval_alignment "sample" (default) does
+    the same: every output is one of theirs and all four occur; "string_it" (rirlab before) is the in-order one."""
+    model = hebt(2)
+    x, mask = rows([10], 10, 5)
+    pinned = torch.tensor(HEBT_EVAL_DRAWS, dtype=torch.float64)
+    hits = torch.zeros(len(pinned))
+    with torch.no_grad():
+        for seed in range(200):
+            torch.manual_seed(seed)
+            d = (model.encoder(x, mask).vec[0, :4] - pinned).abs().max(-1).values  # (4,)
+            assert d.min() < 1e-8, d
+            hits[d.argmin()] += 1
+        assert (hits > 0).all(), hits
+        model.encoder.eval_alignment = "string_it"
+        torch.testing.assert_close(model.encoder(x, mask).vec[0, :4], pinned[3], rtol=0, atol=1e-8)
+    assert registry.get("rir_ebt_grc").config().eval_alignment == "sample"
+
+
+# the authors' sentence_pair_framework with batch_pair (zeros to the longer of the two, one encoder call) around
+# HEBT_GRC (RBA off), eval: sentences 1 of lengths 12, 3 (padded 12), sentences 2 of lengths 6, 2 (padded 6, and 12
+# in the joint batch, where the 6 is chunked 5 + 1); rows: the 2N encoded sentences, [:4] and their sums
+PAIR_JOINT = [[0.8313105226769284, 0.3462656354624785, -1.3064288510607527, 0.28480966413604036],
+              [0.8772841474627552, 0.36568900603396937, -1.0032711734422264, 0.07663531954935793],
+              [1.0004570257774357, 0.28658275233783004, -1.341439614193034, -0.353767778867702],
+              [0.9961493808794946, 0.2974086264080635, -1.0201979582403777, 0.5980233377346876]]
+PAIR_JOINT_SUMS = [-2.074594225997014, 4.507565202511237, -0.16389359135481874, 5.939747478772899]
+PAIR_SEPARATE_SIX = [0.9959204291597398, 0.28732849616985834, -1.3116129368999518, -0.28264971040314957]
+
+
+@pytest.mark.parametrize("name", ["rir_ebt_grc", "rir_grc", "rir_om", "rir_crvnn"])
+def test_rir_models_encode_a_pair_as_one_batch_by_default(name):
+    assert registry.get(name).config().pair_batch == "joint"  # the authors' batch_pair, on in all their pair configs
+
+
+def test_pair_batch_joint_is_the_authors_batch_pair():
+    """Issue 31: the authors pad both sentence batches of a pair batch to the longer one and encode them as one batch
+    (batch_pair); under chunk_by batch the 6-token second sentence is chunked by the joint padded length 12 (5 + 1),
+    not by its own batch's 6 (one chunk). pair_batch "joint" (default) gives their vectors; "separate" does not."""
+    x1, m1 = rows([12, 3], 12, 3)
+    x2, m2 = rows([6, 2], 6, 4)
+    batch = {"tokens": torch.zeros(2, 12, dtype=torch.long), "mask": m1, "tokens2": torch.zeros(2, 6, dtype=torch.long),
+             "mask2": m2, "labels": torch.zeros(2, dtype=torch.long)}
+
+    def encoded(**kw):
+        model = hebt(3, "pair", eval_alignment="string_it", **kw)
+        embedded = iter([x1, x2])
+        model.embed.register_forward_hook(lambda mod, inp, out: next(embedded))  # the inputs as embedded tokens
+        seen = []
+        model.encoder.register_forward_hook(lambda mod, inp, out: seen.append(out.vec))
+        with torch.no_grad():
+            model(batch)
+        return torch.cat(seen)  # (2N, D): sentences 1 then sentences 2
+
+    joint = encoded()
+    matches(joint, PAIR_JOINT, PAIR_JOINT_SUMS)
+    separate = encoded(pair_batch="separate")
+    matches(separate[2], PAIR_SEPARATE_SIX)
+    assert (separate[2] - joint[2]).abs().max() > 1e-2

@@ -148,7 +148,7 @@ def test_flipflop_reads_the_bit_through_the_codes_single_sigmoid_output():
     from rirlab.train import training_loss
 
     ids = torch.tensor(FLIPFLOP_IDS).numpy().astype("int8")
-    batch = ff.collate_lm(ff.examples(ff.to_table(ids)))
+    batch = ff.collate_lm(ff.examples(ff.to_table(ids), input_layout="plain"))  # the pin's states: rirlab's inputs
     assert sorted(batch["labels"].unique().tolist()) == [-100, 0, 1]
     entry = registry.get("transformer")
     model = entry.build(entry.config(hidden_size=4, num_heads=2, num_layers=1, dropout=0.0), TaskInfo(6, 2, "lm"))
@@ -160,7 +160,7 @@ def test_flipflop_reads_the_bit_through_the_codes_single_sigmoid_output():
     assert abs(loss.item() - FLIPFLOP_LOSS) < 1e-6  # training_loss's float32
     assert (logits.argmax(-1) == labels).sum().item() == FLIPFLOP_CORRECT
     assert ff.FlipFlopConfig().read_target == "bit"
-    token = ff.collate_lm(ff.examples(ff.to_table(ids), "token"))["labels"]
+    token = ff.collate_lm(ff.examples(ff.to_table(ids), "token", "plain"))["labels"]
     assert sorted(token.unique().tolist()) == [-100, ff.ZERO, ff.ZERO + 1]
 
 
