@@ -106,9 +106,7 @@ class MultiDimEMA(nn.Module):
     def kernel(self, length: int) -> torch.Tensor:
         """K_t = sum_n eta_n alpha_n beta_n (1 - alpha_n delta_n)^t, t = 0..length-1 -> (K, length)."""
         alpha, delta, beta, eta = self.coeffs()
-        t = torch.arange(length, device=alpha.device, dtype=alpha.dtype)
-        decay = torch.exp(t * torch.log1p(-alpha * delta))  # (K, h, L)
-        return torch.einsum("khl,kh->kl", alpha * beta * decay, eta)
+        return _EMAKernel.apply((alpha * beta)[..., 0] * eta, torch.log1p(-alpha * delta)[..., 0], length)
 
     def taps(self, length: int) -> torch.Tensor:
         """The circular length-2S kernel (D, 2S) of one convolution, tap l acting on x_{t-l mod 2S}: forward taps
@@ -129,6 +127,24 @@ class MultiDimEMA(nn.Module):
             x = x.masked_fill(~mask[..., None], 0.0)  # padding contributes 0
         dtype = torch.promote_types(x.dtype, torch.float32)  # a 16-bit x runs in float32 (as MEGA's code)
         return _EMAConv.apply(x.to(dtype), self.taps(x.size(1)).to(dtype)).to(x.dtype)
+
+
+class _EMAKernel(torch.autograd.Function):
+    """K_t = sum_n c_n exp(t log q_n), t < L, from c (K, h) and log q (K, h), with a hand-written backward:
+    g_c = sum_t g_t q^t, g_log q = c sum_t t g_t q^t (two matrix-vector products over the saved powers)."""
+
+    @staticmethod
+    def forward(ctx, c, log_q, length: int):
+        t = torch.arange(length, device=c.device, dtype=c.dtype)
+        powers = torch.exp(log_q[..., None] * t)  # (K, h, L)
+        ctx.save_for_backward(c, powers, t)
+        return (c[:, None] @ powers)[:, 0]  # (K, L)
+
+    @staticmethod
+    def backward(ctx, g):
+        c, powers, t = ctx.saved_tensors
+        g_c = (powers @ g[..., None])[..., 0]  # (K, h)
+        return g_c, c * (powers @ (g * t)[..., None])[..., 0], None
 
 
 class _EMAConv(torch.autograd.Function):
@@ -238,11 +254,10 @@ class MegaLayer(nn.Module):
         mx = self.drop(F.silu(unpad(self.ema(pad(x), ema_mask))))  # X' (N, S, D), eq. 6 (SiLU: the code)
         zz, r, u, hx = self.mx_proj(mx).split([self.z, self.v, self.d, self.d], dim=-1)
         zz, r, u = F.silu(zz), F.silu(r), torch.sigmoid(u)  # eq. 7, 12, 13
-        qk = zz[..., None, :] * self.kappa + self.mu  # (N, S, 2, z), eq. 8-9
-        q, k = qk.unbind(-2)
-        if self.attention == "softmax":
-            q = q / math.sqrt(self.z)
-        q, k, v = pad(torch.cat([q, k, v], -1)).split([self.z, self.z, self.v], dim=-1)
+        scale = 1 / math.sqrt(self.z) if self.attention == "softmax" else 1.0  # softmax: Q scaled by 1/sqrt(z)
+        q = torch.addcmul(self.mu[0] * scale, zz, self.kappa[0] * scale)  # (N, S, z) eq. 8
+        k = torch.addcmul(self.mu[1], zz, self.kappa[1])  # eq. 9
+        q, k, v = pad(q), pad(k), pad(v)
         if groups is None:
             o = self.attend(q, k, v, mask)  # (N, S, v), eq. 11
         else:  # rows of similar lengths together, each group cut to its longest row (padded keys weigh 0 anyway)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rirlab.models import registry
-from rirlab.models.mega import MegaConfig, MultiDimEMA, _EMAConv
+from rirlab.models.mega import MegaConfig, MultiDimEMA, _EMAConv, _EMAKernel
 from rirlab.tasks import listops
 from rirlab.tasks.base import TaskInfo, collate_classify
 from tests.helpers.cli import REPO
@@ -125,6 +125,19 @@ def test_ema_convolution_backward_is_the_adjoint():
     rx, rk = torch.autograd.grad(ref, (x, k), g)
     torch.testing.assert_close(gx, rx, rtol=0, atol=1e-12)
     torch.testing.assert_close(gk, rk, rtol=0, atol=1e-12)
+
+
+def test_ema_kernel_backward():
+    """_EMAKernel's hand-written backward: gradcheck in float64, and equal to autograd through exp(t log q)."""
+    torch.manual_seed(5)
+    c = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    log_q = (-torch.rand(4, 3, dtype=torch.float64)).requires_grad_()
+    assert torch.autograd.gradcheck(_EMAKernel.apply, (c, log_q, 9))
+    g = torch.randn(4, 9, dtype=torch.float64)
+    got = torch.autograd.grad(_EMAKernel.apply(c, log_q, 9), (c, log_q), g)
+    ref = (c[..., None] * torch.exp(log_q[..., None] * torch.arange(9.0, dtype=torch.float64))).sum(1)
+    for a, b in zip(got, torch.autograd.grad(ref, (c, log_q), g)):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
 
 
 def test_full_attention_is_bidirectional_and_chunks_are_local():
