@@ -103,23 +103,11 @@ class MultiDimEMA(nn.Module):
         return (torch.sigmoid(self.alpha_logit), torch.sigmoid(self.delta_logit), self.beta,
                 self.eta / math.sqrt(self.h))
 
-    def kernel(self, length: int) -> torch.Tensor:
-        """K_t = sum_n eta_n alpha_n beta_n (1 - alpha_n delta_n)^t, t = 0..length-1 -> (K, length)."""
-        alpha, delta, beta, eta = self.coeffs()
-        return _EMAKernel.apply((alpha * beta)[..., 0] * eta, torch.log1p(-alpha * delta)[..., 0], length)
-
     def taps(self, length: int) -> torch.Tensor:
-        """The circular length-2S kernel (D, 2S) of one convolution, tap l acting on x_{t-l mod 2S}: forward taps
-        at lags 0..S-1, (bidirectional) backward taps at lags -1..-(S-1) wrapped to the end, 0 at lag S; the lag-0
-        tap is both directions' lag-0 taps plus the skip omega (as MEGA's code: both act on x_t, plus omega x_t)."""
-        k = self.kernel(length)  # (K, S)
-        d = self.d
-        kf = k[:d]
-        first = kf[:, :1] + self.omega[:, None]  # (D, 1)
-        if not self.bidirectional:
-            return torch.cat([first, kf[:, 1:], k.new_zeros(d, length)], 1)
-        kb = k[d:]
-        return torch.cat([first + kb[:, :1], kf[:, 1:], k.new_zeros(d, 1), kb[:, 1:].flip(-1)], 1)
+        """The circular length-2S kernel (D, 2S) of one convolution (:class:`_EMATaps`) from
+        K_t = sum_n eta_n alpha_n beta_n (1 - alpha_n delta_n)^t, t = 0..S-1, per direction, and omega."""
+        alpha, delta, beta, eta = self.coeffs()
+        return _EMATaps.apply((alpha * beta)[..., 0] * eta, torch.log1p(-alpha * delta)[..., 0], self.omega, length)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         """x (N, S, D) -> (N, S, D); ``mask`` (N, S) zeroes padding first (None: x is already 0 there)."""
@@ -129,22 +117,37 @@ class MultiDimEMA(nn.Module):
         return _EMAConv.apply(x.to(dtype), self.taps(x.size(1)).to(dtype)).to(x.dtype)
 
 
-class _EMAKernel(torch.autograd.Function):
-    """K_t = sum_n c_n exp(t log q_n), t < L, from c (K, h) and log q (K, h), with a hand-written backward:
-    g_c = sum_t g_t q^t, g_log q = c sum_t t g_t q^t (two matrix-vector products over the saved powers)."""
+class _EMATaps(torch.autograd.Function):
+    """Circular taps (D, 2S), tap l acting on x_{t-l mod 2S}, from c (K, h), log q (K, h) and omega (D,), K = D or
+    2D (bidirectional): K_t = sum_n c_n exp(t log q_n), t < S, per kernel; forward taps at lags 0..S-1, backward
+    taps at lags -1..-(S-1) wrapped to the end, 0 at lag S; lag 0 holds both directions' K_0 plus omega (MEGA's
+    code: both directions act on x_t, plus the skip omega x_t). Hand-written backward: g_c = sum_t g_t q^t,
+    g_log q = c sum_t t g_t q^t over the saved powers, and the taps' gradients read back from their places."""
 
     @staticmethod
-    def forward(ctx, c, log_q, length: int):
-        t = torch.arange(length, device=c.device, dtype=c.dtype)
-        powers = torch.exp(log_q[..., None] * t)  # (K, h, L)
+    def forward(ctx, c, log_q, omega, length: int):
+        d, s = omega.size(0), length
+        t = torch.arange(s, device=c.device, dtype=c.dtype)
+        powers = torch.exp(log_q[..., None] * t)  # (K, h, S)
+        k = (c[:, None] @ powers)[:, 0]  # (K, S)
+        taps = k.new_zeros(d, 2 * s)
+        taps[:, :s] = k[:d]
+        taps[:, 0] += omega
+        if k.size(0) > d:  # the backward direction
+            taps[:, s + 1:] = k[d:, 1:].flip(-1)
+            taps[:, 0] += k[d:, 0]
         ctx.save_for_backward(c, powers, t)
-        return (c[:, None] @ powers)[:, 0]  # (K, L)
+        return taps
 
     @staticmethod
     def backward(ctx, g):
         c, powers, t = ctx.saved_tensors
-        g_c = (powers @ g[..., None])[..., 0]  # (K, h)
-        return g_c, c * (powers @ (g * t)[..., None])[..., 0], None
+        d, s = g.size(0), t.size(0)
+        g_k = g[:, :s]  # (D, S)
+        if c.size(0) > d:
+            g_k = torch.cat([g_k, torch.cat([g[:, :1], g[:, s + 1:].flip(-1)], 1)])  # (2D, S)
+        sums = (torch.stack([g_k, g_k * t], 1) @ powers.transpose(1, 2)).unbind(1)  # sum_t g_t q^t, sum_t t g_t q^t
+        return sums[0], c * sums[1], g[:, 0], None
 
 
 class _EMAConv(torch.autograd.Function):
@@ -268,7 +271,7 @@ class MegaLayer(nn.Module):
                 o[rows, :w] = part
         o = unpad(o)
         h = self.drop(F.silu(hx + self.h_proj(o * r)))  # eq. 14
-        x = self.norm1(residual + u * (h - residual))  # eq. 15, then post-norm
+        x = self.norm1(torch.lerp(residual, h, u))  # eq. 15 (u h + (1 - u) x, one pass), then post-norm
         y = self.fc2(self.act_drop(F.silu(self.fc1(x))))
         return self.norm2(x + self.drop(y))
 

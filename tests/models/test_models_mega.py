@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rirlab.models import registry
-from rirlab.models.mega import MegaConfig, MultiDimEMA, _EMAConv, _EMAKernel
+from rirlab.models.mega import MegaConfig, MultiDimEMA, _EMAConv, _EMATaps
 from rirlab.tasks import listops
 from rirlab.tasks.base import TaskInfo, collate_classify
 from tests.helpers.cli import REPO
@@ -127,16 +127,24 @@ def test_ema_convolution_backward_is_the_adjoint():
     torch.testing.assert_close(gk, rk, rtol=0, atol=1e-12)
 
 
-def test_ema_kernel_backward():
-    """_EMAKernel's hand-written backward: gradcheck in float64, and equal to autograd through exp(t log q)."""
+@pytest.mark.parametrize("kernels", [3, 6])
+def test_ema_taps_backward(kernels):
+    """_EMATaps's hand-written backward: gradcheck in float64, and equal to autograd through exp(t log q) and the
+    taps' assembly op by op (one direction: 3 kernels for 3 channels; both: 6)."""
     torch.manual_seed(5)
-    c = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
-    log_q = (-torch.rand(4, 3, dtype=torch.float64)).requires_grad_()
-    assert torch.autograd.gradcheck(_EMAKernel.apply, (c, log_q, 9))
-    g = torch.randn(4, 9, dtype=torch.float64)
-    got = torch.autograd.grad(_EMAKernel.apply(c, log_q, 9), (c, log_q), g)
-    ref = (c[..., None] * torch.exp(log_q[..., None] * torch.arange(9.0, dtype=torch.float64))).sum(1)
-    for a, b in zip(got, torch.autograd.grad(ref, (c, log_q), g)):
+    c = torch.randn(kernels, 4, dtype=torch.float64, requires_grad=True)
+    log_q = (-torch.rand(kernels, 4, dtype=torch.float64)).requires_grad_()
+    omega = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(_EMATaps.apply, (c, log_q, omega, 9))
+    g = torch.randn(3, 18, dtype=torch.float64)
+    got = torch.autograd.grad(_EMATaps.apply(c, log_q, omega, 9), (c, log_q, omega), g)
+    k = (c[..., None] * torch.exp(log_q[..., None] * torch.arange(9.0, dtype=torch.float64))).sum(1)  # (K, 9)
+    first = k[:3, :1] + omega[:, None]
+    if kernels == 3:
+        ref = torch.cat([first, k[:, 1:], k.new_zeros(3, 9)], 1)
+    else:
+        ref = torch.cat([first + k[3:, :1], k[:3, 1:], k.new_zeros(3, 1), k[3:, 1:].flip(-1)], 1)
+    for a, b in zip(got, torch.autograd.grad(ref, (c, log_q, omega), g)):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
 
 
