@@ -177,11 +177,13 @@ class CRvNN(nn.Module):
             left, right = neighbours(e_a, valid_a)
             win = self.window_of(seq_a, left, right)
             items = None if every_row else valid_a.reshape(-1).nonzero()[:, 0]  # (P,) the items, flat in (Ma w)
+            if items is not None and items.numel() == valid_a.numel():
+                items = None  # every position an item: no gathering (the same rows, in the same order)
             probs = self.probs(win, left, right, sel_a, items)
             c = probs[..., 0] * sel_a  # (Ma, w)
             lc = (left @ c[..., None])  # (Ma, w, 1) compose prob of the left neighbour
             left_1 = win[:, :, self.window // 2 - 1]  # cell(left_1, x) below
-            if every_row:
+            if items is None:
                 composed = grc_cell(self.cell, torch.cat([left_1, seq_a], -1).view(-1, 2 * d)).view(seq_a.shape)
             else:
                 pairs = torch.cat([left_1.reshape(-1, d).index_select(0, items),
@@ -194,6 +196,9 @@ class CRvNN(nn.Module):
                 seq = torch.where(active[:, None, None], new_seq, seq)
                 e = torch.where(active[:, None], new_e, e)
                 last_probs = probs
+            elif rows.numel() == m and w == s:  # every row, whole: nothing kept from before
+                seq, e = new_seq, new_e
+                last_probs = probs.detach()
             else:
                 seq = seq.index_put((rows[:, None], at[None, :w]), new_seq)
                 e = e.index_put((rows[:, None], at[None, :w]), new_e)
