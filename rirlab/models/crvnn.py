@@ -86,9 +86,9 @@ def neighbours(e: torch.Tensor, valid: torch.Tensor):
         rest = (1 - before).clamp(min=0)
         return torch.where(csum > 1, rest, mat) * vv[:, None, :]
 
-    right = right_of(e, valid.to(e.dtype))
-    left = right_of(e.flip(1), valid.to(e.dtype).flip(1)).flip(1, 2)
-    return left, right
+    v = valid.to(e.dtype)
+    both = right_of(torch.cat([e.flip(1), e]), torch.cat([v.flip(1), v]))  # (2M, S, S) both directions at once
+    return both[: e.size(0)].flip(1, 2), both[e.size(0):]
 
 
 class CRvNN(nn.Module):
