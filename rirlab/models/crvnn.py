@@ -201,7 +201,7 @@ class CRvNN(nn.Module):
                 last_probs = probs
             elif rows.numel() == m and w == s:  # every row, whole: nothing kept from before
                 seq, e = new_seq, new_e
-                last_probs = probs.detach()
+                last_probs = probs.detach().clone()  # written into in place by a later iteration
             else:
                 seq = seq.index_put((rows[:, None], at[None, :w]), new_seq)
                 e = e.index_put((rows[:, None], at[None, :w]), new_e)
