@@ -86,9 +86,9 @@ def neighbours(e: torch.Tensor, valid: torch.Tensor):
         rest = (1 - before).clamp(min=0)
         return torch.where(csum > 1, rest, mat) * vv[:, None, :]
 
-    right = right_of(e, valid.to(e.dtype))
-    left = right_of(e.flip(1), valid.to(e.dtype).flip(1)).flip(1, 2)
-    return left, right
+    v = valid.to(e.dtype)
+    both = right_of(torch.cat([e.flip(1), e]), torch.cat([v.flip(1), v]))  # (2M, S, S) both directions at once
+    return both[: e.size(0)].flip(1, 2), both[e.size(0):]
 
 
 class CRvNN(nn.Module):
@@ -99,8 +99,9 @@ class CRvNN(nn.Module):
     [compose, no-op, left compose, right compose] terms of each row's last iteration (beyond a row's items:
     [0, 1, 0, 0]; under ``full_loop``: the loop's last iteration, every row).
 
-    Each iteration runs on the rows still updating only, cut to the widest of them, and the scorer and the cell
-    on their items only (padding's results were discarded): the same values as the whole padded batch.
+    Each iteration runs on the rows still updating only, cut to the widest of them, and where those hold padding,
+    the scorer on the selectable items only and the cell on tokens 2..L only (the others' results were never read):
+    the same values as the whole padded batch (the cell's dropout draws fall on fewer rows).
     ``full_loop`` keeps the whole batch at every iteration, as that mode is the worst-case cost.
     """
 
@@ -130,11 +131,12 @@ class CRvNN(nn.Module):
     def probs(self, win, left, right, selectable, valid=None):
         """Normalised [compose, no-op, left compose, right compose] (M, S, 4) (CRvNN §3.3); column 0 is c.
 
-        ``valid`` (P,): the scorer runs on these positions of (M S) only (the others' scores are never read: c is 0 there)."""
+        ``valid`` (P,): the scorer runs on these positions of (M S) only (at least the selectable ones: the others'
+        scores are never read, c is 0 there)."""
         m, s, w, d = win.shape
         if valid is None:
             logit = self.score(F.gelu(self.conv(win.reshape(m, s, w * d)))).squeeze(-1)  # (M, S)
-        else:  # valid: the flat indices (P,) of the items in (M S)
+        else:  # valid: flat indices (P,) in (M S)
             packed = self.score(F.gelu(self.conv(win.reshape(m * s, w * d).index_select(0, valid)))).squeeze(-1)
             logit = packed.new_zeros(m * s).index_copy(0, valid, packed).view(m, s)  # (M, S)
         shift = torch.where(selectable, logit, torch.zeros_like(logit)).amax(1, keepdim=True).clamp(min=0).detach()
@@ -176,17 +178,20 @@ class CRvNN(nn.Module):
                 e_a, seq_a, valid_a, sel_a = e[rows, :w], seq[rows, :w], valid[rows, :w], selectable[rows, :w]
             left, right = neighbours(e_a, valid_a)
             win = self.window_of(seq_a, left, right)
-            items = None if every_row else valid_a.reshape(-1).nonzero()[:, 0]  # (P,) the items, flat in (Ma w)
-            probs = self.probs(win, left, right, sel_a, items)
+            gather = not every_row and not bool(valid_a.all())  # else every position is an item: no gathering
+            scored = sel_a.reshape(-1).nonzero()[:, 0] if gather else None  # (P,) flat in (Ma w): the logits read
+            probs = self.probs(win, left, right, sel_a, scored)
             c = probs[..., 0] * sel_a  # (Ma, w)
             lc = (left @ c[..., None])  # (Ma, w, 1) compose prob of the left neighbour
             left_1 = win[:, :, self.window // 2 - 1]  # cell(left_1, x) below
-            if every_row:
+            if not gather:
                 composed = grc_cell(self.cell, torch.cat([left_1, seq_a], -1).view(-1, 2 * d)).view(seq_a.shape)
-            else:
-                pairs = torch.cat([left_1.reshape(-1, d).index_select(0, items),
-                                   seq_a.reshape(-1, d).index_select(0, items)], -1)  # (P, 2D)
-                composed = seq_a.new_zeros(seq_a.numel() // d, d).index_copy(0, items, grc_cell(self.cell, pairs))
+            else:  # tokens 2..L only: lc is exactly 0 at START, the first token and END (their left neighbour is
+                # START or the last token, c = 0 there), so their compositions are never read
+                at_c = F.pad(sel_a[:, :-1], (1, 0)).reshape(-1).nonzero()[:, 0]  # (Pc,) flat in (Ma w)
+                pairs = torch.cat([left_1.reshape(-1, d).index_select(0, at_c),
+                                   seq_a.reshape(-1, d).index_select(0, at_c)], -1)  # (Pc, 2D)
+                composed = seq_a.new_zeros(seq_a.numel() // d, d).index_copy(0, at_c, grc_cell(self.cell, pairs))
                 composed = composed.view(seq_a.shape)
             new_seq = (lc * composed + (1 - lc) * seq_a) * valid_a[..., None]
             new_e = e_a * (1 - c) * valid_a
@@ -194,6 +199,9 @@ class CRvNN(nn.Module):
                 seq = torch.where(active[:, None, None], new_seq, seq)
                 e = torch.where(active[:, None], new_e, e)
                 last_probs = probs
+            elif rows.numel() == m and w == s:  # every row, whole: nothing kept from before
+                seq, e = new_seq, new_e
+                last_probs = probs.detach().clone()  # written into in place by a later iteration
             else:
                 seq = seq.index_put((rows[:, None], at[None, :w]), new_seq)
                 e = e.index_put((rows[:, None], at[None, :w]), new_e)

@@ -103,31 +103,74 @@ class MultiDimEMA(nn.Module):
         return (torch.sigmoid(self.alpha_logit), torch.sigmoid(self.delta_logit), self.beta,
                 self.eta / math.sqrt(self.h))
 
-    def kernel(self, length: int) -> torch.Tensor:
-        """K_t = sum_n eta_n alpha_n beta_n (1 - alpha_n delta_n)^t, t = 0..length-1 -> (K, length)."""
+    def taps(self, length: int) -> torch.Tensor:
+        """The circular length-2S kernel (D, 2S) of one convolution (:class:`_EMATaps`) from
+        K_t = sum_n eta_n alpha_n beta_n (1 - alpha_n delta_n)^t, t = 0..S-1, per direction, and omega."""
         alpha, delta, beta, eta = self.coeffs()
-        t = torch.arange(length, device=alpha.device, dtype=alpha.dtype)
-        decay = torch.exp(t * torch.log1p(-alpha * delta))  # (K, h, L)
-        return torch.einsum("khl,kh->kl", alpha * beta * decay, eta)
+        return _EMATaps.apply((alpha * beta)[..., 0] * eta, torch.log1p(-alpha * delta)[..., 0], self.omega, length)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        n, s, d = x.shape
-        dtype = x.dtype
-        x = x.masked_fill(~mask[..., None], 0.0).transpose(1, 2).float()  # (N, D, S), padding contributes 0
-        k = self.kernel(s).float()  # (K, S)
-        if self.bidirectional:
-            kf, kb = k[:d], k[d:]
-            # one circular length-2S kernel: forward taps at lags 0..S-1, backward taps at lags -1..-(S-1) wrapped
-            # to the end; both directions' lag-0 taps act on x_t (as MEGA's code)
-            full = torch.zeros(d, 2 * s, device=x.device, dtype=k.dtype)
-            full[:, :s] = kf
-            full[:, s + 1:] = kb[:, 1:].flip(-1)
-            full[:, 0] = full[:, 0] + kb[:, 0]
-        else:
-            full = F.pad(k, (0, s))
-        y = torch.fft.irfft(torch.fft.rfft(x, n=2 * s) * torch.fft.rfft(full, n=2 * s), n=2 * s)[..., :s]
-        y = y + x * self.omega[:, None]
-        return y.transpose(1, 2).to(dtype)  # (N, S, D)
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """x (N, S, D) -> (N, S, D); ``mask`` (N, S) zeroes padding first (None: x is already 0 there)."""
+        if mask is not None:
+            x = x.masked_fill(~mask[..., None], 0.0)  # padding contributes 0
+        dtype = torch.promote_types(x.dtype, torch.float32)  # a 16-bit x runs in float32 (as MEGA's code)
+        return _EMAConv.apply(x.to(dtype), self.taps(x.size(1)).to(dtype)).to(x.dtype)
+
+
+class _EMATaps(torch.autograd.Function):
+    """Circular taps (D, 2S), tap l acting on x_{t-l mod 2S}, from c (K, h), log q (K, h) and omega (D,), K = D or
+    2D (bidirectional): K_t = sum_n c_n exp(t log q_n), t < S, per kernel; forward taps at lags 0..S-1, backward
+    taps at lags -1..-(S-1) wrapped to the end, 0 at lag S; lag 0 holds both directions' K_0 plus omega (MEGA's
+    code: both directions act on x_t, plus the skip omega x_t). Hand-written backward: g_c = sum_t g_t q^t,
+    g_log q = c sum_t t g_t q^t over the saved powers, and the taps' gradients read back from their places."""
+
+    @staticmethod
+    def forward(ctx, c, log_q, omega, length: int):
+        d, s = omega.size(0), length
+        t = torch.arange(s, device=c.device, dtype=c.dtype)
+        powers = torch.exp(log_q[..., None] * t)  # (K, h, S)
+        k = (c[:, None] @ powers)[:, 0]  # (K, S)
+        taps = k.new_zeros(d, 2 * s)
+        taps[:, :s] = k[:d]
+        taps[:, 0] += omega
+        if k.size(0) > d:  # the backward direction
+            taps[:, s + 1:] = k[d:, 1:].flip(-1)
+            taps[:, 0] += k[d:, 0]
+        ctx.save_for_backward(c, powers, t)
+        return taps
+
+    @staticmethod
+    def backward(ctx, g):
+        c, powers, t = ctx.saved_tensors
+        d, s = g.size(0), t.size(0)
+        g_k = g[:, :s]  # (D, S)
+        if c.size(0) > d:
+            g_k = torch.cat([g_k, torch.cat([g[:, :1], g[:, s + 1:].flip(-1)], 1)])  # (2D, S)
+        sums = (torch.stack([g_k, g_k * t], 1) @ powers.transpose(1, 2)).unbind(1)  # sum_t g_t q^t, sum_t t g_t q^t
+        return sums[0], c * sums[1], g[:, 0], None
+
+
+class _EMAConv(torch.autograd.Function):
+    """y_t = sum_l k_l x_{t-l mod 2S}, t < S, for x (N, S, D) zero-padded to 2S and taps k (D, 2S), by FFT along S,
+    with a hand-written backward: the adjoints are circular cross-correlations by the same FFTs,
+    g_x = irfft(G conj(K)), g_k = irfft(sum_n G conj(X)) (autograd's FFT backward took 4x the forward)."""
+
+    @staticmethod
+    def forward(ctx, x, k):
+        s = x.size(1)
+        xf = torch.fft.rfft(x, n=2 * s, dim=1)  # (N, S + 1, D)
+        kf = torch.fft.rfft(k, dim=1).t()  # (S + 1, D)
+        ctx.save_for_backward(xf, kf)
+        return torch.fft.irfft(xf * kf, n=2 * s, dim=1)[:, :s]
+
+    @staticmethod
+    def backward(ctx, g):
+        xf, kf = ctx.saved_tensors
+        s = g.size(1)
+        gf = torch.fft.rfft(g, n=2 * s, dim=1)  # (N, S + 1, D)
+        g_x = torch.fft.irfft(gf * kf.conj(), n=2 * s, dim=1)[:, :s] if ctx.needs_input_grad[0] else None
+        g_k = torch.fft.irfft((gf * xf.conj()).sum(0), n=2 * s, dim=0).t() if ctx.needs_input_grad[1] else None
+        return g_x, g_k
 
 
 class MegaLayer(nn.Module):
@@ -162,34 +205,37 @@ class MegaLayer(nn.Module):
         return self.rel_bias[rel + self.max_pos - 1]  # (S, S)
 
     def attend(self, q, k, v, mask):
-        """O = f(Q K^T + b_rel) V within each chunk (or the whole sequence); q, k (N, S, z), v (N, S, v)."""
+        """O = f(Q K^T + b_rel) V within each chunk (or the whole sequence); q, k (N, S, z), v (N, S, v), mask
+        (N, S) the valid keys (None: every key valid, no masking)."""
         n, s, _ = q.shape
         c = s if self.chunk <= 0 or self.chunk >= s else self.chunk
         pad = (-s) % c
         if pad:
             q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
-            mask = F.pad(mask, (0, pad), value=False)
+            mask = F.pad(q.new_ones(n, s, dtype=torch.bool) if mask is None else mask, (0, pad), value=False)
         m = (s + pad) // c
         q, k, v = (t.reshape(n * m, c, t.size(-1)) for t in (q, k, v))
-        km = mask.reshape(n * m, c)  # (B, c) valid keys
+        km = None if mask is None else mask.reshape(n * m, c)  # (B, c) valid keys
         scores = q @ k.transpose(1, 2) + self.bias(c, q.device)  # (B, c, c)
         if self.attention == "softmax":
-            scores = scores.masked_fill(~km[:, None, :], float("-inf"))
+            if km is not None:
+                scores = scores.masked_fill(~km[:, None, :], float("-inf"))
             attn = torch.softmax(scores, dim=-1)
-            if not bool(km.any(-1).all()):
+            if km is not None and not bool(km.any(-1).all()):
                 attn = attn.nan_to_num(0.0)  # an all-padding chunk attends to nothing
         else:  # Laplace (eq. 16): 0.5 * (1 + erf((x - mu) / (sigma sqrt 2))), mu = sqrt(1/2), sigma = sqrt(1/(4 pi))
-            lengths = km.sum(-1).clamp(min=1)[:, None, None]
+            lengths = c if km is None else km.sum(-1).clamp(min=1)[:, None, None]
             x = scores / lengths
             attn = 0.5 * (1 + torch.erf((x - math.sqrt(0.5)) / (math.sqrt(0.25 / math.pi) * math.sqrt(2.0))))
-            attn = attn * km[:, None, :]
+            if km is not None:
+                attn = attn * km[:, None, :]
         out = self.attn_drop(attn) @ v  # (B, c, v)
         return out.reshape(n, m * c, -1)[:, :s]
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor, packed=False, groups=None) -> torch.Tensor:
-        """x (N, S, D), or with ``packed`` (True, or the flat indices (P,) of ``mask``'s valid positions) those
-        positions only, x (P, D) = x[mask]: the position-wise layers
-        then skip padding, and only the EMA and the attention see the padded (N, S, .) layout. ``groups``
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, packed=False, groups=None) -> torch.Tensor:
+        """x (N, S, D) (mask (N, S); None: every position valid), or with ``packed`` (True, or the flat indices (P,)
+        of ``mask``'s valid positions) those positions only, x (P, D) = x[mask]: the position-wise layers then skip
+        padding, and only the EMA and the attention see the padded (N, S, .) layout. ``groups``
         (:func:`length_groups`): attention per group of rows, each cut to its longest row."""
         if isinstance(packed, torch.Tensor) or packed:  # flat (N S) indices of the valid positions: index_select / index_copy, cheaper than a bool mask
             n, s = mask.shape
@@ -207,14 +253,14 @@ class MegaLayer(nn.Module):
             unpad = pad
         residual = x
         v = self.act_drop(F.silu(self.v_proj(x)))  # (N, S, v), eq. 10
-        mx = self.drop(F.silu(unpad(self.ema(pad(x), mask))))  # X' (N, S, D), eq. 6 (SiLU: the code)
+        ema_mask = None if pad is not unpad else mask  # pad() leaves 0 at padding already
+        mx = self.drop(F.silu(unpad(self.ema(pad(x), ema_mask))))  # X' (N, S, D), eq. 6 (SiLU: the code)
         zz, r, u, hx = self.mx_proj(mx).split([self.z, self.v, self.d, self.d], dim=-1)
         zz, r, u = F.silu(zz), F.silu(r), torch.sigmoid(u)  # eq. 7, 12, 13
-        qk = zz[..., None, :] * self.kappa + self.mu  # (N, S, 2, z), eq. 8-9
-        q, k = qk.unbind(-2)
-        if self.attention == "softmax":
-            q = q / math.sqrt(self.z)
-        q, k, v = pad(torch.cat([q, k, v], -1)).split([self.z, self.z, self.v], dim=-1)
+        scale = 1 / math.sqrt(self.z) if self.attention == "softmax" else 1.0  # softmax: Q scaled by 1/sqrt(z)
+        q = torch.addcmul(self.mu[0] * scale, zz, self.kappa[0] * scale)  # (N, S, z) eq. 8
+        k = torch.addcmul(self.mu[1], zz, self.kappa[1])  # eq. 9
+        q, k, v = pad(q), pad(k), pad(v)
         if groups is None:
             o = self.attend(q, k, v, mask)  # (N, S, v), eq. 11
         else:  # rows of similar lengths together, each group cut to its longest row (padded keys weigh 0 anyway)
@@ -225,7 +271,7 @@ class MegaLayer(nn.Module):
                 o[rows, :w] = part
         o = unpad(o)
         h = self.drop(F.silu(hx + self.h_proj(o * r)))  # eq. 14
-        x = self.norm1(residual + u * (h - residual))  # eq. 15, then post-norm
+        x = self.norm1(torch.lerp(residual, h, u))  # eq. 15 (u h + (1 - u) x, one pass), then post-norm
         y = self.fc2(self.act_drop(F.silu(self.fc1(x))))
         return self.norm2(x + self.drop(y))
 
@@ -274,7 +320,7 @@ class MegaEncoder(nn.Module):
         m = mask[..., None].to(x.dtype)  # (N, S, 1)
         if bool(mask.all()):
             for layer in self.layers:
-                x = layer(x, mask)
+                x = layer(x, None)  # nothing to mask
             return EncoderOutput(x.sum(1) / m.sum(1).clamp(min=1))  # (N, D)
         at = mask.view(-1).nonzero()[:, 0]  # (P,) the valid positions, flat
         x = x.reshape(-1, x.size(-1)).index_select(0, at)  # (P, D)
