@@ -47,7 +47,8 @@ from pydantic.dataclasses import dataclass
 from torch import nn
 
 from rirlab.config import STRICT
-from rirlab.models.grc import GRC, GRCConfig, LeafTransform, OneBeamEncoder, dropout_scaled_mask, fast_dropout
+from rirlab.models.grc import (GRC, FastDropout, GRCConfig, LeafTransform, OneBeamEncoder, dropout_scaled_mask,
+                               fast_dropout)
 from rirlab.models.heads import TaskModel
 from rirlab.models.registry import register
 
@@ -69,7 +70,7 @@ class StickBreaking(nn.Module):
 
     def __init__(self, d: int, p: float, mask: str = "soft"):
         super().__init__()
-        self.drop = nn.Dropout(p)
+        self.drop = FastDropout(p)  # nn.Dropout's distribution with 16-bit masks (grc.fast_dropout; p to 2^-16)
         self.mask = mask
         self.q = nn.Linear(d, d)
         self.k = nn.Linear(d, d)
