@@ -31,7 +31,10 @@ Choices (the authors' code, BeamRecursionFamily's OrderedMemoryX):
   ``process_softmax`` (``x * mask`` then an L1 normalisation, also in BeamRecursionFamily's OrderedMemory(X)), which
   produced the published numbers; ``hard`` restricts a plain softmax to the open slots (the mask as a 0/1 gate).
   They differ wherever a slot is partly open (0 < m < 1): by up to 3.5 in the output at lengths >= 4;
-- the authors' input projection and cell share one LayerNorm; ours has one per use (the RIR GRC cell owns its LN).
+- ``om_ln: shared`` (default): the leaf transform's LayerNorm is the cell's, one pair of parameters trained by both
+  uses, as the authors' ``OrderedMemoryRecurrent`` (its ``input_projection`` and ``Cell`` share the LayerNorm module
+  ``activation``; standalone OM and RIR-OM alike); ``own``: a LayerNorm each (rirlab before). The two agree on the
+  same weights and part once trained.
 Padding: a padded step leaves the state unchanged, so a padded batch gives each sequence what it gets alone.
 """
 
@@ -63,6 +66,9 @@ class OMConfig(GRCConfig):
     om_slots: int = Field(21, ge=1)  # n, memory slots
     om_memory_dropout: float = Field(0.1, ge=0, lt=1)  # dropout in the stick-breaking attention
     om_mask: Literal["soft", "hard"] = "soft"  # soft: scores weighted by the open share (the code); hard: 0/1
+    # the leaf transform's LayerNorm is the cell's (the authors' OrderedMemoryRecurrent: input_projection and cell
+    # use one LayerNorm module, ``activation``) or its own (rirlab before)
+    om_ln: Literal["shared", "own"] = "shared"
 
 
 class StickBreaking(nn.Module):
@@ -327,4 +333,7 @@ class ProjectedOrderedMemory(OrderedMemory):
 @register("om", OMConfig, table1_row=6)
 def om(cfg: OMConfig, info):
     """Ordered Memory (Shen et al., NeurIPS 2019) with the GRC cell: stick-breaking attention over memory slots."""
-    return TaskModel(OneBeamEncoder(cfg.hidden_size, OrderedMemory(cfg)), info, cfg)
+    encoder = OneBeamEncoder(cfg.hidden_size, OrderedMemory(cfg))
+    if cfg.om_ln == "shared":  # one module: its parameters appear once in parameters() (the authors' code)
+        encoder.leaf.ln = encoder.tree.cell.ln
+    return TaskModel(encoder, info, cfg)
