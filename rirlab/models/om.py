@@ -31,7 +31,10 @@ Choices (the authors' code, BeamRecursionFamily's OrderedMemoryX):
   ``process_softmax`` (``x * mask`` then an L1 normalisation, also in BeamRecursionFamily's OrderedMemory(X)), which
   produced the published numbers; ``hard`` restricts a plain softmax to the open slots (the mask as a 0/1 gate).
   They differ wherever a slot is partly open (0 < m < 1): by up to 3.5 in the output at lengths >= 4;
-- the authors' input projection and cell share one LayerNorm; ours has one per use (the RIR GRC cell owns its LN).
+- ``om_ln: shared`` (default): the leaf transform's LayerNorm is the cell's, one pair of parameters trained by both
+  uses, as the authors' ``OrderedMemoryRecurrent`` (its ``input_projection`` and ``Cell`` share the LayerNorm module
+  ``activation``; standalone OM and RIR-OM alike); ``own``: a LayerNorm each (rirlab before). The two agree on the
+  same weights and part once trained.
 Padding: a padded step leaves the state unchanged, so a padded batch gives each sequence what it gets alone.
 """
 
@@ -47,7 +50,7 @@ from pydantic.dataclasses import dataclass
 from torch import nn
 
 from rirlab.config import STRICT
-from rirlab.models.grc import (GRC, GRCConfig, LeafTransform, OneBeamEncoder, dropout_keep_mask, dropout_scale,
+from rirlab.models.grc import (GRC, FastDropout, GRCConfig, LeafTransform, OneBeamEncoder, dropout_scaled_mask,
                                fast_dropout)
 from rirlab.models.heads import TaskModel
 from rirlab.models.registry import register
@@ -63,6 +66,9 @@ class OMConfig(GRCConfig):
     om_slots: int = Field(21, ge=1)  # n, memory slots
     om_memory_dropout: float = Field(0.1, ge=0, lt=1)  # dropout in the stick-breaking attention
     om_mask: Literal["soft", "hard"] = "soft"  # soft: scores weighted by the open share (the code); hard: 0/1
+    # the leaf transform's LayerNorm is the cell's (the authors' OrderedMemoryRecurrent: input_projection and cell
+    # use one LayerNorm module, ``activation``) or its own (rirlab before)
+    om_ln: Literal["shared", "own"] = "shared"
 
 
 class StickBreaking(nn.Module):
@@ -70,7 +76,7 @@ class StickBreaking(nn.Module):
 
     def __init__(self, d: int, p: float, mask: str = "soft"):
         super().__init__()
-        self.drop = nn.Dropout(p)
+        self.drop = FastDropout(p)  # nn.Dropout's distribution with 16-bit masks (grc.fast_dropout; p to 2^-16)
         self.mask = mask
         self.q = nn.Linear(d, d)
         self.k = nn.Linear(d, d)
@@ -199,81 +205,90 @@ def compose_slots(cell: GRC, x: torch.Tensor, mem: torch.Tensor, cp: torch.Tenso
     The same values and gradients as :meth:`OrderedMemory.compose_slots_reference` (the tests hold them together); it
     is faster because a step of OM is a chain of n' small compositions: the memory's half of the cell's first layer
     is one product for all slots, the forward records nothing, and the backward computes each weight's gradient
-    as one product over all slots. Dropout (training): p_in on the cell's input, the cell's p on its hidden layer.
+    as one product over all slots. Dropout (training): p_in on the cell's input, the cell's p on its hidden layer,
+    masks drawn as :func:`rirlab.models.grc.dropout_scaled_mask` (keep * scale written at once).
     """
     m, n, d = mem.shape
-    dc = cell.w1.out_features
-    keep = []
-    for shape, p in (((m, n, d), p_in), ((m, n, d), p_in), ((m, n, dc), cell.p)):  # h, M^i, hidden
-        keep.append(dropout_keep_mask(shape, p, x.device).to(x.dtype) * dropout_scale(p) if training and p > 0 else None)
+    keep = [dropout_scaled_mask(shape, p, x.device, x.dtype) if training and p > 0 else None
+            for shape, p in (((m, n, d), p_in), ((m, n, d), p_in), ((m, n, cell.w1.out_features), cell.p))]
     return _ComposeSlots.apply(x, mem, cp, keep[0], keep[1], keep[2], cell.w1.weight, cell.w1.bias, cell.w2.weight,
                                cell.w2.bias, cell.ln.weight, cell.ln.bias, cell.ln.eps)
 
 
 class _ComposeSlots(torch.autograd.Function):
     """Forward and hand-written backward of :func:`compose_slots` (LayerNorm and GELU by ATen's own kernels).
-    Per-slot tensors are kept slot-major, (n', M, .), so each slot's rows are contiguous."""
+    Per-slot tensors are kept slot-major, (n', M, .), so each slot's rows are contiguous; the loops take each slot's
+    views from one ``unbind`` and write into preallocated buffers (a step runs n' compositions of a few small ops, so
+    per-op overhead is a large share of its time)."""
 
     @staticmethod
     def forward(ctx, x, mem, cp, keep_h, keep_m, keep_z, w1, b1, w2, b2, gamma, beta, eps):
         m, n, d = mem.shape
-        w1h, w1m = w1[:, :d], w1[:, d:]  # (Dc, D) each: the cell's first layer on h and on M^i
+        w1ht, w2t = w1[:, :d].t(), w2.t()  # (D, Dc): the cell's first layer on h; (Dc, 4D)
         memt = mem.transpose(0, 1).contiguous()  # (n', M, D)
         mdt = memt if keep_m is None else memt * keep_m.transpose(0, 1)
-        a = torch.addmm(b1, mdt.view(n * m, d), w1m.t()).view(n, m, -1)  # (n', M, Dc) memory's half, then + h's
+        a = torch.addmm(b1, mdt.view(n * m, d), w1[:, d:].t()).view(n, m, -1)  # (n', M, Dc) memory's half, + h's
         hs = x.new_empty(n + 1, m, d)  # h^{i-1} of slot i, then the last h
         hs[0] = x
-        zd, o, sg, u, y = (x.new_empty(n, m, k) for k in (w1.size(0), 4 * d, 3 * d, d, d))
-        mean, rstd = x.new_empty(n, m, 1), x.new_empty(n, m, 1)
+        zd, o, u = (x.new_empty(n, m, k) for k in (w1.size(0), 4 * d, d))  # o: the gates (sigmoid, in place), c
         xc = x * (1 - cp.t()[..., None])  # (n', M, D) x (1 - cp^i) of eq. 6, at once
         cpt = cp.t()[..., None].contiguous()  # (n', M, 1)
+        kh = keep_h.unbind(1) if keep_h is not None else None
+        kz = keep_z.unbind(1) if keep_z is not None else None
+        hv, av, zv, ov, uv, mv, xcv, cpv = (t.unbind(0) for t in (hs, a, zd, o, u, memt, xc, cpt))
+        ys, means, rstds = [], [], []
         for i in range(n):
-            h = hs[i]  # (M, D)
-            a[i].addmm_(h if keep_h is None else h * keep_h[:, i], w1h.t())  # (M, Dc)
-            z = torch.ops.aten.gelu.out(a[i], out=zd[i])  # (M, Dc)
-            if keep_z is not None:
-                z.mul_(keep_z[:, i])
-            torch.addmm(b2, z, w2.t(), out=o[i])  # (M, 4D)
-            g = torch.sigmoid(o[i, :, : 3 * d], out=sg[i])  # (M, 3D)
-            torch.mul(g[:, :d], h, out=u[i])
-            u[i].addcmul_(g[:, d : 2 * d], memt[i]).addcmul_(g[:, 2 * d :], o[i, :, 3 * d :])  # (M, D) eq. 10
-            yi, mean[i], rstd[i] = torch.native_layer_norm(u[i], (d,), gamma, beta, eps)  # eq. 11
-            y[i] = yi
-            torch.addcmul(xc[i], yi, cpt[i], out=hs[i + 1])  # eq. 6
-        ctx.save_for_backward(x, memt, cpt, keep_h, keep_m, keep_z, w1, w2, gamma, beta, hs, a, zd, o, sg, u, y, mean,
+            h = hv[i]  # (M, D)
+            av[i].addmm_(h if kh is None else h * kh[i], w1ht)  # (M, Dc)
+            z = torch.ops.aten.gelu.out(av[i], out=zv[i])  # (M, Dc)
+            if kz is not None:
+                z.mul_(kz[i])
+            oi = torch.addmm(b2, z, w2t, out=ov[i])  # (M, 4D)
+            oi[:, : 3 * d].sigmoid_()
+            sl, sr, sg, c = oi.split(d, 1)  # (M, D) each: the gates of h, M^i, c, and c
+            ui = torch.mul(sl, h, out=uv[i]).addcmul_(sr, mv[i]).addcmul_(sg, c)  # (M, D) eq. 10
+            yi, mean, rstd = torch.native_layer_norm(ui, (d,), gamma, beta, eps)  # eq. 11
+            ys.append(yi), means.append(mean), rstds.append(rstd)
+            torch.addcmul(xcv[i], yi, cpv[i], out=hv[i + 1])  # eq. 6
+        y, mean, rstd = torch.stack(ys), torch.stack(means), torch.stack(rstds)  # (n', M, D), (n', M, 1) twice
+        ctx.save_for_backward(x, memt, cpt, keep_h, keep_m, keep_z, w1, w2, gamma, beta, hs, a, zd, o, u, y, mean,
                               rstd)
         return hs[1:].transpose(0, 1).clone()  # (M, n', D)
 
     @staticmethod
     def backward(ctx, g_out):
-        x, memt, cpt, keep_h, keep_m, keep_z, w1, w2, gamma, beta, hs, a, zd, o, sg, u, y, mean, rstd = ctx.saved_tensors
+        x, memt, cpt, keep_h, keep_m, keep_z, w1, w2, gamma, beta, hs, a, zd, o, u, y, mean, rstd = ctx.saved_tensors
         n, m, d = memt.shape
         w1h, w1m = w1[:, :d], w1[:, d:]
-        g_outt = g_out.transpose(0, 1)  # (n', M, D)
+        s3 = o[..., : 3 * d]  # (n', M, 3D) the gates
+        ds = s3 - s3 * s3  # sigma' = sigma - sigma^2, every slot at once
         g_memt = torch.empty_like(memt)
         g_a = torch.empty_like(a)  # (n', M, Dc)
         g_o = torch.empty_like(o)  # (n', M, 4D)
-        g_u = torch.empty_like(u)  # (n', M, D)
-        g_hs = torch.empty_like(hs[1:])  # (n', M, D) total gradient reaching h^i
+        g_hs = torch.empty_like(u)  # (n', M, D) total gradient reaching h^i
         g_h = torch.zeros_like(x)  # gradient reaching h^i from the slots below it
+        kh = keep_h.unbind(1) if keep_h is not None else None
+        kz = keep_z.unbind(1) if keep_z is not None else None
+        gv, ghv, gav, gov, gmv, hv, mv, ov, dsv, uv, av, meanv, rstdv, cpv = (t.unbind(0) for t in (
+            g_out.transpose(0, 1), g_hs, g_a, g_o, g_memt, hs, memt, o, ds, u, a, mean, rstd, cpt))
         for i in range(n - 1, -1, -1):
-            g = g_outt[i] + g_h  # (M, D) d/d h^i
-            g_hs[i] = g
-            g_u[i] = torch.ops.aten.native_layer_norm_backward(g * cpt[i], u[i], (d,), mean[i], rstd[i], gamma, beta,
-                                                               [True, False, False])[0]
-            s, gu, go = sg[i], g_u[i], g_o[i]  # (M, 3D) the gates, (M, D), (M, 4D)
-            torch.mul(gu, hs[i], out=go[:, :d])  # d/d sigma(l), sigma(r), sigma(g), then through the sigmoid
-            torch.mul(gu, memt[i], out=go[:, d : 2 * d])
-            torch.mul(gu, o[i, :, 3 * d :], out=go[:, 2 * d : 3 * d])
-            go[:, : 3 * d].mul_(s - s * s)
-            torch.mul(gu, s[:, 2 * d :], out=go[:, 3 * d :])
-            g_z = g_o[i] @ w2  # (M, Dc)
-            if keep_z is not None:
-                g_z = g_z * keep_z[:, i]
-            g_a[i] = torch.ops.aten.gelu_backward(g_z, a[i])
-            g_hd = g_a[i] @ w1h  # (M, D)
-            g_h = gu * s[:, :d] + (g_hd if keep_h is None else g_hd * keep_h[:, i])
-            g_memt[i] = gu * s[:, d : 2 * d]
+            g = torch.add(gv[i], g_h, out=ghv[i])  # (M, D) d/d h^i
+            gu = torch.ops.aten.native_layer_norm_backward(g * cpv[i], uv[i], (d,), meanv[i], rstdv[i], gamma, beta,
+                                                           [True, False, False])[0]  # (M, D)
+            sl, sr, sg, c = ov[i].split(d, 1)
+            gl, gr, gg, gc = gov[i].split(d, 1)
+            torch.mul(gu, hv[i], out=gl)  # d/d sigma(l), sigma(r), sigma(g), then through the sigmoid
+            torch.mul(gu, mv[i], out=gr)
+            torch.mul(gu, c, out=gg)
+            gov[i][:, : 3 * d].mul_(dsv[i])
+            torch.mul(gu, sg, out=gc)
+            g_z = gov[i] @ w2  # (M, Dc)
+            if kz is not None:
+                g_z.mul_(kz[i])
+            torch.ops.aten.gelu_backward.grad_input(g_z, av[i], grad_input=gav[i])
+            g_hd = gav[i] @ w1h  # (M, D)
+            g_h = gu * sl + (g_hd if kh is None else g_hd * kh[i])
+            torch.mul(gu, sr, out=gmv[i])
         g_x = g_h + (g_hs * (1 - cpt)).sum(0)  # h^0 = x, and x (1 - cp^i) in every slot
         g_cp = (g_hs * (y - x)).sum(-1).t()  # (M, n')
         _, g_gamma, g_beta = torch.ops.aten.native_layer_norm_backward(
@@ -318,4 +333,7 @@ class ProjectedOrderedMemory(OrderedMemory):
 @register("om", OMConfig, table1_row=6)
 def om(cfg: OMConfig, info):
     """Ordered Memory (Shen et al., NeurIPS 2019) with the GRC cell: stick-breaking attention over memory slots."""
-    return TaskModel(OneBeamEncoder(cfg.hidden_size, OrderedMemory(cfg)), info, cfg)
+    encoder = OneBeamEncoder(cfg.hidden_size, OrderedMemory(cfg))
+    if cfg.om_ln == "shared":  # one module: its parameters appear once in parameters() (the authors' code)
+        encoder.leaf.ln = encoder.tree.cell.ln
+    return TaskModel(encoder, info, cfg)

@@ -210,19 +210,25 @@ def test_slots_closed_in_every_live_row_are_not_composed(monkeypatch):
     assert torch.allclose(roots, every, atol=1e-15, rtol=0)
 
 
-def test_rir_om_projection_shares_the_cells_layernorm_as_the_authors():
+@pytest.mark.parametrize("name, projection, theirs", [("om", "leaf", 7201), ("rir_om", "tree.proj", 14801)])
+def test_input_projection_shares_the_cells_layernorm_as_the_authors(name, projection, theirs):
     """The authors' OrderedMemoryRecurrent uses one LayerNorm module (its ``activation``) in its input projection and
-    in its cell: under om_ln shared (default) RIR-OM has the authors' HOM's 14,801 parameters at d = 16 (21 slots,
-    S4D state 64; counted on their module), and training moves the one LayerNorm by the gradients of both uses;
-    om_ln own (rirlab before) has a LayerNorm each, 32 parameters more."""
+    in its cell: under om_ln shared (default) OM (the projection is its leaf transform) and RIR-OM (each chunk's
+    projection) have the parameters of the authors' OrderedMemory / HOM at d = 16 (21 slots; RIR-OM: S4D state 64;
+    counted on their modules: 7,201 / 14,801), and training moves the one LayerNorm by the gradients of both uses
+    (scratch comparison against their code, float64: every gradient within 5e-14); om_ln own (rirlab before) has a
+    LayerNorm each, 32 parameters more."""
+    from operator import attrgetter
+
     from rirlab.tasks.base import TaskInfo
 
     def encoder(**kw):
-        entry = registry.get("rir_om")
+        entry = registry.get(name)
         return entry.build(entry.config(hidden_size=16, **kw), TaskInfo(9, 3, "classify")).encoder
 
     shared, own = encoder(), encoder(om_ln="own")
-    assert shared.tree.proj.ln is shared.tree.cell.ln and own.tree.proj.ln is not own.tree.cell.ln
-    assert sum(p.numel() for p in shared.parameters()) == 14801
-    assert sum(p.numel() for p in own.parameters()) == 14801 + 32
+    ln = attrgetter(projection + ".ln")
+    assert ln(shared) is shared.tree.cell.ln and ln(own) is not own.tree.cell.ln
+    assert sum(p.numel() for p in shared.parameters()) == theirs
+    assert sum(p.numel() for p in own.parameters()) == theirs + 32
     own.load_state_dict(shared.state_dict())  # the same keys: a checkpoint of either loads into the other
