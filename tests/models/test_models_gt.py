@@ -159,3 +159,25 @@ def test_fused_greedy_search_equals_a_literal_greedy_loop():
     torch.testing.assert_close(roots[:, 0], ref, rtol=0, atol=1e-12)
     for a, c in zip(torch.autograd.grad((roots[:, 0] * w).sum(), inputs), torch.autograd.grad((ref * w).sum(), inputs)):
         torch.testing.assert_close(a, c, rtol=0, atol=1e-12)
+
+
+def test_grc_cell_with_given_pre_activations_is_the_same_node():
+    """grc_cell(cell, pair, pre) with pre = W1 pair + b1 computed by the caller (GT-GRC keeps it for the pairs that
+    did not change) = grc_cell(cell, pair): values, the same dropout draws, and the gradients of the pair and every
+    weight, W1 included (the backward treats pre as that function of pair) (float64)."""
+    from rirlab.models.grc import GRC, grc_cell
+
+    torch.manual_seed(0)
+    d = 8
+    cell = GRC(d, 4, 0.3).double().train()
+    pair = torch.randn(13, 2 * d, dtype=torch.float64, requires_grad=True)
+    pre = F.linear(pair, cell.w1.weight, cell.w1.bias).detach()
+    ps = [pair] + list(cell.parameters())
+    outs = []
+    for given in (None, pre):
+        torch.manual_seed(3)
+        out = grc_cell(cell, pair, given)
+        outs.append((out, torch.autograd.grad(out, ps, torch.linspace(-1, 1, out.numel()).view_as(out).double())))
+    torch.testing.assert_close(outs[0][0], outs[1][0], rtol=0, atol=1e-12)
+    for a, b in zip(outs[0][1], outs[1][1]):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
