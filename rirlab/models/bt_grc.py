@@ -167,8 +167,9 @@ class ParentBeamSearch(nn.Module):
         lens_list = lens.tolist()
         done = []  # (roots, scores) of the rows that reached their root, the last sorted rows first
         m = n
-        cached = self.straight_through and not torch.is_autocast_enabled(x.device.type)  # grc_cell takes ``pre``
-        pre = self.pre_activations(h) if cached else None  # (N, 1, W-1, d_cell)
+        # grc_cell takes ``pre`` (not under autocast); a OneSoft beam mixes nodes: no cache there
+        cached = not torch.is_autocast_enabled(x.device.type) and not (self.one_soft and self.training)
+        pre = self.pre_activations(h[:, :1]).expand(n, b, width - 1, -1) if cached else None  # (N, b, W-1, d_cell)
         for t in range(width - 1):
             m_t = sum(1 for L in lens_list[:m] if L > t + 1)  # rows with a merge left (cur_len >= 2)
             if m_t < m:  # a finished row only stays (its node 0 is its root): it leaves the batch
@@ -192,13 +193,13 @@ class ParentBeamSearch(nn.Module):
     def step(self, h: torch.Tensor, scores: torch.Tensor, cur_len: torch.Tensor, row: torch.Tensor, draw=gumbel_like,
              pre: torch.Tensor | None = None):
         """One merge of every beam of the rows h (n, b, W, D); ``draw(like)``: Gumbel noise shaped like ``like``.
-        ``pre`` (straight-through only): the cell's first-layer pre-activations of every pair (n, 1, W-1, d_cell)
-        (:meth:`pre_activations`), kept up to date for the next step (returned; None where not given)."""
+        ``pre``: the cell's first-layer pre-activations of every pair (n, b, W-1, d_cell) (:meth:`pre_activations`),
+        kept up to date for the next step (returned; None where not given or after a OneSoft step)."""
         n, b, w, d = h.shape
         if self.straight_through:  # the parents stay packed: only the merged one enters the update
             packed, at, e = self.compose_packed(h, cur_len, pre)  # (P, D), (P,) or None, (n, 1, W-1)
         else:
-            parents, e = self.compose_pairs(h, cur_len)  # (n, b, W-1, D) EBT eq. 3, (n, b, W-1) e_i = scorer(p_i)
+            parents, e = self.compose_pairs(h, cur_len, pre)  # (n, b, W-1, D) EBT eq. 3, (n, b, W-1) e_i = scorer(p_i)
         logp = pair_log_probs(e, cur_len)  # (n, b, W-1)
         active = (cur_len >= 2).to(h.dtype)[:, None, None]  # (n, 1, 1) rows still merging
         noisy = self.training and (self.topk == "stochastic" or self.straight_through)
@@ -209,7 +210,7 @@ class ParentBeamSearch(nn.Module):
             hard = F.one_hot(pick, w - 1).to(soft.dtype)  # (n, 1, W-1)
             sel = ((hard + soft - soft.detach()) * active).to(h.dtype)  # (n, 1, W-1)
             h = straight_through_update(h, packed, at, sel, pick[:, 0], cur_len)  # (n, 1, W-1, D)
-            return h, scores, None if pre is None else self.next_pre_activations(pre, h, pick[:, 0])
+            return h, scores, None if pre is None else self.next_pre_activations(pre, h, pick)
         k = min(b, w - 1)
         top_pos = key.topk(k, dim=-1).indices  # (n, b, k) per-beam top-k pairs
         cand = (scores[..., None] + logp.gather(-1, top_pos)).view(n, b * k)  # (n, b k) accumulated log-scores
@@ -224,7 +225,8 @@ class ParentBeamSearch(nn.Module):
         src = torch.div(keep, k, rounding_mode="floor")  # (n, b) beam each survivor extends
         j = pos_flat.gather(1, keep)  # (n, b) merged pair (j, j+1)
         sel = F.one_hot(j, w - 1).to(h.dtype) * active  # (n, b, W-1); done rows merge nothing
-        return update_nodes(h[row, src], parents[row, src], sel), new_scores, None
+        h = update_nodes(h[row, src], parents[row, src], sel)  # (n, b, W-1, D)
+        return h, new_scores, None if pre is None else self.next_pre_activations(pre[row, src], h, j)
 
     @torch.no_grad()
     def pre_activations(self, h: torch.Tensor) -> torch.Tensor:
@@ -234,34 +236,34 @@ class ParentBeamSearch(nn.Module):
 
     @torch.no_grad()
     def next_pre_activations(self, pre: torch.Tensor, h: torch.Tensor, j: torch.Tensor) -> torch.Tensor | None:
-        """The pre-activations (n, 1, W-2, d_cell) of the pairs of h (n, 1, W-1, D), the nodes after merging pair j
-        (n,) of the nodes whose pairs had ``pre`` (n, 1, W-1, d_cell): the pairs left of j - 1 and right of j are
+        """The pre-activations (n, b, W-2, d_cell) of the pairs of h (n, b, W-1, D), the nodes after merging pair j
+        (n, b) of the nodes whose pairs had ``pre`` (n, b, W-1, d_cell): the pairs left of j - 1 and right of j are
         the old ones (shifted past j), only the two touching the new node j are computed. The authors' code
-        recomputes every pair at every step; the values are the same up to rounding (the straight-through update
-        copies the unchanged nodes up to a factor 1 + p - p). None when no pair is left."""
-        n, _, w1, c = pre.shape
+        recomputes every pair at every step; the values are the same up to rounding (the update copies the
+        unchanged nodes, up to a factor 1 + p - p under straight-through). None when no pair is left."""
+        n, b, w1, c = pre.shape
         if w1 < 2:
             return None
         k = torch.arange(w1 - 1, device=h.device)
-        idx = (k + (k >= j[:, None]))[:, None, :, None].expand(n, 1, w1 - 1, c)  # (n, 1, W-2, d_cell)
-        nxt = pre.gather(2, idx)
-        rows, hn = torch.arange(n, device=h.device), h[:, 0]  # (n, W-1, D)
+        nxt = pre.gather(2, (k + (k >= j[..., None]))[..., None].expand(n, b, w1 - 1, c))  # (n, b, W-2, d_cell)
+        n, j = n * b, j.reshape(-1)  # every beam of every row
+        rows, hn = torch.arange(n, device=h.device), h.reshape(n, w1, -1)  # (n b, W-1, D)
         jl, jr = (j - 1).clamp(min=0), j.clamp(max=w1 - 2)  # the new left pair (j >= 1), the new right pair (j <= W-3)
         pairs = torch.cat([torch.cat([hn[rows, jl], hn[rows, jl + 1]], -1),
                            torch.cat([hn[rows, jr], hn[rows, jr + 1]], -1)])  # (2n, 2D)
         new = F.linear(pairs, self.cell.w1.weight, self.cell.w1.bias)  # (2n, d_cell)
-        v = nxt[:, 0]  # (n, W-2, d_cell)
+        v = nxt.view(n, w1 - 1, c)  # (n b, W-2, d_cell)
         v[rows, jl] = new[:n]
         v[rows, jr] = torch.where((j <= w1 - 2)[:, None], new[n:], v[rows, jr])  # no right pair: keep the left one
         return nxt
 
-    def compose_pairs(self, h: torch.Tensor, cur_len: torch.Tensor):
+    def compose_pairs(self, h: torch.Tensor, cur_len: torch.Tensor, pre: torch.Tensor | None = None):
         """Every adjacent pair of every beam composed (EBT eq. 3) and scored: parents (n, b, W-1, D), scores
         (n, b, W-1). Only the pairs j < cur_len - 1 of a row are computed (the authors' code composes every
         position of the padded batch); the others are 0: their scores are masked out of the selection
         (:func:`pair_log_probs`) and their selection weight is 0, so values and gradients are the same."""
         n, b, w, d = h.shape
-        packed, at, e = self.compose_packed(h, cur_len)
+        packed, at, e = self.compose_packed(h, cur_len, pre)
         if at is None:
             return packed.view(n, b, w - 1, d), e
         return packed.new_zeros(n * b * (w - 1), d).index_copy(0, at, packed).view(n, b, w - 1, d), e
