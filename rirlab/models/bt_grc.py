@@ -167,11 +167,15 @@ class ParentBeamSearch(nn.Module):
         lens_list = lens.tolist()
         done = []  # (roots, scores) of the rows that reached their root, the last sorted rows first
         m = n
+        # grc_cell takes ``pre`` (not under autocast); a OneSoft beam mixes nodes: no cache there
+        cached = not torch.is_autocast_enabled(x.device.type) and not (self.one_soft and self.training)
+        pre = self.pre_activations(h[:, :1]).expand(n, b, width - 1, -1) if cached else None  # (N, b, W-1, d_cell)
         for t in range(width - 1):
             m_t = sum(1 for L in lens_list[:m] if L > t + 1)  # rows with a merge left (cur_len >= 2)
             if m_t < m:  # a finished row only stays (its node 0 is its root): it leaves the batch
                 done.append((h[m_t:, :, 0], scores[m_t:]))
                 h, scores, m = h[:m_t], scores[:m_t], m_t
+                pre = None if pre is None else pre[:m_t]
             if m == 0:
                 break
             rows = order[:m]  # their places in the input: each draws the noise it drew in the whole batch
@@ -179,20 +183,23 @@ class ParentBeamSearch(nn.Module):
             def draw(like, rows=rows):
                 return gumbel_like(like.new_empty(n, *like.shape[1:]))[rows]
 
-            h, scores = self.step(h, scores, lens[:m] - t, row[:m], draw)  # (m, b, W-1-t, D), (m, b)
+            h, scores, pre = self.step(h, scores, lens[:m] - t, row[:m], draw, pre)  # (m, b, W-1-t, D), (m, b)
         roots = torch.cat([h[:, :, 0]] + [r for r, _ in reversed(done)])  # (N, b, D) in sorted order
         final = torch.cat([scores] + [sc for _, sc in reversed(done)])  # (N, b)
         inv = torch.empty_like(order)
         inv[order] = torch.arange(n, device=x.device)
         return roots[inv], final[inv]  # (N, b, D), (N, b)
 
-    def step(self, h: torch.Tensor, scores: torch.Tensor, cur_len: torch.Tensor, row: torch.Tensor, draw=gumbel_like):
-        """One merge of every beam of the rows h (n, b, W, D); ``draw(like)``: Gumbel noise shaped like ``like``."""
+    def step(self, h: torch.Tensor, scores: torch.Tensor, cur_len: torch.Tensor, row: torch.Tensor, draw=gumbel_like,
+             pre: torch.Tensor | None = None):
+        """One merge of every beam of the rows h (n, b, W, D); ``draw(like)``: Gumbel noise shaped like ``like``.
+        ``pre``: the cell's first-layer pre-activations of every pair (n, b, W-1, d_cell) (:meth:`pre_activations`),
+        kept up to date for the next step (returned; None where not given or after a OneSoft step)."""
         n, b, w, d = h.shape
         if self.straight_through:  # the parents stay packed: only the merged one enters the update
-            packed, at, e = self.compose_packed(h, cur_len)  # (P, D), (P,) or None, (n, 1, W-1)
+            packed, at, e = self.compose_packed(h, cur_len, pre)  # (P, D), (P,) or None, (n, 1, W-1)
         else:
-            parents, e = self.compose_pairs(h, cur_len)  # (n, b, W-1, D) EBT eq. 3, (n, b, W-1) e_i = scorer(p_i)
+            parents, e = self.compose_pairs(h, cur_len, pre)  # (n, b, W-1, D) EBT eq. 3, (n, b, W-1) e_i = scorer(p_i)
         logp = pair_log_probs(e, cur_len)  # (n, b, W-1)
         active = (cur_len >= 2).to(h.dtype)[:, None, None]  # (n, 1, 1) rows still merging
         noisy = self.training and (self.topk == "stochastic" or self.straight_through)
@@ -202,7 +209,8 @@ class ParentBeamSearch(nn.Module):
             pick = key.argmax(-1)  # (n, 1)
             hard = F.one_hot(pick, w - 1).to(soft.dtype)  # (n, 1, W-1)
             sel = ((hard + soft - soft.detach()) * active).to(h.dtype)  # (n, 1, W-1)
-            return straight_through_update(h, packed, at, sel, pick[:, 0], cur_len), scores
+            h = straight_through_update(h, packed, at, sel, pick[:, 0], cur_len)  # (n, 1, W-1, D)
+            return h, scores, None if pre is None else self.next_pre_activations(pre, h, pick)
         k = min(b, w - 1)
         top_pos = key.topk(k, dim=-1).indices  # (n, b, k) per-beam top-k pairs
         cand = (scores[..., None] + logp.gather(-1, top_pos)).view(n, b * k)  # (n, b k) accumulated log-scores
@@ -210,40 +218,73 @@ class ParentBeamSearch(nn.Module):
         if k == 1:  # b candidates for b slots: nothing to select (as the authors' code: B k <= b)
             new_scores, keep = cand, torch.arange(b, device=h.device).expand(n, b)
         elif self.one_soft and self.training:
-            return self.one_soft_step(h, parents, cand, pos_flat, k, active, row)
+            return *self.one_soft_step(h, parents, cand, pos_flat, k, active, row), None
         else:
             gumbel = draw(cand) if self.training and self.topk == "stochastic" else None
             new_scores, keep = keep_survivors(cand, b, gumbel)  # (n, b), (n, b)
         src = torch.div(keep, k, rounding_mode="floor")  # (n, b) beam each survivor extends
         j = pos_flat.gather(1, keep)  # (n, b) merged pair (j, j+1)
         sel = F.one_hot(j, w - 1).to(h.dtype) * active  # (n, b, W-1); done rows merge nothing
-        return update_nodes(h[row, src], parents[row, src], sel), new_scores
+        h = update_nodes(h[row, src], parents[row, src], sel)  # (n, b, W-1, D)
+        return h, new_scores, None if pre is None else self.next_pre_activations(pre[row, src], h, j)
 
-    def compose_pairs(self, h: torch.Tensor, cur_len: torch.Tensor):
+    @torch.no_grad()
+    def pre_activations(self, h: torch.Tensor) -> torch.Tensor:
+        """W1 [h_j; h_j+1] + b1 of every adjacent pair of h (n, b, W, D): (n, b, W-1, d_cell), no gradient (what
+        :func:`rirlab.models.grc.grc_cell` takes as ``pre``)."""
+        return F.linear(torch.cat([h[:, :, :-1], h[:, :, 1:]], -1), self.cell.w1.weight, self.cell.w1.bias)
+
+    @torch.no_grad()
+    def next_pre_activations(self, pre: torch.Tensor, h: torch.Tensor, j: torch.Tensor) -> torch.Tensor | None:
+        """The pre-activations (n, b, W-2, d_cell) of the pairs of h (n, b, W-1, D), the nodes after merging pair j
+        (n, b) of the nodes whose pairs had ``pre`` (n, b, W-1, d_cell): the pairs left of j - 1 and right of j are
+        the old ones (shifted past j), only the two touching the new node j are computed. The authors' code
+        recomputes every pair at every step; the values are the same up to rounding (the update copies the
+        unchanged nodes, up to a factor 1 + p - p under straight-through). None when no pair is left."""
+        n, b, w1, c = pre.shape
+        if w1 < 2:
+            return None
+        k = torch.arange(w1 - 1, device=h.device)
+        nxt = pre.gather(2, (k + (k >= j[..., None]))[..., None].expand(n, b, w1 - 1, c))  # (n, b, W-2, d_cell)
+        n, j = n * b, j.reshape(-1)  # every beam of every row
+        rows, hn = torch.arange(n, device=h.device), h.reshape(n, w1, -1)  # (n b, W-1, D)
+        jl, jr = (j - 1).clamp(min=0), j.clamp(max=w1 - 2)  # the new left pair (j >= 1), the new right pair (j <= W-3)
+        pairs = torch.cat([torch.cat([hn[rows, jl], hn[rows, jl + 1]], -1),
+                           torch.cat([hn[rows, jr], hn[rows, jr + 1]], -1)])  # (2n, 2D)
+        new = F.linear(pairs, self.cell.w1.weight, self.cell.w1.bias)  # (2n, d_cell)
+        v = nxt.view(n, w1 - 1, c)  # (n b, W-2, d_cell)
+        v[rows, jl] = new[:n]
+        v[rows, jr] = torch.where((j <= w1 - 2)[:, None], new[n:], v[rows, jr])  # no right pair: keep the left one
+        return nxt
+
+    def compose_pairs(self, h: torch.Tensor, cur_len: torch.Tensor, pre: torch.Tensor | None = None):
         """Every adjacent pair of every beam composed (EBT eq. 3) and scored: parents (n, b, W-1, D), scores
         (n, b, W-1). Only the pairs j < cur_len - 1 of a row are computed (the authors' code composes every
         position of the padded batch); the others are 0: their scores are masked out of the selection
         (:func:`pair_log_probs`) and their selection weight is 0, so values and gradients are the same."""
         n, b, w, d = h.shape
-        packed, at, e = self.compose_packed(h, cur_len)
+        packed, at, e = self.compose_packed(h, cur_len, pre)
         if at is None:
             return packed.view(n, b, w - 1, d), e
         return packed.new_zeros(n * b * (w - 1), d).index_copy(0, at, packed).view(n, b, w - 1, d), e
 
-    def compose_packed(self, h: torch.Tensor, cur_len: torch.Tensor):
+    def compose_packed(self, h: torch.Tensor, cur_len: torch.Tensor, pre: torch.Tensor | None = None):
         """:meth:`compose_pairs` with the parents packed: (P, D) for the valid pairs, ``at`` (P,) their flat index
-        in (n, b, W-1) (None when every pair is valid: then P = n b (W-1) in that order), scores (n, b, W-1)."""
+        in (n, b, W-1) (None when every pair is valid: then P = n b (W-1) in that order), scores (n, b, W-1).
+        ``pre`` (n, b, W-1, d_cell): the cell's first-layer pre-activations of the pairs, if known."""
         n, b, w, d = h.shape
+        pre = None if pre is None else pre.reshape(-1, pre.size(-1))  # (n b (W-1), d_cell)
         pos = torch.arange(w - 1, device=h.device)  # (W-1,)
         valid = (pos < (cur_len - 1)[:, None])[:, None].expand(n, b, w - 1)  # (n, b, W-1)
         if bool(valid.all()):
             pairs = torch.cat([h[:, :, :-1], h[:, :, 1:]], dim=-1)  # (n, b, W-1, 2D)
-            packed = grc_cell(self.cell, pairs.view(-1, 2 * d))  # (n b (W-1), D)
+            packed = grc_cell(self.cell, pairs.view(-1, 2 * d), pre)  # (n b (W-1), D)
             return packed, None, self.scorer(packed).view(n, b, w - 1)
         at = valid.reshape(-1).nonzero()[:, 0]  # (P,) flat index of each valid pair in (n, b, W-1)
         left = torch.div(at, w - 1, rounding_mode="floor") * w + at % (w - 1)  # (P,) its left node in (n, b, W)
         hf = h.reshape(n * b * w, d)
-        packed = grc_cell(self.cell, torch.cat([hf.index_select(0, left), hf.index_select(0, left + 1)], -1))  # (P, D)
+        packed = grc_cell(self.cell, torch.cat([hf.index_select(0, left), hf.index_select(0, left + 1)], -1),
+                          None if pre is None else pre.index_select(0, at))  # (P, D)
         e_at = self.scorer(packed).squeeze(-1)  # (P,)
         e = e_at.new_zeros(n * b * (w - 1)).index_copy(0, at, e_at).view(n, b, w - 1)  # (n, b, W-1)
         return packed, at, e

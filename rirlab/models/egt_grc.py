@@ -4,8 +4,10 @@ GT-GRC (``gt_grc``, :mod:`rirlab.models.gt_grc`) plus EBT Fix 1 (score the child
 and Fix 2 (the scorer reads the first d_s = 64 features of each child), eq. 6-7 / RIR eq. 12.
 
 Beam 1 and straight-through Gumbel-softmax selection: the argmax merge's value forward, the
-gradient of its Gumbel-softmax probability backward. Runs on the reference search
-(:class:`~rirlab.models.beam_tree.BeamTree`), the one that implements straight-through.
+gradient of its Gumbel-softmax probability backward. Runs as one autograd node
+(:class:`~rirlab.models.fused_greedy.FusedGreedyTree`), the fast path of the reference search
+(:class:`~rirlab.models.beam_tree.BeamTree` with beam 1 and ``straight_through=True``): same draws, values and
+gradients.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pydantic import Field
 from pydantic.dataclasses import dataclass
 
 from rirlab.config import STRICT
-from rirlab.models.beam_tree import BeamTree
+from rirlab.models.fused_greedy import FusedGreedyTree
 from rirlab.models.grc import GRC, GRCConfig, OneBeamEncoder
 from rirlab.models.heads import TaskModel
 from rirlab.models.registry import register
@@ -32,6 +34,6 @@ class EGTConfig(GRCConfig):
 @register("egt_grc", EGTConfig)
 def egt_grc(cfg: EGTConfig, info):
     """Efficient Gumbel-Tree GRC: beam 1, straight-through Gumbel-softmax, EBT child-pair scorer (EBT paper EGT-GRC)."""
-    greedy = BeamTree(GRC.from_config(cfg), Scorer(cfg.hidden_size, cfg.d_s), 1, straight_through=True,
-                      tau=cfg.gumbel_tau)  # leaves as one beam (eq. 17), merges over the whole sequence
+    greedy = FusedGreedyTree(GRC.from_config(cfg), Scorer(cfg.hidden_size, cfg.d_s),
+                             cfg.gumbel_tau)  # leaves as one beam (eq. 17), merges over the whole sequence
     return TaskModel(OneBeamEncoder(cfg.hidden_size, greedy), info, cfg)

@@ -124,10 +124,10 @@ class Search:
             self.buf["rstd"][r0:r1] = rstd.view(nb, 1)
         return four, new
 
-    def run(self):
-        """The search. Beam state per row: S (rows, B, 2W) = [node ids (W) | score ids of the W-1 adjacent pairs |
-        one spare column]; a merge is one gather of S (keep the parent beam, drop the right child, shift the
-        pair scores) and one scatter of three ids (the parent node, its left and right pair scores)."""
+    def start(self):
+        """Leaves into the node pool, their pair scores (eq. 12, ``NEG`` past a row's end) into the score pool.
+        Returns the state (n, B_in, 2W) of the n rows that merge (see :meth:`run`), their scores (n, b) and lengths
+        (n,), and ``pieces``: (root ids, scores) of finished row ranges (here the rows of one leaf)."""
         m, b_in, w0, d, b, ds = self.m, self.b_in, self.w0, self.d, self.b, self.ds
         dev = self.x.device
         self.w1t, self.w2t, self.sw1t, self.sw2v = self.w1.t(), self.w2.t(), self.sw1.t(), self.sw2[0]
@@ -139,6 +139,7 @@ class Search:
         if n < m:  # rows of length <= 1: the leaf is the root
             pieces.append((leaf_ids[n:, :, :1].expand(m - n, b, 1)[..., 0], scores[n:]))
         scores, lengths = scores[:n], self.lengths[:n]
+        state = leaf_ids.new_zeros(0, b_in, 2 * w0)
         if n:
             xs = self.x[:n, :, :, :ds]
             inp = torch.cat([xs[:, :, :-1], xs[:, :, 1:]], -1).view(-1, 2 * ds)  # (n B_in (W-1), 2 d_s)
@@ -148,13 +149,37 @@ class Search:
             self.leaf_scorer = (inp, hp0, ha0)
             state = torch.cat([leaf_ids[:n], torch.arange(self.n_sc0, device=dev).view(n, b_in, w0 - 1),
                                leaf_ids.new_zeros(n, b_in, 1)], 2)  # (n, B_in, 2W)
+        return state, scores, lengths, pieces
+
+    def new_ids(self) -> torch.Tensor:
+        """(rows, 3): the node id of composition r and the score ids of its left and right pairs."""
+        r_all = torch.arange(self.n_rows, device=self.x.device)
+        return torch.stack([r_all + self.n_leaf, 2 * r_all + self.n_sc0, 2 * r_all + self.n_sc0 + 1], 1)
+
+    def finish(self, pieces):
+        """roots (M, b, D) and scores (M, b) in the input's row order from the finished pieces."""
+        m, b, d = self.m, self.b, self.d
+        dev = self.x.device
+        self.root_ids = torch.cat([r for r, _ in reversed(pieces)])  # (M, b) sorted order
+        inv = torch.empty_like(self.order)
+        inv[self.order] = torch.arange(m, device=dev)
+        roots = self.pool[self.root_ids.view(-1)].view(m, b, d)[inv]
+        final = torch.cat([s for _, s in reversed(pieces)])[inv]
+        return roots, final
+
+    def run(self):
+        """The search. Beam state per row: S (rows, B, 2W) = [node ids (W) | score ids of the W-1 adjacent pairs |
+        one spare column]; a merge is one gather of S (keep the parent beam, drop the right child, shift the
+        pair scores) and one scatter of three ids (the parent node, its left and right pair scores)."""
+        b = self.b
+        dev = self.x.device
+        state, scores, lengths, pieces = self.start()
         offsets = self.tree.offsets  # j-1, j, j+1, j+2
-        r_all = torch.arange(self.n_rows, device=dev)
-        new_ids = torch.stack([r_all + self.n_leaf, 2 * r_all + self.n_sc0, 2 * r_all + self.n_sc0 + 1], 1)
+        new_ids = self.new_ids()
         lim = (lengths - 2)[:, None]  # a merge at j has a right neighbour iff j < lim (length - 2 - step)
-        r0, s0 = 0, self.n_sc0
+        r0 = 0
         for t in range(len(self.n_merging) - 1):
-            big_b, w = state.size(1), state.size(2) // 2
+            n, big_b, w = state.size(0), state.size(1), state.size(2) // 2
             nb = n * b
             sid = state[..., w : 2 * w - 1]  # (n, B, W-1) score ids of the adjacent pairs
             logp = F.log_softmax(self.spool[sid], dim=-1)  # (n, B, W-1)
@@ -180,36 +205,50 @@ class Search:
             ids4 = torch.gather(flat, 1, at4.view(n, -1), out=None if ids is None else ids.view(n, 4 * b))  # j-1 .. j+2
             four, new = self.compose(r0, nb, ids4, self.noise and self.noise.keep_rows(nb))
             self.pool[self.n_leaf + r0 : self.n_leaf + r0 + nb] = new
-            # the two pairs touching the new node: (left neighbour, new), (new, right neighbour)
-            nds = new[:, :ds]
-            sin = self.slot("sin", 2 * r0, 2 * r0 + 2 * nb)
-            sin = torch.stack([four[0][:, :ds], nds, nds, four[3][:, :ds]], 1,
-                              out=None if sin is None else sin.view(nb, 4, ds))  # (nb, 4, d_s)
-            two = self.spool[s0 : s0 + 2 * nb]
-            self.score(sin.view(2 * nb, 2 * ds), out=two, rows=(2 * r0, 2 * r0 + 2 * nb))
-            right_bad = self.slot("right_bad", r0, r0 + nb)
-            right_bad = torch.ge(jj.view(n, b), lim, out=None if right_bad is None else right_bad.view(n, b))
-            two.view(n, b, 2)[..., 1].masked_fill_(right_bad, NEG)  # no right neighbour: the pair is padding
+            self.score_new_pairs(r0, four, new, jj, lim)
             if self.buf is not None:
                 self.steps.append((n, big_b, w, r0, parent, src * (w - 1) + jj.view(n, b), sid, logp))
-            # next state: keep the parent beam, drop the right child, then place the three new ids
-            state = flat.gather(1, (at + (key > jj)).view(n, -1)).view(n, b, 2 * w - 2)
-            where = torch.cat([jj, (jj - 1).remainder_(w - 1).add_(w - 1), jj + (w - 1)], 2)  # no left pair: spare
-            state.scatter_(2, where, new_ids[r0 : r0 + nb].view(n, b, 3))
+            state = self.next_state(flat, at, key, jj, new_ids[r0 : r0 + nb])
             scores = new_scores
             lim = lim - 1
-            r0, s0 = r0 + nb, s0 + 2 * nb
-            n_next = self.n_merging[t + 1]
-            if n_next < n:  # rows that just made their last merge
-                pieces.append((state[n_next:, :, 0], scores[n_next:]))
-                state, scores, lim = state[:n_next], scores[:n_next], lim[:n_next]
-                n = n_next
-        self.root_ids = torch.cat([r for r, _ in reversed(pieces)])  # (M, b) sorted order
-        inv = torch.empty_like(self.order)
-        inv[self.order] = torch.arange(m, device=dev)
-        roots = self.pool[self.root_ids.view(-1)].view(m, b, d)[inv]
-        final = torch.cat([s for _, s in reversed(pieces)])[inv]
-        return roots, final
+            r0 += nb
+            state, scores, lim = self.drop_finished(t, pieces, state, scores, lim)
+        return self.finish(pieces)
+
+    def score_new_pairs(self, r0: int, four, new: torch.Tensor, jj: torch.Tensor, lim: torch.Tensor):
+        """Score (eq. 12) the two pairs touching each new node (compositions r0.., ``new`` (nb, D)), (left neighbour,
+        new) and (new, right neighbour), into the score pool; a merge at ``jj`` (n, b, 1) >= ``lim`` (n, 1) has no
+        right neighbour: that pair is padding (``NEG``)."""
+        nb, ds = new.size(0), self.ds
+        n = lim.size(0)
+        nds = new[:, :ds]
+        sin = self.slot("sin", 2 * r0, 2 * r0 + 2 * nb)
+        sin = torch.stack([four[0][:, :ds], nds, nds, four[3][:, :ds]], 1,
+                          out=None if sin is None else sin.view(nb, 4, ds))  # (nb, 4, d_s)
+        two = self.spool[self.n_sc0 + 2 * r0 : self.n_sc0 + 2 * (r0 + nb)]
+        self.score(sin.view(2 * nb, 2 * ds), out=two, rows=(2 * r0, 2 * r0 + 2 * nb))
+        right_bad = self.slot("right_bad", r0, r0 + nb)
+        right_bad = torch.ge(jj.view(n, -1), lim, out=None if right_bad is None else right_bad.view(n, -1))
+        two.view(n, -1, 2)[..., 1].masked_fill_(right_bad, NEG)  # no right neighbour: the pair is padding
+
+    def drop_finished(self, t: int, pieces: list, state: torch.Tensor, scores: torch.Tensor, lim: torch.Tensor):
+        """Rows that made their last merge at step t leave the batch (their root ids and scores go to ``pieces``):
+        the next step's state, scores and ``lim``."""
+        n, n_next = state.size(0), self.n_merging[t + 1]
+        if n_next < n:
+            pieces.append((state[n_next:, :, 0], scores[n_next:]))
+            state, scores, lim = state[:n_next], scores[:n_next], lim[:n_next]
+        return state, scores, lim
+
+    @staticmethod
+    def next_state(flat: torch.Tensor, at: torch.Tensor, key: torch.Tensor, jj: torch.Tensor, ids: torch.Tensor):
+        """The state after a merge at ``jj`` (n, b, 1): gather ``flat`` (n, B 2W) at ``at`` (+1 where ``key`` > j:
+        keep the parent beam, drop the right child, shift the pair scores), then place the three new ``ids``
+        (n b, 3) (:meth:`new_ids`; a merge at j = 0 has no left pair: its id goes to the spare column)."""
+        n, b, w = jj.size(0), jj.size(1), key.size(0) // 2 + 1
+        state = flat.gather(1, (at + (key > jj)).view(n, -1)).view(n, b, 2 * w - 2)
+        where = torch.cat([jj, (jj - 1).remainder_(w - 1).add_(w - 1), jj + (w - 1)], 2)
+        return state.scatter_(2, where, ids.view(n, b, 3))
 
     # ---- backward ------------------------------------------------------------------------------
     def score_backward(self, g: torch.Tensor, inp: torch.Tensor, hp: torch.Tensor, ha: torch.Tensor) -> torch.Tensor:
@@ -217,6 +256,27 @@ class Search:
         g_hp = _gelu_backward(g[:, None] * self.sw2v, hp)
         self.sc_rows.append((g, g_hp, inp, ha))
         return g_hp @ self.sw1
+
+    def cell_backward(self, g_pool, g_new, children, pair, h1, keep, mixed, mean, rstd, gh, go, g_h1):
+        """GRC cells (eq. 10-11) of k compositions backward from the gradient g_new (k, D) of their outputs: adds the
+        children's (ids ``children`` (2k,), values ``pair`` (k, 2D)) gradients to ``g_pool``, writes the gradients
+        of the gate/content layer (``go`` (k, 4D)) and of h1 (``g_h1`` (k, d_cell), without the dropout scale)
+        for the weight products; returns the LayerNorm weight and bias gradients. ``keep``: the 0/1 dropout rows."""
+        k, d = g_new.size(0), self.d
+        g_mixed, gg, gb = _ln_backward(g_new, mixed, [d], mean, rstd, self.gamma, self.beta, [True, True, True])
+        gates = gh[:, : 3 * d]
+        dsig = gates * (1 - gates)  # sigmoid'
+        gm = g_mixed.unsqueeze(1)  # (k, 1, D)
+        torch.mul((pair.view(k, 2, d) * gm).view(k, 2 * d), dsig[:, : 2 * d], out=go[:, : 2 * d])
+        torch.mul(gh[:, 3 * d :] * g_mixed, dsig[:, 2 * d :], out=go[:, 2 * d : 3 * d])
+        torch.mul(gates[:, 2 * d :], g_mixed, out=go[:, 3 * d :])
+        g_act = torch.mm(go, self.w2)
+        if keep is not None:
+            g_act.mul_(keep)
+        gh1 = torch.ops.aten.gelu_backward.grad_input(g_act, h1, grad_input=g_h1)
+        g_pair = torch.addmm((gates[:, : 2 * d].view(k, 2, d) * gm).view(k, 2 * d), gh1, self.w1, alpha=self.scale)
+        g_pool.index_add_(0, children, g_pair.view(2 * k, d))
+        return gg, gb
 
     def backward(self, g_roots: torch.Tensor, g_final: torch.Tensor):
         """Three passes instead of one per step.
@@ -295,36 +355,28 @@ class Search:
         for k in counts:
             rows = live[a : a + k]
             children = ids[a : a + k, 1:3].reshape(-1)
-            g_new = g_pool.index_select(0, rows + off)
-            g_mixed, gg, gb = _ln_backward(g_new, buf["mixed"].index_select(0, rows), [d],
-                                           buf["mean"].index_select(0, rows), buf["rstd"].index_select(0, rows),
-                                           self.gamma, self.beta, [True, True, True])
-            g_gamma += gg
-            g_beta += gb
-            ghk = buf["gh"].index_select(0, rows)
             # children and the cell's hidden layer: re-read from the node pool and recomputed from h1
             pair = pair_live[a : a + k]
             torch.index_select(self.pool, 0, children, out=pair.view(2 * k, d))
             h1k = buf["h1"].index_select(0, rows)
             act = torch.ops.aten.gelu.out(h1k, out=act_live[a : a + k])
-            if self.p > 0:
-                keep = self.noise.keep.index_select(0, rows)
+            keep = self.noise.keep.index_select(0, rows) if self.p > 0 else None
+            if keep is not None:
                 act.mul_(keep)
-            gates = ghk[:, : 3 * d]
-            dsig = gates * (1 - gates)  # sigmoid'
-            gm = g_mixed.unsqueeze(1)  # (k, 1, D)
-            go = g_gh[a : a + k]
-            torch.mul((pair.view(k, 2, d) * gm).view(k, 2 * d), dsig[:, : 2 * d], out=go[:, : 2 * d])
-            torch.mul(ghk[:, 3 * d :] * g_mixed, dsig[:, 2 * d :], out=go[:, 2 * d : 3 * d])
-            torch.mul(gates[:, 2 * d :], g_mixed, out=go[:, 3 * d :])
-            g_act = torch.mm(go, self.w2)
-            if self.p > 0:
-                g_act.mul_(keep)
-            gh1 = torch.ops.aten.gelu_backward.grad_input(g_act, h1k, grad_input=g_h1[a : a + k])
-            g_pair = torch.addmm((gates[:, : 2 * d].view(k, 2, d) * gm).view(k, 2 * d), gh1, self.w1,
-                                 alpha=self.scale)
-            g_pool.index_add_(0, children, g_pair.view(2 * k, d))
+            gg, gb = self.cell_backward(g_pool, g_pool.index_select(0, rows + off), children, pair, h1k, keep,
+                                        *(buf[z].index_select(0, rows) for z in ("mixed", "mean", "rstd", "gh")),
+                                        g_gh[a : a + k], g_h1[a : a + k])
+            g_gamma += gg
+            g_beta += gb
             a += k
+        return self.input_and_weight_grads(g_pool, g_spool, g_scores, g_gamma, g_beta, g_gh, act_live, g_h1, pair_live)
+
+    def input_and_weight_grads(self, g_pool, g_spool, g_scores, g_gamma, g_beta, g_gh, act, g_h1, pair):
+        """The leaves' pair scorer backward, then (inputs' gradients, input scores' gradients, weights' gradients) in
+        the input's row order; each cell weight's gradient is ONE product over the saved rows of all compositions
+        (``g_gh``/``act``, ``g_h1``/``pair``; rows that are not live are left out by the caller)."""
+        d, ds, off = self.d, self.ds, self.n_leaf
+        n0 = self.n_merging[0]
         g_x = g_pool[:off].view(self.m, self.b_in, self.w0, d).clone()
         if self.n_sc0:
             g0 = g_spool[: self.n_sc0].view(n0, self.b_in, self.w0 - 1) * self.valid0
@@ -332,8 +384,8 @@ class Search:
             g_x[:n0, :, :-1, :ds] += g_in[..., :ds]
             g_x[:n0, :, 1:, :ds] += g_in[..., ds:]
         # weight gradients: one product over the live rows of all steps (dropout scale folded in)
-        g_w1, g_b1 = torch.mm(g_h1.t(), pair_live).mul_(self.scale), g_h1.sum(0).mul_(self.scale)
-        g_w2, g_b2 = torch.mm(g_gh.t(), act_live).mul_(self.scale), g_gh.sum(0)
+        g_w1, g_b1 = torch.mm(g_h1.t(), pair).mul_(self.scale), g_h1.sum(0).mul_(self.scale)
+        g_w2, g_b2 = torch.mm(g_gh.t(), act).mul_(self.scale), g_gh.sum(0)
         g_sc, g_shp, s_in, s_ha = (torch.cat(z) for z in zip(*self.sc_rows))
         g_sw1, g_sb1 = g_shp.t() @ s_in, g_shp.sum(0)
         g_sw2, g_sb2 = (g_sc @ s_ha)[None], g_sc.sum().view(1)
@@ -347,7 +399,7 @@ class Search:
 class _FusedSearch(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tree, cw, sw, x, lengths, scores, *params):  # params: the tensors of cw and sw, for autograd
-        search = Search(tree, cw, sw, x, lengths, scores, save=True)
+        search = tree.search_class(tree, cw, sw, x, lengths, scores, save=True)
         ctx.search = search
         return search.run()
 
@@ -384,7 +436,7 @@ def _fused_search(tree: BeamTree, x: torch.Tensor, lengths: torch.Tensor, scores
         roots, final = _FusedSearch.apply(tree, cw, sw, x, lengths, scores, *params)
     else:
         with torch.no_grad():
-            roots, final = Search(tree, cw, sw, x, lengths, scores, save=False).run()
+            roots, final = tree.search_class(tree, cw, sw, x, lengths, scores, save=False).run()
     return roots, one_leaf_beams(final, lengths, x.size(1))  # outside the node: autograd routes its gradient
 
 
@@ -395,6 +447,7 @@ class FusedBeamTree(BeamTree):
     """
 
     fused = True
+    search_class = Search  # what runs the search (a subclass for another search over the same pools)
 
     def __init__(self, cell: GRC, scorer: Scorer, beam_size: int, beam_select: BeamSelect = "stochastic"):
         check_fusable(cell, scorer)

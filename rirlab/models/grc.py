@@ -197,19 +197,24 @@ def rnn_compose(cell: GRC, x: torch.Tensor, mask: torch.Tensor, start: str = "ze
     return h
 
 
-def grc_cell(cell: GRC, pair: torch.Tensor) -> torch.Tensor:
+def grc_cell(cell: GRC, pair: torch.Tensor, pre: torch.Tensor | None = None) -> torch.Tensor:
     """``cell.compose(pair)`` for rows pair (P, 2D) as ONE autograd node with a hand-written backward
     (:class:`_GRCCell`): the same values, gradients and dropout draws (one keep row per composition, from
     :func:`dropout_keep_mask` as :func:`fast_dropout` draws it), fewer intermediate tensors and no per-op autograd
     records. For the searches that compose many pairs at once (CRvNN, BT-GRC, GT-GRC). Under autocast it is the
-    op-by-op cell (the hand-written kernel keeps one dtype)."""
+    op-by-op cell (the hand-written kernel keeps one dtype).
+
+    ``pre`` (P, d_cell), optional: the first layer's pre-activation ``W1 pair + b1`` of these rows, computed by the
+    caller (a search that keeps it for pairs that did not change since an earlier step); the forward then skips
+    that product. The backward is the same: it treats ``pre`` as that function of ``pair`` (ignored under
+    autocast)."""
     if torch.is_autocast_enabled(pair.device.type):
         return cell.compose(pair)
     keep = None
     if cell.training and cell.p > 0:  # keep * scale, in float32 for a reduced-precision pair (z.mul_ rounds once)
         keep = dropout_scaled_mask((pair.size(0), cell.d_cell), cell.p, pair.device,
                                    torch.promote_types(pair.dtype, torch.float32))
-    return _GRCCell.apply(pair, keep, dropout_scale(cell.p), cell.ln.eps, cell.w1.weight, cell.w1.bias,
+    return _GRCCell.apply(pair, pre, keep, dropout_scale(cell.p), cell.ln.eps, cell.w1.weight, cell.w1.bias,
                           cell.w2.weight, cell.w2.bias, cell.ln.weight, cell.ln.bias)
 
 
@@ -217,9 +222,9 @@ class _GRCCell(torch.autograd.Function):
     """Forward and hand-written backward of :func:`grc_cell` (LayerNorm and GELU by ATen's own kernels)."""
 
     @staticmethod
-    def forward(ctx, pair, keep, scale, eps, w1, b1, w2, b2, gamma, beta):
+    def forward(ctx, pair, pre, keep, scale, eps, w1, b1, w2, b2, gamma, beta):
         d = pair.size(1) // 2
-        a = torch.addmm(b1, pair, w1.t())  # (P, Dc)
+        a = torch.addmm(b1, pair, w1.t()) if pre is None else pre  # (P, Dc)
         z = F.gelu(a)
         if keep is not None:  # keep: the scaled mask (dropout_scaled_mask), as fast_dropout's x * keep * scale
             z.mul_(keep)
@@ -252,4 +257,4 @@ class _GRCCell(torch.autograd.Function):
         g_pair = g_a @ w1  # (P, 2D)
         g_pair[:, :d].addcmul_(g_u, o[:, :d])
         g_pair[:, d:].addcmul_(g_u, o[:, d : 2 * d])
-        return (g_pair, None, None, None, g_a.t() @ pair, g_a.sum(0), g_o.t() @ z, g_o.sum(0), g_gamma, g_beta)
+        return (g_pair, None, None, None, None, g_a.t() @ pair, g_a.sum(0), g_o.t() @ z, g_o.sum(0), g_gamma, g_beta)

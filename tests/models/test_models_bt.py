@@ -133,3 +133,22 @@ def test_table2_specs_validate_and_every_row_matches_its_paper_row():
         rows = ablation_rows(loaded.spec, [])  # every row is paired with a published row by its configuration
         paired = pair(tables, our_configs(pd.DataFrame(), rows, tables, loaded.spec.model)).paper
         assert [r.label for i, r in enumerate(rows) if i not in paired] == [], spec
+
+
+def test_next_pre_activations_are_those_of_the_merged_nodes():
+    """ParentBeamSearch keeps the cell's first-layer pre-activations W1 [h_j; h_j+1] + b1 across steps: after a merge
+    at j (every position, first and last included, for every beam), the shifted old ones plus the two new pairs
+    equal the pre-activations of the new nodes computed afresh (float64)."""
+    from rirlab.models.bt_grc import ParentBeamSearch, update_nodes
+    from rirlab.models.grc import GRC
+
+    torch.manual_seed(0)
+    n, b, w, d = 2, 3, 6, 4
+    tree = ParentBeamSearch(GRC(d, 2, 0.0), d, b).double()
+    h = torch.randn(n, b, w, d, dtype=torch.float64)
+    parents = torch.randn(n, b, w - 1, d, dtype=torch.float64)
+    for j0 in range(w - 1):
+        j = (torch.arange(n * b).view(n, b) + j0) % (w - 1)  # (n, b) a different pair in every beam
+        new = update_nodes(h, parents, F.one_hot(j, w - 1).double())  # (n, b, W-1, D)
+        nxt = tree.next_pre_activations(tree.pre_activations(h), new, j)
+        torch.testing.assert_close(nxt, tree.pre_activations(new), rtol=0, atol=1e-12)

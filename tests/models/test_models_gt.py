@@ -94,3 +94,90 @@ def test_straight_through_update_equals_update_nodes():
         for a, b in zip(torch.autograd.grad(ref, (h, packed, logits), g, retain_graph=True),
                         torch.autograd.grad(out, (h, packed, logits), g)):
             torch.testing.assert_close(a, b, rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize("train,p,tau", [(True, 0.3, 1.0), (True, 0.0, 0.5), (False, 0.3, 1.0)])
+def test_fused_greedy_search_equals_op_by_op_autograd(train, p, tau):
+    """EGT-GRC's one-node greedy straight-through search (fused_greedy.FusedGreedyTree) against the reference
+    BeamTree(beam 1, straight-through) recorded op by op: same Gumbel and dropout draws, same roots and scores, the
+    same gradients for the leaves and every parameter (float64), rows of every length (one of one leaf)."""
+    from rirlab.models.fused_greedy import FusedGreedyTree
+    from rirlab.models.grc import GRC
+    from rirlab.models.scorer import Scorer
+
+    torch.manual_seed(7)
+    d = 16
+    tree = FusedGreedyTree(GRC(d, 4, p), Scorer(d, 8), tau).double().train(train)
+    lengths = torch.tensor([7, 4, 1, 12, 2, 12])
+    x = torch.randn(len(lengths), 1, 12, d, dtype=torch.float64, requires_grad=True)
+    inputs = [x] + list(tree.parameters())
+    results = []
+    for fused in (True, False):
+        tree.fused = fused
+        torch.manual_seed(1)
+        roots, scores = tree(x, lengths)
+        g = torch.Generator().manual_seed(2)
+        loss = (roots * torch.randn(roots.shape, generator=g, dtype=x.dtype)).sum()
+        loss = loss + (scores * torch.randn(scores.shape, generator=g, dtype=x.dtype)).sum()
+        results.append((roots, scores, torch.autograd.grad(loss, inputs)))
+    (r1, s1, g1), (r2, s2, g2) = results
+    torch.testing.assert_close(r1, r2, rtol=0, atol=1e-12)
+    torch.testing.assert_close(s1, s2, rtol=0, atol=1e-12)
+    for a, c in zip(g1, g2):
+        torch.testing.assert_close(a, c, rtol=0, atol=1e-12)
+    assert g1[0].abs().sum() > 0 and g1[-4].abs().sum() > 0  # the leaves and the scorer (w1) get gradients
+
+
+def test_fused_greedy_search_equals_a_literal_greedy_loop():
+    """The one-node greedy search against a literal loop over one sequence at a time (lists of nodes, every pair
+    scored, node = cell(children) * (1 + p_j - p_j.detach()) with p_j = softmax(log_softmax(scores) / tau)_j), in
+    eval (no draws): roots and the gradients of the leaves and every parameter (float64). A finite-difference check
+    does not apply: the straight-through gradient is not the derivative of the forward value."""
+    from rirlab.models.fused_greedy import FusedGreedyTree
+    from rirlab.models.grc import GRC
+    from rirlab.models.scorer import Scorer
+
+    torch.manual_seed(3)
+    d, tau = 8, 0.7
+    tree = FusedGreedyTree(GRC(d, 2, 0.2), Scorer(d, 4), tau).double().eval()
+    lengths = [6, 3, 1, 9]
+    x = torch.randn(4, 1, 9, d, dtype=torch.float64, requires_grad=True)
+
+    def literal(seq):
+        nodes = list(seq)
+        while len(nodes) > 1:
+            logp = F.log_softmax(torch.stack([tree.scorer(nodes[i], nodes[i + 1]) for i in range(len(nodes) - 1)]), 0)
+            j = int(logp.argmax())
+            pj = F.softmax(logp / tau, 0)[j]
+            nodes[j : j + 2] = [tree.cell(nodes[j], nodes[j + 1]) * (1.0 + pj - pj.detach())]
+        return nodes[0]
+
+    inputs = [x] + list(tree.parameters())
+    w = torch.randn(4, d, dtype=torch.float64)
+    roots, _ = tree(x, torch.tensor(lengths))
+    ref = torch.stack([literal(x[i, 0, :n]) for i, n in enumerate(lengths)])
+    torch.testing.assert_close(roots[:, 0], ref, rtol=0, atol=1e-12)
+    for a, c in zip(torch.autograd.grad((roots[:, 0] * w).sum(), inputs), torch.autograd.grad((ref * w).sum(), inputs)):
+        torch.testing.assert_close(a, c, rtol=0, atol=1e-12)
+
+
+def test_grc_cell_with_given_pre_activations_is_the_same_node():
+    """grc_cell(cell, pair, pre) with pre = W1 pair + b1 computed by the caller (GT-GRC keeps it for the pairs that
+    did not change) = grc_cell(cell, pair): values, the same dropout draws, and the gradients of the pair and every
+    weight, W1 included (the backward treats pre as that function of pair) (float64)."""
+    from rirlab.models.grc import GRC, grc_cell
+
+    torch.manual_seed(0)
+    d = 8
+    cell = GRC(d, 4, 0.3).double().train()
+    pair = torch.randn(13, 2 * d, dtype=torch.float64, requires_grad=True)
+    pre = F.linear(pair, cell.w1.weight, cell.w1.bias).detach()
+    ps = [pair] + list(cell.parameters())
+    outs = []
+    for given in (None, pre):
+        torch.manual_seed(3)
+        out = grc_cell(cell, pair, given)
+        outs.append((out, torch.autograd.grad(out, ps, torch.linspace(-1, 1, out.numel()).view_as(out).double())))
+    torch.testing.assert_close(outs[0][0], outs[1][0], rtol=0, atol=1e-12)
+    for a, b in zip(outs[0][1], outs[1][1]):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)

@@ -1,0 +1,123 @@
+"""EGT-GRC's greedy straight-through search (EBT paper Table 2; beam 1 of Algorithm 1 with Choi et al.'s
+straight-through Gumbel-softmax) as ONE autograd node with a hand-written backward.
+
+The fast path of the reference :class:`rirlab.models.beam_tree.BeamTree` with ``beam_size=1,
+straight_through=True``: same search, same draws (the reference's :class:`~rirlab.models.beam_tree.Noise`
+stream), same values and gradients (the tests hold the two together). Its forward is the fused EBT search's
+(:class:`rirlab.models.fused_beam.Search`: node and score pools, the cell on the chosen pair only, two
+pairs re-scored per merge) plus the straight-through factor of each merge: the new node is
+``cell(children) * (1 + p_j - p_j)`` (``p_j - p_j`` detached), p_j = softmax((logp + Gumbel) / tau)_j the
+probability of the merged pair j, as the reference and the authors' ``st_gumbel_softmax`` make it: value 1
+forward (up to rounding), gradient of p_j backward.
+
+That gradient ties a merge's selection to every later use of its node, so the backward cannot batch by tree
+depth as the EBT search's does; it runs the steps in reverse, each as one small batch: the step's two new
+pair scores (their gradient is complete: only later steps read them), then the new node (complete too), the
+straight-through term into the step's pair scores through softmax and log-softmax, and the GRC cell into
+its children. The weights' gradients are, as there, one product over all compositions.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from rirlab.models.fused_beam import FusedBeamTree, Search, state_shift
+from rirlab.models.grc import GRC
+from rirlab.models.scorer import Scorer
+
+
+class GreedySearch(Search):
+    """One greedy straight-through search over a batch of rows (beam 1, one input beam)."""
+
+    def run(self):
+        """Per step: log-softmax of the cached pair scores, the (Gumbel-perturbed) argmax j, the cell on pair j,
+        the straight-through factor, the two new pairs scored; the state update of the beam search."""
+        dev, tau = self.x.device, self.tree.tau
+        state, scores, lengths, pieces = self.start()  # (n, 1, 2W), (n, 1), (n,)
+        offsets = self.tree.offsets  # j-1, j, j+1, j+2
+        new_ids = self.new_ids()
+        lim = (lengths - 2)[:, None]  # (n, 1) a merge at j has a right neighbour iff j < lim
+        r0 = 0
+        for t in range(len(self.n_merging) - 1):
+            n, w = state.size(0), state.size(2) // 2
+            sid = state[..., w : 2 * w - 1]  # (n, 1, W-1) score ids of the adjacent pairs
+            logp = F.log_softmax(self.spool[sid], dim=-1)  # (n, 1, W-1)
+            key = logp + self.noise.gumbel(logp.shape) if self.noise is not None else logp
+            jj = key.topk(1, dim=-1).indices  # (n, 1, 1) the merged pair (j, j+1)
+            scores = scores + logp.gather(-1, jj).view(n, 1)  # (n, 1) accumulated log-probability
+            soft = F.softmax(key / tau, dim=-1)  # (n, 1, W-1) Gumbel-softmax over the pairs
+            pj = soft.gather(-1, jj).view(n, 1)  # (n, 1)
+            flat = state.view(n, -1)
+            source, skey = state_shift(w, dev)
+            ids = self.slot("ids", r0, r0 + n)
+            at4 = (jj.view(n, 1) + offsets).clamp_(0, w - 1)  # (n, 4) j-1 .. j+2
+            ids4 = torch.gather(flat, 1, at4, out=ids)
+            four, new = self.compose(r0, n, ids4, self.noise and self.noise.keep_rows(n))  # (n, D) unscaled
+            node = torch.mul(new, (1.0 + pj) - pj, out=self.pool[self.n_leaf + r0 : self.n_leaf + r0 + n])
+            self.score_new_pairs(r0, four, node, jj, lim)
+            if self.buf is not None:
+                self.steps.append((n, r0, jj, sid, logp, soft, pj, new))
+            state = self.next_state(flat, source, skey, jj, new_ids[r0 : r0 + n])
+            lim = lim - 1
+            r0 += n
+            state, scores, lim = self.drop_finished(t, pieces, state, scores, lim)
+        return self.finish(pieces)
+
+    def backward(self, g_roots: torch.Tensor, g_final: torch.Tensor):
+        """Steps in reverse order (see the module docstring); a row's final score is the sum of its steps' log-
+        probabilities, so every step's chosen log-probability has the row's final-score gradient."""
+        d, ds, off, buf, tau = self.d, self.ds, self.n_leaf, self.buf, self.tree.tau
+        g_pool = torch.zeros_like(self.pool)
+        g_spool = torch.zeros_like(self.spool)
+        self.sc_rows = []
+        g_roots, g_final = g_roots[self.order], g_final[self.order]  # sorted order
+        g_pool.index_add_(0, self.root_ids.reshape(-1), g_roots.reshape(-1, d))
+        r_all, c = self.n_rows, self.w1.size(0)
+        g_gh, g_h1 = self.pool.new_empty(r_all, 4 * d), self.pool.new_empty(r_all, c)
+        pairs, acts = self.pool.new_empty(r_all, 2 * d), self.pool.new_empty(r_all, c)
+        g_gamma, g_beta = torch.zeros_like(self.gamma), torch.zeros_like(self.beta)
+        for n, r0, jj, sid, logp, soft, pj, new in reversed(self.steps):
+            r1 = r0 + n
+            ids = buf["ids"][r0:r1]  # (n, 4) left neighbour, children, right neighbour
+            # 1. the two pairs this step scored: [left, node], [node, right] (a padding right pair is a constant)
+            g_two = g_spool[self.n_sc0 + 2 * r0 : self.n_sc0 + 2 * r1].view(n, 2)
+            g_two[:, 1].masked_fill_(buf["right_bad"][r0:r1], 0.0)
+            g_sin = self.score_backward(g_two.reshape(-1), buf["sin"][2 * r0 : 2 * r1], buf["shp"][2 * r0 : 2 * r1],
+                                        buf["sha"][2 * r0 : 2 * r1])  # (2n, 2 d_s)
+            node_ids = torch.arange(off + r0, off + r1, device=ids.device)
+            sin_ids = torch.stack([ids[:, 0], node_ids, node_ids, ids[:, 3]], 1)
+            g_pool[:, :ds].index_add_(0, sin_ids.view(-1), g_sin.view(4 * n, ds))
+            # 2. node = new * (1 + p_j - p_j): complete now; the straight-through term reaches the pair scores
+            g_node = g_pool[off + r0 : off + r1]  # (n, D)
+            g_pj = (g_node * new).sum(-1, keepdim=True)  # (n, 1)
+            g_new = g_node * ((1.0 + pj) - pj)
+            g_key = soft * (pj * g_pj).div_(-tau)[..., None]  # softmax backward: soft * (onehot_j - p_j) g_pj / tau
+            g_key.scatter_add_(-1, jj, (pj * g_pj / tau + g_final[: jj.size(0)])[..., None])  # + the score's term
+            g_ps = g_key - logp.exp() * g_key.sum(-1, keepdim=True)  # log-softmax backward
+            g_spool.index_add_(0, sid.reshape(-1), g_ps.reshape(-1))
+            # 3. the GRC cell into its children
+            children = ids[:, 1:3].reshape(-1)
+            pair = torch.index_select(self.pool, 0, children, out=pairs[r0:r1].view(2 * n, d)).view(n, 2 * d)
+            h1 = buf["h1"][r0:r1]
+            act = torch.ops.aten.gelu.out(h1, out=acts[r0:r1])
+            keep = self.noise.keep[r0:r1] if self.p > 0 else None
+            if keep is not None:
+                act.mul_(keep)
+            gg, gb = self.cell_backward(g_pool, g_new, children, pair, h1, keep,
+                                        *(buf[z][r0:r1] for z in ("mixed", "mean", "rstd", "gh")),
+                                        g_gh[r0:r1], g_h1[r0:r1])
+            g_gamma += gg
+            g_beta += gb
+        return self.input_and_weight_grads(g_pool, g_spool, g_final, g_gamma, g_beta, g_gh, acts, g_h1, pairs)
+
+
+class FusedGreedyTree(FusedBeamTree):
+    """The reference :class:`~rirlab.models.beam_tree.BeamTree` with beam 1 and straight-through selection (EGT-GRC)
+    whose search runs as one autograd node (:class:`GreedySearch`); ``fused = False`` runs the reference."""
+
+    search_class = GreedySearch
+
+    def __init__(self, cell: GRC, scorer: Scorer, tau: float = 1.0):
+        super().__init__(cell, scorer, 1)
+        self.straight_through, self.tau = True, tau
