@@ -271,7 +271,8 @@ class MegaLayer(nn.Module):
                 o[rows, :w] = part
         o = unpad(o)
         h = self.drop(F.silu(hx + self.h_proj(o * r)))  # eq. 14
-        x = self.norm1(torch.lerp(residual, h, u))  # eq. 15 (u h + (1 - u) x, one pass), then post-norm
+        dt = torch.promote_types(torch.promote_types(residual.dtype, h.dtype), u.dtype)  # autocast mixes them
+        x = self.norm1(torch.lerp(residual.to(dt), h.to(dt), u.to(dt)))  # eq. 15 (u h + (1 - u) x, one pass), post-norm
         y = self.fc2(self.act_drop(F.silu(self.fc1(x))))
         return self.norm2(x + self.drop(y))
 
