@@ -6,7 +6,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
 # the tests run in parallel (pytest-xdist), a worker per core: a test is one process's work, mostly one thread (on
-# this 2-core machine 2 workers: 9m52s on a fresh clone, the fast subset -m "not e2e" 3m01s-3m30s; 3 workers made the
+# this 2-core machine 2 workers: 9m00s on a fresh clone, the fast subset -m "not e2e" 2m27s; 3 workers made the
 # full-disk resume test flaky).
 # RIRLAB_TEST_WORKERS=0 runs them in this process (e.g. under a debugger); -n N sets the count.
 .venv/bin/python -m pytest -n "${RIRLAB_TEST_WORKERS:-auto}" --dist worksteal "$@"
