@@ -276,11 +276,11 @@ class Trainer:
         t = self.cfg.train
         if t.max_eval_examples:
             examples = examples[: t.max_eval_examples]
-        # by length (padding stays small) or, for a model whose output follows the batch's padding, in the split's
-        # order (its ``eval_batches``: TLB/GUTLB, as the code)
+        # by length (padding stays small) or, for a model whose output follows the batch's padding, as its authors'
+        # loader (its ``eval_batches``: TLB/GUTLB "file", the RIR models "buckets" of bucket_factor batches)
         order = getattr(self.cfg.model_cfg, "eval_batches", "length")
         loss_sum, correct, count = 0.0, 0, 0
-        for idx in eval_batches(examples, t.eval_batch_size, order):
+        for idx in eval_batches(examples, t.eval_batch_size, order, t.bucket_factor, self.cfg.task == "mnli"):
             batch = self.to_device(self.data.collate([examples[i] for i in idx]))
             _, loss, c, n, _ = self.loss_of(batch)
             loss_sum += loss.item() * n

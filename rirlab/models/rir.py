@@ -38,6 +38,14 @@ the two sentence batches of a pair batch are padded to the longer one and encode
 (rirlab.models.heads.TaskModel), so under ``chunk_by`` "batch" both sentences are chunked by max(S1, S2), as
 theirs; "separate": one encoder call per sentence batch (rirlab before), each chunked by its own padded length.
 
+``eval_batches``: "buckets" (default; the authors' dev/test loader, BeamRecursionFamily train.py ``load_dataloaders``
+with shuffle off and the collaters' sort and cuts, rirlab.tasks.batching.bucket_batches): pools of ``bucket_factor``
+x ``eval_batch_size`` examples in the split's order, each sorted by length and cut into batches of
+``eval_batch_size``, a pair batch whose longest sentence has 70 tokens or more cut in halves (MNLI: quarters from 100);
+under ``chunk_by`` "batch" with RIR inference (RIR-GRC always, RIR-EBT-GRC with ``inference`` rir) the batch fixes an
+example's chunks, so this gives the authors' outputs; "length": the split sorted by length (rirlab before), batches
+of ``eval_batch_size``. The specs set eval_batch_size to the authors' dev_batch_size.
+
 Choices the paper leaves open (ours):
 - Alignment (eq. 8-9) is applied only where a sequence has more than one chunk; a lone chunk's
   output is that sequence's final beam. ``random`` samples uniformly among the chunk's
@@ -76,6 +84,7 @@ from rirlab.models.beam_tree import NEG, marginalize
 from rirlab.models.om import ProjectedOrderedMemory
 from rirlab.models.rnn_grc import GRCRNN
 from rirlab.models.s4d import PreChunkConfig, leaf_layer
+from rirlab.tasks.batching import EvalOrder
 
 ALIGNMENTS = ("beam", "string_it", "random")
 Slot0 = Literal["beam0", "argmax"]  # aligned position 0: the chunk's beam 0 (authors' code) or its top score (§3.1)
@@ -116,6 +125,7 @@ class RIRConfig(PreChunkConfig):
     inference: Inference = "rir"
     eval_alignment: Literal["sample", "string_it"] = "sample"  # eval under RIR inference (module doc)
     pair_batch: Literal["joint", "separate"] = "joint"  # pairs: both sentences in one padded batch (module doc)
+    eval_batches: EvalOrder = "buckets"  # evaluation batches: the authors' loader (module doc)
     s4d: bool = True
 
     @model_validator(mode="after")

@@ -51,6 +51,7 @@ from rirlab.config import STRICT
 from rirlab.models.base import EncoderOutput
 from rirlab.models.gut import GUTConfig
 from rirlab.models.halting import depth_halting
+from rirlab.tasks.batching import EvalOrder
 from rirlab.models.attention import (Attention, FeedForward, GatedFeedForward, Readout, RTConfig, attn_options,
                                        ff_options, register_encoder)
 
@@ -67,7 +68,7 @@ class TLBConfig(RTConfig):
     memory_ff_mult: int = Field(1, ge=1)  # memory-update feed-forward d -> this * d -> d
     memory_norm: Literal["two", "shared"] = "two"  # module doc
     pair_batch: Literal["joint", "separate"] = "joint"  # pairs: both sentences in one padded batch (module doc)
-    eval_batches: Literal["file", "length"] = "file"  # evaluation batches in the split's order (module doc)
+    eval_batches: EvalOrder = "file"  # evaluation batches in the split's order (module doc)
 
 
 @dataclass(config=STRICT)
@@ -81,7 +82,7 @@ class GUTLBConfig(GUTConfig):
     memory_ff_mult: int = Field(1, ge=1)
     memory_norm: Literal["two", "shared"] = "two"
     pair_batch: Literal["joint", "separate"] = "joint"
-    eval_batches: Literal["file", "length"] = "file"
+    eval_batches: EvalOrder = "file"
 
 
 class CrossAttention(Attention):

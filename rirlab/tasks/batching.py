@@ -11,11 +11,14 @@ trial sees the same batches, with or without worker processes.
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional, Sequence
+from typing import Callable, Literal, Optional, Sequence
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
+
+# the evaluation batch orders of :func:`eval_batches` (a model config's ``eval_batches``)
+EvalOrder = Literal["buckets", "file", "length"]
 
 
 def example_length(example) -> int:
@@ -25,17 +28,68 @@ def example_length(example) -> int:
     return len(example[0])
 
 
-def eval_batches(examples: Sequence, batch_size: int, order: str = "length") -> list[list[int]]:
+def pool_length(example) -> int:
+    """The RIR authors' sort key in an evaluation pool: len(sequence_vec), for pairs S1 + <SEP> + S2
+    (BeamRecursionFamily preprocess/process_SNLI.py, process_QQP.py, process_proplog.py, MNLIdev; AAN without <SEP>),
+    which orders pairs as the summed length does."""
+    if len(example) == 3:  # (premise, hypothesis, label)
+        return len(example[0]) + len(example[1])
+    return len(example[0])
+
+
+def bucket_batches(examples: Sequence, batch_size: int, bucket_factor: int, mnli: bool = False) -> list[list[int]]:
+    """The RIR authors' dev/test batches (BeamRecursionFamily): train.py's ``load_dataloaders`` reads the split in
+    order (``shuffle=False``) in pools of ``dev_batch_size * bucket_size_factor``; the collater
+    (collaters/classifier_collater.py, sentence_pair_collater.py) sorts a pool by :func:`pool_length`
+    (``np.argsort(lengths)``; here a stable sort: numpy's quicksort orders ties as it likes) and cuts it into runs of
+    ``inr = batch_size`` (the pool's rest last); for pairs it cuts a run further:
+
+        if self.config["dataset"] == "MNLIdev":
+            if max_len1 >= 100 or max_len2 >= 100:
+                inr_ = min(batch_size // 4, inr)
+            elif max_len1 >= 70 or max_len2 >= 70:
+                inr_ = min(batch_size // 2, inr)
+            else:
+                inr_ = inr
+        else:
+            if max_len1 >= 70 or max_len2 >= 70:
+                inr_ = min(batch_size // 2, inr)
+            ...
+        while j < i + inr:  # batches sequences[j:j + inr_]
+
+    (``max_len1``/``2``: the run's longest premise / hypothesis; ``mnli``: the MNLIdev rule). The classifier
+    collater never cuts a run; a cut of an odd ``batch_size`` reaches into the next run, as theirs (a cut below one
+    example, where theirs loops for ever, is one). Batch order does not matter (the code shuffles the pool's batches)."""
+    pair = bool(examples) and len(examples[0]) == 3
+    cuts = ((100, 4), (70, 2)) if mnli else ((70, 2),)
+    batches = []
+    for start in range(0, len(examples), batch_size * bucket_factor):
+        pool = list(range(start, min(start + batch_size * bucket_factor, len(examples))))
+        pool.sort(key=lambda i: pool_length(examples[i]))
+        for i in range(0, len(pool), batch_size):
+            inr = min(batch_size, len(pool) - i)
+            longest = max(example_length(examples[k]) for k in pool[i : i + inr])
+            inr_ = next((max(1, min(batch_size // d, inr)) for t, d in cuts if pair and longest >= t), inr)
+            batches += [pool[j : j + inr_] for j in range(i, i + inr, inr_)]
+    return batches
+
+
+def eval_batches(examples: Sequence, batch_size: int, order: str = "length", bucket_factor: int = 1,
+                 mnli: bool = False) -> list[list[int]]:
     """The evaluation batches of a split, as lists of example indices. "length": sorted by
     :func:`example_length` (for pairs the longer sentence, the batch's padded length under joint pair batching) so
     padding stays small; "file": consecutive runs of ``batch_size`` in the split's order, as the dynamic-halt code's
-    dev/test loaders (shuffle off; its collater only reorders within a batch). The metric depends on the order only
-    for a model whose output depends on the batch's padded length (TLB/GUTLB's torch chunking)."""
+    dev/test loaders (shuffle off; its collater only reorders within a batch); "buckets": the RIR authors' loader,
+    pools of ``bucket_factor`` batches in the split's order, each sorted by length (:func:`bucket_batches`). The
+    metric depends on the order only for a model whose output depends on the batch's padded length (TLB/GUTLB's
+    torch chunking, the RIR models' chunk_by batch)."""
+    if order == "buckets":
+        return bucket_batches(examples, batch_size, bucket_factor, mnli)
     idx = list(range(len(examples)))
     if order == "length":
         idx.sort(key=lambda i: example_length(examples[i]))
     elif order != "file":
-        raise ValueError(f"eval batch order {order!r}: 'file' or 'length'")
+        raise ValueError(f"eval batch order {order!r}: 'buckets', 'file' or 'length'")
     return [idx[s : s + batch_size] for s in range(0, len(idx), batch_size)]
 
 

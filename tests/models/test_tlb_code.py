@@ -192,7 +192,7 @@ def test_pairs_are_evaluated_in_the_codes_batches(tmp_path, monkeypatch):
     code = logits(CODE_EVAL_BATCHES)
     assert (logits(eval_batches(PAIR_SPLIT, 2, "length")) - code)[0].abs().max() > 1e-3
     seen = []
-    monkeypatch.setattr("rirlab.train.eval_batches", lambda ex, size, order: seen.append(order) or [[0]])
+    monkeypatch.setattr("rirlab.train.eval_batches", lambda ex, size, order, *rest: seen.append(order) or [[0]])
     tiny = {"task": "logic", "hidden_size": 8, "num_heads": 2, "n_train": 8, "n_dev": 4, "n_eval": 4,
             "eval_splits": ["ops_7"], "device": "cpu", "cache_dir": str(tmp_path)}
     for model_name, extra, order in (("tlb", {}, "file"), ("gutlb", {"eval_batches": "length"}, "length"),
