@@ -361,6 +361,16 @@ class Trainer:
             torch.cuda.set_rng_state_all(state["cuda_rng"])
         random.setstate(state["py_rng"])
 
+    def use_final_weights(self, weights: str = "auto") -> str:
+        """Load the weights the test splits see and say which: ``best`` (the best dev evaluation's, where there
+        was one), ``last`` (the current ones), ``auto`` (a trial's end: best unless the recipe selects ``last``)."""
+        if weights == "auto":
+            weights = "last" if self.cfg.train.select_by == "last" else "best"
+        if weights == "best" and self.best_weights is not None:
+            self.model.load_state_dict(self.best_weights)
+            return "best"
+        return "last"
+
     def peak_mem_mb(self) -> float:
         """What the model's training uses (module doc, metrics table): the CUDA allocator's peak, or on CPU the
         tensor-level high-water mark of :class:`rirlab.perf.TensorMemory`."""
@@ -412,8 +422,7 @@ def run_trial(config: dict, report: Optional[Report] = None, *, state: Optional[
             else:
                 final = metrics
                 final_ckpt = ckpt
-    if t.select_by != "last" and trainer.best_weights is not None:
-        trainer.model.load_state_dict(trainer.best_weights)  # every split sees the best-dev weights
+    trainer.use_final_weights()  # every split sees the best-dev weights, unless the recipe selects the last
     if trainer.best:
         final.update({C.BEST_PREFIX_METRIC + k: v for k, v in trainer.best.items() if k != "score"})
         final.update({C.STOPPED_EPOCH: trainer.epoch, C.EARLY_STOPPED_METRIC: int(trainer.stopped)})
@@ -439,22 +448,15 @@ def evaluate_checkpoint(config: dict, state: dict, weights: str = "auto", splits
     that checkpoint. On a trial's final checkpoint it reproduces the trial's own test metrics. Returns
     ``{"step", "epoch", "weights", "best": {...}, "splits": {split: {"accuracy", "loss"}}}``."""
     cfg = resolve(config)
-    trainer = Trainer(cfg)
-    trainer.load_state_dict(state)
-    if weights == "auto":
-        weights = "last" if cfg.train.select_by == "last" else "best"
-    if weights == "best" and trainer.best_weights is not None:
-        trainer.model.load_state_dict(trainer.best_weights)
-    else:
-        weights = "last"
-    names = list(trainer.data.eval_splits)
+    names = ["dev", *getattr(cfg.task_cfg, "eval_splits", ())]  # what Trainer loads (Task.load), known before it
     unknown = [s for s in splits or [] if s not in names]
-    if unknown:
+    if unknown:  # refused before the data and the model are built
         raise UserError(f"split {unknown[0]!r} is not one of this trial's splits ({', '.join(names)}); "
                         f"drop it or name one of those")
-    out = {}
-    for name in splits or names:
-        out[name] = trainer.evaluate(trainer.data.eval_splits[name])
+    trainer = Trainer(cfg)
+    trainer.load_state_dict(state)
+    weights = trainer.use_final_weights(weights)
+    out = {name: trainer.evaluate(trainer.data.eval_splits[name]) for name in splits or names}
     best = {k: v for k, v in trainer.best.items() if k != "score"}
     return {"step": trainer.step, "epoch": trainer.epoch, "weights": weights, "best": best,
             "stopped": trainer.stopped, "total_steps": trainer.total_steps, "splits": out}
