@@ -257,11 +257,14 @@ class MLflowTrialCallback(DriverCallback):
 
     def on_experiment_end(self, trials, **info):
         """A trial Tune had finished while the store could not take its end (its disk was full) is restored as
-        TERMINATED and never runs again: log what the store misses from its last result and close its run."""
+        TERMINATED and never runs again: log what the store misses from its last result and close its run.
+
+        Only such a trial: one this driver ran (it has a state here) is not. Tune's clean-up after Ctrl-C marks the
+        trials it stops TERMINATED before this callback, so a resumed sweep's interrupted trial looked finished."""
         for trial in trials:
             key = trial.trial_id
             if trial.status != "TERMINATED" or key not in self.existing or key in self.ended \
-                    or self.state.get(key) in ("finished", "failed") or self.fault is not None:
+                    or key in self.state or self.fault is not None:
                 continue
             if trial.last_result:
                 self.on_trial_result(0, trials, trial, trial.last_result)

@@ -71,6 +71,49 @@ def test_sigterm_stops_the_sweep_like_ctrl_c_with_exit_143(workdir, new_store):
     assert child.data.tags.get("rirlab.interrupted") == "true"
 
 
+def test_ctrl_c_in_a_resumed_sweep_keeps_its_trial_unfinished(workdir, new_store):
+    """Ctrl-C in a --resume'd sweep: the running trial ends KILLED (interrupted, resumable), as in a fresh one.
+    Tune's clean-up marks the trials it stops TERMINATED before the experiment-end callback, which took a resumed
+    trial for one Tune had finished while the store was full: its run closed FINISHED, tagged stopped early, with no
+    test metric, and the next --resume treated it as done (a real 3-hour trial was lost that way)."""
+    spec = workdir / "r.yaml"
+    spec.write_text(yaml.safe_dump({**TINY, "name": "again", "seeds": 1, "search": {},
+                                    "fixed": {**TINY["fixed"], "steps": 5000}}, sort_keys=False))
+    db = workdir / "mlruns.db"
+    new_store(db)
+
+    def child():
+        client = MlflowClient(f"sqlite:///{db}")
+        exp = client.get_experiment_by_name("again")
+        runs = [] if exp is None else client.search_runs([exp.experiment_id])
+        return next((r for r in runs if "mlflow.parentRunId" in r.data.tags and r.data.metrics), None)
+
+    def steps():
+        run = child()
+        return [] if run is None else MlflowClient(f"sqlite:///{db}").get_metric_history(run.info.run_id, "train/loss")
+
+    proc = _start(workdir, spec)
+    try:
+        _wait_for(lambda: child() is not None, proc, 300, "a trial reporting")
+        proc.send_signal(signal.SIGINT)
+    finally:
+        out, err = _finish(proc)
+    assert proc.returncode == 130 and child().info.status == "KILLED", out + err
+    before = len(steps())
+    proc = subprocess.Popen([*RIRLAB, "sweep", str(spec), "--no-checkpoint-artifacts", "--resume"], cwd=workdir,
+                            env={k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _wait_for(lambda: len(steps()) > before, proc, 300, "the resumed trial reporting")
+        proc.send_signal(signal.SIGINT)
+    finally:
+        out, err = _finish(proc)
+    assert proc.returncode == 130 and "interrupted: 1 running trial(s) stopped" in err, out + err
+    run = child()
+    assert run.info.status == "KILLED", (run.info.status, out + err)
+    assert run.data.tags.get("rirlab.interrupted") == "true" and "rirlab.early_stopped" not in run.data.tags
+
+
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl_c", "sigterm"])
 def test_ctrl_c_before_the_parent_run_exists_prints_no_resume_command(workdir, sig, code):
     """Sent the moment Ray starts (its log file exists; the parent run is created only after Ray is up): the
