@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Optional
 
 import numpy as np
 import torch
@@ -26,6 +27,9 @@ class GRCConfig:
     hidden_size: int = Field(128, ge=2)
     cell_mult: int = Field(4, ge=1)  # d_cell = cell_mult * hidden_size
     dropout: float = Field(0.1, ge=0, lt=1)
+    # dropout on the embedded tokens before the encoder (the papers' code's in_dropout); None = dropout. The
+    # BeamRecursionFamily logic configs use 0.4 (OM 0.1), its ListOps configs 0.1 (rirlab.models.heads.TaskModel)
+    in_dropout: Optional[float] = Field(None, ge=0, lt=1)
 
 
 def dropout_scale(p: float) -> float:

@@ -55,7 +55,7 @@ class TrainableUnk(nn.Module):
 class TaskModel(nn.Module):
     """Embeds tokens, runs ``encoder(x, mask) -> EncoderOutput`` and applies the task's head.
 
-    ``cfg``: the model config (its ``hidden_size`` and ``dropout``; ``head``, where it has one).
+    ``cfg``: the model config (its ``hidden_size`` and ``dropout``; ``in_dropout`` and ``head``, where it has them).
 
     ``head`` "code" (the recurrent Transformers' default, their paper's code): :class:`CodeHead` on the sentence
     vector, the pair features or (lm, the flip-flop framework) every token state; "gelu" (every other model, and
@@ -89,7 +89,10 @@ class TaskModel(nn.Module):
             unk = getattr(info, "unk_id", None)
             self.embed = nn.Sequential(frozen if unk is None else TrainableUnk(frozen, unk),
                                        nn.Linear(vectors.shape[1], d))
-        self.drop = nn.Dropout(dropout)
+        # the embedded tokens' dropout (the papers' code's in_dropout; the head's MLP uses dropout, their
+        # out_dropout): in_dropout where the model config sets it, else dropout
+        in_dropout = getattr(cfg, "in_dropout", None)
+        self.drop = nn.Dropout(dropout if in_dropout is None else in_dropout)
         self.encoder = encoder
         # sentence interaction (EBT paper App. F.2): the encoder reads both sequences of a pair at once, ``pair(x1,
         # mask1, x2, mask2)``, and returns the pair's vector; the head is eq. 20 on it (no siamese features)

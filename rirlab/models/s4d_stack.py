@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 import torch.nn.functional as F
 from pydantic import Field
@@ -24,6 +26,9 @@ class S4DConfig:
     s4d_state: int = Field(64, ge=2)
     s4d_init: S4DInit = "inv"
     dropout: float = Field(0.1, ge=0, lt=1)
+    # dropout on the embedded tokens before the encoder (the papers' code's in_dropout); None = dropout. The
+    # BeamRecursionFamily logic configs use 0.4 (OM 0.1), its ListOps configs 0.1 (rirlab.models.heads.TaskModel)
+    in_dropout: Optional[float] = Field(None, ge=0, lt=1)
 
 
 class S4DStack(nn.Module):
