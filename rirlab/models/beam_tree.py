@@ -6,8 +6,9 @@ beam with the light scorer (eq. 12; EBT eq. 6-7), takes the top-k pairs per beam
 scores, keeps b of the b x k candidates (:func:`keep_survivors`: Gumbel-perturbed top-b while training
 under ``beam_select="stochastic"``, plain top-b otherwise) and composes ONLY the chosen pair of each
 kept beam with the GRC cell (eq. 10-11). The caller marginalises the b roots with a softmax over the beam
-scores (:func:`marginalize`). With ``straight_through=True`` and beam 1 it is GT-GRC: value of the
-argmax merge forward, gradient of its Gumbel-softmax probability backward.
+scores (:func:`marginalize`). With ``straight_through=True`` and beam 1 it is EGT-GRC's greedy search: value
+of the argmax merge forward, the Gumbel-softmax gradient backward (Choi et al., AAAI 2018, §3.3), in one of two
+forms (``st_gradient``, :class:`STGradient`).
 
 Batching: every row (a sequence, or a chunk under RIR) is one search; rows are sorted by length so
 the rows still merging at step t are a prefix (:func:`merging_rows`) and finished rows cost nothing.
@@ -38,6 +39,16 @@ from rirlab.models.base import at_least_fp32
 from rirlab.models.grc import dropout_keep_mask
 
 NEG = -1e9  # score of an impossible beam or pair; finite so that no NaN can appear
+
+# The straight-through gradient of a greedy (beam 1) merge. "mask": the authors' public code (BeamRecursionFamily
+# ``EGT_GRC.py`` with ``st_gumbel_softmax``, which produced the published EGT-GRC numbers) and Choi et al.'s
+# formulation: the selection is the vector sel = onehot(j) + y - y.detach() over every pair, y the Gumbel-softmax;
+# the cell reads [sum_k sel_k h_k; sum_k sel_k h_k+1] and the next state is sel_k new + (1 - cumsum(sel)_k) h_k +
+# (cumsum(sel)_k - sel_k) h_k+1, with every pair re-scored from the state at every step, so every pair's probability
+# gets a gradient (through the children read, the parent and the nodes that stay or move left). "node": only the
+# merged pair's probability p_j, node = cell(h_j, h_j+1) * (1 + p_j - p_j.detach()) (rirlab before; 5x smaller
+# scorer gradients on a small case). Forward values are the same.
+STGradient = Literal["mask", "node"]
 BeamSelect = Literal["stochastic", "top"]  # survivor selection while training (eval: always plain top-b)
 
 
@@ -158,10 +169,13 @@ class BeamTree(nn.Module):
     """
 
     def __init__(self, cell: nn.Module, scorer: nn.Module, beam_size: int, straight_through: bool = False,
-                 tau: float = 1.0, beam_select: BeamSelect = "stochastic"):
+                 tau: float = 1.0, beam_select: BeamSelect = "stochastic", st_gradient: STGradient = "mask"):
         super().__init__()
         if beam_select not in ("stochastic", "top"):
             raise ValueError(f"beam_select must be 'stochastic' or 'top', not {beam_select!r}")
+        if st_gradient not in ("mask", "node"):
+            raise ValueError(f"st_gradient must be 'mask' or 'node', not {st_gradient!r}")
+        self.st_gradient = st_gradient
         self.cell = cell
         self.scorer = scorer
         self.beam_size = beam_size
@@ -187,7 +201,7 @@ class BeamTree(nn.Module):
             pieces.append((h[n:, :, 0].expand(m - n, b, d), scores[n:]))
         h, scores, lengths = h[:n], scores[:n], lengths[:n]
         ps = None
-        if n:
+        if n and not (self.straight_through and self.st_gradient == "mask"):  # (mask: scored in every step)
             pos = torch.arange(width - 1, device=x.device)  # (W-1,)
             ps = self.scorer(h[:, :, :-1], h[:, :, 1:])  # (n, B_in, W-1) every adjacent pair
             ps = ps.masked_fill(pos >= (lengths - 1)[:, None, None], NEG)  # pairs reaching into padding
@@ -196,7 +210,8 @@ class BeamTree(nn.Module):
             n_next = n_merging[t + 1]
             if n_next < n:  # rows that just made their last merge
                 pieces.append((h[n_next:, :, 0], scores[n_next:]))  # (n - n_next, b, D), (n - n_next, b)
-                h, ps, scores, lengths = h[:n_next], ps[:n_next], scores[:n_next], lengths[:n_next]
+                h, scores, lengths = h[:n_next], scores[:n_next], lengths[:n_next]
+                ps = None if ps is None else ps[:n_next]
                 n = n_next
         inv = torch.empty_like(order)
         inv[order] = torch.arange(m, device=x.device)  # (M,) sorted position of each row
@@ -220,6 +235,10 @@ class BeamTree(nn.Module):
         """
         n, big_b, w, d = h.shape
         b = self.beam_size
+        mask_st = self.straight_through and self.st_gradient == "mask"
+        if mask_st:  # every pair re-scored from this step's state, as the authors' loop (its gradient path)
+            ps = self.scorer(h[:, :, :-1], h[:, :, 1:])  # (n, 1, W-1)
+            ps = ps.masked_fill(torch.arange(w - 1, device=h.device) >= (cur_len - 1)[:, None, None], NEG)
         logp = F.log_softmax(at_least_fp32(ps), dim=-1)  # (n, B, W-1) log-probability of merging each pair (fp32)
         key = logp + noise.gumbel(logp.shape) if noise is not None else logp  # (n, B, W-1) Gumbel-perturbed
         k1 = min(b, w - 1)
@@ -240,8 +259,10 @@ class BeamTree(nn.Module):
         beam = torch.arange(b, device=h.device)[:, None]  # (b, 1)
         four = h[row[..., None], beam, around]  # (n, b, 4, D) left neighbour, children, right neighbour
         keep = noise.keep_rows(n * b) if noise is not None else None  # (n b, d_cell) dropout keep rows
+        if mask_st:
+            return self.mask_step(h, key, j, keep), None, new_scores
         new = self.cell.compose(four[:, :, 1:3].reshape(n, b, 2 * d), keep)  # (n, b, D) from [child_l; child_r]
-        if self.straight_through:  # GT-GRC: value 1 forward, gradient of the soft selection backward
+        if self.straight_through:  # st_gradient "node": value 1 forward, gradient of p_j backward
             soft = F.softmax(key / self.tau, dim=-1)  # (n, B, W-1) Gumbel-softmax over pairs
             soft = soft.gather(1, src[..., None].expand(n, b, w - 1))  # (n, b, W-1)
             pj = soft.gather(-1, j[..., None])[..., 0]  # (n, b)
@@ -262,3 +283,17 @@ class BeamTree(nn.Module):
         s_right = two[..., 1].masked_fill(~right_ok, NEG)  # (n, b)
         ps = torch.where(pos2 == jj - 1, two[..., :1], torch.where(pos2 == jj, s_right[..., None], old))  # (n, b, W-2)
         return h, ps, new_scores
+
+    def mask_step(self, h: torch.Tensor, key: torch.Tensor, j: torch.Tensor, keep: torch.Tensor | None):
+        """The merge of a greedy step under ``st_gradient="mask"`` (:data:`STGradient`): h (n, 1, W, D), key (n, 1,
+        W-1) the perturbed log-probabilities, j (n, 1) the merged pair -> the next state (n, 1, W-1, D)."""
+        n, _, w, d = h.shape
+        soft = F.softmax(key / self.tau, dim=-1)  # (n, 1, W-1) Gumbel-softmax over the pairs
+        sel = F.one_hot(j, w - 1).to(soft.dtype) + soft - soft.detach()  # (n, 1, W-1) value one-hot
+        sel = sel.to(h.dtype)
+        left, right = h[:, :, :-1], h[:, :, 1:]  # (n, 1, W-1, D) each pair's children
+        pair = torch.cat([sel.unsqueeze(-2) @ left, sel.unsqueeze(-2) @ right], -1)  # (n, 1, 1, 2D)
+        new = self.cell.compose(pair.view(n, 1, 2 * d), keep).to(h.dtype)  # (n, 1, D)
+        before = sel.cumsum(-1)  # (n, 1, W-1): 0 before j, 1 from j on
+        return (sel[..., None] * new[:, :, None] + (1 - before)[..., None] * left
+                + (before - sel)[..., None] * right)  # (n, 1, W-1, D)

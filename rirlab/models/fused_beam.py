@@ -261,7 +261,8 @@ class Search:
         """GRC cells (eq. 10-11) of k compositions backward from the gradient g_new (k, D) of their outputs: adds the
         children's (ids ``children`` (2k,), values ``pair`` (k, 2D)) gradients to ``g_pool``, writes the gradients
         of the gate/content layer (``go`` (k, 4D)) and of h1 (``g_h1`` (k, d_cell), without the dropout scale)
-        for the weight products; returns the LayerNorm weight and bias gradients. ``keep``: the 0/1 dropout rows."""
+        for the weight products; returns the LayerNorm weight and bias gradients and the children's gradients
+        (k, 2D). ``keep``: the 0/1 dropout rows."""
         k, d = g_new.size(0), self.d
         g_mixed, gg, gb = _ln_backward(g_new, mixed, [d], mean, rstd, self.gamma, self.beta, [True, True, True])
         gates = gh[:, : 3 * d]
@@ -276,7 +277,7 @@ class Search:
         gh1 = torch.ops.aten.gelu_backward.grad_input(g_act, h1, grad_input=g_h1)
         g_pair = torch.addmm((gates[:, : 2 * d].view(k, 2, d) * gm).view(k, 2 * d), gh1, self.w1, alpha=self.scale)
         g_pool.index_add_(0, children, g_pair.view(2 * k, d))
-        return gg, gb
+        return gg, gb, g_pair
 
     def backward(self, g_roots: torch.Tensor, g_final: torch.Tensor):
         """Three passes instead of one per step.
@@ -363,7 +364,7 @@ class Search:
             keep = self.noise.keep.index_select(0, rows) if self.p > 0 else None
             if keep is not None:
                 act.mul_(keep)
-            gg, gb = self.cell_backward(g_pool, g_pool.index_select(0, rows + off), children, pair, h1k, keep,
+            gg, gb, _ = self.cell_backward(g_pool, g_pool.index_select(0, rows + off), children, pair, h1k, keep,
                                         *(buf[z].index_select(0, rows) for z in ("mixed", "mean", "rstd", "gh")),
                                         g_gh[a : a + k], g_h1[a : a + k])
             g_gamma += gg
@@ -371,18 +372,21 @@ class Search:
             a += k
         return self.input_and_weight_grads(g_pool, g_spool, g_scores, g_gamma, g_beta, g_gh, act_live, g_h1, pair_live)
 
-    def input_and_weight_grads(self, g_pool, g_spool, g_scores, g_gamma, g_beta, g_gh, act, g_h1, pair):
+    def input_and_weight_grads(self, g_pool, g_spool, g_scores, g_gamma, g_beta, g_gh, act, g_h1, pair,
+                               leaf_inputs: bool = True):
         """The leaves' pair scorer backward, then (inputs' gradients, input scores' gradients, weights' gradients) in
         the input's row order; each cell weight's gradient is ONE product over the saved rows of all compositions
-        (``g_gh``/``act``, ``g_h1``/``pair``; rows that are not live are left out by the caller)."""
+        (``g_gh``/``act``, ``g_h1``/``pair``; rows that are not live are left out by the caller).
+        ``leaf_inputs=False``: the leaf pairs' scores reached the leaves already (their weights' rows only)."""
         d, ds, off = self.d, self.ds, self.n_leaf
         n0 = self.n_merging[0]
         g_x = g_pool[:off].view(self.m, self.b_in, self.w0, d).clone()
         if self.n_sc0:
             g0 = g_spool[: self.n_sc0].view(n0, self.b_in, self.w0 - 1) * self.valid0
             g_in = self.score_backward(g0.view(-1), *self.leaf_scorer).view(n0, self.b_in, self.w0 - 1, 2 * ds)
-            g_x[:n0, :, :-1, :ds] += g_in[..., :ds]
-            g_x[:n0, :, 1:, :ds] += g_in[..., ds:]
+            if leaf_inputs:
+                g_x[:n0, :, :-1, :ds] += g_in[..., :ds]
+                g_x[:n0, :, 1:, :ds] += g_in[..., ds:]
         # weight gradients: one product over the live rows of all steps (dropout scale folded in)
         g_w1, g_b1 = torch.mm(g_h1.t(), pair).mul_(self.scale), g_h1.sum(0).mul_(self.scale)
         g_w2, g_b2 = torch.mm(g_gh.t(), act).mul_(self.scale), g_gh.sum(0)

@@ -96,18 +96,20 @@ def test_straight_through_update_equals_update_nodes():
             torch.testing.assert_close(a, b, rtol=0, atol=1e-13)
 
 
+@pytest.mark.parametrize("st", ["mask", "node"])
 @pytest.mark.parametrize("train,p,tau", [(True, 0.3, 1.0), (True, 0.0, 0.5), (False, 0.3, 1.0)])
-def test_fused_greedy_search_equals_op_by_op_autograd(train, p, tau):
+def test_fused_greedy_search_equals_op_by_op_autograd(train, p, tau, st):
     """EGT-GRC's one-node greedy straight-through search (fused_greedy.FusedGreedyTree) against the reference
     BeamTree(beam 1, straight-through) recorded op by op: same Gumbel and dropout draws, same roots and scores, the
-    same gradients for the leaves and every parameter (float64), rows of every length (one of one leaf)."""
+    same gradients for the leaves and every parameter (float64), rows of every length (one of one leaf), under
+    both straight-through gradients."""
     from rirlab.models.fused_greedy import FusedGreedyTree
     from rirlab.models.grc import GRC
     from rirlab.models.scorer import Scorer
 
     torch.manual_seed(7)
     d = 16
-    tree = FusedGreedyTree(GRC(d, 4, p), Scorer(d, 8), tau).double().train(train)
+    tree = FusedGreedyTree(GRC(d, 4, p), Scorer(d, 8), tau, st).double().train(train)
     lengths = torch.tensor([7, 4, 1, 12, 2, 12])
     x = torch.randn(len(lengths), 1, 12, d, dtype=torch.float64, requires_grad=True)
     inputs = [x] + list(tree.parameters())
@@ -128,18 +130,22 @@ def test_fused_greedy_search_equals_op_by_op_autograd(train, p, tau):
     assert g1[0].abs().sum() > 0 and g1[-4].abs().sum() > 0  # the leaves and the scorer (w1) get gradients
 
 
-def test_fused_greedy_search_equals_a_literal_greedy_loop():
-    """The one-node greedy search against a literal loop over one sequence at a time (lists of nodes, every pair
-    scored, node = cell(children) * (1 + p_j - p_j.detach()) with p_j = softmax(log_softmax(scores) / tau)_j), in
-    eval (no draws): roots and the gradients of the leaves and every parameter (float64). A finite-difference check
-    does not apply: the straight-through gradient is not the derivative of the forward value."""
+@pytest.mark.parametrize("st", ["mask", "node"])
+def test_fused_greedy_search_equals_a_literal_greedy_loop(st):
+    """The one-node greedy search against a literal loop over one sequence at a time, in eval (no draws): roots and
+    the gradients of the leaves and every parameter (float64). The loop keeps a list of nodes and scores every pair
+    of it at every step, y = softmax(log_softmax(scores) / tau), j = argmax. "node": the parent cell(children) *
+    (1 + y_j - y_j.detach()) replaces the pair. "mask" (the authors' EGT_GRC.py, Choi et al.'s straight-through):
+    sel = onehot(j) + y - y.detach(); parent = cell(sum_k sel_k n_k, sum_k sel_k n_k+1); the new list is
+    sel_k parent + (1 - cumsum(sel)_k) n_k + (cumsum(sel)_k - sel_k) n_k+1 over the pairs k. A finite-difference
+    check does not apply: the straight-through gradient is not the derivative of the forward value."""
     from rirlab.models.fused_greedy import FusedGreedyTree
     from rirlab.models.grc import GRC
     from rirlab.models.scorer import Scorer
 
     torch.manual_seed(3)
     d, tau = 8, 0.7
-    tree = FusedGreedyTree(GRC(d, 2, 0.2), Scorer(d, 4), tau).double().eval()
+    tree = FusedGreedyTree(GRC(d, 2, 0.2), Scorer(d, 4), tau, st).double().eval()
     lengths = [6, 3, 1, 9]
     x = torch.randn(4, 1, 9, d, dtype=torch.float64, requires_grad=True)
 
@@ -148,8 +154,15 @@ def test_fused_greedy_search_equals_a_literal_greedy_loop():
         while len(nodes) > 1:
             logp = F.log_softmax(torch.stack([tree.scorer(nodes[i], nodes[i + 1]) for i in range(len(nodes) - 1)]), 0)
             j = int(logp.argmax())
-            pj = F.softmax(logp / tau, 0)[j]
-            nodes[j : j + 2] = [tree.cell(nodes[j], nodes[j + 1]) * (1.0 + pj - pj.detach())]
+            y = F.softmax(logp / tau, 0)
+            if st == "node":
+                nodes[j : j + 2] = [tree.cell(nodes[j], nodes[j + 1]) * (1.0 + y[j] - y[j].detach())]
+                continue
+            sel = F.one_hot(torch.tensor(j), len(y)).double() + y - y.detach()
+            parent = tree.cell(sum(s * n for s, n in zip(sel, nodes[:-1])), sum(s * n for s, n in zip(sel, nodes[1:])))
+            before = sel.cumsum(0)
+            nodes = [sel[k] * parent + (1 - before[k]) * nodes[k] + (before[k] - sel[k]) * nodes[k + 1]
+                     for k in range(len(y))]
         return nodes[0]
 
     inputs = [x] + list(tree.parameters())
