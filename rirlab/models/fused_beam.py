@@ -251,11 +251,13 @@ class Search:
         return state.scatter_(2, where, ids.view(n, b, 3))
 
     # ---- backward ------------------------------------------------------------------------------
-    def score_backward(self, g: torch.Tensor, inp: torch.Tensor, hp: torch.Tensor, ha: torch.Tensor) -> torch.Tensor:
-        """Scorer rows with output gradient g (R,) -> input gradient (R, 2 d_s); packs the weights' row terms."""
+    def score_backward(self, g: torch.Tensor, inp: torch.Tensor, hp: torch.Tensor, ha: torch.Tensor,
+                       inputs: bool = True) -> torch.Tensor | None:
+        """Scorer rows with output gradient g (R,) -> input gradient (R, 2 d_s) (None for ``inputs=False``); packs
+        the weights' row terms."""
         g_hp = _gelu_backward(g[:, None] * self.sw2v, hp)
         self.sc_rows.append((g, g_hp, inp, ha))
-        return g_hp @ self.sw1
+        return g_hp @ self.sw1 if inputs else None
 
     def cell_backward(self, g_pool, g_new, children, pair, h1, keep, mixed, mean, rstd, gh, go, g_h1):
         """GRC cells (eq. 10-11) of k compositions backward from the gradient g_new (k, D) of their outputs: adds the

@@ -161,7 +161,7 @@ class GreedySearch(Search):
             g_two = g_spool[self.n_sc0 + 2 * r0 : self.n_sc0 + 2 * r1].view(n, 2)
             g_two[:, 1].masked_fill_(buf["right_bad"][r0:r1], 0.0)
             self.score_backward(g_two.reshape(-1), buf["sin"][2 * r0 : 2 * r1], buf["shp"][2 * r0 : 2 * r1],
-                                buf["sha"][2 * r0 : 2 * r1])
+                                buf["sha"][2 * r0 : 2 * r1], inputs=False)
             # 2. the next state's gradient (the later steps' share of its nodes'), this state and the parent
             j = jj.view(n, 1)
             pos = torch.arange(w1, device=j.device)
@@ -175,13 +175,13 @@ class GreedySearch(Search):
                                                     g_gh, g_h1)
             g_gamma += gg
             g_beta += gb
-            # 4. d sel (module docstring), then the Gumbel-softmax and log-softmax backward into the pair scores
-            a = (g_next * h[:, :-1]).sum(-1)  # (n, W-1)
-            b = (g_next * h[:, 1:]).sum(-1)
-            b_after = b.flip(-1).cumsum(-1).flip(-1) - b  # sum over k > m
-            g_l, g_r = g_pair.view(n, 2, d).unbind(1)
-            g_sel = (h[:, :-1] @ g_l[..., None] + h[:, 1:] @ g_r[..., None] + g_next @ parent[..., None])[..., 0]
-            g_sel = g_sel - a.flip(-1).cumsum(-1).flip(-1) + b_after  # (n, W-1)
+            # 4. d sel (module docstring): with a_k - b_k summed over k >= m, minus b_m; then the Gumbel-softmax
+            # and log-softmax backward into the pair scores
+            b = torch.linalg.vecdot(g_next, h[:, 1:])  # (n, W-1) b_k
+            a_b = torch.linalg.vecdot(g_next, h[:, :-1]).sub_(b)  # a_k - b_k
+            reads = torch.bmm(h, g_pair.view(n, 2, d).transpose(1, 2))  # (n, W, 2): <h_k, g_L>, <h_k, g_R>
+            g_sel = reads[:, :-1, 0] + reads[:, 1:, 1] + torch.linalg.vecdot(g_next, parent[:, None])
+            g_sel -= a_b.flip(-1).cumsum(-1).flip(-1).add_(b)  # (n, W-1)
             y = soft.view(n, w1)
             g_key = y * (g_sel - (g_sel * y).sum(-1, keepdim=True)) / tau
             g_key.scatter_add_(-1, j, g_final[:n].view(n, 1))  # the row's score: the chosen log-probability
@@ -190,8 +190,9 @@ class GreedySearch(Search):
             g_spool.index_add_(0, sid.reshape(-1), g_ps.reshape(-1))
             # 5. ... and this step's share of each pair score into its nodes (first d_s features)
             g_in = g_ps[..., None] * jac[sid]  # (n, W-1, 2 d_s)
-            g_pool[:, :ds].index_add_(0, nodes[:, :-1].reshape(-1), g_in[..., :ds].reshape(-1, ds))
-            g_pool[:, :ds].index_add_(0, nodes[:, 1:].reshape(-1), g_in[..., ds:].reshape(-1, ds))
+            g_at = F.pad(g_in[..., :ds], (0, 0, 0, 1))  # (n, W, d_s) as left child, plus ...
+            g_at[:, 1:] += g_in[..., ds:]  # ... as right child
+            g_pool[:, :ds].index_add_(0, nodes.reshape(-1), g_at.view(-1, ds))
         return self.input_and_weight_grads(g_pool, g_spool, g_final, g_gamma, g_beta, g_gh, acts, g_h1, pairs,
                                            leaf_inputs=False)
 
