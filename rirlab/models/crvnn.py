@@ -46,7 +46,13 @@ Other choices: the normaliser is the authors' ``sum_normalize``: each of the fou
 before the sum, in the units of the exponentials shifted by the maximum score. The authors shift by the maximum over
 the whole batch (every position, and the no-op's 0); we shift by each sequence's own maximum over its selectable
 items and 0, and equal theirs where the two maxima coincide (a sequence alone whose largest score is at a selectable
-item or below 0); elsewhere the epsilon's weight differs, ~1e-7.
+item or below 0); elsewhere the epsilon's weight differs. That is ~1e-7 in the output while the batch's scores stay
+within a few units of each row's (float64, shared weights: CRvNN 5e-8, RIR-CRvNN 1e-5 on a padded batch), but where a
+row's terms lie about 12 or more below the batch maximum (exp(s - max) near 1e-8) the authors' epsilon shrinks that
+row's probabilities: with a batch maximum of 12-14 and row maxima near 0, CRvNN's outputs differed by 3e-2; in
+RIR-CRvNN, whose batch is every chunk of every sequence (all-padding chunks and padding positions included), a batch
+maximum of 17 against row maxima of 4-7 gave 0.5 (outputs about 3). Their maximum is taken over positions rirlab
+never scores (padding, START, END, halted rows, all-padding chunks), so it is not reproduced.
 """
 
 from __future__ import annotations
