@@ -19,6 +19,11 @@ CRvNN §3.1). One iteration (CRvNN §3.2-3.4):
 
 The root is the state of the last token. The cell is the RIR paper's GRC (eq. 10-11).
 
+START and END are trained vectors. Standalone (``crvnn``) they go through the leaf transform with the tokens, as in
+the authors' CRvNN.py, which adds them before its initial transform LN(W x + b) (so that transform's gradient also
+gets their terms); inside RIR-CRvNN they enter as they are, as in the authors' CRvNNX.py (HCRvNN.py applies the
+initial transform before chunking, CRvNNX adds START and END to each chunk after it).
+
 ``crvnn_halt`` (the authors' code offers two files; the RIR paper uses the second for timing, Table 1, "CRvNN in
 the no halting mode"):
 - ``dynamic`` (default, accuracy runs; the authors' CRvNN.py): per-sequence halting, the loop ends once every
@@ -41,7 +46,13 @@ Other choices: the normaliser is the authors' ``sum_normalize``: each of the fou
 before the sum, in the units of the exponentials shifted by the maximum score. The authors shift by the maximum over
 the whole batch (every position, and the no-op's 0); we shift by each sequence's own maximum over its selectable
 items and 0, and equal theirs where the two maxima coincide (a sequence alone whose largest score is at a selectable
-item or below 0); elsewhere the epsilon's weight differs, ~1e-7.
+item or below 0); elsewhere the epsilon's weight differs. That is ~1e-7 in the output while the batch's scores stay
+within a few units of each row's (float64, shared weights: CRvNN 5e-8, RIR-CRvNN 1e-5 on a padded batch), but where a
+row's terms lie about 12 or more below the batch maximum (exp(s - max) near 1e-8) the authors' epsilon shrinks that
+row's probabilities: with a batch maximum of 12-14 and row maxima near 0, CRvNN's outputs differed by 3e-2; in
+RIR-CRvNN, whose batch is every chunk of every sequence (all-padding chunks and padding positions included), a batch
+maximum of 17 against row maxima of 4-7 gave 0.5 (outputs about 3). Their maximum is taken over positions rirlab
+never scores (padding, START, END, halted rows, all-padding chunks), so it is not reproduced.
 """
 
 from __future__ import annotations
@@ -55,6 +66,7 @@ from pydantic.dataclasses import dataclass
 from torch import nn
 
 from rirlab.config import STRICT
+from rirlab.models.base import EncoderOutput
 from rirlab.models.grc import GRC, GRCConfig, OneBeamEncoder, grc_cell
 from rirlab.models.heads import TaskModel
 from rirlab.models.registry import register
@@ -94,7 +106,9 @@ def neighbours(e: torch.Tensor, valid: torch.Tensor):
 class CRvNN(nn.Module):
     """CRvNN over each row as an inner RvNN (one beam, score 0).
 
-    forward(x (M, 1, L, D), lengths (M,), scores (M, 1) or None) -> roots (M, 1, D), scores (M, 1).
+    forward(x (M, 1, L, D), lengths (M,), scores (M, 1) or None, ends (2, D) or None) -> roots (M, 1, D), scores
+    (M, 1). ``ends``: the START and END vectors to use (:class:`CRvNNEncoder`: through the leaf transform); None:
+    the parameters ``start`` and ``end`` as they are (RIR-CRvNN).
     After a forward: ``last_steps`` (M,) iterations each row ran, ``last_probs`` (M, S, 4) the normalised
     [compose, no-op, left compose, right compose] terms of each row's last iteration (beyond a row's items:
     [0, 1, 0, 0]; under ``full_loop``: the loop's last iteration, every row).
@@ -145,7 +159,8 @@ class CRvNN(nn.Module):
                              (right @ e_c[..., None])[..., 0]], dim=-1)  # (M, S, 4)
         return terms / (terms + NORM_EPS).sum(-1, keepdim=True)  # the authors' sum_normalize
 
-    def forward(self, x: torch.Tensor, lengths: torch.Tensor, scores: torch.Tensor | None = None):
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor, scores: torch.Tensor | None = None,
+                ends: torch.Tensor | None = None):
         m, b_in, width, d = x.shape
         assert b_in == 1, "CRvNN keeps one beam"
         s = width + 2
@@ -154,8 +169,9 @@ class CRvNN(nn.Module):
         end = pos == (lengths + 1)[:, None]
         last = pos == lengths[:, None]  # the last token: the root
         selectable = valid & (pos > 0) & ~end & ~last  # items that can be absorbed
-        seq = torch.cat([self.start.expand(m, 1, d), x[:, 0], x.new_zeros(m, 1, d)], dim=1)  # (M, S, D)
-        seq = torch.where(end[..., None], self.end.expand(m, s, d), seq) * valid[..., None]
+        start_v, end_v = (self.start, self.end) if ends is None else ends  # (D,) each
+        seq = torch.cat([start_v.expand(m, 1, d), x[:, 0], x.new_zeros(m, 1, d)], dim=1)  # (M, S, D)
+        seq = torch.where(end[..., None], end_v.expand(m, s, d), seq) * valid[..., None]
         e = valid.to(seq.dtype)  # (M, S)
         steps = torch.zeros_like(lengths)
         active = lengths > 0
@@ -221,9 +237,19 @@ class CRvNN(nn.Module):
         return root[:, None], x.new_zeros(m, 1) if scores is None else scores
 
 
+class CRvNNEncoder(OneBeamEncoder):
+    """Leaf transform, CRvNN over the whole sequence, its root; START and END go through the leaf transform too
+    (the authors' CRvNN.py: the initial transform runs after START and END are added)."""
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> EncoderOutput:
+        ends = self.leaf(torch.stack([self.tree.start, self.tree.end]))  # (2, D)
+        roots, _ = self.tree(self.leaf(x).unsqueeze(1), mask.sum(1), ends=ends)  # (N, 1, D)
+        return EncoderOutput(roots[:, 0])  # (N, D)
+
+
 # RIR Table 1 times CRvNN without its early exit ("no halting", the authors' CRvNN_nohalt): same outputs,
 # every sequence runs its whole loop; a --set of the same key wins
 @register("crvnn", CRvNNConfig, table1_row=7, table1_settings={"crvnn_halt": "full_loop"})
 def crvnn(cfg: CRvNNConfig, info):
     """Continuous Recursive Neural Network (Ray Chowdhury & Caragea, ICML 2021) with the GRC cell."""
-    return TaskModel(OneBeamEncoder(cfg.hidden_size, CRvNN(cfg)), info, cfg)
+    return TaskModel(CRvNNEncoder(cfg.hidden_size, CRvNN(cfg)), info, cfg)

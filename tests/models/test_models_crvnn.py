@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from rirlab.models import registry
 from rirlab.models.crvnn import neighbours
@@ -127,14 +128,49 @@ def test_no_composition_leaves_the_last_leaf_as_root_and_halting_modes():
     assert torch.equal(dyn, full)
 
 
-def test_rir_crvnn_with_chunk_at_least_length_is_crvnn():
+def test_start_and_end_go_through_the_leaf_transform_values_and_gradients():
+    """The authors' CRvNN.py adds START and END, then runs its initial transform LN(W x + b) over every item: written
+    here with plain ops around the tree, START and END given as LN(W START + b), LN(W END + b). Output and every
+    gradient (training mode, dropout 0, a padded batch) equal; W, b and the LayerNorm get START's and END's terms."""
+    torch.manual_seed(6)
+    enc = build("crvnn", hidden_size=8, dropout=0.0).double().train().encoder
+    x = torch.randn(3, 5, 8, dtype=torch.float64)
+    mask = torch.arange(5)[None] < torch.tensor([5, 3, 2])[:, None]
+    w = torch.randn(3, 8, dtype=torch.float64)
+    params = dict(enc.named_parameters())
+
+    def grads(loss):
+        return dict(zip(params, torch.autograd.grad(loss, list(params.values()), allow_unused=True)))
+
+    mine = enc(x, mask).vec
+    got = grads((mine * w).sum())
+    lw, ln = enc.leaf.w, enc.leaf.ln
+    init = lambda v: F.layer_norm(F.linear(v, lw.weight, lw.bias), (8,), ln.weight, ln.bias)  # noqa: E731
+    tree = dict(enc.tree.named_parameters()) | {"start": init(enc.tree.start), "end": init(enc.tree.end)}
+    ref = torch.func.functional_call(enc.tree, tree, (init(x).unsqueeze(1), mask.sum(1)))[0][:, 0]
+    want = grads((ref * w).sum())
+    assert (mine - ref).abs().max() < 1e-12
+    for name in params:
+        assert (got[name] - want[name]).abs().max() < 1e-12, name
+    raw = torch.func.functional_call(enc.tree, dict(enc.tree.named_parameters()), (init(x).unsqueeze(1), mask.sum(1)))
+    without = grads((raw[0][:, 0] * w).sum())  # START, END as they are (RIR-CRvNN): the leaf misses their terms
+    assert (got["leaf.w.weight"] - without["leaf.w.weight"]).abs().max() > 1e-3
+
+
+def test_rir_crvnn_with_chunk_at_least_length_is_crvnn_with_raw_start_and_end():
+    """RIR-CRvNN with one chunk is CRvNN's tree with START and END as they are (the authors' CRvNNX.py in HCRvNN.py,
+    whose initial transform runs before chunking); standalone CRvNN runs them through its leaf transform."""
     torch.manual_seed(4)
     crvnn = build("crvnn", hidden_size=16).eval()
     rir = build("rir_crvnn", hidden_size=16, chunk_size=40, s4d=False)
     rir.load_state_dict(crvnn.state_dict())
     batch = batch_of(random_seqs([25, 13, 1]))
+    enc = crvnn.encoder
     with torch.no_grad():
-        assert torch.allclose(rir.eval()(batch).logits, crvnn(batch).logits, atol=1e-5)
+        roots, _ = enc.tree(enc.leaf(crvnn.embed(batch["tokens"])).unsqueeze(1), batch["mask"].sum(1))
+        assert torch.allclose(rir.eval().encoder(rir.embed(batch["tokens"]), batch["mask"]).vec, roots[:, 0],
+                              atol=1e-5)
+        assert not torch.allclose(rir(batch).logits, crvnn(batch).logits, atol=1e-3)
 
 
 def test_tiny_crvnn_learns_listops_above_majority():

@@ -55,6 +55,57 @@ def test_gt_grc_straight_through_reaches_the_scorer():
     assert model.encoder.tree.scorer.weight.grad.abs().sum() > 0
 
 
+def test_gt_grc_training_gradients_are_the_authors_straight_through_over_every_pair(monkeypatch):
+    """Training mode against the authors' GT_GRC.py written with plain ops: every adjacent pair composed, the
+    straight-through Gumbel-softmax sel = hard - y.detach() + y over ALL pairs (y: their masked softmax of score +
+    noise), the state updated by sel * P + (1 - cumsum sel) * h[:-1] + (cumsum sel - sel) * h[1:], so every pair's
+    probability gets a gradient; no selection at the last step; done rows keep h[:-1]. Same Gumbel noise on both
+    sides, dropout 0, a padded batch, float64: output and every parameter's gradient equal."""
+    import rirlab.models.bt_grc as bt_grc
+
+    torch.manual_seed(12)
+    d, lengths = 6, [6, 4, 2]
+    model = build("gt_grc", hidden_size=d, dropout=0.0).double().train()
+    enc = model.encoder
+    x = torch.randn(3, 6, d, dtype=torch.float64)
+    mask = torch.arange(6)[None] < torch.tensor(lengths)[:, None]
+    g = torch.Generator().manual_seed(3)
+    noise = {w: -torch.log(-torch.log(torch.rand(3, w, generator=g, dtype=torch.float64))) for w in range(1, 6)}
+    monkeypatch.setattr(bt_grc, "gumbel_like", lambda like: noise[like.size(-1)][:, None].clone())
+    out = enc(x, mask).vec
+    w = torch.randn(out.shape, generator=g, dtype=torch.float64)
+    params = dict(enc.named_parameters())
+    got = torch.autograd.grad((out * w).sum(), list(params.values()))
+
+    p = params
+    def cell(l, r):  # noqa: E306  the GRC cell (RIR eq. 10-11) as GT_GRC.py's CellLayer computes it
+        c = F.linear(F.gelu(F.linear(torch.cat([l, r], -1), p["tree.cell.w1.weight"], p["tree.cell.w1.bias"])),
+                     p["tree.cell.w2.weight"], p["tree.cell.w2.bias"]).view(*l.shape[:-1], 4, d)
+        gate = torch.sigmoid(c[..., :3, :])
+        return F.layer_norm(gate[..., 0, :] * l + gate[..., 1, :] * r + gate[..., 2, :] * c[..., 3, :], (d,),
+                            p["tree.cell.ln.weight"], p["tree.cell.ln.bias"])
+
+    h = F.layer_norm(F.linear(x, p["leaf.w.weight"], p["leaf.w.bias"]), (d,), p["leaf.ln.weight"], p["leaf.ln.bias"])
+    m = mask.double()
+    for i in range(5):
+        new = cell(h[:, :-1], h[:, 1:])  # (N, 5 - i, D) every pair
+        if i < 4:
+            e = F.linear(new, p["tree.scorer.weight"], p["tree.scorer.bias"])[..., 0] + noise[5 - i]
+            y = F.softmax(e, -1) * m[:, i + 1:] + 1e-20  # the authors' masked_softmax
+            y = y / y.sum(-1, keepdim=True)
+            sel = F.one_hot(y.argmax(-1), 5 - i).double() - y.detach() + y
+            c = sel.cumsum(-1)[..., None]
+            new = sel[..., None] * new + (1 - c) * h[:, :-1] + (c - sel[..., None]) * h[:, 1:]
+        done = m[:, i + 1, None, None]
+        h = done * new + (1 - done) * h[:, :-1]
+    want = torch.autograd.grad((h[:, 0] * w).sum(), list(params.values()), allow_unused=True)
+    assert (out - h[:, 0]).abs().max() < 1e-12
+    for name, a, b in zip(params, got, want):
+        b = torch.zeros_like(a) if b is None else b
+        assert (a - b).abs().max() < 1e-12 * max(1.0, b.abs().max().item()), name
+    assert got[list(params).index("tree.scorer.weight")].abs().max() > 1e-3
+
+
 def test_egt_grc_scores_the_sliced_child_pair():
     """EGT-GRC's scorer reads d_s features of each child (EBT Fix 2); GT-GRC's reads a whole composed parent."""
     egt, gt = build("egt_grc", hidden_size=16, d_s=4), build("gt_grc", hidden_size=16)
