@@ -4,42 +4,46 @@ JRC1995/BeamRecursionFamily, configs/<dataset>_configs.py, where configs/configL
 model) the class ``<model>_config``. Each row (spec, variant, key, value, source "configs/<file>.py:<class>") is
 asserted against the resolved trial config of that variant.
 
-:data:`CODE` mirrors the config files: per file, class -> (parent class, {rirlab key: value the class itself sets}),
-so a variant's rows are its class's values with inheritance, each citing the class that sets it. Their keys in
-rirlab's names: in_dropout (None in rirlab = dropout), dropout, save_by -> select_by (rirlab's ``auto``: the model's
-own, rirlab.train.selection_metric), train_batch_size -> micro_batch_size (rirlab's None or a value >= batch_size =
-the whole batch), dev_batch_size -> eval_batch_size, max_grad_norm -> grad_clip (None -> 0), bucket_size_factor ->
-bucket_factor, scheduler ReduceLROnPlateau -> scheduler plateau (scheduler_patience, scheduler_reduce_factor ->
-plateau_patience, plateau_factor), cosine / linearWarmup -> scheduler schedule with lr_decay cosine / linear,
-model_chunk_size -> chunk_size, pre_SSM -> s4d, s4_dropout -> s4d_dropout, norm (skip -> none) -> s4d_norm of the
-RIR models' S4D pre-chunk layer, RBA False -> alignment string_it, RBA_random -> alignment random, memory_slots,
-memory_dropout -> om_slots, om_memory_dropout, layers -> n_layers (S4DStack), MEGA's num_encoder_layers, z_dim,
-hidden_dim, ffn_hidden_dim, n_dim, attention_dropout, hidden_dropout -> num_layers, mega_z_dim, mega_v_dim (rirlab's
-None = 2 x hidden_size), mega_ffn_dim (same), mega_ema_dim, mega_attn_dropout, mega_act_dropout, betas, eps ->
-adam_beta1, adam_beta2, adam_eps. A row applies where the variant's model has the key (rirlab's RIR-GRC has no beam,
-its S4D stack no s4d_dropout: its dropout is that), and the s4d_* rows only where our model runs the S4D layer
-(whether it does is the code's pre_SSM row).
+:data:`CODE` (tests/specs/authors_configs.yaml) mirrors the config files: per file, class -> [parent class, {rirlab key:
+value the class itself sets}], so a variant's rows are its class's values with inheritance, each citing the class that
+sets it. Their keys in rirlab's names: in_dropout (None in rirlab = dropout), dropout, save_by -> select_by (rirlab's
+``auto``: the model's own, rirlab.train.selection_metric), train_batch_size -> micro_batch_size (rirlab's None or a
+value >= batch_size = the whole batch), dev_batch_size -> eval_batch_size, max_grad_norm -> grad_clip (None -> 0),
+bucket_size_factor -> bucket_factor, scheduler ReduceLROnPlateau -> scheduler plateau (scheduler_patience,
+scheduler_reduce_factor -> plateau_patience, plateau_factor), cosine / linearWarmup -> scheduler schedule with lr_decay
+cosine / linear, model_chunk_size -> chunk_size, pre_SSM -> s4d, s4_dropout -> s4d_dropout, norm (skip -> none) ->
+s4d_norm of the RIR models' S4D pre-chunk layer, RBA False -> alignment string_it, RBA_random -> alignment random,
+memory_slots, memory_dropout -> om_slots, om_memory_dropout, layers -> n_layers (S4DStack), MEGA's num_encoder_layers,
+z_dim, hidden_dim, ffn_hidden_dim, n_dim, attention_dropout, hidden_dropout -> num_layers, mega_z_dim, mega_v_dim
+(rirlab's None = 2 x hidden_size), mega_ffn_dim (same), mega_ema_dim, mega_attn_dropout, mega_act_dropout, betas, eps ->
+adam_beta1, adam_beta2, adam_eps. A row applies where the variant's model has the key (rirlab's RIR-GRC has no beam, its
+S4D stack no s4d_dropout: its dropout is that), and the s4d_* rows only where our model runs the S4D layer (whether it
+does is the code's pre_SSM row).
 
-Training length: the code trains ``epochs`` epochs; S4DStack and MEGA also set training_steps, the length of their
-lr schedule. Where those steps end first, rirlab trains them (steps, epochs None): MEGA (90,000; logical inference's
-60 epochs are 114,000 steps, ListOps-O's about 84,400, which the code stops at) and ListOps-O S4D (60,000 of its 40
-epochs' 72,000, after which the code's periodic cosine turns back up). Elsewhere the epochs end first and rirlab
-trains those, its cosine ending with them.
+Training length: the code trains ``epochs`` epochs; S4DStack and MEGA also set training_steps, the length of their lr
+schedule. rirlab trains by steps (steps, epochs None) where the spec follows the schedule: MEGA, 90,000 steps (on
+logical inference the code's 60 epochs are 114,000 steps, the last 24,000 at lr 0; on ListOps-O it stops at its 60
+epochs, about 84,400 steps, with the lr at 6% of its peak), and ListOps-O S4D, 60,000 steps (the code's 40 epochs are
+72,000, past the end of its cosine's period, after which the lr rises again). Elsewhere the code's epochs end first and
+rirlab trains those, its cosine ending with them.
 
-Left out, as rirlab has no key for them: out_dropout where it differs from dropout (SST5, IMDB: 0.4; rirlab's head
-uses dropout, 0.2 there), classifier_mlp False (a single linear head: S4D and MEGA, and the LRA Text RvNN rows),
-the S4D stack's norm "batch" and prenorm, initial_transform False (no linear map after frozen GloVe; rirlab always
-has one), batch_pair for the non-RIR pair models, the pool of a length bucket (train_batch_size x bucket_size_factor
-there, batch_size x bucket_factor here), MEGA's warmup_init_lr 1e-7 and the cosine's eta_min 1e-6 (rirlab: 0).
-Models without a class in a file (GT-GRC anywhere; BT-GRC OS on ListOps-O and logic: BT_GRC_config; BT-GRC and
-BT-GRC OS on SST5, IMDB and MNLI) take that file's BiRecurrentGRC_config (or BT_GRC_config) settings.
+Left out, as rirlab has no key for them: out_dropout where it differs from dropout (SST5, IMDB: 0.4; rirlab's head uses
+dropout, 0.2 there), classifier_mlp False (a single linear head: S4D and MEGA on ListOps-O and the LRA single-sequence
+tasks, and the LRA Text RvNN rows; a pair task's head is always the MLP), the S4D stack's norm "batch" and prenorm,
+initial_transform False (no linear map after frozen GloVe; rirlab always has one), batch_pair for the non-RIR pair
+models, the pool of a length bucket (train_batch_size x bucket_size_factor there, batch_size x bucket_factor here),
+MEGA's warmup_init_lr 1e-7 and the cosine's eta_min 1e-6 (rirlab: 0). Models without a class in a file (GT-GRC anywhere;
+BT-GRC OS on ListOps-O and logic: BT_GRC_config; BT-GRC and BT-GRC OS on SST5, IMDB and MNLI) take that file's
+BiRecurrentGRC_config (or BT_GRC_config) settings.
 """
 
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import pytest
+import yaml
 
 from rirlab.train import selection_metric
 from rirlab.trial import resolve
@@ -47,223 +51,8 @@ from sweeps.spec.load import load_spec
 from sweeps.spec.trials import expand
 from tests.helpers.cli import REPO
 
-# class -> (parent, {rirlab key: value}) per configs/<file>_configs.py of JRC1995/BeamRecursionFamily
-CODE = {
-    "listopsc": {
-        "optimizer_config": (None, {"grad_clip": 1.0, "batch_size": 128, "micro_batch_size": 128,
-            "eval_batch_size": 128, "bucket_factor": 5, "weight_decay": 0.01, "lr": 0.001, "epochs": 100,
-            "early_stop_patience": 4, "scheduler": "plateau", "plateau_patience": 2, "plateau_factor": 0.5,
-            "optimizer": "ranger", "select_by": "loss"}),
-        "base_config": ("optimizer_config", {"hidden_size": 128, "s4d_dropout": 0}),
-        "BiRecurrentGRC_config": ("base_config", {"in_dropout": 0.1, "dropout": 0.1}),
-        "MEGA_config": ("BiRecurrentGRC_config", {"optimizer": "adamw", "weight_decay": 0.01,
-            "select_by": "accuracy", "epochs": None, "early_stop_patience": 100, "scheduler": "schedule",
-            "lr_decay": "linear", "grad_clip": 1.0, "batch_size": 64, "micro_batch_size": 64, "eval_batch_size": 64,
-            "bucket_factor": 1, "warmup_steps": 3000, "steps": 90000, "lr": 0.001, "adam_beta1": 0.99,
-            "adam_beta2": 0.98, "adam_eps": 1e-08, "hidden_size": 80, "mega_v_dim": 160, "mega_ffn_dim": 160,
-            "num_layers": 6, "mega_z_dim": 64, "mega_ema_dim": 16, "dropout": 0.1, "mega_attn_dropout": 0,
-            "mega_act_dropout": 0}),
-        "S4DStack_config": ("BiRecurrentGRC_config", {"optimizer": "adamw", "weight_decay": 0.05,
-            "select_by": "accuracy", "epochs": None, "early_stop_patience": 100, "scheduler": "schedule",
-            "lr_decay": "cosine", "grad_clip": 0.0, "batch_size": 50, "micro_batch_size": 50, "eval_batch_size": 50,
-            "bucket_factor": 1, "warmup_steps": 1000, "steps": 60000, "n_layers": 8, "lr": 0.01, "in_dropout": 0,
-            "dropout": 0}),
-        "BalancedTreeGRC_config": ("BiRecurrentGRC_config", {}),
-        "HEBT_GRC_config": ("BiRecurrentGRC_config", {"s4d_norm": "none", "s4d_dropout": 0.1, "s4d": True,
-            "select_by": "accuracy", "beam_size": 7, "chunk_size": 30, "alignment": "beam"}),
-        "HGRC_config": ("HEBT_GRC_config", {}),
-        "OM_config": ("BiRecurrentGRC_config", {"dropout": 0.1, "om_memory_dropout": 0.1, "in_dropout": 0.1,
-            "om_slots": 21}),
-        "CRvNN_config": ("BiRecurrentGRC_config", {"early_stop_patience": 10}),
-        "EBT_GRC_config": ("BiRecurrentGRC_config", {"beam_size": 5}),
-        "HEBT_GRC_noSSM_config": ("HEBT_GRC_config", {"s4d": False}),
-        "HEBT_GRC_noRBA_config": ("HEBT_GRC_config", {"alignment": "string_it"}),
-        "HEBT_GRC_random_config": ("HEBT_GRC_config", {"alignment": "random"}),
-        "HEBT_GRC_small_config": ("HEBT_GRC_config", {"beam_size": 5}),
-        "HEBT_GRC_chunk20_config": ("HEBT_GRC_config", {"chunk_size": 20}),
-        "HEBT_GRC_chunk10_config": ("HEBT_GRC_config", {"chunk_size": 10}),
-        "HCRvNN_config": ("BiRecurrentGRC_config", {"s4d_norm": "batch", "chunk_size": 30}),
-        "HOM_config": ("BiRecurrentGRC_config", {"s4d_norm": "batch", "dropout": 0.1, "om_memory_dropout": 0.1,
-            "in_dropout": 0.1, "om_slots": 21, "chunk_size": 30}),
-        "EGT_GRC_config": ("BiRecurrentGRC_config", {}),
-        "BT_GRC_config": ("BiRecurrentGRC_config", {"beam_size": 5}),
-    },
-    "proplogic": {
-        "optimizer_config": (None, {"grad_clip": 1.0, "batch_size": 128, "micro_batch_size": 128,
-            "eval_batch_size": 128, "bucket_factor": 5, "weight_decay": 0.01, "lr": 0.001, "epochs": 100,
-            "early_stop_patience": 4, "scheduler": "plateau", "plateau_patience": 2, "plateau_factor": 0.5,
-            "optimizer": "ranger", "select_by": "accuracy"}),
-        "base_config": ("optimizer_config", {"hidden_size": 200}),
-        "BiRecurrentGRC_config": ("base_config", {"in_dropout": 0.4, "dropout": 0.1}),
-        "MEGA_config": ("BiRecurrentGRC_config", {"optimizer": "adamw", "weight_decay": 0.01,
-            "select_by": "accuracy", "epochs": None, "early_stop_patience": 100, "scheduler": "schedule",
-            "lr_decay": "linear", "grad_clip": 1.0, "batch_size": 64, "micro_batch_size": 64, "eval_batch_size": 64,
-            "bucket_factor": 1, "warmup_steps": 3000, "steps": 90000, "lr": 0.001, "adam_beta1": 0.99,
-            "adam_beta2": 0.98, "adam_eps": 1e-08, "hidden_size": 80, "mega_v_dim": 160, "mega_ffn_dim": 160,
-            "num_layers": 6, "mega_z_dim": 64, "mega_ema_dim": 16, "dropout": 0.1, "mega_attn_dropout": 0,
-            "mega_act_dropout": 0}),
-        "S4DStack_config": ("BiRecurrentGRC_config", {"optimizer": "adamw", "weight_decay": 0.05,
-            "select_by": "accuracy", "epochs": 50, "early_stop_patience": 100, "scheduler": "schedule",
-            "lr_decay": "cosine", "grad_clip": 0.0, "batch_size": 50, "micro_batch_size": 50, "eval_batch_size": 50,
-            "bucket_factor": 1, "warmup_steps": 1000, "n_layers": 8, "lr": 0.01, "in_dropout": 0, "dropout": 0}),
-        "BalancedTreeGRC_config": ("BiRecurrentGRC_config", {}),
-        "HEBT_GRC_config": ("BiRecurrentGRC_config", {"s4d_norm": "none", "s4d_dropout": 0, "s4d": True,
-            "beam_size": 7, "chunk_size": 30, "alignment": "beam"}),
-        "HGRC_config": ("HEBT_GRC_config", {}),
-        "OM_config": ("BiRecurrentGRC_config", {"dropout": 0.1, "om_memory_dropout": 0.1, "in_dropout": 0.1,
-            "om_slots": 12, "hidden_size": 200}),
-        "CRvNN_config": ("BiRecurrentGRC_config", {"early_stop_patience": 10}),
-        "EBT_GRC_config": ("BiRecurrentGRC_config", {"beam_size": 5}),
-        "EGT_GRC_config": ("BiRecurrentGRC_config", {}),
-        "BT_GRC_config": ("BiRecurrentGRC_config", {"beam_size": 5}),
-    },
-    "listops_lra": {
-        "optimizer_config": (None, {"grad_clip": 1.0, "batch_size": 128, "micro_batch_size": 128,
-            "eval_batch_size": 128, "bucket_factor": 5, "weight_decay": 0.01, "lr": 0.001, "epochs": 100,
-            "early_stop_patience": 4, "scheduler": "plateau", "plateau_patience": 2, "plateau_factor": 0.5,
-            "optimizer": "ranger", "select_by": "loss"}),
-        "base_config": ("optimizer_config", {"hidden_size": 128, "s4d_dropout": 0}),
-        "BiRecurrentGRC_config": ("base_config", {"in_dropout": 0.1, "dropout": 0.1}),
-        "S4DStack_config": ("BiRecurrentGRC_config", {"optimizer": "adamw", "weight_decay": 0.05,
-            "select_by": "accuracy", "epochs": 40, "early_stop_patience": 100, "scheduler": "schedule",
-            "lr_decay": "cosine", "grad_clip": 0.0, "batch_size": 50, "micro_batch_size": 50, "eval_batch_size": 50,
-            "bucket_factor": 1, "warmup_steps": 1000, "n_layers": 8, "lr": 0.01, "in_dropout": 0, "dropout": 0}),
-        "BalancedTreeGRC_config": ("BiRecurrentGRC_config", {}),
-        "HEBT_GRC_config": ("BiRecurrentGRC_config", {"s4d_norm": "none", "s4d": True, "micro_batch_size": 64,
-            "select_by": "accuracy", "early_stop_patience": 9, "epochs": 40, "beam_size": 7, "chunk_size": 30,
-            "alignment": "beam"}),
-        "HGRC_config": ("HEBT_GRC_config", {}),
-        "HEBT_GRC_noSSM_config": ("HEBT_GRC_config", {"s4d": False}),
-    },
-    "AAN_lra": {
-        "optimizer_config": (None, {"grad_clip": 5.0, "batch_size": 128, "micro_batch_size": 128,
-            "eval_batch_size": 128, "bucket_factor": 10, "weight_decay": 0.01, "lr": 0.001, "epochs": 20,
-            "early_stop_patience": 4, "scheduler": "plateau", "plateau_patience": 2, "plateau_factor": 0.5,
-            "optimizer": "ranger", "select_by": "accuracy"}),
-        "base_config": ("optimizer_config", {"hidden_size": 128}),
-        "S4DStack_config": ("base_config", {"hidden_size": 256, "optimizer": "adamw", "weight_decay": 0.05,
-            "select_by": "accuracy", "epochs": 20, "early_stop_patience": 20, "scheduler": "schedule",
-            "lr_decay": "cosine", "grad_clip": 0.0, "batch_size": 64, "micro_batch_size": 64, "eval_batch_size": 64,
-            "bucket_factor": 1, "warmup_steps": 5000, "n_layers": 6, "lr": 0.01, "in_dropout": 0, "dropout": 0}),
-        "BiRecurrentGRC_config": ("base_config", {"in_dropout": 0.4, "dropout": 0.1}),
-        "BalancedTreeGRC_config": ("BiRecurrentGRC_config", {}),
-        "HEBT_GRC_config": ("BiRecurrentGRC_config", {"s4d_norm": "none", "s4d": True, "s4d_dropout": 0.1,
-            "micro_batch_size": 128, "beam_size": 5, "chunk_size": 5, "alignment": "beam"}),
-        "HGRC_config": ("HEBT_GRC_config", {"chunk_size": 5, "micro_batch_size": 128}),
-        "HEBT_GRC_noSSM_config": ("HEBT_GRC_config", {"s4d": False, "micro_batch_size": 128, "chunk_size": 5}),
-    },
-    "IMDB_lra": {
-        "optimizer_config": (None, {"grad_clip": 1.0, "batch_size": 128, "micro_batch_size": 128,
-            "eval_batch_size": 128, "bucket_factor": 5, "weight_decay": 0.01, "lr": 0.001, "epochs": 40,
-            "early_stop_patience": 10, "scheduler": "plateau", "plateau_patience": 2, "plateau_factor": 0.5,
-            "optimizer": "ranger", "select_by": "accuracy"}),
-        "base_config": ("optimizer_config", {"hidden_size": 256}),
-        "BiRecurrentGRC_config": ("base_config", {"in_dropout": 0.4, "dropout": 0.2}),
-        "S4DStack_config": ("BiRecurrentGRC_config", {"optimizer": "adamw", "weight_decay": 0.05,
-            "select_by": "accuracy", "epochs": 32, "early_stop_patience": 20, "scheduler": "schedule",
-            "lr_decay": "cosine", "grad_clip": 0.0, "batch_size": 16, "micro_batch_size": 16, "eval_batch_size": 16,
-            "bucket_factor": 1, "warmup_steps": 5000, "n_layers": 6, "lr": 0.01, "in_dropout": 0, "dropout": 0}),
-        "BalancedTreeGRC_config": ("BiRecurrentGRC_config", {"hidden_size": 128}),
-        "HEBT_GRC_config": ("BiRecurrentGRC_config", {"s4d_norm": "none", "s4d": True, "s4d_dropout": 0.2,
-            "beam_size": 7, "micro_batch_size": 32, "eval_batch_size": 32, "chunk_size": 30, "hidden_size": 128,
-            "alignment": "beam"}),
-        "HGRC_config": ("HEBT_GRC_config", {}),
-        "HEBT_GRC_noSSM_config": ("HEBT_GRC_config", {"s4d": False}),
-    },
-    "SST5": {
-        "optimizer_config": (None, {"grad_clip": 1.0, "batch_size": 128, "micro_batch_size": 128,
-            "eval_batch_size": 128, "bucket_factor": 5, "weight_decay": 0.01, "lr": 0.001, "epochs": 100,
-            "early_stop_patience": 5, "scheduler": "plateau", "plateau_patience": 2, "plateau_factor": 0.5,
-            "optimizer": "ranger", "select_by": "accuracy"}),
-        "base_config": ("optimizer_config", {"hidden_size": 300}),
-        "BiRecurrentGRC_config": ("base_config", {"in_dropout": 0.4, "dropout": 0.2}),
-        "CRvNN_config": ("BiRecurrentGRC_config", {"early_stop_patience": 10}),
-        "OM_config": ("BiRecurrentGRC_config", {"om_memory_dropout": 0.2, "om_slots": 15}),
-        "EBT_GRC_config": ("BiRecurrentGRC_config", {"beam_size": 5}),
-        "EGT_GRC_config": ("BiRecurrentGRC_config", {}),
-        "BalancedTreeGRC_config": ("BiRecurrentGRC_config", {}),
-        "HEBT_GRC_config": ("BiRecurrentGRC_config", {"s4d_dropout": 0.2, "s4d_norm": "none", "s4d": True,
-            "beam_size": 7, "chunk_size": 30, "alignment": "beam"}),
-        "HGRC_config": ("HEBT_GRC_config", {}),
-    },
-    "IMDB": {
-        "optimizer_config": (None, {"grad_clip": 1.0, "batch_size": 128, "micro_batch_size": 128,
-            "eval_batch_size": 128, "bucket_factor": 5, "weight_decay": 0.01, "lr": 0.001, "epochs": 100,
-            "early_stop_patience": 5, "scheduler": "plateau", "plateau_patience": 2, "plateau_factor": 0.5,
-            "optimizer": "ranger", "select_by": "accuracy"}),
-        "base_config": ("optimizer_config", {"hidden_size": 300}),
-        "BiRecurrentGRC_config": ("base_config", {"in_dropout": 0.4, "dropout": 0.2}),
-        "CRvNN_config": ("BiRecurrentGRC_config", {"early_stop_patience": 10}),
-        "OM_config": ("BiRecurrentGRC_config", {"om_memory_dropout": 0.2, "om_slots": 15}),
-        "EBT_GRC_config": ("BiRecurrentGRC_config", {"beam_size": 5}),
-        "EGT_GRC_config": ("BiRecurrentGRC_config", {}),
-        "BalancedTreeGRC_config": ("BiRecurrentGRC_config", {}),
-        "HEBT_GRC_config": ("BiRecurrentGRC_config", {"s4d_norm": "none", "s4d": True, "s4d_dropout": 0.2,
-            "beam_size": 7, "chunk_size": 30, "alignment": "beam"}),
-        "HGRC_config": ("HEBT_GRC_config", {}),
-    },
-    "SNLI": {
-        "optimizer_config": (None, {"grad_clip": 5.0, "batch_size": 128, "micro_batch_size": 128,
-            "eval_batch_size": 128, "bucket_factor": 10, "weight_decay": 0.01, "lr": 0.001, "epochs": 50,
-            "early_stop_patience": 4, "scheduler": "plateau", "plateau_patience": 2, "plateau_factor": 0.5,
-            "optimizer": "ranger", "select_by": "accuracy"}),
-        "base_config": ("optimizer_config", {"hidden_size": 300}),
-        "BiRecurrentGRC_config": ("base_config", {"in_dropout": 0.4, "dropout": 0.1}),
-        "CRvNN_config": ("BiRecurrentGRC_config", {"micro_batch_size": 64}),
-        "OM_config": ("BiRecurrentGRC_config", {"dropout": 0.1, "om_memory_dropout": 0.1, "in_dropout": 0.4,
-            "om_slots": 12}),
-        "BT_GRC_config": ("BiRecurrentGRC_config", {"beam_size": 5, "micro_batch_size": 64}),
-        "BT_GRC_OS_config": ("BiRecurrentGRC_config", {"beam_size": 5, "micro_batch_size": 32}),
-        "EBT_GRC_config": ("BiRecurrentGRC_config", {"beam_size": 5}),
-        "BalancedTreeGRC_config": ("BiRecurrentGRC_config", {}),
-        "HEBT_GRC_config": ("BiRecurrentGRC_config", {"s4d_dropout": 0.1, "s4d_norm": "none", "s4d": True,
-            "beam_size": 7, "chunk_size": 30, "alignment": "beam"}),
-        "HGRC_config": ("HEBT_GRC_config", {}),
-        "GAU_IN_config": ("EBT_GRC_config", {}),
-        "EGT_GAU_IN_config": ("EBT_GRC_config", {}),
-        "EBT_GAU_IN_config": ("EBT_GRC_config", {}),
-    },
-    "MNLIdev": {
-        "optimizer_config": (None, {"grad_clip": 5.0, "batch_size": 128, "micro_batch_size": 128,
-            "eval_batch_size": 128, "bucket_factor": 10, "weight_decay": 0.01, "lr": 0.001, "epochs": 50,
-            "early_stop_patience": 4, "scheduler": "plateau", "plateau_patience": 2, "plateau_factor": 0.5,
-            "optimizer": "ranger", "select_by": "accuracy"}),
-        "base_config": ("optimizer_config", {"hidden_size": 300}),
-        "BiRecurrentGRC_config": ("base_config", {"in_dropout": 0.4, "dropout": 0.1}),
-        "CRvNN_config": ("BiRecurrentGRC_config", {"micro_batch_size": 32, "eval_batch_size": 64}),
-        "OM_config": ("BiRecurrentGRC_config", {"dropout": 0.1, "om_memory_dropout": 0.1, "in_dropout": 0.4,
-            "om_slots": 12}),
-        "EBT_GRC_config": ("BiRecurrentGRC_config", {"beam_size": 5}),
-        "BalancedTreeGRC_config": ("BiRecurrentGRC_config", {}),
-        "HEBT_GRC_config": ("BiRecurrentGRC_config", {"s4d_norm": "none", "s4d": True, "s4d_dropout": 0.1,
-            "beam_size": 7, "chunk_size": 30, "alignment": "beam"}),
-        "HGRC_config": ("HEBT_GRC_config", {}),
-        "GAU_IN_config": ("EBT_GRC_config", {}),
-        "EGT_GAU_IN_config": ("EBT_GRC_config", {}),
-        "EBT_GAU_IN_config": ("EBT_GRC_config", {}),
-    },
-    "QQP": {
-        "optimizer_config": (None, {"grad_clip": 5.0, "batch_size": 128, "micro_batch_size": 128,
-            "eval_batch_size": 128, "bucket_factor": 10, "weight_decay": 0.01, "lr": 0.001, "epochs": 50,
-            "early_stop_patience": 4, "scheduler": "plateau", "plateau_patience": 2, "plateau_factor": 0.5,
-            "optimizer": "ranger", "select_by": "accuracy"}),
-        "base_config": ("optimizer_config", {"hidden_size": 300}),
-        "BiRecurrentGRC_config": ("base_config", {"in_dropout": 0.4, "dropout": 0.1}),
-        "CRvNN_config": ("BiRecurrentGRC_config", {"micro_batch_size": 32, "eval_batch_size": 64}),
-        "OM_config": ("BiRecurrentGRC_config", {"dropout": 0.1, "om_memory_dropout": 0.1, "in_dropout": 0.4,
-            "om_slots": 12}),
-        "BT_GRC_config": ("BiRecurrentGRC_config", {"beam_size": 5, "micro_batch_size": 32}),
-        "BT_GRC_OS_config": ("BiRecurrentGRC_config", {"beam_size": 5, "micro_batch_size": 16}),
-        "EBT_GRC_config": ("BiRecurrentGRC_config", {"beam_size": 5}),
-        "BalancedTreeGRC_config": ("BiRecurrentGRC_config", {}),
-        "HEBT_GRC_config": ("BiRecurrentGRC_config", {"s4d_norm": "none", "s4d_dropout": 0.1, "s4d": True,
-            "beam_size": 7, "chunk_size": 30, "alignment": "beam"}),
-        "HGRC_config": ("HEBT_GRC_config", {}),
-        "GAU_IN_config": ("EBT_GRC_config", {}),
-        "EGT_GAU_IN_config": ("EBT_GRC_config", {}),
-        "EBT_GAU_IN_config": ("EBT_GRC_config", {}),
-    },
-}
+# per configs/<file>_configs.py of JRC1995/BeamRecursionFamily: class -> [parent class, {rirlab key: value it sets}]
+CODE = yaml.safe_load((Path(__file__).parent / "authors_configs.yaml").read_text(encoding="utf-8"))
 
 BI = "BiRecurrentGRC"
 # spec -> (the code's config file, {variant: its config class, without "_config"})
