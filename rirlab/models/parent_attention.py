@@ -7,6 +7,15 @@ heights + 1, terminals 0). Beam 1 with straight-through Gumbel-softmax is EGT-GR
 (finished rows keep their state) and, as BeamTree, scores only the two pairs a merge changes; at eval its roots and
 scores are those of :class:`~rirlab.models.beam_tree.BeamTree` (a test holds them equal).
 
+EGT's straight-through gradient (``st_gradient``, :data:`~rirlab.models.beam_tree.STGradient`): "mask" (default) is
+the authors' ``EGT_GAU_IN.select_composition`` while gradients are recorded: sel = onehot(j) + y - y.detach() over
+every pair (y the Gumbel-softmax), the parent cell(sum_k sel_k h_k, sum_k sel_k h_k+1) is both the recorded
+non-terminal and, through the cumsum masks, the next frontier (:func:`select_merge`), and every pair is scored again
+from every step's frontier. Their graph state (spans, heights) goes through sel too, but reaches parent attention only
+as a boolean mask and integer heights (PGAU's ``attention_mask.bool()``, ``heights.long()``): no gradient, so here it
+stays discrete. "node": only the merged pair's probability, parent * (1 + p_j - p_j.detach()). The two forms have the
+same values (up to rounding); without gradients (eval under no_grad) the search takes the cheaper cached-score path.
+
 :class:`TreeGAUEncoder` is EGT-GAU / EBT-GAU: leaf transform (eq. 17), the search, per beam ``parent_layers`` = 2
 applications of one GAU block whose keys are the non-terminals with mask G and relative positions = height
 differences clipped at ``gau_parent_rel_k`` = 10 (eq. 22 / 28), the terminals marginalised over beams with the
@@ -42,8 +51,8 @@ from torch import nn
 
 from rirlab.config import STRICT
 from rirlab.models.base import EncoderOutput, at_least_fp32
-from rirlab.models.beam_tree import (NEG, BeamSelect, gumbel_like, initial_scores, keep_survivors, marginalize,
-                                     one_leaf_beams, perturbs_survivors)
+from rirlab.models.beam_tree import (NEG, BeamSelect, STGradient, gumbel_like, initial_scores, keep_survivors,
+                                     marginalize, one_leaf_beams, perturbs_survivors)
 from rirlab.models.gau import GAUBlock, GAUConfig, Interaction
 from rirlab.models.grc import GRC, LeafTransform
 from rirlab.models.scorer import Scorer
@@ -81,10 +90,13 @@ class NodeBeamTree(nn.Module):
     """EBT-GRC beam search (``straight_through`` + beam 1: EGT-GRC) that records the trees' non-terminals."""
 
     def __init__(self, cell: GRC, scorer: Scorer, beam_size: int, straight_through: bool = False, tau: float = 1.0,
-                 beam_select: BeamSelect = "stochastic"):
+                 beam_select: BeamSelect = "stochastic", st_gradient: STGradient = "mask"):
         super().__init__()
+        if st_gradient not in ("mask", "node"):
+            raise ValueError(f"st_gradient must be 'mask' or 'node', not {st_gradient!r}")
         self.cell, self.scorer, self.beam_size = cell, scorer, beam_size
         self.straight_through, self.tau, self.beam_select = straight_through, tau, beam_select
+        self.st_gradient = st_gradient
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> TreeNodes:
         """x (M, W, D) leaves, lengths (M,)."""
@@ -97,12 +109,14 @@ class NodeBeamTree(nn.Module):
         height = lengths.new_zeros(m, b, w)  # (M, b, W)
         nodes, ncover, nheight = h[:, :, :0], cover[:, :, :0], height[:, :, :0]  # empty (M, b, 0, ...)
         pos = torch.arange(w - 1, device=x.device)  # (W-1,) pairs
-        ps = self.scorer(h[:, :, :-1], h[:, :, 1:])  # (M, b, W-1) every adjacent pair, then cached
-        ps = ps.masked_fill(pos >= (lengths - 1)[:, None, None], NEG)  # pairs reaching into padding
+        select = self.straight_through and self.st_gradient == "mask" and torch.is_grad_enabled()
+        ps = None if select else pair_scores(self.scorer, h, pos, lengths)  # (M, b, W-1) scored once, then cached
         for t in range(w - 1):
             cur = lengths - t  # (M,) nodes per row now
             active = cur > 1  # (M,) rows still merging
             pos = pos[: w - 1 - t]  # (W'-1,) pairs now
+            if select:  # every pair scored from this step's frontier, as the authors' select_composition
+                ps = pair_scores(self.scorer, h, pos, cur)  # (M, b, W'-1)
             logp = F.log_softmax(at_least_fp32(ps), dim=-1)  # (M, b, W'-1)
             key = logp + gumbel_like(logp) if self.training else logp  # (M, b, W'-1) stochastic top-k
             k1 = min(b, w - 1 - t)
@@ -116,26 +130,51 @@ class NodeBeamTree(nn.Module):
             nodes, ncover, nheight = nodes[row, src], ncover[row, src], nheight[row, src]
 
             jd = j[:, :, None, None]  # (M, b, 1, 1)
-            left, right = h.gather(2, jd.expand(m, b, 1, d)), h.gather(2, (jd + 1).expand(m, b, 1, d))  # (M, b, 1, D)
-            new = self.cell(left, right)  # (M, b, 1, D) eq. 1-2
-            if self.straight_through:  # EGT-GRC: value 1 forward, gradient of the Gumbel-softmax probability
-                soft = F.softmax(key / self.tau, dim=-1)[row, src]  # (M, b, W'-1)
-                pj = soft.gather(-1, j[..., None])  # (M, b, 1)
-                new = new * (1.0 + pj - pj.detach())[..., None]  # (M, b, 1, D)
+            at, before = (pos == j[..., None]), (pos < j[..., None])  # (M, b, W'-1)
+            soft = F.softmax(key / self.tau, dim=-1)[row, src] if self.straight_through else None  # (M, b, W'-1)
+            if select:  # EGT "mask": the selection vector reads the children and moves the frontier
+                new, merged = select_merge(self.cell, h, soft, j)  # (M, b, 1, D), (M, b, W'-1, D)
+            else:
+                left, right = h.gather(2, jd.expand(m, b, 1, d)), h.gather(2, (jd + 1).expand(m, b, 1, d))
+                new = self.cell(left, right)  # (M, b, 1, D) eq. 1-2
+                if self.straight_through:  # EGT "node": value 1 forward, gradient of the merged pair's probability
+                    pj = soft.gather(-1, j[..., None])  # (M, b, 1)
+                    new = new * (1.0 + pj - pj.detach())[..., None]  # (M, b, 1, D)
+                merged = merge(h, new, at, before)  # (M, b, W'-1, D)
             span = cover.gather(2, jd.expand(m, b, 1, w)) | cover.gather(2, (jd + 1).expand(m, b, 1, w))  # (M, b, 1, W)
             up = torch.maximum(height.gather(2, j[..., None]), height.gather(2, j[..., None] + 1)) + 1  # (M, b, 1)
 
-            at, before = (pos == j[..., None]), (pos < j[..., None])  # (M, b, W'-1)
             live = active[:, None, None]  # (M, 1, 1)
-            h = torch.where(live[..., None], merge(h, new, at, before), h[:, :, :-1])  # (M, b, W'-1, D)
+            h = torch.where(live[..., None], merged, h[:, :, :-1])  # (M, b, W'-1, D)
             cover = torch.where(live[..., None], merge(cover, span, at, before), cover[:, :, :-1])  # (M, b, W'-1, W)
             height = torch.where(live, merge(height[..., None], up[..., None], at, before)[..., 0], height[:, :, :-1])
             scores = torch.where(active[:, None], new_scores, scores)  # (M, b)
-            ps = torch.where(live, rescore(self.scorer, h, ps, j, cur), ps[:, :, :-1])  # (M, b, W'-2)
+            if not select:
+                ps = torch.where(live, rescore(self.scorer, h, ps, j, cur), ps[:, :, :-1])  # (M, b, W'-2)
             nodes = torch.cat([nodes, new], 2)  # (M, b, t+1, D)
             ncover = torch.cat([ncover, span & live[..., None]], 2)  # (M, b, t+1, W): a finished row's slot spans none
             nheight = torch.cat([nheight, up], 2)  # (M, b, t+1)
         return TreeNodes(h[:, :, 0], one_leaf_beams(scores, lengths, 1), nodes, ncover, nheight)
+
+
+def pair_scores(scorer: Scorer, h: torch.Tensor, pos: torch.Tensor, cur: torch.Tensor) -> torch.Tensor:
+    """Scores (M, b, W'-1) of every adjacent pair of the frontier h (M, b, W', D) of rows with ``cur`` (M,) nodes;
+    ``pos`` (W'-1,) the pair positions. Pairs reaching into the padding: NEG."""
+    return scorer(h[:, :, :-1], h[:, :, 1:]).masked_fill(pos >= (cur - 1)[:, None, None], NEG)
+
+
+def select_merge(cell: GRC, h: torch.Tensor, soft: torch.Tensor, j: torch.Tensor):
+    """The merge of EGT's "mask" straight-through (the authors' ``EGT_GAU_IN.select_composition``): frontier h
+    (M, b, W', D), soft (M, b, W'-1) the Gumbel-softmax over its pairs, j (M, b) the merged pair. With the selection
+    sel = onehot(j) + soft - soft.detach() (value one-hot): parent = cell(sum_k sel_k h_k, sum_k sel_k h_k+1)
+    (M, b, 1, D) and the next frontier (M, b, W'-1, D) sel_k parent + (1 - cumsum(sel)_k) h_k + (cumsum(sel)_k - sel_k)
+    h_k+1, whose values are those of :func:`merge` (up to rounding)."""
+    sel = (F.one_hot(j, soft.size(-1)).to(soft.dtype) + soft - soft.detach()).to(h.dtype)  # (M, b, W'-1)
+    left, right = h[:, :, :-1], h[:, :, 1:]  # (M, b, W'-1, D) each pair's children
+    row = sel.unsqueeze(-2)  # (M, b, 1, W'-1)
+    new = cell(row @ left, row @ right)  # (M, b, 1, D) eq. 1-2 on the selected children
+    upto = sel.cumsum(-1).unsqueeze(-1)  # (M, b, W'-1, 1): 0 before j, 1 from j on
+    return new, sel.unsqueeze(-1) * new + (1 - upto) * left + (upto - sel.unsqueeze(-1)) * right
 
 
 def rescore(scorer: Scorer, h: torch.Tensor, ps: torch.Tensor, j: torch.Tensor, cur: torch.Tensor) -> torch.Tensor:
@@ -227,10 +266,10 @@ class TreeGAUEncoder(nn.Module):
 
 
 def tree_gau(cfg: TreeGAUConfig, info, beam_size: int, straight_through: bool, tau: float = 1.0,
-             beam_select: BeamSelect = "stochastic") -> TreeGAUEncoder:
+             beam_select: BeamSelect = "stochastic", st_gradient: STGradient = "mask") -> TreeGAUEncoder:
     """The encoder of a config for a task (``info``): GRC cell (eq. 1-2), child-pair scorer (eq. 6-7), the search
     with these settings."""
     d = cfg.hidden_size
     tree = NodeBeamTree(GRC(d, cfg.cell_mult, cfg.dropout), Scorer(d, cfg.d_s), beam_size, straight_through, tau,
-                        beam_select)
+                        beam_select, st_gradient)
     return TreeGAUEncoder(cfg, tree, info.kind == "pair")

@@ -161,6 +161,98 @@ def test_egt_search_records_the_greedy_tree():
             assert not tree.cover[r, 0, len(seq) - 1:].any()  # slots past a row's L - 1 nodes span nothing
 
 
+def literal_st_greedy(tree, x, tau, st):
+    """EGT's greedy straight-through search written out for one sequence x (L, D) (no draws): the list of nodes,
+    every pair of it scored at every step, y = softmax(log_softmax(scores) / tau), j = argmax. "node": the parent
+    cell(n_j, n_j+1) * (1 + y_j - y_j.detach()) replaces the pair. "mask" (the authors' EGT_GAU_IN
+    select_composition): sel = onehot(j) + y - y.detach(), parent = cell(sum_k sel_k n_k, sum_k sel_k n_k+1), the
+    new list sel_k parent + (1 - cumsum(sel)_k) n_k + (cumsum(sel)_k - sel_k) n_k+1. Returns (the parents in
+    creation order, the root)."""
+    nodes, made = list(x), []
+    while len(nodes) > 1:
+        logp = F.log_softmax(torch.stack([tree.scorer(nodes[i], nodes[i + 1]) for i in range(len(nodes) - 1)]), 0)
+        j = int(logp.argmax())
+        y = F.softmax(logp / tau, 0)
+        if st == "node":
+            made.append(tree.cell(nodes[j], nodes[j + 1]) * (1.0 + y[j] - y[j].detach()))
+            nodes[j : j + 2] = [made[-1]]
+            continue
+        sel = F.one_hot(torch.tensor(j), len(y)).to(x.dtype) + y - y.detach()
+        children = [sum(s * n for s, n in zip(sel, side)) for side in (nodes[:-1], nodes[1:])]
+        made.append(tree.cell(*children))
+        upto = sel.cumsum(0)
+        nodes = [sel[k] * made[-1] + (1 - upto[k]) * nodes[k] + (upto[k] - sel[k]) * nodes[k + 1]
+                 for k in range(len(y))]
+    return made, nodes[0]
+
+
+@pytest.mark.parametrize("st", ["mask", "node"])
+def test_egt_straight_through_gradient_is_the_literal_loops(st):
+    """EGT-GAU's search (NodeBeamTree, beam 1, straight-through) against :func:`literal_st_greedy` one row at a time
+    (float64, eval: no draws, gradients recorded): the recorded parents, the roots and the gradients of the leaves
+    and of every cell and scorer parameter for a loss on both. A finite-difference check does not apply: the
+    straight-through gradient is not the derivative of the forward value."""
+    from rirlab.models.grc import GRC
+    from rirlab.models.parent_attention import NodeBeamTree
+    from rirlab.models.scorer import Scorer
+
+    torch.manual_seed(4)
+    d, tau = 8, 0.7
+    tree = NodeBeamTree(GRC(d, 2, 0.2), Scorer(d, 4), 1, straight_through=True, tau=tau, st_gradient=st)
+    tree = tree.double().eval()
+    lengths = [6, 3, 1, 9, 2]
+    x = torch.randn(len(lengths), 9, d, dtype=torch.float64, requires_grad=True)
+    w_node = torch.randn(len(lengths), 8, d, dtype=torch.float64)  # loss weights of the parents and the roots
+    w_root = torch.randn(len(lengths), d, dtype=torch.float64)
+    inputs = [x] + list(tree.parameters())
+
+    got = tree(x, torch.tensor(lengths))
+    valid = (torch.arange(8) < torch.tensor(lengths)[:, None] - 1)[..., None]  # (N, W-1, 1) the rows' parents
+    loss = (got.nodes[:, 0] * w_node * valid).sum() + (got.roots[:, 0] * w_root).sum()
+    g_got = torch.autograd.grad(loss, inputs, allow_unused=True)
+
+    want = [literal_st_greedy(tree, x[r, :L], tau, st) for r, L in enumerate(lengths)]
+    loss = sum((torch.stack(made) * w_node[r, : len(made)]).sum() for r, (made, _) in enumerate(want) if made)
+    loss = loss + sum((root * w_root[r]).sum() for r, (_, root) in enumerate(want))
+    g_want = torch.autograd.grad(loss, inputs, allow_unused=True)
+    for r, (made, root) in enumerate(want):
+        torch.testing.assert_close(got.roots[r, 0], root, rtol=0, atol=1e-13)
+        if made:
+            torch.testing.assert_close(got.nodes[r, 0, : len(made)], torch.stack(made), rtol=0, atol=1e-13)
+    for a, b in zip(g_got, g_want):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+    scorer_w1 = [n for n, _ in tree.named_parameters()].index("scorer.w1.weight") + 1
+    assert g_got[0].abs().sum() > 0 and g_got[scorer_w1].abs().sum() > 0  # the leaves and the scorer learn
+
+
+def test_egt_straight_through_forms_have_the_same_values():
+    """The two straight-through gradients and the no-gradient path (eval under no_grad: cached scores) give the same
+    search in training mode with the same Gumbel and dropout draws: roots, parents, spans, heights (float64), while
+    the gradients differ (the "mask" form also reaches the pairs that were not merged)."""
+    torch.manual_seed(9)
+    model = build_pair("egt_gau", **TINY).double().train()
+    enc = model.encoder
+    batch = batch_of(random_seqs([7, 4, 1, 9], seed=8))
+    h = enc.leaf(model.embed(batch["tokens"]).double())
+    lengths = batch["mask"].sum(1)
+    w = torch.randn(h.shape[-1], dtype=torch.float64)
+    outs, grads = [], []
+    for st, grad in (("mask", True), ("node", True), ("mask", False)):
+        enc.tree.st_gradient = st
+        torch.manual_seed(3)
+        with torch.set_grad_enabled(grad):
+            tree = enc.tree(h, lengths)
+        outs.append(tree)
+        if grad:
+            loss = (tree.nodes * w).sum() + (tree.roots * w).sum()
+            grads.append(torch.autograd.grad(loss, enc.tree.scorer.w1.weight)[0])
+    for other in outs[1:]:
+        torch.testing.assert_close(other.roots, outs[0].roots, rtol=0, atol=1e-12)
+        torch.testing.assert_close(other.nodes, outs[0].nodes, rtol=0, atol=1e-12)
+        assert torch.equal(other.cover, outs[0].cover) and torch.equal(other.height, outs[0].height)
+    assert not torch.allclose(grads[0], grads[1])
+
+
 def test_ebt_search_is_the_reference_beam_search_in_eval():
     """Roots and beam scores of the recording search = rirlab's reference EBT search (beam_tree.BeamTree)."""
     torch.manual_seed(7)
