@@ -81,12 +81,10 @@ class GreedySearch(Search):
             state, scores, lim = self.drop_finished(t, pieces, state, scores, lim)
         return self.finish(pieces)
 
-    def backward(self, g_roots: torch.Tensor, g_final: torch.Tensor):
-        """Steps in reverse order (see the module docstring); a row's final score is the sum of its steps' log-
-        probabilities, so every step's chosen log-probability has the row's final-score gradient."""
-        if self.mask_st:
-            return self.mask_backward(g_roots, g_final)
-        d, ds, off, buf, tau = self.d, self.ds, self.n_leaf, self.buf, self.tree.tau
+    def backward_buffers(self, g_roots: torch.Tensor, g_final: torch.Tensor):
+        """The backward's accumulators: node and score pool gradients (the roots' gradients placed), the final
+        scores' gradient in sorted order, the cell rows' buffers and the LayerNorm weight and bias gradients."""
+        d = self.d
         g_pool = torch.zeros_like(self.pool)
         g_spool = torch.zeros_like(self.spool)
         self.sc_rows = []
@@ -96,6 +94,15 @@ class GreedySearch(Search):
         g_gh, g_h1 = self.pool.new_empty(r_all, 4 * d), self.pool.new_empty(r_all, c)
         pairs, acts = self.pool.new_empty(r_all, 2 * d), self.pool.new_empty(r_all, c)
         g_gamma, g_beta = torch.zeros_like(self.gamma), torch.zeros_like(self.beta)
+        return g_pool, g_spool, g_final, g_gh, g_h1, pairs, acts, g_gamma, g_beta
+
+    def backward(self, g_roots: torch.Tensor, g_final: torch.Tensor):
+        """Steps in reverse order (see the module docstring); a row's final score is the sum of its steps' log-
+        probabilities, so every step's chosen log-probability has the row's final-score gradient."""
+        if self.mask_st:
+            return self.mask_backward(g_roots, g_final)
+        ds, off, buf, tau = self.ds, self.n_leaf, self.buf, self.tree.tau
+        g_pool, g_spool, g_final, g_gh, g_h1, pairs, acts, g_gamma, g_beta = self.backward_buffers(g_roots, g_final)
         for n, r0, jj, sid, logp, soft, pj, new, _ in reversed(self.steps):
             r1 = r0 + n
             ids = buf["ids"][r0:r1]  # (n, 4) left neighbour, children, right neighbour
@@ -144,15 +151,7 @@ class GreedySearch(Search):
     def mask_backward(self, g_roots: torch.Tensor, g_final: torch.Tensor):
         """The "mask" straight-through gradient (module docstring), steps in reverse order."""
         d, ds, off, buf, tau = self.d, self.ds, self.n_leaf, self.buf, self.tree.tau
-        g_pool = torch.zeros_like(self.pool)
-        g_spool = torch.zeros_like(self.spool)
-        self.sc_rows = []
-        g_roots, g_final = g_roots[self.order], g_final[self.order]  # sorted order
-        g_pool.index_add_(0, self.root_ids.reshape(-1), g_roots.reshape(-1, d))
-        r_all, c = self.n_rows, self.w1.size(0)
-        g_gh, g_h1 = self.pool.new_empty(r_all, 4 * d), self.pool.new_empty(r_all, c)
-        pairs, acts = self.pool.new_empty(r_all, 2 * d), self.pool.new_empty(r_all, c)
-        g_gamma, g_beta = torch.zeros_like(self.gamma), torch.zeros_like(self.beta)
+        g_pool, g_spool, g_final, g_gh, g_h1, pairs, acts, g_gamma, g_beta = self.backward_buffers(g_roots, g_final)
         jac = self.score_jacobian()
         for n, r0, jj, sid, logp, soft, _, _, nodes in reversed(self.steps):
             r1, w1 = r0 + n, nodes.size(1) - 1
