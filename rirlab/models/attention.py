@@ -69,9 +69,7 @@ class RTConfig:
     num_heads: int = Field(8, ge=1)
     ff_mult: int = Field(4, ge=1)  # d_ff = ff_mult * hidden_size (and d_gff = d_ff)
     dropout: float = Field(0.1, ge=0, lt=1)
-    # dropout on the embedded tokens before the encoder (the papers' code's in_dropout); None = dropout. The
-    # BeamRecursionFamily logic configs use 0.4 (OM 0.1), its ListOps configs 0.1 (rirlab.models.heads.TaskModel)
-    in_dropout: Optional[float] = Field(None, ge=0, lt=1)
+    in_dropout: Optional[float] = Field(None, ge=0, lt=1)  # on the embedded tokens (heads.TaskModel); None = dropout
     causal: Optional[bool] = None  # None: causal exactly for language-modelling tasks (flip-flop)
     positions: Literal["xpos", "rope", "none"] = "xpos"  # relative positions in self-attention (module doc)
     xpos_scale_base: float = Field(512.0, gt=0)  # gamma of xPos

@@ -49,6 +49,34 @@ NEG = -1e9  # score of an impossible beam or pair; finite so that no NaN can app
 # merged pair's probability p_j, node = cell(h_j, h_j+1) * (1 + p_j - p_j.detach()) (rirlab before; 5x smaller
 # scorer gradients on a small case). Forward values are the same.
 STGradient = Literal["mask", "node"]
+
+
+def checked_st_gradient(value: str) -> str:
+    """``value`` when it is an :data:`STGradient`, else a ValueError naming the choices."""
+    if value not in ("mask", "node"):
+        raise ValueError(f"st_gradient must be 'mask' or 'node', not {value!r}")
+    return value
+
+
+def pair_scores(scorer: nn.Module, h: torch.Tensor, pos: torch.Tensor, cur: torch.Tensor) -> torch.Tensor:
+    """Scores (M, b, W'-1) of every adjacent pair of the frontier h (M, b, W', D) of rows with ``cur`` (M,) nodes;
+    ``pos`` (W'-1,) the pair positions. Pairs reaching into the padding: NEG."""
+    return scorer(h[:, :, :-1], h[:, :, 1:]).masked_fill(pos >= (cur - 1)[:, None, None], NEG)
+
+
+def select_merge(compose, h: torch.Tensor, soft: torch.Tensor, j: torch.Tensor):
+    """The merge of a greedy step under ``st_gradient="mask"`` (:data:`STGradient`; the authors' ``EGT_GRC`` /
+    ``EGT_GAU_IN.select_composition``): frontier h (M, b, W', D), soft (M, b, W'-1) the Gumbel-softmax over its pairs,
+    j (M, b) the merged pair, ``compose`` the cell on [child_l; child_r] (..., 2D) -> (..., D). With the selection
+    sel = onehot(j) + soft - soft.detach() (value one-hot): parent = cell(sum_k sel_k h_k, sum_k sel_k h_k+1)
+    (M, b, 1, D) and the next frontier (M, b, W'-1, D) sel_k parent + (1 - cumsum(sel)_k) h_k + (cumsum(sel)_k -
+    sel_k) h_k+1, whose values are those of the plain merge (up to rounding)."""
+    sel = (F.one_hot(j, soft.size(-1)).to(soft.dtype) + soft - soft.detach()).to(h.dtype)  # (M, b, W'-1)
+    left, right = h[:, :, :-1], h[:, :, 1:]  # (M, b, W'-1, D) each pair's children
+    row = sel.unsqueeze(-2)  # (M, b, 1, W'-1)
+    new = compose(torch.cat([row @ left, row @ right], -1))  # (M, b, 1, D) eq. 10-11 on the selected children
+    upto = sel.cumsum(-1).unsqueeze(-1)  # (M, b, W'-1, 1): 0 before j, 1 from j on
+    return new, sel.unsqueeze(-1) * new + (1 - upto) * left + (upto - sel.unsqueeze(-1)) * right
 BeamSelect = Literal["stochastic", "top"]  # survivor selection while training (eval: always plain top-b)
 
 
@@ -173,9 +201,7 @@ class BeamTree(nn.Module):
         super().__init__()
         if beam_select not in ("stochastic", "top"):
             raise ValueError(f"beam_select must be 'stochastic' or 'top', not {beam_select!r}")
-        if st_gradient not in ("mask", "node"):
-            raise ValueError(f"st_gradient must be 'mask' or 'node', not {st_gradient!r}")
-        self.st_gradient = st_gradient
+        self.st_gradient = checked_st_gradient(st_gradient)
         self.cell = cell
         self.scorer = scorer
         self.beam_size = beam_size
@@ -183,6 +209,11 @@ class BeamTree(nn.Module):
         self.tau = tau
         self.beam_select = beam_select
         self.register_buffer("offsets", torch.tensor([-1, 0, 1, 2]), persistent=False)  # j-1, j, j+1, j+2
+
+    @property
+    def mask_select(self) -> bool:
+        """Greedy merges with the "mask" straight-through gradient (:func:`select_merge`; pairs scored every step)."""
+        return self.straight_through and self.st_gradient == "mask"
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor, scores: torch.Tensor | None = None):
         m, b_in, width, d = x.shape
@@ -201,10 +232,8 @@ class BeamTree(nn.Module):
             pieces.append((h[n:, :, 0].expand(m - n, b, d), scores[n:]))
         h, scores, lengths = h[:n], scores[:n], lengths[:n]
         ps = None
-        if n and not (self.straight_through and self.st_gradient == "mask"):  # (mask: scored in every step)
-            pos = torch.arange(width - 1, device=x.device)  # (W-1,)
-            ps = self.scorer(h[:, :, :-1], h[:, :, 1:])  # (n, B_in, W-1) every adjacent pair
-            ps = ps.masked_fill(pos >= (lengths - 1)[:, None, None], NEG)  # pairs reaching into padding
+        if n and not self.mask_select:  # (n, B_in, W-1) every adjacent pair (mask_select: scored in every step)
+            ps = pair_scores(self.scorer, h, torch.arange(width - 1, device=x.device), lengths)
         for t in range(len(n_merging) - 1):
             h, ps, scores = self.step(h, ps, scores, lengths - t, noise)  # (n, b, W-1-t, D), (n, b, W-2-t), (n, b)
             n_next = n_merging[t + 1]
@@ -235,10 +264,8 @@ class BeamTree(nn.Module):
         """
         n, big_b, w, d = h.shape
         b = self.beam_size
-        mask_st = self.straight_through and self.st_gradient == "mask"
-        if mask_st:  # every pair re-scored from this step's state, as the authors' loop (its gradient path)
-            ps = self.scorer(h[:, :, :-1], h[:, :, 1:])  # (n, 1, W-1)
-            ps = ps.masked_fill(torch.arange(w - 1, device=h.device) >= (cur_len - 1)[:, None, None], NEG)
+        if self.mask_select:  # every pair re-scored from this step's state, as the authors' loop (its gradient path)
+            ps = pair_scores(self.scorer, h, torch.arange(w - 1, device=h.device), cur_len)  # (n, 1, W-1)
         logp = F.log_softmax(at_least_fp32(ps), dim=-1)  # (n, B, W-1) log-probability of merging each pair (fp32)
         key = logp + noise.gumbel(logp.shape) if noise is not None else logp  # (n, B, W-1) Gumbel-perturbed
         k1 = min(b, w - 1)
@@ -255,12 +282,14 @@ class BeamTree(nn.Module):
             h, ps = h.expand(n, b, w, d), ps.expand(n, b, w - 1)  # (n, b, W, D), (n, b, W-1)
         else:  # indexing, not gather: autograd then keeps the indices only, not the (n, B, W, D) states
             h, ps = h[row, src], ps[row, src]  # (n, b, W, D) the kept beams, (n, b, W-1) their pair scores
+        keep = noise.keep_rows(n * b) if noise is not None else None  # (n b, d_cell) dropout keep rows
+        if self.mask_select:  # the next state (n, 1, W-1, D); its pairs are scored at the next step
+            soft = F.softmax(key / self.tau, dim=-1)  # (n, 1, W-1) Gumbel-softmax over the pairs
+            _, h = select_merge(lambda pair: self.cell.compose(pair, keep).to(h.dtype), h, soft, j)
+            return h, None, new_scores
         around = (j[..., None] + self.offsets).clamp(0, w - 1)  # (n, b, 4): j-1, j, j+1, j+2
         beam = torch.arange(b, device=h.device)[:, None]  # (b, 1)
         four = h[row[..., None], beam, around]  # (n, b, 4, D) left neighbour, children, right neighbour
-        keep = noise.keep_rows(n * b) if noise is not None else None  # (n b, d_cell) dropout keep rows
-        if mask_st:
-            return self.mask_step(h, key, j, keep), None, new_scores
         new = self.cell.compose(four[:, :, 1:3].reshape(n, b, 2 * d), keep)  # (n, b, D) from [child_l; child_r]
         if self.straight_through:  # st_gradient "node": value 1 forward, gradient of p_j backward
             soft = F.softmax(key / self.tau, dim=-1)  # (n, B, W-1) Gumbel-softmax over pairs
@@ -283,17 +312,3 @@ class BeamTree(nn.Module):
         s_right = two[..., 1].masked_fill(~right_ok, NEG)  # (n, b)
         ps = torch.where(pos2 == jj - 1, two[..., :1], torch.where(pos2 == jj, s_right[..., None], old))  # (n, b, W-2)
         return h, ps, new_scores
-
-    def mask_step(self, h: torch.Tensor, key: torch.Tensor, j: torch.Tensor, keep: torch.Tensor | None):
-        """The merge of a greedy step under ``st_gradient="mask"`` (:data:`STGradient`): h (n, 1, W, D), key (n, 1,
-        W-1) the perturbed log-probabilities, j (n, 1) the merged pair -> the next state (n, 1, W-1, D)."""
-        n, _, w, d = h.shape
-        soft = F.softmax(key / self.tau, dim=-1)  # (n, 1, W-1) Gumbel-softmax over the pairs
-        sel = F.one_hot(j, w - 1).to(soft.dtype) + soft - soft.detach()  # (n, 1, W-1) value one-hot
-        sel = sel.to(h.dtype)
-        left, right = h[:, :, :-1], h[:, :, 1:]  # (n, 1, W-1, D) each pair's children
-        pair = torch.cat([sel.unsqueeze(-2) @ left, sel.unsqueeze(-2) @ right], -1)  # (n, 1, 1, 2D)
-        new = self.cell.compose(pair.view(n, 1, 2 * d), keep).to(h.dtype)  # (n, 1, D)
-        before = sel.cumsum(-1)  # (n, 1, W-1): 0 before j, 1 from j on
-        return (sel[..., None] * new[:, :, None] + (1 - before)[..., None] * left
-                + (before - sel)[..., None] * right)  # (n, 1, W-1, D)

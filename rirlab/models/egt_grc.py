@@ -39,6 +39,6 @@ class EGTConfig(GRCConfig):
 @register("egt_grc", EGTConfig)
 def egt_grc(cfg: EGTConfig, info):
     """Efficient Gumbel-Tree GRC: beam 1, straight-through Gumbel-softmax, EBT child-pair scorer (EBT paper EGT-GRC)."""
-    greedy = FusedGreedyTree(GRC.from_config(cfg), Scorer(cfg.hidden_size, cfg.d_s),
-                             cfg.gumbel_tau, cfg.st_gradient)  # leaves as one beam (eq. 17), merges over the whole sequence
+    # leaves as one beam (eq. 17), merges over the whole sequence
+    greedy = FusedGreedyTree(GRC.from_config(cfg), Scorer(cfg.hidden_size, cfg.d_s), cfg.gumbel_tau, cfg.st_gradient)
     return TaskModel(OneBeamEncoder(cfg.hidden_size, greedy), info, cfg)

@@ -34,7 +34,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from rirlab.models.beam_tree import STGradient
+from rirlab.models.beam_tree import STGradient, checked_st_gradient
 from rirlab.models.fused_beam import FusedBeamTree, Search, _gelu_backward, state_shift
 from rirlab.models.grc import GRC
 from rirlab.models.scorer import Scorer
@@ -42,10 +42,6 @@ from rirlab.models.scorer import Scorer
 
 class GreedySearch(Search):
     """One greedy straight-through search over a batch of rows (beam 1, one input beam)."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.mask_st = self.tree.st_gradient == "mask"
 
     def run(self):
         """Per step: log-softmax of the cached pair scores, the (Gumbel-perturbed) argmax j, the cell on pair j,
@@ -74,7 +70,8 @@ class GreedySearch(Search):
             node = torch.mul(new, (1.0 + pj) - pj, out=self.pool[self.n_leaf + r0 : self.n_leaf + r0 + n])
             self.score_new_pairs(r0, four, node, jj, lim)
             if self.buf is not None:  # ("mask": the state's node ids too)
-                self.steps.append((n, r0, jj, sid, logp, soft, pj, new, state[:, 0, :w] if self.mask_st else None))
+                nodes = state[:, 0, :w] if self.tree.mask_select else None
+                self.steps.append((n, r0, jj, sid, logp, soft, pj, new, nodes))
             state = self.next_state(flat, source, skey, jj, new_ids[r0 : r0 + n])
             lim = lim - 1
             r0 += n
@@ -99,7 +96,7 @@ class GreedySearch(Search):
     def backward(self, g_roots: torch.Tensor, g_final: torch.Tensor):
         """Steps in reverse order (see the module docstring); a row's final score is the sum of its steps' log-
         probabilities, so every step's chosen log-probability has the row's final-score gradient."""
-        if self.mask_st:
+        if self.tree.mask_select:
             return self.mask_backward(g_roots, g_final)
         ds, off, buf, tau = self.ds, self.n_leaf, self.buf, self.tree.tau
         g_pool, g_spool, g_final, g_gh, g_h1, pairs, acts, g_gamma, g_beta = self.backward_buffers(g_roots, g_final)
@@ -204,6 +201,4 @@ class FusedGreedyTree(FusedBeamTree):
 
     def __init__(self, cell: GRC, scorer: Scorer, tau: float = 1.0, st_gradient: STGradient = "mask"):
         super().__init__(cell, scorer, 1)
-        if st_gradient not in ("mask", "node"):
-            raise ValueError(f"st_gradient must be 'mask' or 'node', not {st_gradient!r}")
-        self.straight_through, self.tau, self.st_gradient = True, tau, st_gradient
+        self.straight_through, self.tau, self.st_gradient = True, tau, checked_st_gradient(st_gradient)

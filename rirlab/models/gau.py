@@ -56,9 +56,7 @@ class GAUConfig:
 
     hidden_size: int = Field(300, ge=2)
     dropout: float = Field(0.1, ge=0, lt=1)
-    # dropout on the embedded tokens before the encoder (the papers' code's in_dropout); None = dropout. The
-    # BeamRecursionFamily logic configs use 0.4 (OM 0.1), its ListOps configs 0.1 (rirlab.models.heads.TaskModel)
-    in_dropout: Optional[float] = Field(None, ge=0, lt=1)
+    in_dropout: Optional[float] = Field(None, ge=0, lt=1)  # on the embedded tokens (heads.TaskModel); None = dropout
     gau_head_size: int = Field(128, ge=1)  # d_h; the block uses min(d_h, hidden_size) as the authors' code
     gau_rel_k: int = Field(5, ge=1)  # receptive field of token relative positions
     gau_pos: GAUPos = "query"

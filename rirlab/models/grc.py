@@ -27,9 +27,7 @@ class GRCConfig:
     hidden_size: int = Field(128, ge=2)
     cell_mult: int = Field(4, ge=1)  # d_cell = cell_mult * hidden_size
     dropout: float = Field(0.1, ge=0, lt=1)
-    # dropout on the embedded tokens before the encoder (the papers' code's in_dropout); None = dropout. The
-    # BeamRecursionFamily logic configs use 0.4 (OM 0.1), its ListOps configs 0.1 (rirlab.models.heads.TaskModel)
-    in_dropout: Optional[float] = Field(None, ge=0, lt=1)
+    in_dropout: Optional[float] = Field(None, ge=0, lt=1)  # on the embedded tokens (heads.TaskModel); None = dropout
 
 
 def dropout_scale(p: float) -> float:

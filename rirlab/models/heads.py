@@ -89,8 +89,8 @@ class TaskModel(nn.Module):
             unk = getattr(info, "unk_id", None)
             self.embed = nn.Sequential(frozen if unk is None else TrainableUnk(frozen, unk),
                                        nn.Linear(vectors.shape[1], d))
-        # the embedded tokens' dropout (the papers' code's in_dropout; the head's MLP uses dropout, their
-        # out_dropout): in_dropout where the model config sets it, else dropout
+        # the embedded tokens' dropout, the papers' code's in_dropout (its logic configs: 0.4, OM 0.1; ListOps: 0.1;
+        # the head's MLP uses dropout, their out_dropout): in_dropout where the model config sets it, else dropout
         in_dropout = getattr(cfg, "in_dropout", None)
         self.drop = nn.Dropout(dropout if in_dropout is None else in_dropout)
         self.encoder = encoder

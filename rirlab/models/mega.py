@@ -67,9 +67,7 @@ class MegaConfig:
     hidden_size: int = Field(80, ge=2)  # d (encoder_embed_dim)
     num_layers: int = Field(6, ge=1)
     dropout: float = Field(0.1, ge=0, lt=1)
-    # dropout on the embedded tokens before the encoder (the papers' code's in_dropout); None = dropout. The
-    # BeamRecursionFamily logic configs use 0.4 (OM 0.1), its ListOps configs 0.1 (rirlab.models.heads.TaskModel)
-    in_dropout: Optional[float] = Field(None, ge=0, lt=1)
+    in_dropout: Optional[float] = Field(None, ge=0, lt=1)  # on the embedded tokens (heads.TaskModel); None = dropout
     mega_z_dim: int = Field(64, ge=1)  # shared Q/K representation Z (eq. 7)
     mega_v_dim: Optional[int] = Field(None, ge=1)  # value / attention output; None = 2 * hidden_size (160)
     mega_ffn_dim: Optional[int] = Field(None, ge=1)  # FFN inner size; None = 2 * hidden_size (160)

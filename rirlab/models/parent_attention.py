@@ -51,8 +51,9 @@ from torch import nn
 
 from rirlab.config import STRICT
 from rirlab.models.base import EncoderOutput, at_least_fp32
-from rirlab.models.beam_tree import (NEG, BeamSelect, STGradient, gumbel_like, initial_scores, keep_survivors,
-                                     marginalize, one_leaf_beams, perturbs_survivors)
+from rirlab.models.beam_tree import (NEG, BeamSelect, STGradient, checked_st_gradient, gumbel_like, initial_scores,
+                                     keep_survivors, marginalize, one_leaf_beams, pair_scores, perturbs_survivors,
+                                     select_merge)
 from rirlab.models.gau import GAUBlock, GAUConfig, Interaction
 from rirlab.models.grc import GRC, LeafTransform
 from rirlab.models.scorer import Scorer
@@ -92,11 +93,9 @@ class NodeBeamTree(nn.Module):
     def __init__(self, cell: GRC, scorer: Scorer, beam_size: int, straight_through: bool = False, tau: float = 1.0,
                  beam_select: BeamSelect = "stochastic", st_gradient: STGradient = "mask"):
         super().__init__()
-        if st_gradient not in ("mask", "node"):
-            raise ValueError(f"st_gradient must be 'mask' or 'node', not {st_gradient!r}")
         self.cell, self.scorer, self.beam_size = cell, scorer, beam_size
         self.straight_through, self.tau, self.beam_select = straight_through, tau, beam_select
-        self.st_gradient = st_gradient
+        self.st_gradient = checked_st_gradient(st_gradient)
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> TreeNodes:
         """x (M, W, D) leaves, lengths (M,)."""
@@ -133,7 +132,7 @@ class NodeBeamTree(nn.Module):
             at, before = (pos == j[..., None]), (pos < j[..., None])  # (M, b, W'-1)
             soft = F.softmax(key / self.tau, dim=-1)[row, src] if self.straight_through else None  # (M, b, W'-1)
             if select:  # EGT "mask": the selection vector reads the children and moves the frontier
-                new, merged = select_merge(self.cell, h, soft, j)  # (M, b, 1, D), (M, b, W'-1, D)
+                new, merged = select_merge(self.cell.compose, h, soft, j)  # (M, b, 1, D), (M, b, W'-1, D)
             else:
                 left, right = h.gather(2, jd.expand(m, b, 1, d)), h.gather(2, (jd + 1).expand(m, b, 1, d))
                 new = self.cell(left, right)  # (M, b, 1, D) eq. 1-2
@@ -155,26 +154,6 @@ class NodeBeamTree(nn.Module):
             ncover = torch.cat([ncover, span & live[..., None]], 2)  # (M, b, t+1, W): a finished row's slot spans none
             nheight = torch.cat([nheight, up], 2)  # (M, b, t+1)
         return TreeNodes(h[:, :, 0], one_leaf_beams(scores, lengths, 1), nodes, ncover, nheight)
-
-
-def pair_scores(scorer: Scorer, h: torch.Tensor, pos: torch.Tensor, cur: torch.Tensor) -> torch.Tensor:
-    """Scores (M, b, W'-1) of every adjacent pair of the frontier h (M, b, W', D) of rows with ``cur`` (M,) nodes;
-    ``pos`` (W'-1,) the pair positions. Pairs reaching into the padding: NEG."""
-    return scorer(h[:, :, :-1], h[:, :, 1:]).masked_fill(pos >= (cur - 1)[:, None, None], NEG)
-
-
-def select_merge(cell: GRC, h: torch.Tensor, soft: torch.Tensor, j: torch.Tensor):
-    """The merge of EGT's "mask" straight-through (the authors' ``EGT_GAU_IN.select_composition``): frontier h
-    (M, b, W', D), soft (M, b, W'-1) the Gumbel-softmax over its pairs, j (M, b) the merged pair. With the selection
-    sel = onehot(j) + soft - soft.detach() (value one-hot): parent = cell(sum_k sel_k h_k, sum_k sel_k h_k+1)
-    (M, b, 1, D) and the next frontier (M, b, W'-1, D) sel_k parent + (1 - cumsum(sel)_k) h_k + (cumsum(sel)_k - sel_k)
-    h_k+1, whose values are those of :func:`merge` (up to rounding)."""
-    sel = (F.one_hot(j, soft.size(-1)).to(soft.dtype) + soft - soft.detach()).to(h.dtype)  # (M, b, W'-1)
-    left, right = h[:, :, :-1], h[:, :, 1:]  # (M, b, W'-1, D) each pair's children
-    row = sel.unsqueeze(-2)  # (M, b, 1, W'-1)
-    new = cell(row @ left, row @ right)  # (M, b, 1, D) eq. 1-2 on the selected children
-    upto = sel.cumsum(-1).unsqueeze(-1)  # (M, b, W'-1, 1): 0 before j, 1 from j on
-    return new, sel.unsqueeze(-1) * new + (1 - upto) * left + (upto - sel.unsqueeze(-1)) * right
 
 
 def rescore(scorer: Scorer, h: torch.Tensor, ps: torch.Tensor, j: torch.Tensor, cur: torch.Tensor) -> torch.Tensor:

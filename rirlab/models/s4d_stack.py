@@ -26,9 +26,7 @@ class S4DConfig:
     s4d_state: int = Field(64, ge=2)
     s4d_init: S4DInit = "inv"
     dropout: float = Field(0.1, ge=0, lt=1)
-    # dropout on the embedded tokens before the encoder (the papers' code's in_dropout); None = dropout. The
-    # BeamRecursionFamily logic configs use 0.4 (OM 0.1), its ListOps configs 0.1 (rirlab.models.heads.TaskModel)
-    in_dropout: Optional[float] = Field(None, ge=0, lt=1)
+    in_dropout: Optional[float] = Field(None, ge=0, lt=1)  # on the embedded tokens (heads.TaskModel); None = dropout
 
 
 class S4DStack(nn.Module):
