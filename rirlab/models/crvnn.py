@@ -242,9 +242,7 @@ class CRvNNEncoder(OneBeamEncoder):
     (the authors' CRvNN.py: the initial transform runs after START and END are added)."""
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> EncoderOutput:
-        ends = self.leaf(torch.stack([self.tree.start, self.tree.end]))  # (2, D)
-        roots, _ = self.tree(self.leaf(x).unsqueeze(1), mask.sum(1), ends=ends)  # (N, 1, D)
-        return EncoderOutput(roots[:, 0])  # (N, D)
+        return super().forward(x, mask, ends=self.leaf(torch.stack([self.tree.start, self.tree.end])))  # ends (2, D)
 
 
 # RIR Table 1 times CRvNN without its early exit ("no halting", the authors' CRvNN_nohalt): same outputs,

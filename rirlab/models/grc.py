@@ -177,8 +177,9 @@ class OneBeamEncoder(nn.Module):
         self.leaf = LeafTransform(hidden_size)
         self.tree = tree
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> EncoderOutput:
-        roots, _ = self.tree(self.leaf(x).unsqueeze(1), mask.sum(1))  # (N, 1, D)
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, **tree_kwargs) -> EncoderOutput:
+        """``tree_kwargs``: passed on to the tree (a subclass's extra inputs)."""
+        roots, _ = self.tree(self.leaf(x).unsqueeze(1), mask.sum(1), **tree_kwargs)  # (N, 1, D)
         return EncoderOutput(roots[:, 0])  # (N, D)
 
 
