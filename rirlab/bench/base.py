@@ -8,6 +8,7 @@ A protocol is ``fn(opts: BenchOptions) -> dict`` (JSON-able) in a module of this
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import pkgutil
 import random
@@ -49,6 +50,8 @@ class BenchOptions:
     thresholds: tuple = (50.0, 80.0, 95.0, 99.0)  # learn: dev accuracies (%) to time
     eval_every: int = 100  # learn: steps between dev-subset evaluations (curve points)
     dev_examples: int = 1000  # learn: dev examples per curve point (the first of the dev split)
+    checkpoint: Optional[str] = None  # learn: resume from this file if it exists; the state is written there at the end
+    splits: str = "all"  # learn: splits evaluated with the best-dev weights at the end: all | none | comma-separated
     progress: Optional[Callable[[str], None]] = None  # learn: called with one line per curve point
 
 
@@ -172,12 +175,14 @@ def one_step(model, opt, batch: dict, train: bool, precision: str = "fp32") -> N
             model(batch)
 
 
-def listops_bin(lo: int, hi: int, n: int, seed: int) -> list[list[int]]:
-    """n ListOps token-id sequences with lo <= length <= hi (the tasks' length-steered generator)."""
+@functools.lru_cache(maxsize=8)
+def listops_bin(lo: int, hi: int, n: int, seed: int) -> tuple[tuple[int, ...], ...]:
+    """n ListOps token-id sequences with lo <= length <= hi (the tasks' length-steered generator); cached, as every
+    model of a table reads the same bins (seconds of generation each)."""
     from rirlab.tasks import listops
 
     examples = listops.generate(n, seed, max_args=5, max_depth=20, min_len=lo, max_len=hi, steered=True)
-    return [[listops.TOKEN_ID[t] for t in listops.tokenize(text)] for text, _ in examples]
+    return tuple(tuple(listops.TOKEN_ID[t] for t in listops.tokenize(text)) for text, _ in examples)
 
 
 def is_oom(err: BaseException) -> bool:

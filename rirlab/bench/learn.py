@@ -21,6 +21,13 @@ def learn(opts: BenchOptions) -> dict:
     ``eval_seconds``; ``wall_seconds`` is both (setup excluded, reported as ``setup_seconds``). The budget is
     on ``train_seconds``; training also ends at the config's steps / epochs or by the recipe's early stopping.
     ``--set`` overrides any trial key: model, task (n_train, ...) or training (batch_size, lr, ...).
+
+    At the end the whole dev split is evaluated once more (a best-dev candidate, as a trial's last step is, so a
+    budget that ends mid-epoch keeps its weights in the running) and ``splits`` (default every eval split) are
+    evaluated with the best-dev weights: ``result["splits"]``, what a trial's test cells would be.
+    ``checkpoint``: a file to resume from if it exists (the trainer's state, the clock and the curve: the budget
+    counts the training time of every run of the chain) and to write at the end, before the final evaluation;
+    so a run longer than one sitting (a GPU lease's call) is a chain of the same command.
     """
     from rirlab.trial import resolve
     from rirlab.train import Trainer
@@ -32,19 +39,24 @@ def learn(opts: BenchOptions) -> dict:
     if "steps" not in opts.overrides and "epochs" not in opts.overrides:
         config["epochs"] = 100  # the papers' cap; the time budget usually ends training first
     cfg = resolve(config, where="bench learn")
+    state = load_chain(opts.checkpoint, cfg.flat())
     say = opts.progress or (lambda line: None)
     t_setup = time.perf_counter()
     trainer = Trainer(cfg)
+    splits = final_splits(opts.splits, list(trainer.data.eval_splits))
     setup_s = time.perf_counter() - t_setup
     dev = list(trainer.dev_split())[: opts.dev_examples]
     budget = 60.0 * opts.minutes
     clock = {"train": 0.0, "eval": 0.0, "samples": 0}
     curve: list[dict] = []
-    reached: dict[float, Optional[dict]] = {float(t): None for t in sorted(opts.thresholds)}
+    if state is not None:
+        trainer.load_state_dict(state["trainer"])
+        clock, curve = state["clock"], state["curve"]
     losses: list[float] = []
     say(f"learn: {opts.model} on {opts.task}, recipe {cfg.train.recipe}, batch {cfg.train.batch_size}, "
         f"{len(trainer.data.train)} train / {len(dev)} dev examples, budget {opts.minutes:g} min of training, "
-        f"{device_name(opts.device)}; setup {setup_s:.1f} s")
+        f"{device_name(opts.device)}; setup {setup_s:.1f} s"
+        + (f"; resumed at step {trainer.step} ({clock['train']:.0f} s of training)" if state is not None else ""))
 
     def timed(fn, key: str):
         sync(opts.device)
@@ -62,15 +74,14 @@ def learn(opts: BenchOptions) -> dict:
              "train_loss": sum(losses) / len(losses) if losses else None, "lr": trainer.lr}
         losses.clear()
         curve.append(p)
-        for thr, hit in reached.items():
-            if hit is None and p["dev_accuracy"] >= thr:
-                reached[thr] = p
-        got = [f"{t:g}%@{h['train_seconds']:.0f}s" for t, h in reached.items() if h is not None]
+        got = [f"{t:g}%@{h['train_seconds']:.0f}s" for t, h in first_reached(curve, opts.thresholds).items()
+               if h is not None]
         say(f"step {p['step']:6d}  epoch {p['epoch']:6.2f}  train {p['train_seconds']:8.1f} s  eval "
             f"{clock['eval']:6.1f} s  dev acc {p['dev_accuracy']:6.2f}  loss {p['dev_loss']:.4f}  lr {p['lr']:.2g}"
             f"  reached {' '.join(got) or '-'}")
 
-    point()
+    if not curve:
+        point()
     while clock["train"] < budget and trainer.step < trainer.total_steps and not trainer.stopped:
         clock["samples"] += len(trainer.plan.indices(trainer.step))
         losses.append(timed(trainer.train_step, "train")["train/loss"])
@@ -81,6 +92,18 @@ def learn(opts: BenchOptions) -> dict:
         point()
     stopped = ("early stopping" if trainer.stopped else "time budget" if clock["train"] >= budget
                else "steps")
+    if trainer.best.get("step") != trainer.step:  # the last weights are a candidate, as at a trial's last step
+        timed(lambda: trainer.consider(trainer.evaluate(trainer.dev_split()), epoch_end=False, counts=False), "eval")
+    if opts.checkpoint:
+        save_chain(opts.checkpoint, cfg.flat(), trainer, clock, curve)
+    t_final = time.perf_counter()
+    weights = trainer.use_final_weights("best")
+    results = {}
+    for name in splits:
+        results[name] = trainer.evaluate(trainer.data.eval_splits[name])
+        say(f"{name:>12s} ({weights} weights, step {trainer.best.get('step', trainer.step)}): accuracy "
+            f"{results[name]['accuracy']:6.2f}  loss {results[name]['loss']:.4f}")
+    reached = first_reached(curve, opts.thresholds)
     return {"model": opts.model, "task": opts.task, "recipe": cfg.train.recipe, "config": cfg.flat(),
             "budget_minutes": opts.minutes, "eval_every": opts.eval_every, "dev_examples": len(dev),
             "thresholds": [{"threshold": t, "reached": h is not None,
@@ -90,7 +113,61 @@ def learn(opts: BenchOptions) -> dict:
             "curve": curve, "steps": trainer.step, "samples": clock["samples"], "train_seconds": clock["train"],
             "eval_seconds": clock["eval"], "wall_seconds": clock["train"] + clock["eval"], "setup_seconds": setup_s,
             "stopped_by": stopped, "best_dev_accuracy": max(p["dev_accuracy"] for p in curve),
+            "best": {k: v for k, v in trainer.best.items() if k != "score"}, "weights": weights, "splits": results,
+            "final_eval_seconds": time.perf_counter() - t_final, "resumed": state is not None,
             "peak_mem_mb": trainer.peak_mem_mb()}
+
+
+def first_reached(curve: list[dict], thresholds) -> dict:
+    """For each threshold (ascending) the first curve point at or above it, or None."""
+    return {float(t): next((p for p in curve if p["dev_accuracy"] >= t), None) for t in sorted(thresholds)}
+
+
+def final_splits(spec: str, names: list[str]) -> list[str]:
+    """``--splits``: ``all`` (every eval split, dev first), ``none``, or comma-separated names of eval splits."""
+    if spec.strip() == "all":
+        return names
+    if spec.strip() == "none":
+        return []
+    asked = [s.strip() for s in spec.split(",") if s.strip()]
+    unknown = [s for s in asked if s not in names]
+    if unknown:
+        raise UserError(f"bench learn: --splits {unknown[0]!r} is not one of this task's splits "
+                        f"({', '.join(names)}); name those, 'all' or 'none'")
+    return asked
+
+
+def load_chain(path: Optional[str], config: dict) -> Optional[dict]:
+    """The state of an earlier run of the chain at ``path`` (None: no file yet); refused when it was trained under
+    another config (the chain would mix two runs)."""
+    import os
+
+    import torch
+
+    if not path or not os.path.exists(path):
+        return None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        saved = state["config"]
+    except Exception as err:  # noqa: BLE001 -- any unreadable file is the same user error
+        raise UserError(f"bench learn: --checkpoint {path} is not a learn checkpoint ({type(err).__name__}); "
+                        f"move it away or name a new file") from None
+    changed = sorted(k for k in set(saved) | set(config) if saved.get(k) != config.get(k))
+    if changed:
+        raise UserError(f"bench learn: --checkpoint {path} was trained with other settings ({', '.join(changed)}); "
+                        f"run with the same --set values or name a new file")
+    return state
+
+
+def save_chain(path: str, config: dict, trainer, clock: dict, curve: list[dict]) -> None:
+    """Write the chain's state atomically (a kill mid-write leaves the previous file)."""
+    import os
+
+    import torch
+
+    tmp = f"{path}.tmp"
+    torch.save({"config": config, "trainer": trainer.state_dict(), "clock": dict(clock), "curve": list(curve)}, tmp)
+    os.replace(tmp, path)
 
 
 def plot_learn(result: dict, path) -> None:

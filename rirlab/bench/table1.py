@@ -33,11 +33,13 @@ def table1(opts: BenchOptions) -> dict:
     "OOM" and null figures instead of failing the table; one that passes ``time_cap_s`` seconds stops after the
     sample that crossed it with ``status`` "TIMEOUT" (a bin whose samples all finished is "ok"). A model's larger
     bins after an OOM or TIMEOUT are not run and carry the same status (``skipped``: true), as the paper's table marks them.
+    Each cell is also said (``opts.progress``) as it ends.
     """
     from rirlab.models import registry
     from rirlab.models.base import autocast
 
     names, notes = table1_models(opts)
+    say = opts.progress or (lambda line: None)  # a line per cell as it ends: a long table shows its progress
     rows = []
     for name in names:
         settings = registry.get(name).table1_settings  # the model's Table 1 settings; a --set of the same key wins
@@ -82,5 +84,8 @@ def table1(opts: BenchOptions) -> dict:
             if row["status"] != "ok":
                 failed = row["status"]
             rows.append(row)
+            say(f"{name} {row['bin']}: " + (f"{row['minutes']:.3f} min, {row['peak_mem_gb']:.3f} GB, "
+                                             f"{row['samples']} samples" if row["minutes"] is not None else "")
+                + ("" if row["status"] == "ok" else f" {row['status']}"))
     return {"rows": rows, "notes": notes, "samples_per_bin": opts.samples, "mem_cap_gb": opts.mem_cap_gb,
             "time_cap_s": opts.time_cap_s}

@@ -45,13 +45,19 @@ from rirlab.cli.options import set_option
               help="learn: steps between curve points (dev-subset evaluations).")
 @click.option("--dev-examples", default=1000, show_default=True, type=click.IntRange(min=1),
               help="learn: dev examples per curve point.")
+@click.option("--splits", default="all", show_default=True,
+              help="learn: splits evaluated at the end with the best-dev weights: all (dev and every test split), "
+                   "none, or comma-separated names (dev,test,len_200_300).")
+@click.option("--checkpoint", "checkpoint", default=None, type=click.Path(dir_okay=False),
+              help="learn: resume from FILE if it exists, write the state there at the end: a run longer than one "
+                   "sitting is the same command repeated with a larger --minutes (the budget counts all of them).")
 @set_option
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Also write the result here.")
 @click.option("--png", "png_path", default=None, type=click.Path(dir_okay=False),
               help="learn: also plot the curve (dev accuracy vs training seconds) here.")
 def bench(name, model, models, batch, length, lengths, mode, inference, device, precision, repeats, warmup, samples,
           mem_cap_gb, time_cap_s, threads,
-          task, recipe, minutes, thresholds, eval_every, dev_examples, sets, json_path, png_path):
+          task, recipe, minutes, thresholds, eval_every, dev_examples, splits, checkpoint, sets, json_path, png_path):
     """Time models: median step time and peak memory (step), RIR Table 1 (table1), dynamic halting (gut_halt)
     or time to learn (learn).
 
@@ -80,7 +86,8 @@ def bench(name, model, models, batch, length, lengths, mode, inference, device, 
                         precision=precision, repeats=repeats, warmup=warmup, samples=samples, mem_cap_gb=mem_cap_gb,
                         time_cap_s=time_cap_s, threads=threads, overrides=parse_overrides(sets), task=task,
                         recipe=recipe, minutes=minutes, thresholds=levels, eval_every=eval_every,
-                        dev_examples=dev_examples, progress=lambda line: click.echo(line))
+                        dev_examples=dev_examples, splits=splits, checkpoint=checkpoint,
+                        progress=lambda line: click.echo(line))
     result = run(name, opts)
     if name == "learn":
         for t in result["thresholds"]:

@@ -49,7 +49,7 @@ def test_bench_refuses_an_unknown_field(cli):
 # n_eval / iid_pool: the trainer builds every ListOps split, and at their defaults (2,000 rows of up to 1,000 tokens,
 # the near-IID split drawn from 90,000) that took 50 s of a 60 s test; learn reads only dev
 LEARN_TINY = ["--threads", "1", "--set", "hidden_size=16", "--set", "chunk_size=10", "--set", "d_s=8",
-              "--set", "n_eval=10", "--set", "iid_pool=500",
+              "--set", "n_eval=10", "--set", "iid_pool=500", "--set", "n_test=50",
               "--set", "n_train=192", "--set", "n_dev=60", "--set", "batch_size=16"]
 
 
@@ -80,6 +80,30 @@ def test_bench_learn_reports_thresholds_consistent_with_its_curve(cli, tmp_path,
     assert r["thresholds"][0]["reached"] and not r["thresholds"][2]["reached"]  # 5%: chance level; 99.9%: no
     assert proc.stdout.count("\nstep ") >= len(curve) - 1  # a progress line per curve point
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+
+
+def test_bench_learn_chains_through_its_checkpoint_and_tests_the_best_dev_weights(cli, tmp_path, one_thread):
+    """A second run of the same command resumes the first (its curve, clock and step go on; the budget counts both
+    runs); the splits are evaluated with the best dev weights; another setting or split name is refused."""
+    ck, out1, out2 = tmp_path / "learn.pt", tmp_path / "l1.json", tmp_path / "l2.json"
+    args = ["--protocol", "learn", "--eval-every", "4", "--dev-examples", "40", *LEARN_TINY,
+            "--set", "early_stop_patience=1000", "--checkpoint", ck]
+    _bench(cli, *args, "--minutes", "0.02", "--splits", "none", "--json", out1)
+    first = json.loads(out1.read_text())
+    assert ck.exists() and not first["resumed"] and first["splits"] == {}
+    proc = _bench(cli, *args, "--minutes", "0.04", "--splits", "dev,test", "--json", out2)
+    second = json.loads(out2.read_text())
+    assert second["resumed"] and "resumed at step" in proc.stdout
+    assert second["curve"][: len(first["curve"])] == first["curve"] and second["steps"] > first["steps"]
+    assert second["train_seconds"] >= 0.04 * 60 > first["train_seconds"]
+    assert list(second["splits"]) == ["dev", "test"] and second["weights"] == "best"
+    assert second["splits"]["dev"]["accuracy"] == second["best"]["dev_accuracy"]  # the best dev weights were loaded
+    assert second["splits"]["dev"]["loss"] == second["best"]["dev_loss"]
+    other = cli("bench", *args, "--minutes", "0.04", "--set", "lr=0.01")
+    assert other.exit_code == 2 and "other settings (lr)" in other.stderr
+    bad = cli("bench", *args[: args.index("--checkpoint")], "--splits", "dev,nope")
+    assert bad.exit_code == 2 and "'nope' is not one of this task's splits" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
 
 
 def test_bench_learn_needs_neither_ray_nor_mlflow(tmp_path):

@@ -1,0 +1,40 @@
+#!/bin/bash
+# The GPU issue's measurements, as run on a lent device (each section under its own time limit, so one slow
+# section cannot eat the others; every figure is written under $OUT as it is measured).
+#
+#   bash benchmarks/gpu_session.sh SECTION...      sections: env tests table1 steps profile learn
+#
+# On a machine without ray/mlflow/optuna: rirlab needs none of them for these sections; it runs from the
+# checkout (PYTHONPATH=$PWD, `python3 -m rirlab.cli`). RIRLAB_CACHE may point at a generated data cache
+# (`rirlab data generate listops`) so that the learn section does not spend minutes generating ListOps.
+# Limits (seconds) and the learn run's budget are variables: TESTS_S TABLE1_S TABLE1_CAP_S STEPS_S LEARN_MIN.
+set -u
+OUT=${OUT:-bench_out}
+mkdir -p "$OUT"
+export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD PYTHONUNBUFFERED=1
+RIR="python3 -m rirlab.cli"
+GIT=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+
+for section in "$@"; do
+  echo "=== $section ($(date -u +%H:%M:%S), commit $GIT)"
+  case $section in
+    env)
+      nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+      python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0))" ;;
+    tests)  # item 1: every cuda-marked test (-n: one process per core group; they share the one GPU)
+      timeout "${TESTS_S:-150}" python3 -m pytest -m cuda tests/models/test_models_devices.py -q -p no:cacheprovider \
+        -n 6 -rfE 2>&1 | tee "$OUT/tests.log" | tail -40 ;;
+    table1)  # item 2: every registered Table 1 row, batch 1, 100 samples per bin; a cell over the cap is TIMEOUT
+      timeout "${TABLE1_S:-250}" $RIR bench --protocol table1 --device cuda --time-cap-s "${TABLE1_CAP_S:-8}" \
+        --json "$OUT/table1.json" 2>&1 | tee "$OUT/table1.log" ;;
+    steps)  # item 3: training step times, fp32 and bf16, 128x100 then 128x1000
+      timeout "${STEPS_S:-170}" python3 benchmarks/gpu_steps.py --device cuda --out "$OUT/steps.jsonl" ;;
+    profile)  # item 3: kernels, launches, syncs and GPU busy share of a bare model step and of the trainer's step
+      timeout 60 python3 benchmarks/gpu_profile.py --model rir_ebt_grc --batch 128 --length 100 --out "$OUT/prof_step.json"
+      timeout 90 python3 benchmarks/gpu_profile.py --trainer --out "$OUT/prof_trainer.json" ;;
+    learn)  # item 4: RIR-EBT-GRC on ListOps at the paper's recipe; a chain through $LEARN_CKPT
+      $RIR bench --protocol learn --device cuda --minutes "${LEARN_MIN:-8}" --eval-every 100 --dev-examples 1000 \
+        --checkpoint "${LEARN_CKPT:-$OUT/learn.pt}" --json "$OUT/learn.json" --png "$OUT/learn.png" 2>&1 | tee "$OUT/learn.log" ;;
+    *) echo "unknown section $section (env tests table1 steps profile learn)"; exit 2 ;;
+  esac
+done

@@ -1,0 +1,89 @@
+"""Step times of the GPU issue's models (item 3): one training step (forward, backward, AdamW) at batch x length,
+fp32 and bf16, every case in one process (one CUDA start, not one per case), each written as a JSON line as soon as
+it is measured, so a run stopped by its time limit keeps what it measured.
+
+    python benchmarks/gpu_steps.py --device cuda --out steps.jsonl
+    python benchmarks/gpu_steps.py --device cpu --models rir_ebt_grc --shapes 4x50 --precisions fp32 --out s.jsonl
+
+A case whose first (warm-up) step takes longer than ``--slow-s`` is timed on that one further step alone rather
+than ``--repeats`` of them; out of memory is a row with status OOM. Cases run cheapest first (short shapes, then
+long), so the time limit cuts the long ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+MODELS = "rir_ebt_grc,ebt_grc,bt_grc,gt_grc,om,crvnn,transformer,ut,gut"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--models", default=MODELS)
+    ap.add_argument("--shapes", default="128x100,128x1000", help="comma-separated BATCHxLENGTH")
+    ap.add_argument("--precisions", default="fp32,bf16")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--slow-s", type=float, default=3.0)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+
+    import torch
+
+    from rirlab.bench.base import BenchOptions, PeakMemory, build_model, device_name, is_oom, one_step, random_batch, sync
+
+    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+    out = open(args.out, "a")
+    print(f"step times on {device_name(args.device)}, torch {torch.__version__}", flush=True)
+    for batch, length in shapes:
+        for name in args.models.split(","):
+            for precision in args.precisions.split(","):
+                opts = BenchOptions(model=name, batch=batch, length=length, device=args.device, precision=precision)
+                row = {"model": name, "batch": batch, "length": length, "precision": precision, "status": "ok"}
+                model = opt = data = None
+                try:
+                    torch.manual_seed(0)
+                    model = build_model(name, opts).train()
+                    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+                    data = random_batch(batch, length, args.device)
+                    times = []
+                    with PeakMemory(args.device) as mem:
+                        sync(args.device)
+                        t0 = time.perf_counter()
+                        one_step(model, opt, data, True, precision)
+                        sync(args.device)
+                        first = time.perf_counter() - t0
+                        n_warm, n_timed = (0, 1) if first > args.slow_s else (args.warmup - 1, args.repeats)
+                        for _ in range(max(0, n_warm)):
+                            one_step(model, opt, data, True, precision)
+                        for _ in range(n_timed):
+                            sync(args.device)
+                            t0 = time.perf_counter()
+                            one_step(model, opt, data, True, precision)
+                            sync(args.device)
+                            times.append(1000 * (time.perf_counter() - t0))
+                    row.update(first_ms=1000 * first, median_ms=statistics.median(times), times_ms=times,
+                               peak_mem_mb=mem.mb)
+                except Exception as err:  # noqa: BLE001 -- out of memory is a result; anything else is reported
+                    row.update(status="OOM" if is_oom(err) else "ERROR", error=str(err).splitlines()[0][:300])
+                model = opt = data = None
+                if args.device == "cuda":
+                    torch.cuda.empty_cache()
+                out.write(json.dumps(row) + "\n")
+                out.flush()
+                figure = (f"{row['median_ms']:10.1f} ms  peak {row['peak_mem_mb']:9.1f} MB  (n={len(row['times_ms'])})"
+                          if row["status"] == "ok" else f"{row['status']:>10s}  {row['error'][:80]}")
+                print(f"{name:12s} {batch:4d}x{length:<5d} {precision:5s} {figure}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
