@@ -30,10 +30,12 @@ for section in "$@"; do
     steps)  # item 3: training step times, fp32 and bf16, 128x100 then 128x1000
       timeout "${STEPS_S:-170}" python3 benchmarks/gpu_steps.py --device cuda --out "$OUT/steps.jsonl" ;;
     profile)  # item 3: kernels, launches, syncs and GPU busy share of a bare model step and of the trainer's step
-      timeout 60 python3 benchmarks/gpu_profile.py --model rir_ebt_grc --batch 128 --length 100 --out "$OUT/prof_step.json"
-      timeout 90 python3 benchmarks/gpu_profile.py --trainer --out "$OUT/prof_trainer.json" ;;
+      timeout 45 python3 benchmarks/gpu_profile.py --model rir_ebt_grc --batch 128 --length 100 --out "$OUT/prof_step.json"
+      timeout 45 python3 benchmarks/gpu_profile.py --model rir_ebt_grc --batch 1 --length 1800 --out "$OUT/prof_rir1.json"
+      timeout 45 python3 benchmarks/gpu_profile.py --model s4d --batch 1 --length 225 --out "$OUT/prof_s4d1.json"
+      timeout 60 python3 benchmarks/gpu_profile.py --trainer --out "$OUT/prof_trainer.json" ;;
     learn)  # item 4: RIR-EBT-GRC on ListOps at the paper's recipe; a chain through $LEARN_CKPT
-      $RIR bench --protocol learn --device cuda --minutes "${LEARN_MIN:-8}" --eval-every 100 --dev-examples 1000 \
+      timeout "${LEARN_S:-3000}" $RIR bench --protocol learn --device cuda --minutes "${LEARN_MIN:-8}" --eval-every 100 --dev-examples 1000 \
         --checkpoint "${LEARN_CKPT:-$OUT/learn.pt}" --json "$OUT/learn.json" --png "$OUT/learn.png" 2>&1 | tee "$OUT/learn.log" ;;
     *) echo "unknown section $section (env tests table1 steps profile learn)"; exit 2 ;;
   esac

@@ -88,6 +88,8 @@ def learn(opts: BenchOptions) -> dict:
         timed(trainer.selection_point, "eval")  # the recipe's per-epoch dev evaluation (plateau, stopping)
         if trainer.step % opts.eval_every == 0:
             point()
+            if opts.checkpoint:  # a chain killed between points loses at most eval_every steps
+                save_chain(opts.checkpoint, cfg.flat(), trainer, clock, curve)
     if curve[-1]["step"] != trainer.step:
         point()
     stopped = ("early stopping" if trainer.stopped else "time budget" if clock["train"] >= budget
