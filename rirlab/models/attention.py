@@ -145,12 +145,15 @@ def rotate(x: torch.Tensor, zeta: Optional[torch.Tensor] = None, base: float = 5
     """Apply RoPE to (N, H, S, Dh) with positions 0..S-1 (Dh even); with ``zeta`` (Dh/2,), xPos: the rotated pair i
     times zeta_i^((n - S//2)/base) (queries) or its inverse (``downscale``, keys), as the paper's code."""
     s, dh = x.size(-2), x.size(-1)
-    inv_freq = 1.0 / (10000 ** (torch.arange(0, dh, 2, device=x.device, dtype=torch.float32) / dh))  # (Dh/2,)
-    pos = torch.arange(s, device=x.device, dtype=torch.float32)  # (S,)
+    # angles in fp32 (fp64 for fp64 inputs: fp32 sin/cos differ between CPU and CUDA by an ulp, which a float64
+    # comparison of the two devices would otherwise see)
+    dt = torch.promote_types(x.dtype, torch.float32)
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, dh, 2, device=x.device, dtype=dt) / dh))  # (Dh/2,)
+    pos = torch.arange(s, device=x.device, dtype=dt)  # (S,)
     ang = pos[:, None] * inv_freq  # (S, Dh/2)
     cos, sin = ang.cos(), ang.sin()
     if zeta is not None:
-        scale = zeta.to(x.device)[None, :] ** ((pos[:, None] + float(-s // 2)) / base)  # (S, Dh/2)
+        scale = zeta.to(x.device, dt)[None, :] ** ((pos[:, None] + float(-s // 2)) / base)  # (S, Dh/2)
         scale = 1 / scale if downscale else scale
         cos, sin = cos * scale, sin * scale
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)

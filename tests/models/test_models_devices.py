@@ -14,7 +14,7 @@ from rirlab.models.grc import uniform_int16
 from tests.helpers.devices import (HostReads, check_dropout_draws_on_device, check_fused_equals_reference,
                                    check_fused_search_syncs_do_not_grow_with_length,
                                    check_model_matches_across_devices, check_search_scores_fp32_under_bf16,
-                                   check_training_step)
+                                   check_training_step, tiny_batch, tiny_model)
 
 NAMES = registry.names()
 CUDA = pytest.param("cuda", id="cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(),
@@ -97,3 +97,32 @@ def test_autocast_helper():
         autocast("fp8", "cpu")
     assert at_least_fp32(torch.ones(1, dtype=torch.bfloat16)).dtype == torch.float32
     assert at_least_fp32(torch.ones(1, dtype=torch.float64)).dtype == torch.float64
+
+
+# ops whose results are not correctly rounded, so CPU and CUDA may differ in the last bit of a float32 result
+TRANSCENDENTAL = {"sin", "cos", "tan", "exp", "expm1", "log", "log1p", "log2", "pow", "tanh", "sigmoid", "erf",
+                  "softplus", "gelu", "silu", "atan2", "_softmax", "_log_softmax"}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_float64_forward_computes_no_transcendental_in_float32(name):
+    """A float64 forward computes its sines, exponentials, powers... in float64: a float32 one (RoPE's angles once)
+    gives CPU and CUDA results an ulp of float32 apart, which the float64 device comparison above then fails on
+    (seen on an H100: gutlb 6.9e-9 apart)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen = []
+
+    class Spy(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func.overloadpacket.__name__ in TRANSCENDENTAL and isinstance(out, torch.Tensor) \
+                    and out.dtype in (torch.float32, torch.float16, torch.bfloat16, torch.complex64):
+                seen.append(f"{func.overloadpacket.__name__} -> {out.dtype}")
+            return out
+
+    model, _ = tiny_model(name, torch.float64)
+    model.eval()
+    with torch.no_grad(), Spy():
+        model(tiny_batch("cpu"))
+    assert not seen, seen
