@@ -147,6 +147,14 @@ def training_loss(model, batch: dict, precision: str, device, aux_weight: float)
     return total, loss, logits, labels, out
 
 
+def host_values(values: list) -> list[float]:
+    """Scalars (0-d tensors on any device, or numbers) as Python floats in ONE host read: on CUDA every ``.item()``
+    waits for the queue to drain, so the step's loss, accuracy count and auxiliary loss are read together."""
+    tensors = [v for v in values if isinstance(v, torch.Tensor)]
+    read = iter(torch.stack([v.detach().reshape(()).to(torch.float64) for v in tensors]).tolist() if tensors else [])
+    return [next(read) if isinstance(v, torch.Tensor) else float(v) for v in values]
+
+
 class Trainer:
     """Builds task data and model from a resolved config; trains under its recipe; evaluates every split."""
 
@@ -226,9 +234,11 @@ class Trainer:
         return {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
 
     def loss_of(self, batch: dict):
+        """(total, task loss, correct predictions, predictions, model output): the count a device tensor, read
+        with the step's other values in one host read (:func:`host_values`)."""
         total, loss, logits, labels, out = training_loss(self.model, batch, self.cfg.train.precision, self.device,
                                                          self.aux_loss_weight)
-        correct = (logits.argmax(-1) == labels).sum().item()
+        correct = (logits.argmax(-1) == labels).sum()
         return total, loss.detach(), correct, labels.numel(), out
 
     def train_step(self) -> dict:
@@ -246,14 +256,17 @@ class Trainer:
             else:
                 with self.memory.track():
                     total, loss, c, k, out = self.loss_of(part)
-            if not torch.isfinite(total):
-                raise NonFiniteLoss(total.item(), self.step + 1)
+            has_aux = out.aux_loss is not None
+            total_v, loss_v, c_v, *aux_v = host_values([total.detach(), loss, c]
+                                                       + ([out.aux_loss.detach()] if has_aux else []))
+            if not math.isfinite(total_v):
+                raise NonFiniteLoss(total_v, self.step + 1)
             share = len(part["labels"]) / size
             self.scaler.scale(total * share if len(parts) > 1 else total).backward()
-            loss_sum += share * loss.item()
-            correct, n = correct + c, n + k
-            if out.aux_loss is not None:
-                aux += share * out.aux_loss.item()
+            loss_sum += share * loss_v
+            correct, n = correct + int(c_v), n + k
+            if has_aux:
+                aux += share * aux_v[0]
             for key, v in out.stats.items():
                 stats[key] = stats.get(key, 0.0) + share * float(v)
         if self.cfg.train.grad_clip > 0:
@@ -279,13 +292,14 @@ class Trainer:
         # by length (padding stays small) or, for a model whose output follows the batch's padding, as its authors'
         # loader (its ``eval_batches``: TLB/GUTLB "file", the RIR models "buckets" of bucket_factor batches)
         order = getattr(self.cfg.model_cfg, "eval_batches", "length")
-        loss_sum, correct, count = 0.0, 0, 0
+        sums, count = [], 0  # per batch: its summed loss and correct count, on the device until the end
         for idx in eval_batches(examples, t.eval_batch_size, order, t.bucket_factor, self.cfg.task == "mnli"):
             batch = self.to_device(self.data.collate([examples[i] for i in idx]))
             _, loss, c, n, _ = self.loss_of(batch)
-            loss_sum += loss.item() * n
-            correct += c
+            sums += [loss.double() * n, c]
             count += n
+        values = host_values(sums)  # one host read for the whole split, not two per batch
+        loss_sum, correct = sum(values[0::2]), sum(values[1::2])
         return {"accuracy": 100.0 * correct / max(count, 1), "loss": loss_sum / max(count, 1)}
 
     @property

@@ -125,3 +125,47 @@ def test_cpu_peak_memory_is_the_models_tensors_and_rss_is_reported_apart():
     # was the process's peak RSS (hundreds of MB: the interpreter, torch, the data) for a model of a few kB
     assert 4 * params * 4 / 2**20 < final["peak_mem_mb"] < 10
     assert final["process_rss_mb"] > 50 * final["peak_mem_mb"]
+
+
+def test_a_training_step_and_an_evaluation_read_the_device_once(cache):
+    """The trainer's own host reads (each a wait for the GPU's queue on CUDA): one per training step (loss, correct
+    count and finiteness together, before backward) and one per evaluated split (not two per batch), for a model
+    with no reads of its own. Was three per step and two per eval batch (the H100 profile's Trainer.train_step)."""
+    from rirlab.train import Trainer
+    from rirlab.trial import resolve
+    from tests.helpers.devices import HostReads
+
+    trainer = Trainer(resolve(tiny(recipe="paper", max_eval_examples=48, eval_batch_size=16)))
+    trainer.train_step()
+    with HostReads() as step_reads:
+        metrics = trainer.train_step()
+    with HostReads() as eval_reads:
+        dev = trainer.evaluate(trainer.dev_split())
+    assert step_reads.calls == ["tolist"] and eval_reads.calls == ["tolist"]  # 3 batches of 16, one read
+    assert 0 <= metrics["train/accuracy"] <= 100 and metrics["train/loss"] > 0
+    assert 0 <= dev["accuracy"] <= 100 and dev["loss"] > 0
+
+
+def test_a_non_finite_loss_stops_before_the_update(cache, monkeypatch):
+    """A NaN loss raises NonFiniteLoss (value and step) from the step's one host read, before backward and the
+    optimiser touch the weights."""
+    import math
+
+    import rirlab.train as train
+    from rirlab.train import NonFiniteLoss, Trainer
+    from rirlab.trial import resolve
+
+    trainer = Trainer(resolve(tiny(recipe="paper")))
+    trainer.train_step()
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    real = train.training_loss
+
+    def nan_loss(*args, **kw):
+        total, *rest = real(*args, **kw)
+        return (total * float("nan"), *rest)
+
+    monkeypatch.setattr(train, "training_loss", nan_loss)
+    with pytest.raises(NonFiniteLoss) as err:
+        trainer.train_step()
+    assert math.isnan(err.value.value) and err.value.step == 2 and trainer.step == 1
+    assert all(torch.equal(v, trainer.model.state_dict()[k]) for k, v in before.items())
