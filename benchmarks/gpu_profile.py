@@ -115,7 +115,10 @@ def main(argv=None) -> int:
         torch.cuda.synchronize()
         wall = time.perf_counter() - t0
     events = prof.events()
-    kernels = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
+    # device-side events less the user annotations that the profiler also puts on the GPU's timeline (the optimiser's
+    # "Optimizer.step#AdamW.step" range: not a kernel, and it spans kernels that are counted on their own)
+    kernels = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA
+               and not getattr(e, "is_user_annotation", False) and not e.name.startswith(("Optimizer.", "ProfilerStep"))]
     runtime = collections.Counter(e.name for e in events if e.name.startswith("cuda"))
     by_kernel = collections.defaultdict(lambda: [0.0, 0])
     for e in kernels:
