@@ -68,6 +68,7 @@ Choices the paper leaves open (ours):
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Callable, Literal
 
 import torch
@@ -173,30 +174,54 @@ def align(scores: torch.Tensor, mode: str, sample: bool, generator=None, slot0: 
     return idx
 
 
+def chunk_layout(lengths: list[int], k: int, padded) -> dict:
+    """One level of the outer recursion, on the host: for sequences of ``lengths`` items (and the batch's padded
+    length ``padded`` under chunk_by batch, else None) the chunks' ``rows`` (sequence of each chunk), ``starts``,
+    ``sizes`` (the last chunk of a sequence: the remainder), ``counts`` (chunks per sequence), ``first`` (each
+    sequence's first chunk), ``lone`` (a chunk that is its sequence's only one) and ``single`` (a chunk of a
+    one-item sequence); and ``gidx`` (N, most): each sequence's chunks in order, its last repeated as padding."""
+    counts = [n_chunks(n, k, padded) for n in lengths]
+    rows, starts, sizes, first, gidx = [], [], [], [], []
+    most = max(counts)
+    for seq, (n, c) in enumerate(zip(lengths, counts)):
+        first.append(len(rows))
+        gidx.append([len(rows) + min(j, c - 1) for j in range(most)])
+        for j in range(c):
+            rows.append(seq)
+            starts.append(j * k)
+            sizes.append(k if j < c - 1 else n - j * k)
+    return {"counts": counts, "rows": rows, "starts": starts, "sizes": sizes, "first": first, "gidx": gidx,
+            "lone": [counts[r] == 1 for r in rows], "single": [lengths[r] == 1 for r in rows], "most": most}
+
+
 def rir_encode(inner: nn.Module, x: torch.Tensor, lengths: torch.Tensor, k: int, alignment: str,
                slot0: str = "beam0", chunk_by: str = "batch", eval_alignment: str = "sample"):
     """Outer balanced k-ary recursion. x (N, S, D), lengths (N,) -> roots (N, b, D), scores (N, b).
     ``chunk_by``: "batch" decides chunking by the padded length S (then ceil(S / k) per level), "sequence" by
     each sequence's own length; ``eval_alignment``: "sample" aligns in eval mode as in training, "string_it" strings
-    the beams in order there (module doc)."""
+    the beams in order there (module doc).
+
+    The chunk layout decides tensor shapes, so it lives on the host: the lengths are read once per forward (one host
+    synchronisation on CUDA, not several per level) and every level's layout (:func:`chunk_layout`) reaches the
+    device in one non-blocking copy."""
     if chunk_by not in ("batch", "sequence"):
         raise ValueError(f"unknown chunk_by {chunk_by!r}; use batch or sequence")
     dev = x.device
     padded = x.size(1) if chunk_by == "batch" else None  # the authors' S
     x = x.unsqueeze(1)  # (N, 1, S, D): one beam until the first inner search
     pos_scores = None  # (N, b, S) once beams exist
-    rows_of = torch.arange(x.size(0), device=dev)  # (N,)
+    host_lengths = lengths.tolist()  # the one host read of the outer recursion
     while True:
         level = padded  # this level's padded length (chunk_by batch), else None
-        counts = n_chunks(lengths, k, level)  # (N,) chunks per sequence
+        lay = chunk_layout(host_lengths, k, level)
         if level is not None:
             padded = -(-level // k) if level >= k + k // 2 else 1
-        rows = torch.repeat_interleave(rows_of, counts)  # (C,) the sequence of each chunk
-        first = counts.cumsum(0) - counts  # (N,) id of each sequence's first chunk
-        i = torch.arange(rows.numel(), device=dev) - first[rows]  # (C,) place of the chunk in its sequence
-        starts = i * k  # (C,)
-        sizes = torch.where(i < counts[rows] - 1, k, lengths[rows] - starts)  # (C,) the last chunk: the remainder
-        off = torch.arange(int(sizes.max()), device=dev)  # (Wc,)
+        c, n, most = len(lay["rows"]), len(host_lengths), lay["most"]
+        flat = torch.tensor(lay["rows"] + lay["starts"] + lay["sizes"] + lay["lone"] + lay["single"]
+                            + list(itertools.chain.from_iterable(lay["gidx"])), dtype=torch.long).to(dev, non_blocking=True)
+        rows, starts, sizes, lone_chunk, single = flat[: 5 * c].view(5, c)  # (C,) each
+        gidx = flat[5 * c:].view(n, most)  # (N, most)
+        off = torch.arange(max(lay["sizes"]), device=dev)  # (Wc,)
         pos = (starts[:, None] + off).clamp(max=x.size(2) - 1)  # (C, Wc)
         xc = x.transpose(1, 2)[rows[:, None], pos].transpose(1, 2)  # (C, B, Wc, D)
         in_scores = None
@@ -207,9 +232,7 @@ def rir_encode(inner: nn.Module, x: torch.Tensor, lengths: torch.Tensor, k: int,
         # a sequence that is one item does not enter the inner RvNN (the authors loop while S > 1): under chunk_by
         # batch only when the whole batch is (S = 1); a one-item sequence in a longer padded batch goes through it
         if getattr(inner, "single_passes_through", False) and (level is None or level == 1):
-            lone_item = (lengths[rows] == 1)[:, None, None]
-            roots = torch.where(lone_item, xc[:, :, 0], roots)  # (C, 1, D)
-        most = int(counts.max())
+            roots = torch.where(single.bool()[:, None, None], xc[:, :, 0], roots)  # (C, 1, D)
         if (most if level is None else padded) == 1:  # batch: the authors' loop ends when S is 1
             return roots, scores
         if scores.size(1) > 1:  # beam alignment (eq. 8-9); one beam (a GRC RNN inside) has nothing to align
@@ -217,15 +240,14 @@ def rir_encode(inner: nn.Module, x: torch.Tensor, lengths: torch.Tensor, k: int,
             idx = align(scores, alignment, sample, slot0=slot0)  # (C, b)
             # the only chunk of its sequence keeps its beams in order (chunk_by sequence: as the sequence alone;
             # chunk_by batch: the authors realign every chunk of a chunked batch)
-            lone = (counts[rows] == 1)[:, None] & (level is None)  # (C, 1)
+            lone = lone_chunk.bool()[:, None] & (level is None)  # (C, 1)
             idx = torch.where(lone, torch.arange(idx.size(1), device=dev), idx)  # (C, b)
             roots = roots.gather(1, idx[..., None].expand_as(roots))  # (C, b, D) eq. 9
             scores = scores.gather(1, idx)  # (C, b)
         # string the chunks back into sequences: (N, b, most, D)
-        gidx = (first[:, None] + torch.arange(most, device=dev)).minimum((first + counts - 1)[:, None])  # (N, most)
         x = roots[gidx].transpose(1, 2)  # (N, b, most, D)
         pos_scores = scores[gidx].transpose(1, 2)  # (N, b, most)
-        lengths = counts
+        host_lengths = lay["counts"]
 
 
 class RIREncoder(nn.Module):

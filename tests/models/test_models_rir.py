@@ -370,3 +370,36 @@ def test_pair_batch_joint_is_the_authors_batch_pair():
     separate = encoded(pair_batch="separate")
     matches(separate[2], PAIR_SEPARATE_SIX)
     assert (separate[2] - joint[2]).abs().max() > 1e-2
+
+
+CUDA = pytest.param("cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(),
+                                                                         reason="needs a CUDA device")])
+
+
+@pytest.mark.parametrize("device", ["cpu", CUDA])
+@pytest.mark.parametrize("chunk_by", ["batch", "sequence"])
+def test_the_outer_recursion_reads_the_lengths_once(device, chunk_by):
+    """The chunk layout (shapes) is computed on the host from ONE read of the lengths per forward, whatever the number
+    of levels (the H100 profile saw ~6 synchronising reads per level: repeat_interleave by counts, the largest chunk,
+    the most chunks, a flag moved to the device); an inner RvNN without reads of its own shows only that one."""
+    from tests.helpers.devices import count_syncs
+
+    class MeanInner(torch.nn.Module):  # one beam: the chunk's mean over its real items, score 0
+        def forward(self, x, sizes, in_scores=None):  # x (C, 1, Wc, D)
+            keep = (torch.arange(x.size(2), device=x.device) < sizes[:, None]).to(x.dtype)  # (C, Wc)
+            return (x[:, 0] * keep[..., None]).sum(1, keepdim=True) / sizes[:, None, None], x.new_zeros(x.size(0), 1)
+
+    inner = MeanInner()
+    x = torch.randn(3, 130, 4, device=device)
+    for lengths, levels in (([7, 3, 5], 1), ([40, 12, 30], 2), ([130, 61, 9], 3)):  # chunk 5: 1, 2, 3 levels
+        lens = torch.tensor(lengths, device=device)
+        length = max(lengths)
+        assert count_syncs(lambda: rir_encode(inner, x[:, :length], lens, 5, "beam", chunk_by=chunk_by), device) == 1
+    # the layout itself against its rule: sizes sum to each length, every chunk but the last of a sequence is k
+    from rirlab.models.rir import chunk_layout
+
+    lay = chunk_layout([11, 3, 16], 5, None)
+    assert lay["counts"] == [n_chunks(n, 5) for n in (11, 3, 16)] == [3, 1, 4]
+    assert lay["rows"] == [0, 0, 0, 1, 2, 2, 2, 2] and lay["sizes"] == [5, 5, 1, 3, 5, 5, 5, 1]
+    assert lay["first"] == [0, 3, 4] and lay["gidx"] == [[0, 1, 2, 2], [3, 3, 3, 3], [4, 5, 6, 7]]
+    assert lay["lone"] == [False] * 3 + [True] + [False] * 4 and lay["single"] == [False] * 8
