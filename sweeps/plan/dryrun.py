@@ -432,14 +432,14 @@ def bench_figures(root: Optional[str] = None) -> list[dict]:
 
 def gpu_projection(resolved: list, steps: list, keys: list, first: dict, timings: dict, gpu: float,
                    root: Optional[str] = None) -> str:
-    """GPU hours projected from `rirlab bench --device cuda` figures of the trials' models: a figure's ms per
-    token (its batch x length) times each trial's tokens per step (its batch x padded length), which is rough
-    (a GPU step of a small batch is mostly fixed cost); or why there is no projection."""
+    """GPU hours projected from `rirlab bench --device cuda` figures of the trials' models: each trial's step time
+    at its tokens per step (batch x padded length) from the model's figures (:func:`step_ms_at`), which is rough;
+    or why there is no projection."""
     figures = bench_figures(root)
     models = sorted({r.model for r in resolved})
-    by_model: dict[str, dict] = {}
+    by_model: dict[str, list] = {}
     for f in figures:
-        by_model.setdefault(f.get("model"), f)
+        by_model.setdefault(f.get("model"), []).append(f)
     have = [m for m in models if m in by_model]
     if not have:
         where = "benchmarks/ holds none" if not figures else f"none for {', '.join(models)} among {len(figures)}"
@@ -451,14 +451,30 @@ def gpu_projection(resolved: list, steps: list, keys: list, first: dict, timings
         if f is None or n is None or t is None:
             continue
         tokens = r.train.batch_size * sum(t.shape.padded)
-        hours += n * f["median_ms"] * tokens / (f["batch"] * f["length"]) / 3.6e6
+        hours += n * step_ms_at(f, tokens) / 3.6e6
         counted += 1
-    devices = sorted({str(by_model[m]["device"]) for m in have})
+    devices = sorted({str(f["device"]) for m in have for f in by_model[m]})
     missing = [m for m in models if m not in by_model]
     rest = f"; {len(resolved) - counted} trials not counted (no figure for {', '.join(missing)})" if missing else ""
     return (f"about {_duration(hours)} of trial time = {hours * (gpu or 1):,.3g} GPU-hours at "
             f"{gpu or 1:g} gpu per trial, from `rirlab bench --device cuda` figures of {', '.join(have)} on "
-            f"{', '.join(devices)} scaled by tokens per step (rough){rest}")
+            f"{', '.join(devices)} by tokens per step (rough: interpolated between figures, never below the "
+            f"smallest one's time){rest}")
+
+
+def step_ms_at(figures: list[dict], tokens: int) -> float:
+    """A training step's ms at ``tokens`` (batch x padded length) from one model's GPU step figures: interpolated
+    between the figures' token counts; below the smallest, that figure's time (a small GPU step is mostly fixed
+    cost: on an H100 RIR-EBT-GRC's 128 x 100 and 128 x 1000 steps took 64 and 171 ms, not 10x apart, and a
+    ListOps batch of 128 x 33 trained at 69 ms per step); above the largest, its time per token."""
+    points = sorted({f["batch"] * f["length"]: f["median_ms"] for f in figures}.items())
+    if tokens <= points[0][0]:
+        return points[0][1]
+    for (t0, m0), (t1, m1) in zip(points, points[1:]):
+        if tokens <= t1:
+            return m0 + (m1 - m0) * (tokens - t0) / (t1 - t0)
+    t, m = points[-1]
+    return m * tokens / t
 
 
 def _ms(ms: float) -> str:

@@ -193,3 +193,16 @@ def test_a_busy_machine_is_timed_with_fewer_threads(monkeypatch):
     assert _free_cores() == (2, "")
     monkeypatch.setattr(os, "getloadavg", lambda: (3.2, 3.0, 2.9))  # a 2-thread trial beside it
     assert _free_cores() == (1, "load 3.2 on 2 cores")
+
+
+def test_gpu_step_time_is_interpolated_between_figures_and_never_below_the_smallest():
+    """A GPU step of a small batch is mostly fixed cost (an H100: RIR-EBT-GRC 64 ms at 128 x 100, 171 ms at 128 x
+    1000): fewer tokens than the smallest figure keep its time, between two figures the time is interpolated, past
+    the largest it grows with the tokens."""
+    from sweeps.plan.dryrun import step_ms_at
+
+    figs = [{"batch": 128, "length": 1000, "median_ms": 171.0}, {"batch": 128, "length": 100, "median_ms": 64.0}]
+    assert step_ms_at(figs, 128 * 33) == 64.0
+    assert step_ms_at(figs, 128 * 550) == pytest.approx(64.0 + 107.0 / 2)
+    assert step_ms_at(figs, 128 * 2000) == pytest.approx(342.0)
+    assert step_ms_at(figs[:1], 128 * 500) == 171.0
