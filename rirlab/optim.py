@@ -59,13 +59,16 @@ class Ranger(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
+        """One step of every parameter with a gradient, as multi-tensor (``torch._foreach_*``) ops over the parameters
+        that share a step count (normally all of a group): the same arithmetic as a loop over parameters, in a
+        number of kernel launches that does not grow with the number of parameters (on a GPU the per-parameter loop
+        was ~8 launches x 35 parameters of RIR-EBT-GRC's ~1,550 per training step, which is launch-bound)."""
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
         for group in self.param_groups:
-            beta1, beta2 = group["betas"]
-            lr, wd = group["lr"], group["weight_decay"]
+            by_step: dict[int, list] = {}
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -78,23 +81,40 @@ class Ranger(torch.optim.Optimizer):
                     state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                     state["slow"] = p.detach().clone()  # Lookahead phi_0 = theta_0
                 state["step"] += 1
-                t = state["step"]
-                m, v = state["exp_avg"], state["exp_avg_sq"]
-                m.mul_(beta1).add_(p.grad, alpha=1 - beta1)
-                v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
-                if wd:
-                    p.mul_(1 - lr * wd)
-                rho, r = self.rectification(t, beta2)
-                if rho > group["rho_threshold"]:
-                    step_size = lr * r * math.sqrt(1 - beta2**t) / (1 - beta1**t)
-                    p.addcdiv_(m, v.sqrt().add_(group["eps"]), value=-step_size)
-                else:
-                    p.add_(m, alpha=-lr / (1 - beta1**t))
-                if t % group["k"] == 0:  # Lookahead: slow weights move toward the fast ones, fast restart there
-                    slow = state["slow"]
-                    slow.add_(p - slow, alpha=group["alpha"])
-                    p.copy_(slow)
+                by_step.setdefault(state["step"], []).append(p)
+            for t, params in by_step.items():
+                self._update(group, t, params)
         return loss
+
+    def _update(self, group: dict, t: int, params: list) -> None:
+        """RAdam then Lookahead at step ``t`` for ``params`` (module doc)."""
+        beta1, beta2 = group["betas"]
+        lr, wd = group["lr"], group["weight_decay"]
+        grads = [p.grad for p in params]
+        m = [self.state[p]["exp_avg"] for p in params]
+        v = [self.state[p]["exp_avg_sq"] for p in params]
+        torch._foreach_mul_(m, beta1)
+        torch._foreach_add_(m, grads, alpha=1 - beta1)
+        torch._foreach_mul_(v, beta2)
+        torch._foreach_addcmul_(v, grads, grads, value=1 - beta2)
+        if wd:
+            torch._foreach_mul_(params, 1 - lr * wd)
+        rho, r = self.rectification(t, beta2)
+        if rho > group["rho_threshold"]:
+            step_size = lr * r * math.sqrt(1 - beta2**t) / (1 - beta1**t)
+            denom = torch._foreach_sqrt(v)
+            torch._foreach_add_(denom, group["eps"])
+            torch._foreach_addcdiv_(params, m, denom, value=-step_size)
+        else:
+            torch._foreach_add_(params, m, alpha=-lr / (1 - beta1**t))
+        if t % group["k"] == 0:  # Lookahead: slow weights move toward the fast ones, fast restart there
+            slow = [self.state[p]["slow"] for p in params]
+            torch._foreach_add_(slow, torch._foreach_sub(params, slow), alpha=group["alpha"])
+            if hasattr(torch, "_foreach_copy_"):  # torch >= 2.2
+                torch._foreach_copy_(params, slow)
+            else:
+                for p, s in zip(params, slow):
+                    p.copy_(s)
 
 
 def mark_group(params, group: str) -> None:

@@ -188,3 +188,50 @@ def test_bf16_precision_runs_the_forward_under_autocast_with_a_finite_fp32_loss(
     assert math.isfinite(bf16["train/loss"]) and math.isfinite(bf16["test/loss"])
     assert bf16["train/loss"] != fp32["train/loss"]
     assert run_trial({**cfg, "precision": "fp32"})["train/loss"] == fp32["train/loss"]  # deterministic otherwise
+
+
+def test_ranger_steps_many_parameters_as_each_alone_in_launches_that_do_not_grow_with_them():
+    """The multi-tensor step equals stepping each parameter with its own Ranger, bit for bit, through Lookahead
+    syncs and weight decay, also when a parameter misses gradients on some steps (its step count lags: it is
+    updated with its own t); and it dispatches as many ops for 30 parameters as for 3 (one launch per op on a GPU)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    torch.manual_seed(0)
+    params = [torch.nn.Parameter(torch.randn(4, 3)) for _ in range(3)]
+    alone = [torch.nn.Parameter(p.detach().clone()) for p in params]
+    joint = Ranger(params, lr=0.01, weight_decay=0.1)
+    single = [Ranger([p], lr=0.01, weight_decay=0.1) for p in alone]
+    for step in range(1, 13):
+        for i, (p, q) in enumerate(zip(params, alone)):
+            if i == 2 and step % 3 == 0:  # no gradient this step
+                p.grad = q.grad = None
+                continue
+            g = torch.randn(4, 3)
+            p.grad, q.grad = g.clone(), g.clone()
+        joint.step()
+        for opt, q in zip(single, alone):
+            if q.grad is not None:
+                opt.step()
+    assert all(torch.equal(p, q) for p, q in zip(params, alone))
+    assert joint.state[params[2]]["step"] == 8 and joint.state[params[0]]["step"] == 12
+
+    class Count(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.n += 1
+            return func(*args, **(kwargs or {}))
+
+    def ops(n_params: int) -> int:
+        ps = [torch.nn.Parameter(torch.randn(5)) for _ in range(n_params)]
+        opt = Ranger(ps, weight_decay=0.1, k=1)  # k 1: Lookahead on every step
+        for p in ps:
+            p.grad = torch.ones(5)
+        opt.step()  # the first step creates the state
+        with Count() as c:
+            opt.step()
+        return c.n
+
+    assert ops(30) == ops(3) <= 12
