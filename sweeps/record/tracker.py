@@ -209,8 +209,20 @@ class Tracker:
                               source=json.dumps(source, sort_keys=True, default=str),
                               profile=json.dumps({"rows": d["rows"], "rows_from": d["rows_from"]}))
             inputs.append(DatasetInput(dataset, tags=[InputTag(contract.DATASET_CONTEXT, d["split"])]))
-        if inputs:
-            self.client.log_inputs(run_id, datasets=inputs)
+        for attempt in range(5):
+            if not inputs:
+                return
+            try:
+                self.client.log_inputs(run_id, datasets=inputs)
+                return
+            except Exception as err:  # noqa: BLE001 -- only the insert race below is retried
+                # two sweeps of one spec started together insert the same new dataset row at once: the store's
+                # "does it exist" check passes in both, one insert fails UNIQUE (datasets.experiment_id, name,
+                # digest; PostgreSQL: "dataset_pk"); the row exists now, so the same call again links to it
+                if "UNIQUE constraint failed: datasets" not in str(err) and "\"dataset_pk\"" not in str(err) \
+                        or attempt == 4:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
 
     def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
         self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()], synchronous=True)

@@ -100,3 +100,42 @@ def test_worker_env_carries_the_data_cache_as_an_absolute_path(tmp_path, monkeyp
     assert worker_env()["RIRLAB_CACHE"] == str(tmp_path / "rel" / "cache")
     monkeypatch.delenv("RIRLAB_CACHE")
     assert "RIRLAB_CACHE" not in worker_env()
+
+
+def test_two_sweeps_inserting_the_same_dataset_at_once_both_record_it(tmp_path, monkeypatch):
+    """The race two sweeps of one spec hit when started together (seen in CI): both pass the store's "is this dataset
+    new" check and one insert fails UNIQUE (datasets.experiment_id, name, digest). The tracker calls again, which then
+    links the row the other sweep inserted; any other error still propagates."""
+    import pytest
+    from mlflow.exceptions import MlflowException
+
+    from sweeps.record.callback import trial_datasets
+    from rirlab.trial import resolve
+
+    cfg = LISTOPS.config(**SMALL, eval_splits=["test"], cache_dir=str(tmp_path))
+    resolved = resolve({"model": "bbt_grc", "task": "listops", **{k: getattr(cfg, k) for k in
+                                                                     ("n_train", "n_dev", "n_test", "eval_splits",
+                                                                      "cache_dir")}})
+    datasets = trial_datasets(resolved)
+    uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    ours, other = Tracker(uri), Tracker(uri)
+    exp = ours.experiment_id("race")
+    run_a, run_b = ours.client.create_run(exp).info.run_id, other.client.create_run(exp).info.run_id
+    real = ours.client.log_inputs
+    calls = []
+
+    def racing(run_id, datasets=None):
+        calls.append(run_id)
+        if len(calls) == 1:  # the other sweep's insert lands between our check and our insert
+            other.log_datasets(run_b, trial_datasets(resolved))
+            raise MlflowException("(sqlite3.IntegrityError) UNIQUE constraint failed: datasets.experiment_id, "
+                                  "datasets.name, datasets.digest")
+        return real(run_id, datasets=datasets)
+
+    monkeypatch.setattr(ours.client, "log_inputs", racing)
+    ours.log_datasets(run_a, datasets)
+    names = lambda r: sorted(i.dataset.name for i in MlflowClient(uri).get_run(r).inputs.dataset_inputs)  # noqa: E731
+    assert len(calls) == 2 and names(run_a) == names(run_b) == ["listops/dev", "listops/test", "listops/train"]
+    monkeypatch.setattr(ours.client, "log_inputs", lambda *a, **k: (_ for _ in ()).throw(MlflowException("disk full")))
+    with pytest.raises(MlflowException, match="disk full"):
+        ours.log_datasets(run_a, datasets)
