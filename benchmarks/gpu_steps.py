@@ -5,8 +5,9 @@ it is measured, so a run stopped by its time limit keeps what it measured.
     python benchmarks/gpu_steps.py --device cuda --out steps.jsonl
     python benchmarks/gpu_steps.py --device cpu --models rir_ebt_grc --shapes 4x50 --precisions fp32 --out s.jsonl
 
-A case whose first (warm-up) step takes longer than ``--slow-s`` is timed on that one further step alone rather
-than ``--repeats`` of them; out of memory is a row with status OOM. Cases run cheapest first (short shapes, then
+Each case is ``rirlab bench --protocol step`` (rirlab.bench.step) run in this process: one cold step first; a case
+whose cold step took longer than ``--slow-s`` is then timed on one step alone rather than ``--repeats`` after
+``--warmup``; out of memory is a row with status OOM. Cases run cheapest first (short shapes, then
 long; within a shape the models cheap first, as the H100 measured them), so the time limit cuts the slowest.
 """
 
@@ -14,9 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -38,7 +37,7 @@ def main(argv=None) -> int:
 
     import torch
 
-    from rirlab.bench.base import BenchOptions, PeakMemory, build_model, device_name, is_oom, one_step, random_batch, sync
+    from rirlab.bench.base import BenchOptions, device_name, is_oom, run
 
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     out = open(args.out, "a")
@@ -46,35 +45,19 @@ def main(argv=None) -> int:
     for batch, length in shapes:
         for name in args.models.split(","):
             for precision in args.precisions.split(","):
-                opts = BenchOptions(model=name, batch=batch, length=length, device=args.device, precision=precision)
                 row = {"model": name, "batch": batch, "length": length, "precision": precision, "status": "ok"}
-                model = opt = data = None
+
+                def step(warmup: int, repeats: int) -> dict:  # `rirlab bench --protocol step`, in this process
+                    return run("step", BenchOptions(model=name, batch=batch, length=length, device=args.device,
+                                                    precision=precision, warmup=warmup, repeats=repeats))
+
                 try:
-                    torch.manual_seed(0)
-                    model = build_model(name, opts).train()
-                    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-                    data = random_batch(batch, length, args.device)
-                    times = []
-                    with PeakMemory(args.device) as mem:
-                        sync(args.device)
-                        t0 = time.perf_counter()
-                        one_step(model, opt, data, True, precision)
-                        sync(args.device)
-                        first = time.perf_counter() - t0
-                        n_warm, n_timed = (0, 1) if first > args.slow_s else (args.warmup - 1, args.repeats)
-                        for _ in range(max(0, n_warm)):
-                            one_step(model, opt, data, True, precision)
-                        for _ in range(n_timed):
-                            sync(args.device)
-                            t0 = time.perf_counter()
-                            one_step(model, opt, data, True, precision)
-                            sync(args.device)
-                            times.append(1000 * (time.perf_counter() - t0))
-                    row.update(first_ms=1000 * first, median_ms=statistics.median(times), times_ms=times,
-                               peak_mem_mb=mem.mb)
+                    first = step(0, 1)["median_ms"]  # a cold step (allocator, kernels): decides how many to time
+                    r = step(0, 1) if first > 1000 * args.slow_s else step(args.warmup, args.repeats)
+                    row.update(first_ms=first, median_ms=r["median_ms"], times_ms=r["times_ms"],
+                               peak_mem_mb=r["peak_mem_mb"])
                 except Exception as err:  # noqa: BLE001 -- out of memory is a result; anything else is reported
                     row.update(status="OOM" if is_oom(err) else "ERROR", error=str(err).splitlines()[0][:300])
-                model = opt = data = None
                 if args.device == "cuda":
                     torch.cuda.empty_cache()
                 out.write(json.dumps(row) + "\n")

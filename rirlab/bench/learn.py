@@ -39,7 +39,8 @@ def learn(opts: BenchOptions) -> dict:
     if "steps" not in opts.overrides and "epochs" not in opts.overrides:
         config["epochs"] = 100  # the papers' cap; the time budget usually ends training first
     cfg = resolve(config, where="bench learn")
-    state = load_chain(opts.checkpoint, cfg.flat())
+    flat = cfg.flat()
+    state = load_chain(opts.checkpoint, flat)
     say = opts.progress or (lambda line: None)
     t_setup = time.perf_counter()
     trainer = Trainer(cfg)
@@ -89,7 +90,7 @@ def learn(opts: BenchOptions) -> dict:
         if trainer.step % opts.eval_every == 0:
             point()
             if opts.checkpoint:  # a chain killed between points loses at most eval_every steps
-                save_chain(opts.checkpoint, cfg.flat(), trainer, clock, curve)
+                save_chain(opts.checkpoint, flat, trainer, clock, curve)
     if curve[-1]["step"] != trainer.step:
         point()
     stopped = ("early stopping" if trainer.stopped else "time budget" if clock["train"] >= budget
@@ -97,7 +98,7 @@ def learn(opts: BenchOptions) -> dict:
     if trainer.best.get("step") != trainer.step:  # the last weights are a candidate, as at a trial's last step
         timed(lambda: trainer.consider(trainer.evaluate(trainer.dev_split()), epoch_end=False, counts=False), "eval")
     if opts.checkpoint:
-        save_chain(opts.checkpoint, cfg.flat(), trainer, clock, curve)
+        save_chain(opts.checkpoint, flat, trainer, clock, curve)
     t_final = time.perf_counter()
     weights = trainer.use_final_weights("best")
     results = {}
@@ -106,7 +107,7 @@ def learn(opts: BenchOptions) -> dict:
         say(f"{name:>12s} ({weights} weights, step {trainer.best.get('step', trainer.step)}): accuracy "
             f"{results[name]['accuracy']:6.2f}  loss {results[name]['loss']:.4f}")
     reached = first_reached(curve, opts.thresholds)
-    return {"model": opts.model, "task": opts.task, "recipe": cfg.train.recipe, "config": cfg.flat(),
+    return {"model": opts.model, "task": opts.task, "recipe": cfg.train.recipe, "config": flat,
             "budget_minutes": opts.minutes, "eval_every": opts.eval_every, "dev_examples": len(dev),
             "thresholds": [{"threshold": t, "reached": h is not None,
                             **{k: (h or {}).get(k) for k in ("step", "samples", "epoch", "train_seconds",

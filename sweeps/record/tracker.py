@@ -209,9 +209,9 @@ class Tracker:
                               source=json.dumps(source, sort_keys=True, default=str),
                               profile=json.dumps({"rows": d["rows"], "rows_from": d["rows_from"]}))
             inputs.append(DatasetInput(dataset, tags=[InputTag(contract.DATASET_CONTEXT, d["split"])]))
+        if not inputs:
+            return
         for attempt in range(5):
-            if not inputs:
-                return
             try:
                 self.client.log_inputs(run_id, datasets=inputs)
                 return

@@ -20,6 +20,7 @@ import copy
 import random
 import warnings
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
@@ -34,6 +35,9 @@ from rirlab.models.scorer import Scorer
 from rirlab.tasks.base import TaskInfo, collate_classify
 
 VOCAB, CLASSES = 20, 5
+# the "cuda" case of a device-parametrised test: marked cuda (opt-in: pytest -m cuda), skipped without a GPU
+CUDA = pytest.param("cuda", id="cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(),
+                                                                                     reason="needs a CUDA device")])
 # tiny settings, each applied where the model's config has the field
 TINY = {"hidden_size": 16, "cell_mult": 2, "num_heads": 2, "ff_mult": 2, "num_layers": 1, "n_layers": 1,
         "max_layers": 3, "chunk_size": 4, "memory_slots": 2, "s4d_state": 4, "beam_size": 2, "d_s": 8}

@@ -11,14 +11,12 @@ import torch
 from rirlab.models import registry
 from rirlab.models.base import at_least_fp32, autocast
 from rirlab.models.grc import uniform_int16
-from tests.helpers.devices import (HostReads, check_dropout_draws_on_device, check_fused_equals_reference,
+from tests.helpers.devices import (CUDA, HostReads, check_dropout_draws_on_device, check_fused_equals_reference,
                                    check_fused_search_syncs_do_not_grow_with_length,
                                    check_model_matches_across_devices, check_search_scores_fp32_under_bf16,
                                    check_training_step, tiny_batch, tiny_model)
 
 NAMES = registry.names()
-CUDA = pytest.param("cuda", id="cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(),
-                                                                                     reason="needs a CUDA device")])
 DEVICES = ["cpu", CUDA]
 
 

@@ -12,6 +12,7 @@ from rirlab.models import registry
 from rirlab.models.beam_tree import NEG
 from rirlab.models.rir import align, n_chunks, rir_encode
 from rirlab.tasks.base import TaskInfo
+from tests.helpers.devices import CUDA
 from tests.helpers.models import batch_of, build, random_seqs
 
 
@@ -370,10 +371,6 @@ def test_pair_batch_joint_is_the_authors_batch_pair():
     separate = encoded(pair_batch="separate")
     matches(separate[2], PAIR_SEPARATE_SIX)
     assert (separate[2] - joint[2]).abs().max() > 1e-2
-
-
-CUDA = pytest.param("cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(),
-                                                                         reason="needs a CUDA device")])
 
 
 @pytest.mark.parametrize("device", ["cpu", CUDA])

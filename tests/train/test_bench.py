@@ -113,7 +113,8 @@ def test_bench_learn_needs_neither_ray_nor_mlflow(tmp_path):
     code = ("import sys; sys.modules['ray'] = sys.modules['mlflow'] = None\n"
             "from rirlab.bench.base import BenchOptions, run\n"
             "r = run('learn', BenchOptions(minutes=0.005, eval_every=2, dev_examples=8, threads=1, overrides=dict("
-            "hidden_size=16, chunk_size=10, d_s=8, n_train=64, n_dev=16, n_eval=10, iid_pool=500, batch_size=16)))\n"
+            "hidden_size=16, chunk_size=10, d_s=8, n_train=64, n_dev=16, n_eval=10, iid_pool=500, n_test=50, "
+            "batch_size=16)))\n"
             "assert r['steps'] > 0 and not any(m.split('.')[0] in ('ray', 'mlflow') for m in sys.modules "
             "if sys.modules[m] is not None)\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
