@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import traceback
 
 import click
 
@@ -40,7 +41,8 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
     (exit 130 for Ctrl-C, 143 for SIGTERM).
     """
     from sweeps.record.faults import SweepFault
-    from sweeps.driver.signals import SweepInterrupted, close_startup_window, open_startup_window, terminated
+    from sweeps.driver.signals import (SweepInterrupted, close_startup_window, interrupted, open_startup_window, sender,
+                                       terminated)
 
     open_startup_window()  # no Ctrl-C or SIGTERM is lost before Ray Tune runs (closed before Tuner.fit)
     where = _where_flags(tracking_uri, output_dir, address)  # repeated in the hints: --resume needs the same store
@@ -73,8 +75,15 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
         click.echo(f"interrupted; continue with: {_resume_command(spec, quick, sets, where)}", err=True)
         sys.exit(143 if terminated() else 130)
     except KeyboardInterrupt:  # before the sweep's parent run existed: nothing to resume
-        click.echo(f"interrupted before the sweep {'continued' if resume else 'started'}; nothing was recorded: "
-                   f"run the same command again", err=True)
+        if not interrupted():  # every Ctrl-C and SIGTERM is recorded: this one came from code, not from a signal
+            traceback.print_exc()
+            click.echo("error: the sweep stopped on a KeyboardInterrupt that no signal explains (traceback above); "
+                       "nothing was recorded: run the same command again, and please report it", err=True)
+            sys.exit(1)
+        by = sender()
+        click.echo(f"interrupted{f' by SIGINT from {by}' if by else ''} before the sweep "
+                   f"{'continued' if resume else 'started'}; nothing was recorded: run the same command again",
+                   err=True)
         sys.exit(143 if terminated() else 130)
     finally:  # a refusal or a dry run ends before Tune: SIGINT unblocked again (an in-process caller keeps Ctrl-C)
         close_startup_window()

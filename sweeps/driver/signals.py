@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import _thread
 import contextlib
+import os
 import signal
 import sys
 import threading
+from pathlib import Path
+from typing import Optional
 
 
 class SweepInterrupted(KeyboardInterrupt):
@@ -29,6 +32,7 @@ class SweepInterrupted(KeyboardInterrupt):
 
 _TERMINATED: list[int] = []
 _INTERRUPTED: list[int] = []
+_SENDERS: list[int] = []  # the sender's pid of each SIGINT the watcher took (0: the kernel, e.g. a terminal's Ctrl-C)
 
 
 def terminated() -> bool:
@@ -79,6 +83,20 @@ def _on_int(signum, frame):
     raise KeyboardInterrupt
 
 
+def sender() -> Optional[str]:
+    """Who sent the last SIGINT the start-up watcher took, when another process did (not a terminal's Ctrl-C, not
+    this driver itself): "process PID (its command line)"; else None. A sweep stopped by a scheduler or a stray
+    signal says so instead of looking like the user's Ctrl-C."""
+    pid = _SENDERS[-1] if _SENDERS else 0
+    if pid in (0, os.getpid()):
+        return None
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:  # gone already, or not Linux
+        command = ""
+    return f"process {pid}" + (f" ({command[:80]})" if command else "")
+
+
 def raise_if_interrupted() -> None:
     if interrupted():
         raise KeyboardInterrupt
@@ -93,7 +111,9 @@ class _Watcher:
 
     def _run(self) -> None:
         while not self.stop.is_set():
-            if signal.sigtimedwait({signal.SIGINT}, 0.1) is not None:
+            taken = signal.sigtimedwait({signal.SIGINT}, 0.1)
+            if taken is not None:
+                _SENDERS.append(taken.si_pid)
                 _INTERRUPTED.append(signal.SIGINT)
                 _thread.interrupt_main()  # the main thread raises KeyboardInterrupt at its next bytecode
 

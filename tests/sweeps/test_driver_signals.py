@@ -97,3 +97,23 @@ def test_a_refused_or_dry_run_sweep_leaves_ctrl_c_working_in_its_process(workdir
     assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, set())
     assert cli("sweep", TINY_SPEC, "--dry-run").exit_code == 0
     assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+
+
+def test_a_keyboard_interrupt_no_signal_explains_is_an_error_with_its_traceback(workdir, cli, monkeypatch):
+    """Every Ctrl-C and SIGTERM the driver gets is recorded; a KeyboardInterrupt raised by code (a library's) is not
+    the user's: it must not read "interrupted ... run the same command again" (exit 130), which hid where it came
+    from, but show its traceback and exit 1."""
+    import sweeps.driver.sweep as driver
+    from sweeps.driver import signals
+    from tests.helpers.cli import TINY_SPEC
+
+    def raised_by_code(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(driver, "run_sweep", raised_by_code)
+    monkeypatch.setattr(signals, "_INTERRUPTED", [])
+    monkeypatch.setattr(signals, "_TERMINATED", [])
+    result = cli("sweep", TINY_SPEC, "--tracking-uri", f"sqlite:///{workdir / 'm.db'}")
+    assert result.exit_code == 1, result.output
+    assert "no signal explains" in result.stderr and "in raised_by_code" in result.stderr, result.stderr
+    assert "interrupted before" not in result.stderr
