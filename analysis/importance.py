@@ -126,7 +126,7 @@ def render(result: Importance, about: Optional[str] = None, fmt: str = "markdown
         return pd.DataFrame(rows, columns=["parameter", "importance"]).to_csv(index=False)
     lines = ["| parameter | importance |", "|:---|---:|"]
     lines += [f"| {k} | {v:.3f} |" if not math.isnan(v) else f"| {k} | — |" for k, v in rows]
-    foot = [about] if about else []
+    foot = about.splitlines() if about else []
     foot.append(f"optuna.importance ({result.evaluator}) of {contract.metric_named(result.metric)} ({result.mode}) "
                 f"over {result.n_trials} finished trial runs (each seed a trial); importances sum to 1")
     if result.constant:

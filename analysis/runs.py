@@ -172,18 +172,40 @@ class Sweep:
     n_expected: int
     splits: list = dataclasses.field(default_factory=list)  # [(split, paper label)] in the papers' order
     n_sweeps: int = 0  # sweeps of the experiment (parent runs), this one included
+    parents: list = dataclasses.field(default_factory=list)  # several sweeps read as one (``combine``): each parent
 
     @property
     def about(self) -> Optional[str]:
-        """Which sweep this is (parent run, spec hash, quick or full, date); None before any sweep."""
+        """Which sweep this is (parent run, spec hash, quick or full, date), a line per sweep when several are
+        read as one; None before any sweep."""
+        if self.parents:
+            return "\n".join(describe_parent(p) for p in self.parents)
         return None if self.parent is None else describe_parent(self.parent)
 
 
-def load_sweep(client: Optional[MlflowClient], experiment: str, parent_id: Optional[str] = None, spec=None,
+def combine(sweeps: list[Sweep], spec=None) -> Sweep:
+    """Several sweeps of one experiment read as one: their trial runs together (e.g. a row or a seed per sweep,
+    each sweep pinned to its own cores or machine), laid out by ``spec`` (the spec file: every row it lists; else the
+    first sweep's), cells over the seeds of every sweep, the splits of all in order. ``parent`` is the first
+    sweep's; ``parents`` names them all."""
+    first = sweeps[0]
+    frames = [s.runs for s in sweeps if not s.runs.empty]
+    runs = pd.concat(frames, ignore_index=True).drop_duplicates("run_id") if frames else pd.DataFrame()
+    splits = list(dict.fromkeys(x for s in sweeps for x in s.splits))
+    n = len(spec.seed_list) if spec is not None else max(s.n_expected for s in sweeps)
+    return Sweep(first.experiment, first.parent, runs, spec or first.spec, n, splits, first.n_sweeps,
+                 [s.parent for s in sweeps])
+
+
+def load_sweep(client: Optional[MlflowClient], experiment: str, parent_id=None, spec=None,
                allow_empty: bool = False, latest_full: bool = False) -> Sweep:
-    """The latest (``latest_full``: the latest without --quick; or the given) sweep of EXPERIMENT. ``allow_empty``:
-    no store (client None), experiment or parent yet is not an error (tables of a spec print their layout with
-    empty cells)."""
+    """The latest (``latest_full``: the latest without --quick; or the given) sweep of EXPERIMENT; ``parent_id``
+    may list several sweeps, read as one (:func:`combine`). ``allow_empty``: no store (client None), experiment or
+    parent yet is not an error (tables of a spec print their layout with empty cells)."""
+    ids = list(dict.fromkeys([parent_id] if isinstance(parent_id, str) else parent_id or []))
+    if len(ids) > 1:
+        return combine([load_sweep(client, experiment, i, spec) for i in ids], spec)
+    parent_id = ids[0] if ids else None
     try:
         if client is None:
             raise UserError("no store")

@@ -206,7 +206,7 @@ def ablation(df: pd.DataFrame, spec=None, task: Optional[str] = None, stat: Opti
             keep = [j for j in range(len(grid.header)) if j not in empty]
             grid.header = [grid.header[j] for j in keep]
             grid.body = [[row[j] for j in keep] for row in grid.body]
-    grid.footer = ([about] if about else []) + run_footer(df, stat, n_expected)
+    grid.footer = (about.splitlines() if about else []) + run_footer(df, stat, n_expected)
     if pairing is not None:
         titles = [t.title for t in ref_tables if t.id in used] or [t.title for t in ref_tables]
         paper_stats = sorted({t.stat for t in ref_tables if t.id in used} or {t.stat for t in ref_tables})
@@ -256,7 +256,7 @@ def pivot(df: pd.DataFrame, rows_key: str, cols_key: str, split: str, stat: str 
         cells = [aggregate(next(iter(groups[(rv, cv)].values())), stat) if (rv, cv) in groups else None for cv in col_vals]
         grid.body.append([describe(rows_key, rv), *(fmt_cell(c, n_expected) for c in cells)])
         grid.kinds.append("ours")
-    grid.footer = ([about] if about else []) + [contract.split_metric(split, metric)] + run_footer(df, stat, n_expected)
+    grid.footer = (about.splitlines() if about else []) + [contract.split_metric(split, metric)] + run_footer(df, stat, n_expected)
     return grid
 
 

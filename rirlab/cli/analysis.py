@@ -13,8 +13,10 @@ from rirlab.errors import UserError
 
 spec_argument = click.argument("spec", type=click.Path(dir_okay=False, exists=True), required=False)
 experiment_option = click.option("--experiment", default=None, help="Experiment name (default: the spec's name).")
-parent_option = click.option("--run", "--parent", "parent", default=None, metavar="RUN_ID",
-                             help="Sweep (parent run id, `rirlab runs` lists them) to read (default: the latest).")
+parent_option = click.option("--run", "--parent", "parent", multiple=True, metavar="RUN_ID",
+                             help="Sweep (parent run id, `rirlab runs` lists them) to read (default: the latest). "
+                                  "Repeat it to read several sweeps of the spec as one, e.g. a row or a seed per "
+                                  "sweep run on its own cores: their trial runs fill one table.")
 latest_full_option = click.option("--latest-full", is_flag=True, default=False,
                                   help="Read the latest sweep run without --quick (default: the latest of any kind).")
 # analysis.stats.STATS and its default, spelled here because the CLI imports the analysis layer only inside its

@@ -151,3 +151,28 @@ def test_unwritable_out_is_one_line(cmd, where, two, tmp_path):
         assert "is a directory" in r.stderr
         return
     assert r.stderr.startswith("error: ") and r.stderr.count("\n") == 1 and "--out" in r.stderr, r.stderr
+
+
+def test_several_runs_read_as_one_table(tmp_path):
+    """A row or a seed per sweep (each sweep pinned to its own core, as the results pages' trials run): `--run A
+    --run B` lays out the spec's rows once, each cell over the seeds of both sweeps, and names both sweeps."""
+    uri, spec = make_sweep(tmp_path, {**SPEC, "name": "split"}, [_run(10, 0, 80.0), _run(30, 0, 70.0)])
+    client = MlflowClient(uri)
+    (a,) = [r.info.run_id for r in client.search_runs([client.get_experiment_by_name("split").experiment_id],
+                                                       filter_string=contract.parent_filter())]
+    time.sleep(0.01)
+    b = add_sweep(uri, "split", [_run(10, 1, 84.0)], quick=False, overrides={"seed": 1})
+    r = cli("tables", spec, "--tracking-uri", uri, "--run", a, "--run", b)
+    assert r.exit_code == 0, r.output
+    assert "| chunk 10 | 82.00 ± 2.00 (n=2) |" in r.stdout, r.stdout  # both sweeps' seeds in one cell
+    assert "| chunk 30 | 70.00 (n=1) |" in r.stdout
+    assert f"sweep {a} (" in r.stdout and f"sweep {b} (" in r.stdout and "--set seed=1" in r.stdout
+    assert "3 finished runs" in r.stdout
+    alone = cli("tables", spec, "--tracking-uri", uri, "--run", b)
+    assert alone.exit_code == 0 and "| chunk 10 | 84.00 (n=1) |" in alone.stdout and f"sweep {a}" not in alone.stdout
+    png = tmp_path / "c.png"
+    drawn = cli("plot", "curves", spec, "--tracking-uri", uri, "--run", a, "--run", b, "--metric", "dev/accuracy",
+                "--out", png)
+    assert drawn.exit_code == 0 and "(2 configurations)" in drawn.stdout and png.stat().st_size > 0, drawn.output
+    bad = cli("tables", spec, "--tracking-uri", uri, "--run", a, "--run", "0123abc")
+    assert bad.exit_code == 2 and "is not a sweep of 'split'" in bad.stderr
