@@ -182,7 +182,7 @@ class Search:
             n, big_b, w = state.size(0), state.size(1), state.size(2) // 2
             nb = n * b
             sid = state[..., w : 2 * w - 1]  # (n, B, W-1) score ids of the adjacent pairs
-            logp = F.log_softmax(self.spool[sid], dim=-1)  # (n, B, W-1)
+            logp = F.log_softmax(self.spool.index_select(0, sid.reshape(-1)).view(sid.shape), dim=-1)  # (n, B, W-1)
             key = logp + self.noise.gumbel(logp.shape) if self.noise is not None else logp
             k1 = min(b, w - 1)
             top_pos = key.topk(k1, dim=-1).indices  # (n, B, k1) per-beam (stochastic) top-k
