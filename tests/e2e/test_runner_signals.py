@@ -7,13 +7,12 @@ import os
 import signal
 import subprocess
 import time
-import warnings
 
 import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from tests.helpers.cli import REPO, RIRLAB
+from tests.helpers.cli import REPO, RIRLAB, stray_interrupt
 
 TINY = yaml.safe_load((REPO / "tests" / "specs" / "tiny.yaml").read_text())
 
@@ -32,22 +31,6 @@ def _wait_for(predicate, proc, timeout, what):
         assert proc.poll() is None, f"exited {proc.returncode} before {what}: {proc.communicate()}"
         time.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-def _stray_interrupt(proc, reporting) -> bool:
-    """Whether the sweep ended on a SIGINT this test did not send, before it recorded anything (seen once in CI:
-    exit 130 "interrupted before the sweep started", sender unknown then; the message names it now): the test is
-    about what comes after, so it starts the sweep once more, and the stray signal is reported as a warning."""
-    end = time.time() + 300
-    while time.time() < end and proc.poll() is None and not reporting():
-        time.sleep(0.1)
-    if proc.poll() is None:
-        return False
-    out, err = proc.communicate()
-    assert proc.returncode == 130 and "before the sweep started; nothing was recorded" in err, \
-        f"exited {proc.returncode} before a trial reporting: {(out, err)}"
-    warnings.warn(f"a stray SIGINT stopped the sweep before it started; started again: {err.strip()}")
-    return True
 
 
 def _finish(proc):
@@ -111,7 +94,7 @@ def test_ctrl_c_in_a_resumed_sweep_keeps_its_trial_unfinished(workdir, new_store
 
     proc = _start(workdir, spec)
     try:
-        if _stray_interrupt(proc, lambda: child() is not None):
+        if stray_interrupt(proc, lambda: child() is not None):
             proc = _start(workdir, spec)
         _wait_for(lambda: child() is not None, proc, 300, "a trial reporting")
         proc.send_signal(signal.SIGINT)

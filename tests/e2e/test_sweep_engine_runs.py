@@ -16,7 +16,7 @@ from rirlab.contract import FAILURE_REASON
 from rirlab.train import run_trial
 from sweeps.spec.load import load_spec
 from sweeps.spec.trials import expand
-from tests.helpers.cli import REPO, RIRLAB, run_cli
+from tests.helpers.cli import REPO, RIRLAB, run_cli, stray_interrupt
 from tests.helpers.sweep_runs import TINY, runs_of, write_spec
 
 
@@ -124,8 +124,10 @@ def test_driver_killed_mid_sweep_then_resume_gives_one_finished_run_per_trial(wo
     db = workdir / "mlruns.db"
     new_store(db)  # the store first: polling must not race its creation
     env = {**{k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}, "TUNE_GLOBAL_CHECKPOINT_S": "1"}
-    proc = subprocess.Popen([*RIRLAB, "sweep", str(spec), "--no-checkpoint-artifacts"], cwd=workdir, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+    def start():
+        return subprocess.Popen([*RIRLAB, "sweep", str(spec), "--no-checkpoint-artifacts"], cwd=workdir, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
     def one_done_one_running():
         client = MlflowClient(f"sqlite:///{db}")
@@ -135,7 +137,10 @@ def test_driver_killed_mid_sweep_then_resume_gives_one_finished_run_per_trial(wo
         states = [r.info.status for r in children]
         return "FINISHED" in states and "RUNNING" in states
 
+    proc = start()
     try:
+        if stray_interrupt(proc, one_done_one_running):
+            proc = start()
         _wait_for(one_done_one_running, 600, "one finished and one running trial", proc)
         time.sleep(1.5)  # let Tune snapshot its state once more
     finally:
