@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from rirlab.models.beam_tree import STGradient, checked_st_gradient
-from rirlab.models.fused_beam import FusedBeamTree, Search, _gelu_backward, state_shift
+from rirlab.models.fused_beam import FusedBeamTree, Search, _gelu_backward, state_shift, take
 from rirlab.models.grc import GRC
 from rirlab.models.scorer import Scorer
 
@@ -55,7 +55,7 @@ class GreedySearch(Search):
         for t in range(len(self.n_merging) - 1):
             n, w = state.size(0), state.size(2) // 2
             sid = state[..., w : 2 * w - 1]  # (n, 1, W-1) score ids of the adjacent pairs
-            logp = F.log_softmax(self.spool.index_select(0, sid.reshape(-1)).view(sid.shape), dim=-1)  # (n, 1, W-1)
+            logp = F.log_softmax(take(self.spool, sid), dim=-1)  # (n, 1, W-1)
             key = logp + self.noise.gumbel(logp.shape) if self.noise is not None else logp
             jj = key.topk(1, dim=-1).indices  # (n, 1, 1) the merged pair (j, j+1)
             scores = scores + logp.gather(-1, jj).view(n, 1)  # (n, 1) accumulated log-probability
@@ -163,9 +163,8 @@ class GreedySearch(Search):
             pos = torch.arange(w1, device=j.device)
             parent_ids = torch.arange(off + r0, off + r1, device=j.device)
             nxt = torch.where(pos < j, nodes[:, :-1], torch.where(pos == j, parent_ids[:, None], nodes[:, 1:]))
-            # gathers by index_select: advanced indexing (pool[ids]) took 5x longer on CPU at these shapes
-            g_next = g_pool.index_select(0, nxt.reshape(-1)).view(n, w1, d)  # (n, W-1, D)
-            h = self.pool.index_select(0, nodes.reshape(-1)).view(n, w1 + 1, d)  # (n, W, D)
+            g_next = take(g_pool, nxt)  # (n, W-1, D)
+            h = take(self.pool, nodes)  # (n, W, D)
             parent = self.pool[off + r0 : off + r1]  # (n, D)
             # 3. the GRC cell into its children
             gg, gb, g_pair = self.children_backward(g_pool, g_pool[off + r0 : off + r1], ids, r0, n, pairs, acts,
@@ -186,7 +185,7 @@ class GreedySearch(Search):
             sid = sid.reshape(n, w1)
             g_spool.index_add_(0, sid.reshape(-1), g_ps.reshape(-1))
             # 5. ... and this step's share of each pair score into its nodes (first d_s features)
-            g_in = g_ps[..., None] * jac.index_select(0, sid.reshape(-1)).view(n, w1, 2 * ds)  # (n, W-1, 2 d_s)
+            g_in = g_ps[..., None] * take(jac, sid)  # (n, W-1, 2 d_s)
             g_at = F.pad(g_in[..., :ds], (0, 0, 0, 1))  # (n, W, d_s) as left child, plus ...
             g_at[:, 1:] += g_in[..., ds:]  # ... as right child
             g_pool[:, :ds].index_add_(0, nodes.reshape(-1), g_at.view(-1, ds))
