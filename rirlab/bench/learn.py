@@ -95,15 +95,21 @@ def learn(opts: BenchOptions) -> dict:
         point()
     stopped = ("early stopping" if trainer.stopped else "time budget" if clock["train"] >= budget
                else "steps")
+    last_dev = None  # the last weights' dev metrics, when they were evaluated as a candidate just now
     if trainer.best.get("step") != trainer.step:  # the last weights are a candidate, as at a trial's last step
-        timed(lambda: trainer.consider(trainer.evaluate(trainer.dev_split()), epoch_end=False, counts=False), "eval")
+        last_dev = timed(lambda: trainer.evaluate(trainer.dev_split()), "eval")
+        trainer.consider(last_dev, epoch_end=False, counts=False)
     if opts.checkpoint:
         save_chain(opts.checkpoint, flat, trainer, clock, curve)
     t_final = time.perf_counter()
     weights = trainer.use_final_weights("best")
     results = {}
+    dev_name = next(iter(trainer.data.eval_splits))
     for name in splits:
-        results[name] = trainer.evaluate(trainer.data.eval_splits[name])
+        if name == dev_name and last_dev is not None and trainer.best.get("step") == trainer.step:
+            results[name] = last_dev  # the best weights are the last ones, evaluated on dev a moment ago
+        else:
+            results[name] = trainer.evaluate(trainer.data.eval_splits[name])
         say(f"{name:>12s} ({weights} weights, step {trainer.best.get('step', trainer.step)}): accuracy "
             f"{results[name]['accuracy']:6.2f}  loss {results[name]['loss']:.4f}")
     reached = first_reached(curve, opts.thresholds)

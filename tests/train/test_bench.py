@@ -178,3 +178,30 @@ def test_bench_step_runs_every_registered_model_on_a_padded_batch():
                                      overrides=small))
         assert r["lengths"] == "padded" and r["row_lengths"][0] == 12 and r["median_ms"] > 0, name
         assert all(2 <= n <= 12 for n in r["row_lengths"]), (name, r["row_lengths"])
+
+
+def test_bench_learn_evaluates_dev_once_at_the_end_when_the_last_weights_are_the_best(cli, tmp_path, one_thread,
+                                                                                        monkeypatch):
+    """The last weights are a best-dev candidate; when they win, the final dev cell is that evaluation, not a second
+    pass over dev with the same weights. The end-of-budget candidate is made the best by adding 50 points to the
+    accuracy of every full-dev evaluation after training (the curve's points read a 40-row subset)."""
+    from rirlab.train import Trainer
+
+    calls = []
+    real = Trainer.evaluate
+
+    def evaluate(self, examples):
+        m = real(self, examples)
+        if examples is self.dev_split():  # the full dev split: the candidate and the final cells only
+            calls.append(self.step)
+            m = {**m, "accuracy": m["accuracy"] + 50.0}
+        return m
+
+    monkeypatch.setattr(Trainer, "evaluate", evaluate)
+    out = tmp_path / "learn.json"
+    _bench(cli, "--protocol", "learn", "--minutes", "0.01", "--eval-every", "4", "--dev-examples", "40",
+           *LEARN_TINY, "--set", "early_stop_patience=1000", "--splits", "dev", "--json", out)
+    r = json.loads(out.read_text())
+    assert r["best"]["step"] == r["steps"] and r["best"]["dev_accuracy"] >= 50.0
+    assert calls == [r["steps"]]  # one full-dev evaluation at the end (two before: the candidate, then the cell)
+    assert r["splits"]["dev"]["accuracy"] == r["best"]["dev_accuracy"]
