@@ -468,7 +468,12 @@ def evaluate_checkpoint(config: dict, state: dict, weights: str = "auto", splits
         raise UserError(f"split {unknown[0]!r} is not one of this trial's splits ({', '.join(names)}); "
                         f"drop it or name one of those")
     trainer = Trainer(cfg)
-    trainer.load_state_dict(state)
+    try:
+        trainer.load_state_dict(state)
+    except (RuntimeError, ValueError, KeyError) as err:  # weights of another shape, another optimizer's state
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UserError(f"the checkpoint does not fit the model and training state this config builds ({first[:200]}); "
+                        f"evaluate it with the settings of the trial that wrote it") from None
     weights = trainer.use_final_weights(weights)
     out = {name: trainer.evaluate(trainer.data.eval_splits[name]) for name in splits or names}
     best = {k: v for k, v in trainer.best.items() if k != "score"}

@@ -18,8 +18,12 @@ import click
 @click.option("--split", "splits", multiple=True, metavar="NAME",
               help="Evaluate only this split (repeatable; default: dev and every test split of the trial).")
 @click.option("--threads", type=int, default=None, help="torch CPU threads (default: the trial's num_threads).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="Evaluate with this config field changed (repeatable), e.g. --set imported=[ops_10] (a split "
+                   "imported from real files with `rirlab data import`), --set inference=rir, --set n_eval=5000. The "
+                   "checkpoint's weights must fit the model the changed config builds.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
-def evaluate(spec, checkpoint, weights, splits, threads, as_json):
+def evaluate(spec, checkpoint, weights, splits, threads, sets, as_json):
     """Evaluate a sweep trial's CHECKPOINT on its splits: the cells of a trial that did not finish.
 
     A trial evaluates its test splits only when it ends. When it is stopped first (Ctrl-C, a lost machine, the end
@@ -33,15 +37,21 @@ def evaluate(spec, checkpoint, weights, splits, threads, as_json):
     \b
     rirlab evaluate search_spaces/ebt_table4_logic.yaml rirlab_runs/ebt_table4_logic-*/trial_506b1_00000
     rirlab evaluate SPEC TRIAL_DIR/checkpoint_000009 --weights last --split ops_12 --json
+    rirlab evaluate SPEC TRIAL_DIR --split ops_12 --set imported=[ops_12]   # after: rirlab data import logic test12 --split ops_12
+
+    --set changes the trial's config for this evaluation only (the data it is tested on, the inference mode, the
+    evaluation batches, ...); the report names every change. The trial's weights are evaluated as they are.
     """
     import torch
 
     from rirlab import contract
+    from rirlab.config import parse_overrides
     from rirlab.errors import UserError
     from rirlab.train import evaluate_checkpoint
     from sweeps.spec.load import load_spec
     from sweeps.spec.trials import TrialSpace
 
+    overrides = parse_overrides(sets)
     state_file = _state_file(checkpoint)
     params = state_file.parent.parent / "params.json"
     if not params.is_file():
@@ -57,8 +67,14 @@ def evaluate(spec, checkpoint, weights, splits, threads, as_json):
         raise UserError(f"{spec} has no variant {variant!r} (the trial's); name the spec the sweep ran")
     trial = space.trial(tune_config)
     config = dict(trial.config)
+    changed = {k: v for k, v in overrides.items() if config.get(k, object()) != v}  # what differs from the trial
+    config.update(overrides)
     if threads:
         config["num_threads"] = threads
+    if overrides:
+        from rirlab.trial import resolve
+
+        resolve(config, where="evaluate --set")  # an unknown key or a bad value: one line, before any data is built
     try:
         state = torch.load(state_file, map_location="cpu", weights_only=False)
     except Exception as err:  # noqa: BLE001  (a truncated or foreign file)
@@ -66,7 +82,7 @@ def evaluate(spec, checkpoint, weights, splits, threads, as_json):
     if not isinstance(state, dict) or "model" not in state:
         raise UserError(f"{state_file} is not a rirlab trial checkpoint (no trainer state in it)")
     result = evaluate_checkpoint(config, state, weights, list(splits) or None)
-    result.update({"trial": trial.name, "checkpoint": str(state_file)})
+    result.update({"trial": trial.name, "checkpoint": str(state_file), "overrides": changed})
     if as_json:
         click.echo(json.dumps(result, default=float))
         return
@@ -95,6 +111,9 @@ def _report(r: dict) -> str:
         ("at its last step" if r["step"] >= r["total_steps"] else "NOT finished: interim figures")
     lines = [f"trial {r['trial']}: checkpoint at step {r['step']} (epoch {r['epoch']:.2f}), {ended}",
              f"  {r['checkpoint']}"]
+    if r["overrides"]:
+        lines.append("evaluated with settings the trial did not have: "
+                     + ", ".join(f"{k}={v}" for k, v in r["overrides"].items()))
     best = r["best"]
     if r["weights"] == "best" and best:
         lines.append(f"weights: best dev evaluation, step {best['step']} (epoch {best['epoch']:.2f}): dev accuracy "

@@ -106,3 +106,35 @@ def test_bad_input_is_one_line_and_exit_2(trial_dir, tmp_path, case, expect):
     result = invoke("evaluate", *args)
     assert result.exit_code == 2, result.output
     assert expect in result.output and len(result.output.strip().splitlines()) == 1, result.output
+
+
+def test_set_evaluates_the_checkpoint_on_imported_files(trial_dir, tmp_path):
+    """`--set imported=[test]` tests the trial's weights on a file instead of the generated split: the trial's own dev
+    rows, written out and imported as its test split, give the trial's dev cells (the same rows in the same order,
+    so the same evaluation batches); the report names the change."""
+    spec, folder, final = trial_dir
+    cfg = TrialSpace.of(load_spec(spec).spec).trial(json.loads((folder / "params.json").read_text())).config
+    data = [f"--set={k}={cfg[k]}" for k in ("n_train", "n_dev", "n_test", "n_eval", "iid_pool")]
+    dev_file = tmp_path / "dev.tsv"
+    assert invoke("data", "generate", "listops", "--split", "dev", "--out", dev_file, *data).exit_code == 0
+    assert invoke("data", "import", "listops", dev_file, "--split", "test").exit_code == 0
+    plain = json.loads(evaluate(spec, folder, "--split", "test", "--json").output)
+    out = json.loads(evaluate(spec, folder, "--split", "test", "--set", "imported=[test]", "--json").output)
+    assert out["overrides"] == {"imported": ["test"]} and plain["overrides"] == {}
+    for key in ("accuracy", "loss"):
+        assert math.isclose(out["splits"]["test"][key], final[f"dev/{key}"], rel_tol=1e-6), key
+    assert plain["splits"]["test"]["loss"] != out["splits"]["test"]["loss"]  # the generated test split: other rows
+    text = evaluate(spec, folder, "--split", "test", "--set", "imported=[test]").output
+    assert "evaluated with settings the trial did not have: imported=['test']" in text
+
+
+@pytest.mark.parametrize("sets, expect", [
+    (["hidden_size=16"], "the checkpoint does not fit the model"),
+    (["hiden_size=16"], "evaluate --set: unknown parameter 'hiden_size'"),
+    (["chunk_size=0"], "chunk_size"),
+])
+def test_set_that_does_not_fit_the_checkpoint_is_one_line_and_exit_2(trial_dir, sets, expect):
+    spec, folder, _ = trial_dir
+    result = invoke("evaluate", spec, folder, "--split", "dev", *[a for s in sets for a in ("--set", s)])
+    assert result.exit_code == 2, result.output
+    assert expect in result.output and len(result.output.strip().splitlines()) == 1, result.output
