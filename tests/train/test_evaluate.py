@@ -108,10 +108,10 @@ def test_bad_input_is_one_line_and_exit_2(trial_dir, tmp_path, case, expect):
     assert expect in result.output and len(result.output.strip().splitlines()) == 1, result.output
 
 
-def test_set_evaluates_the_checkpoint_on_imported_files(trial_dir, tmp_path):
+def test_set_evaluates_the_checkpoint_on_imported_files(trial_dir, tmp_path, cache):
     """`--set imported=[test]` tests the trial's weights on a file instead of the generated split: the trial's own dev
-    rows, written out and imported as its test split, give the trial's dev cells (the same rows in the same order,
-    so the same evaluation batches); the report names the change."""
+    rows, written out and imported as its test split (in this test's own cache), give the trial's dev cells (the
+    same rows in the same order, so the same evaluation batches); the report names the change."""
     spec, folder, final = trial_dir
     cfg = TrialSpace.of(load_spec(spec).spec).trial(json.loads((folder / "params.json").read_text())).config
     data = [f"--set={k}={cfg[k]}" for k in ("n_train", "n_dev", "n_test", "n_eval", "iid_pool")]
