@@ -75,10 +75,17 @@ def evaluate(spec, checkpoint, weights, splits, threads, sets, as_json):
         from rirlab.trial import resolve
 
         resolve(config, where="evaluate --set")  # an unknown key or a bad value: one line, before any data is built
-    try:
-        state = torch.load(state_file, map_location="cpu", weights_only=False)
-    except Exception as err:  # noqa: BLE001  (a truncated or foreign file)
-        raise UserError(f"{state_file} is not a readable rirlab checkpoint ({type(err).__name__}: {err})") from None
+    for attempt in range(3):
+        try:
+            state = torch.load(state_file, map_location="cpu", weights_only=False)
+            break
+        except FileNotFoundError:  # a running trial's sweep replaced its latest checkpoint meanwhile: the new one
+            if attempt == 2 or state_file == checkpoint or state_file.parent == checkpoint:
+                raise UserError(f"{state_file} disappeared while it was being read (a running sweep deletes a "
+                                f"trial's older checkpoints); run the command again") from None
+            state_file = _state_file(checkpoint)
+        except Exception as err:  # noqa: BLE001  (a truncated or foreign file)
+            raise UserError(f"{state_file} is not a readable rirlab checkpoint ({type(err).__name__}: {err})") from None
     if not isinstance(state, dict) or "model" not in state:
         raise UserError(f"{state_file} is not a rirlab trial checkpoint (no trainer state in it)")
     result = evaluate_checkpoint(config, state, weights, list(splits) or None)

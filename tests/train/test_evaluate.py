@@ -138,3 +138,27 @@ def test_set_that_does_not_fit_the_checkpoint_is_one_line_and_exit_2(trial_dir, 
     result = invoke("evaluate", spec, folder, "--split", "dev", *[a for s in sets for a in ("--set", s)])
     assert result.exit_code == 2, result.output
     assert expect in result.output and len(result.output.strip().splitlines()) == 1, result.output
+
+
+def test_a_checkpoint_replaced_while_it_is_read_is_read_again(trial_dir, tmp_path, monkeypatch):
+    """A running sweep deletes a trial's older checkpoints: when the latest one disappears between its choice and
+    its reading, the command reads the trial folder's latest checkpoint again instead of failing."""
+    import shutil
+
+    spec, folder, _ = trial_dir
+    copy = tmp_path / folder.name
+    shutil.copytree(folder, copy)
+    real = torch.load
+    seen = []
+
+    def load(path, *args, **kwargs):
+        seen.append(str(path))
+        if len(seen) == 1:  # the sweep removes the newest checkpoint (as if it had been replaced) just now
+            shutil.rmtree(copy / "checkpoint_000002")
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "load", load)
+    out = json.loads(evaluate(spec, copy, "--split", "dev", "--json").output)
+    assert seen[0].endswith("checkpoint_000002/state.pt") and seen[1].endswith("checkpoint_000001/state.pt")
+    assert out["step"] == 20
