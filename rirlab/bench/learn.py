@@ -83,10 +83,13 @@ def learn(opts: BenchOptions) -> dict:
 
     if not curve:
         point()
+    last_dev = None  # (step, metrics) of the latest evaluation of the whole dev split
     while clock["train"] < budget and trainer.step < trainer.total_steps and not trainer.stopped:
         clock["samples"] += len(trainer.plan.indices(trainer.step))
         losses.append(timed(trainer.train_step, "train")["train/loss"])
-        timed(trainer.selection_point, "eval")  # the recipe's per-epoch dev evaluation (plateau, stopping)
+        sel = timed(trainer.selection_point, "eval")  # the recipe's per-epoch dev evaluation (plateau, stopping)
+        if sel is not None:
+            last_dev = (trainer.step, sel)
         if trainer.step % opts.eval_every == 0:
             point()
             if opts.checkpoint:  # a chain killed between points loses at most eval_every steps
@@ -95,10 +98,9 @@ def learn(opts: BenchOptions) -> dict:
         point()
     stopped = ("early stopping" if trainer.stopped else "time budget" if clock["train"] >= budget
                else "steps")
-    last_dev = None  # the last weights' dev metrics, when they were evaluated as a candidate just now
     if trainer.best.get("step") != trainer.step:  # the last weights are a candidate, as at a trial's last step
-        last_dev = timed(lambda: trainer.evaluate(trainer.dev_split()), "eval")
-        trainer.consider(last_dev, epoch_end=False, counts=False)
+        last_dev = (trainer.step, timed(lambda: trainer.evaluate(trainer.dev_split()), "eval"))
+        trainer.consider(last_dev[1], epoch_end=False, counts=False)
     if opts.checkpoint:
         save_chain(opts.checkpoint, flat, trainer, clock, curve)
     t_final = time.perf_counter()
@@ -106,8 +108,8 @@ def learn(opts: BenchOptions) -> dict:
     results = {}
     dev_name = next(iter(trainer.data.eval_splits))
     for name in splits:
-        if name == dev_name and last_dev is not None and trainer.best.get("step") == trainer.step:
-            results[name] = last_dev  # the best weights are the last ones, evaluated on dev a moment ago
+        if name == dev_name and last_dev is not None and last_dev[0] == trainer.best.get("step") == trainer.step:
+            results[name] = last_dev[1]  # the best weights are the last ones, whose dev evaluation is at hand
         else:
             results[name] = trainer.evaluate(trainer.data.eval_splits[name])
         say(f"{name:>12s} ({weights} weights, step {trainer.best.get('step', trainer.step)}): accuracy "
