@@ -1,14 +1,16 @@
 """Dev-accuracy curves of several ``rirlab bench --protocol learn --json`` records on one plot, against the
 training step (not seconds), so that runs of the same recipe on different devices can be compared point by point.
 
-    python benchmarks/learn_compare.py benchmarks/h100/learn.json benchmarks/learn_cpu.json --out curves.png
+    python benchmarks/learn_compare.py benchmarks/h100/learn.json benchmarks/learn_cpu_amd.json --out curves.png
 
 Each curve is labelled with its record's device; ``--max-step`` cuts the x axis (default: the shortest run's
-last step, the range both runs cover)."""
+last step, the range both runs cover). A file that is not such a record is one line on stderr, exit 2, and
+nothing is written."""
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
@@ -17,7 +19,7 @@ import click
 @click.command()
 @click.argument("records", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="the PNG to write")
-@click.option("--max-step", type=int, default=None, help="last step drawn (default: the shortest run's last)")
+@click.option("--max-step", type=click.IntRange(min=1), default=None, help="last step drawn (default: the shortest run's last)")
 def main(records: tuple[Path, ...], out: Path, max_step: int | None) -> None:
     import matplotlib
 
@@ -31,7 +33,9 @@ def main(records: tuple[Path, ...], out: Path, max_step: int | None) -> None:
         except ValueError:
             run = None
         if not isinstance(run, dict) or run.get("protocol") != "learn" or not run.get("curve"):
-            raise click.BadParameter(f"{path} is not a `rirlab bench --protocol learn --json` record")
+            click.echo(f"error: {path} is not a `rirlab bench --protocol learn --json` record: pass the files that"
+                       " command wrote", err=True)
+            sys.exit(2)
         runs.append(run)
     last = max_step or min(run["curve"][-1]["step"] for run in runs)
     fig, ax = plt.subplots(figsize=(7, 4.2))
