@@ -1,13 +1,19 @@
 """MLflow runs -> Parquet (pyarrow): one row per trial run, and a long table of metric histories.
 
 Runs table: ``run_id, parent_id, experiment, run_name, status, start_time, end_time, variant,
-swept (JSON), early_stopped, failure_reason``, then ``param.<name>`` (typed: int64, float64, bool or
+swept (JSON), early_stopped, failure_reason, device``, then ``param.<name>`` (typed: int64, float64, bool or
 string, whichever every value of the column parses as) and ``metric.<name>`` (float64, the last
 logged value). History table (``<out stem>.history.parquet``): ``run_id, key, step, timestamp, value``.
+
+The runs file's schema metadata ``rirlab.sweeps`` holds, per sweep (parent run) of the exported trials, what
+`rirlab tables` reads from the parent run: its id, times, status, tags and the spec it ran (its
+``spec/effective_spec.json``). So the file alone is the sweep's record: ``rirlab tables SPEC --records FILE``
+(:mod:`analysis.records`) prints the same table as the store did, after the store is gone.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Optional
 
@@ -15,13 +21,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from mlflow.tracking import MlflowClient
 
+from analysis.runs import effective_spec_json
 from rirlab import contract
 from rirlab.errors import UserError
+
+SWEEPS_KEY = b"rirlab.sweeps"  # schema metadata of a runs file: JSON {"version": 1, "sweeps": [parent records]}
 
 BASE_FIELDS = [("run_id", pa.string()), ("parent_id", pa.string()), ("experiment", pa.string()),
                ("run_name", pa.string()), ("status", pa.string()), ("start_time", pa.timestamp("ms")),
                ("end_time", pa.timestamp("ms")), ("variant", pa.string()), ("swept", pa.string()),
-               ("early_stopped", pa.bool_()), ("failure_reason", pa.string())]
+               ("early_stopped", pa.bool_()), ("failure_reason", pa.string()), ("device", pa.string())]
 HISTORY_SCHEMA = pa.schema([("run_id", pa.string()), ("key", pa.string()), ("step", pa.int64()),
                             ("timestamp", pa.timestamp("ms")), ("value", pa.float64())])
 
@@ -76,6 +85,7 @@ def runs_table(runs: list, experiment: str) -> pa.Table:
         "swept": pa.array([r.data.tags.get(contract.SWEPT) for r in runs], pa.string()),
         "early_stopped": pa.array([r.data.tags.get(contract.EARLY_STOPPED) == contract.TRUE for r in runs], pa.bool_()),
         "failure_reason": pa.array([r.data.tags.get(contract.FAILURE_REASON) for r in runs], pa.string()),
+        "device": pa.array([r.data.tags.get(contract.result_tag(contract.DEVICE)) for r in runs], pa.string()),
     }
     for p in params:
         cols[f"param.{p}"] = typed_column([r.data.params.get(p) for r in runs])
@@ -97,6 +107,23 @@ def history_table(client: MlflowClient, runs: list) -> pa.Table:
     return pa.table(rows, schema=HISTORY_SCHEMA)
 
 
+def sweep_records(client: MlflowClient, runs: list) -> list[dict]:
+    """The parent run of every sweep the trial ``runs`` belong to, as the runs file records it (module docstring):
+    ``{run_id, start_time, end_time, status, tags, spec}``, in the order the sweeps first appear."""
+    records = []
+    for pid in dict.fromkeys(r.data.tags.get(contract.PARENT_RUN_ID) for r in runs):
+        if not pid:
+            continue
+        try:
+            parent = client.get_run(pid)
+        except Exception:  # noqa: BLE001  (a deleted parent: its trials are still exported)
+            continue
+        records.append({"run_id": pid, "start_time": parent.info.start_time, "end_time": parent.info.end_time,
+                        "status": parent.info.status, "tags": dict(parent.data.tags),
+                        "spec": effective_spec_json(client, parent)})
+    return records
+
+
 def history_path(out) -> Path:
     out = Path(out)
     return out.with_name(out.stem + ".history.parquet")
@@ -110,7 +137,8 @@ def export_runs(client: MlflowClient, experiment: str, out, parent_id: Optional[
         raise UserError(f"experiment '{experiment}' has no trial runs" + (f" under parent {parent_id}" if parent_id else ""))
     table = runs_table(runs, experiment)
     meta = {b"rirlab.experiment": experiment.encode(), b"rirlab.parent": (parent_id or "").encode(),
-            b"rirlab.tracking_uri": str(client.tracking_uri).encode()}
+            b"rirlab.tracking_uri": str(client.tracking_uri).encode(),
+            SWEEPS_KEY: json.dumps({"version": 1, "sweeps": sweep_records(client, runs)}).encode()}
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, out)

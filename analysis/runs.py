@@ -146,8 +146,8 @@ def child_runs(client: MlflowClient, exp_id: str, parent_id: str) -> pd.DataFram
     return pd.DataFrame(rows)
 
 
-def effective_spec(client: MlflowClient, parent_run):
-    """The spec a sweep actually ran (after --quick/--set), from the parent's artifact; None if absent."""
+def effective_spec_json(client: MlflowClient, parent_run) -> Optional[dict]:
+    """The parent's record of the spec a sweep actually ran (after --quick/--set), as JSON; None if absent."""
     import tempfile
 
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
@@ -155,9 +155,22 @@ def effective_spec(client: MlflowClient, parent_run):
         with tempfile.TemporaryDirectory() as tmp:
             path = client.download_artifacts(parent_run.info.run_id, contract.EFFECTIVE_SPEC_ARTIFACT, tmp)
             with open(path) as f:
-                return Spec.model_validate(json.load(f))
-    except Exception:  # noqa: BLE001  (no artifact, unreachable artifact store, older schema)
+                return json.load(f)
+    except Exception:  # noqa: BLE001  (no artifact, unreachable artifact store, not JSON)
         return None
+
+
+def spec_of(raw: Optional[dict]):
+    """A recorded effective spec (:func:`effective_spec_json`) as a Spec; None if absent or of an older schema."""
+    try:
+        return None if raw is None else Spec.model_validate(raw)
+    except Exception:  # noqa: BLE001  (an older schema)
+        return None
+
+
+def effective_spec(client: MlflowClient, parent_run):
+    """The spec a sweep actually ran (after --quick/--set), from the parent's artifact; None if absent."""
+    return spec_of(effective_spec_json(client, parent_run))
 
 
 @dataclasses.dataclass

@@ -17,6 +17,10 @@ parent_option = click.option("--run", "--parent", "parent", multiple=True, metav
                              help="Sweep (parent run id, `rirlab runs` lists them) to read (default: the latest). "
                                   "Repeat it to read several sweeps of the spec as one, e.g. a row or a seed per "
                                   "sweep run on its own cores: their trial runs fill one table.")
+records_option = click.option("--records", multiple=True, type=click.Path(dir_okay=False), metavar="FILE",
+                               help="Read the sweeps from `rirlab export` runs files instead of a store (repeatable; "
+                                    "every sweep in them as one, or those named by --run): a committed record prints "
+                                    "the same table and curves after its store is gone.")
 latest_full_option = click.option("--latest-full", is_flag=True, default=False,
                                   help="Read the latest sweep run without --quick (default: the latest of any kind).")
 # analysis.stats.STATS and its default, spelled here because the CLI imports the analysis layer only inside its
@@ -93,11 +97,21 @@ def _experiment_of(spec, experiment):
     return loaded, experiment
 
 
-def _sweep(spec, experiment, tracking_uri, parent, allow_empty=False, latest_full=False):
-    """(client, Sweep) for SPEC or --experiment; ``allow_empty``: a SPEC with no store or sweep yet gives its layout."""
+def _sweep(spec, experiment, tracking_uri, parent, allow_empty=False, latest_full=False, records=()):
+    """(client, Sweep) for SPEC or --experiment; ``allow_empty``: a SPEC with no store or sweep yet gives its layout.
+    ``records``: `rirlab export` files to read instead of the store (the "client" is then their
+    :class:`analysis.records.Records`, which gives the metric histories too)."""
     from analysis.runs import load_sweep
 
     loaded, experiment = _experiment_of(spec, experiment)
+    if records:
+        if tracking_uri or latest_full:
+            raise UserError("--records reads the sweeps from export files, not a store: drop "
+                            f"{'--tracking-uri' if tracking_uri else '--latest-full'} (--run picks sweeps in the files)")
+        from analysis.records import Records
+
+        rec = Records(records)
+        return rec, rec.load(experiment, parent, spec=loaded)
     allow_empty = allow_empty and loaded is not None
     client = _client(tracking_uri, must_exist=not (allow_empty and not parent and not latest_full))
     sw = load_sweep(client, experiment, parent, spec=loaded, allow_empty=allow_empty, latest_full=latest_full)
@@ -124,6 +138,7 @@ def _where(pairs) -> dict:
 @tracking_option
 @parent_option
 @latest_full_option
+@records_option
 @click.option("--layout", type=click.Choice(["ablation", "pivot"]), default="ablation", show_default=True,
               help="ablation: a row per configuration, a column per split (RIR Table 5); pivot: two swept axes.")
 @click.option("--format", "fmt", type=click.Choice(["markdown", "latex", "csv"]), default="markdown", show_default=True)
@@ -137,19 +152,21 @@ def _where(pairs) -> dict:
 @click.option("--where", multiple=True, metavar="KEY=VALUE", help="pivot: keep only runs with this swept value (repeatable).")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the table to FILE instead of stdout.")
 @read_only
-def tables(spec, experiment, tracking_uri, parent, latest_full, layout, fmt, stat, metric, reference, rows_key, cols_key,
-           split, where, out):
+def tables(spec, experiment, tracking_uri, parent, latest_full, records, layout, fmt, stat, metric, reference, rows_key,
+           cols_key, split, where, out):
     """Print the table of a sweep, from its runs in MLflow, in the papers' style (median or mean ± std over seeds).
 
     \b
     rirlab tables search_spaces/chunk_beam.yaml --format latex
     rirlab tables search_spaces/rir_ablation.yaml --reference rir      # RIR Table 5 beside ours
     rirlab tables search_spaces/chunk_beam.yaml --layout pivot --rows chunk_size --cols beam_size
+    rirlab tables search_spaces/ebt_table4_logic.yaml --records docs/results/ebt_table4_logic.parquet
     """
     from analysis import tables as T
 
     check_out(out)
-    client, sw = _sweep(spec, experiment, tracking_uri, parent, allow_empty=True, latest_full=latest_full)
+    client, sw = _sweep(spec, experiment, tracking_uri, parent, allow_empty=True, latest_full=latest_full,
+                        records=records)
     if sw.parent is not None and sw.runs.empty and not reference and layout == "pivot":
         raise UserError(f"sweep run {sw.parent.info.run_id} of '{sw.experiment}' has no trial runs yet")
     if layout == "ablation":
@@ -200,8 +217,9 @@ def export(experiment, tracking_uri, parent, out, history):
 
 
 def sweep_selection(fn):
-    """SPEC, --experiment, --tracking-uri, --run and --latest-full: the sweep a plot reads."""
-    for option in reversed((spec_argument, experiment_option, tracking_option, parent_option, latest_full_option)):
+    """SPEC, --experiment, --tracking-uri, --run, --latest-full and --records: the sweep a plot reads."""
+    for option in reversed((spec_argument, experiment_option, tracking_option, parent_option, latest_full_option,
+                            records_option)):
         fn = option(fn)
     return fn
 
@@ -232,12 +250,12 @@ def plot():
 @stat_option
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Image file: .png, .svg or .pdf.")
 @read_only
-def pareto(spec, experiment, tracking_uri, parent, latest_full, x, split, clock, stat, out):
+def pareto(spec, experiment, tracking_uri, parent, latest_full, records, x, split, clock, stat, out):
     """OOD accuracy against time per sample and peak memory, a point per configuration, Pareto frontier drawn."""
     from analysis.plots import pareto_plot
 
     check_out(out)
-    _, sw = _sweep(spec, experiment, tracking_uri, parent, latest_full=latest_full)
+    _, sw = _sweep(spec, experiment, tracking_uri, parent, latest_full=latest_full, records=records)
     _drawn(out, lambda: pareto_plot(sw, out, x=x, split=split, stat=stat or STAT_DEFAULT, clock=clock))
 
 
@@ -247,12 +265,12 @@ def pareto(spec, experiment, tracking_uri, parent, latest_full, x, split, clock,
 @stat_option
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Image file: .png, .svg or .pdf.")
 @read_only
-def curves(spec, experiment, tracking_uri, parent, latest_full, metric, stat, out):
+def curves(spec, experiment, tracking_uri, parent, latest_full, records, metric, stat, out):
     """Training curves per configuration: the tables' statistic over seeds (--stat) with a min-max band."""
     from analysis.plots import curves_plot
 
     check_out(out)
-    client, sw = _sweep(spec, experiment, tracking_uri, parent, latest_full=latest_full)
+    client, sw = _sweep(spec, experiment, tracking_uri, parent, latest_full=latest_full, records=records)
     _drawn(out, lambda: curves_plot(client, sw, metric, out, stat=stat or STAT_DEFAULT))
 
 
@@ -265,7 +283,7 @@ def curves(spec, experiment, tracking_uri, parent, latest_full, metric, stat, ou
 @click.option("--format", "fmt", type=click.Choice(["markdown", "csv"]), default="markdown", show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the table to FILE instead of stdout.")
 @read_only
-def importance(spec, experiment, tracking_uri, parent, latest_full, metric, evaluator, fmt, out):
+def importance(spec, experiment, tracking_uri, parent, latest_full, records, metric, evaluator, fmt, out):
     """Rank the swept parameters by how much the metric depends on them: optuna.importance over the sweep's
     finished trial runs, for grid and random sweeps as for Optuna ones (each run a trial of an in-memory study;
     seeds are repeated trials of one configuration).
@@ -278,7 +296,7 @@ def importance(spec, experiment, tracking_uri, parent, latest_full, metric, eval
     from rirlab import contract
 
     check_out(out)
-    _, sw = _sweep(spec, experiment, tracking_uri, parent, latest_full=latest_full)
+    _, sw = _sweep(spec, experiment, tracking_uri, parent, latest_full=latest_full, records=records)
     if sw.runs.empty:
         raise UserError(f"sweep run {sw.parent.info.run_id} of '{sw.experiment}' has no trial runs yet")
     metrics = sw.spec.metrics if sw.spec is not None else \

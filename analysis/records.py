@@ -1,0 +1,143 @@
+"""Sweeps read back from `rirlab export` files instead of an MLflow store.
+
+A runs file (:mod:`analysis.export`) holds every exported trial run and, in its schema metadata, the parent run of
+each sweep they belong to; its ``.history.parquet`` twin holds the logged metric histories. :class:`Records` reads
+one or more such files and gives what the commands read from a store: :meth:`Records.load` the
+:class:`~analysis.runs.Sweep` (the same DataFrame columns as :func:`~analysis.runs.child_runs`) and
+:meth:`Records.get_metric_history` the curves, so `rirlab tables`, `plot` and `importance` print from a committed
+file what they printed from the store it was exported from (``--records FILE``).
+"""
+
+from __future__ import annotations
+
+import json
+import types
+from pathlib import Path
+from typing import Optional
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from analysis.export import SWEEPS_KEY, history_path
+from analysis.runs import Sweep, combine, spec_of
+from rirlab import contract
+from rirlab.errors import UserError
+
+RUN_COLUMNS = ("run_id", "run_name", "status", "swept", "early_stopped", "parent_id", "failure_reason", "start_time",
+               "end_time")
+
+
+def _param_text(value) -> Optional[str]:
+    """An exported (typed) param back to the string MLflow holds: 128 -> '128', 0.001 -> '0.001', True -> 'True'."""
+    if value is None or (isinstance(value, float) and value != value):
+        return None
+    return str(value)
+
+
+def _ms(value) -> Optional[int]:
+    """A timestamp column's value as MLflow's epoch milliseconds."""
+    return None if value is None or pd.isna(value) else int(pd.Timestamp(value).value // 1_000_000)
+
+
+def _parent(record: dict):
+    """A parent record of a runs file as the run object :func:`analysis.runs.describe_parent` and the tables read."""
+    info = types.SimpleNamespace(run_id=record["run_id"], start_time=record.get("start_time"),
+                                 end_time=record.get("end_time"), status=record.get("status"))
+    return types.SimpleNamespace(info=info, data=types.SimpleNamespace(tags=dict(record.get("tags") or {})))
+
+
+def _point(step: int, value: float):
+    return types.SimpleNamespace(step=int(step), value=float(value))
+
+
+class Records:
+    """The trial runs, sweeps and metric histories of one or more `rirlab export` runs files."""
+
+    def __init__(self, paths):
+        frames, self.sweeps, histories = [], {}, []
+        self.experiments = set()
+        for path in map(Path, paths):
+            table = self._read(path)
+            meta = table.schema.metadata or {}
+            try:
+                sweeps = json.loads(meta[SWEEPS_KEY])["sweeps"]
+                experiment = meta[b"rirlab.experiment"].decode()
+            except (KeyError, ValueError, TypeError):
+                raise UserError(f"{path} has no record of its sweeps (a file from an older `rirlab export`, or not "
+                                f"an export): export the sweep again with `rirlab export --experiment NAME --run "
+                                f"RUN_ID --out FILE`") from None
+            self.experiments.add(experiment)
+            for s in sweeps:
+                self.sweeps.setdefault(s["run_id"], s)
+            frames.append(self._runs(table))
+            hist = history_path(path)
+            if hist.is_file():
+                histories.append(self._read(hist).to_pandas())
+        self.runs = pd.concat(frames, ignore_index=True).drop_duplicates("run_id") if frames else pd.DataFrame()
+        self.history = pd.concat(histories, ignore_index=True).drop_duplicates(["run_id", "key", "step"]) \
+            if histories else pd.DataFrame(columns=["run_id", "key", "step", "value"])
+
+    @staticmethod
+    def _read(path: Path) -> pa.Table:
+        try:
+            return pq.read_table(path)
+        except FileNotFoundError:
+            raise UserError(f"no records file {path}: give a file `rirlab export --out` wrote") from None
+        except (OSError, pa.ArrowException) as err:
+            raise UserError(f"{path} is not a readable Parquet file ({str(err).splitlines()[0][:120]}): give a file "
+                            f"`rirlab export --out` wrote") from None
+
+    @staticmethod
+    def _runs(table: pa.Table) -> pd.DataFrame:
+        """The file's runs in :func:`analysis.runs.child_runs`' columns."""
+        df = table.to_pandas()
+        missing = [c for c in RUN_COLUMNS if c not in df.columns]
+        if missing:
+            raise UserError(f"the records file lacks the column(s) {', '.join(missing)}: export the sweep again with "
+                            f"`rirlab export`")
+        out = pd.DataFrame({
+            "run_id": df["run_id"], "name": df["run_name"], "status": df["status"],
+            "swept": [contract.swept_of({contract.SWEPT: s}) for s in df["swept"]],
+            "early_stopped": df["early_stopped"].fillna(False).astype(bool), "parent_id": df["parent_id"],
+            "failure_reason": [v if isinstance(v, str) else None for v in df["failure_reason"]],
+            "start_time": [_ms(v) for v in df["start_time"]], "end_time": [_ms(v) for v in df["end_time"]],
+            "device": [v if isinstance(v, str) else None for v in df["device"]] if "device" in df.columns else None})
+        for col in df.columns:
+            if col.startswith("param."):
+                out[col] = [_param_text(v) for v in df[col]]
+            elif col.startswith("metric."):
+                out[col] = df[col]
+        return out
+
+    def load(self, experiment: str, parent_ids=(), spec=None) -> Sweep:
+        """The sweep(s) of EXPERIMENT in the files: those of ``parent_ids``, else every one, read as one
+        (:func:`analysis.runs.combine`; one sweep alone is returned as itself)."""
+        if experiment not in self.experiments:
+            raise UserError(f"the records file(s) hold the experiment(s) {', '.join(sorted(self.experiments))}, not "
+                            f"'{experiment}': give the spec those sweeps ran, or --experiment NAME")
+        ids = list(dict.fromkeys(parent_ids or ()))
+        unknown = [i for i in ids if i not in self.sweeps]
+        if unknown:
+            raise UserError(f"run {unknown[0]} is not a sweep in the records file(s); they hold "
+                            f"{', '.join(self.sweeps)}")
+        ids = ids or list(self.sweeps)
+        if not ids:
+            raise UserError("the records file(s) hold no sweep: export a sweep that has trial runs")
+        sweeps = [self._sweep(experiment, i, spec, len(self.sweeps)) for i in ids]
+        return sweeps[0] if len(sweeps) == 1 else combine(sweeps, spec)
+
+    def _sweep(self, experiment: str, parent_id: str, spec, n_sweeps: int) -> Sweep:
+        record = self.sweeps[parent_id]
+        parent = _parent(record)
+        tags = parent.data.tags
+        runs = self.runs[self.runs["parent_id"] == parent_id].reset_index(drop=True) if len(self.runs) else self.runs
+        ran = spec_of(record.get("spec"))
+        n = int(tags.get(contract.SEEDS, "0") or 0) or (len(spec.seed_list) if spec is not None else 0)
+        return Sweep(experiment, parent, runs, ran or spec, n, contract.decode_splits(tags), n_sweeps)
+
+    def get_metric_history(self, run_id: str, key: str) -> list:
+        """What ``MlflowClient.get_metric_history`` returns, from the history file (step and value of each point)."""
+        h = self.history
+        rows = h[(h["run_id"] == run_id) & (h["key"] == key)].sort_values("step")
+        return [_point(s, v) for s, v in zip(rows["step"], rows["value"])]

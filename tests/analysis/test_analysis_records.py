@@ -1,0 +1,120 @@
+"""`rirlab tables|plot|importance --records FILE`: a sweep read back from `rirlab export` files prints what its
+MLflow store printed, after the store is gone, and seeds of one row exported from several stores fill one cell."""
+
+from __future__ import annotations
+
+import shutil
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tests.analysis.test_analysis import ABL_RUNS, ABL_SPEC, GOLDEN_RUNS, GOLDEN_SPEC, _check_png
+from tests.helpers.analysis_store import make_sweep
+from tests.helpers.cli import invoke as cli
+
+
+def _export(uri, experiment, out, *args):
+    r = cli("export", "--experiment", experiment, "--tracking-uri", uri, "--out", out, *args)
+    assert r.exit_code == 0, r.output
+    return out
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """The golden and ablation sweeps, their tables and curves printed from the store, then exported and the store
+    deleted."""
+    root = tmp_path_factory.mktemp("records")
+    out = {}
+    for name, spec_d, runs in (("golden", GOLDEN_SPEC, GOLDEN_RUNS), ("abl", ABL_SPEC, ABL_RUNS)):
+        store = root / name
+        store.mkdir()
+        uri, spec = make_sweep(store, spec_d, runs)
+        args = ["--reference", "rir", "--stat", "mean"] if name == "abl" else []
+        table = cli("tables", spec, "--tracking-uri", uri, *args)
+        assert table.exit_code == 0, table.output
+        path = _export(uri, spec_d["name"], root / f"{name}.parquet")
+        kept = root / f"{name}.yaml"
+        shutil.copy(spec, kept)
+        shutil.rmtree(store)  # the store and its artifacts are gone: only the files remain
+        out[name] = (kept, path, table.stdout, args)
+    return out
+
+
+@pytest.mark.parametrize("name", ["golden", "abl"])
+def test_records_print_the_stores_table_after_the_store_is_gone(exported, name):
+    spec, path, table, args = exported[name]
+    r = cli("tables", spec, "--records", path, *args)
+    assert r.exit_code == 0, r.output
+    assert r.stdout == table  # cells, footer (the sweep's id, spec hash, date, status), failures: all the same
+    assert "sweep " in r.stdout and ("55.00 ± 5.00" in r.stdout or "93.00 ± 2.94" in r.stdout)
+
+
+def test_records_draw_curves_from_the_history_file(exported, tmp_path):
+    spec, path, _, _ = exported["golden"]
+    r = cli("plot", "curves", spec, "--records", path, "--metric", "dev/accuracy", "--out", tmp_path / "c.png")
+    assert r.exit_code == 0 and "(3 configurations)" in r.output, r.output
+    _check_png(tmp_path / "c.png")
+    r = cli("plot", "pareto", spec, "--records", path, "--out", tmp_path / "p.png")
+    assert r.exit_code == 0 and "(3 configurations)" in r.output, r.output
+    # without its history file the runs file still makes tables, but has no curve to draw
+    bare = tmp_path / "bare.parquet"
+    shutil.copy(path, bare)
+    r = cli("plot", "curves", spec, "--records", bare, "--metric", "dev/accuracy", "--out", tmp_path / "d.png")
+    assert r.exit_code == 2 and "no run logged metric 'dev/accuracy'" in r.output, r.output
+
+
+def test_seeds_exported_from_two_stores_fill_one_cell(tmp_path):
+    """The case of a row whose seeds ran on machines that were lost one after another: each sweep exported from its
+    own store; read together they give the cells of all seeds, as one store holding both would."""
+    both = tmp_path / "both"
+    both.mkdir()
+    uri, spec = make_sweep(both, GOLDEN_SPEC, GOLDEN_RUNS)
+    whole = cli("tables", spec, "--tracking-uri", uri)
+    files = []
+    for seed in (0, 1):
+        store = tmp_path / f"seed{seed}"
+        store.mkdir()
+        part_uri, _ = make_sweep(store, GOLDEN_SPEC, [r for r in GOLDEN_RUNS if r["swept"]["seed"] == seed])
+        files += ["--records", _export(part_uri, "golden", tmp_path / f"seed{seed}.parquet")]
+    r = cli("tables", spec, *files)
+    assert r.exit_code == 0, r.output
+    cells = lambda text: [line for line in text.splitlines() if line.startswith("| chunk")]  # noqa: E731
+    assert cells(r.stdout) == cells(whole.stdout) and "55.00 ± 5.00" in r.stdout  # seeds 0 and 1 of one cell
+    assert r.stdout.count("\nsweep ") == 2  # the footer names both sweeps
+    one = cli("tables", spec, *files[2:], "--run", _parents(tmp_path / "seed1.parquet")[0])
+    assert one.exit_code == 0 and "chunk 10, beam 5 | 60.00 (n=1)" in one.stdout, one.output
+
+
+def _parents(path) -> list:
+    import json
+
+    return [s["run_id"] for s in json.loads(pq.read_schema(path).metadata[b"rirlab.sweeps"])["sweeps"]]
+
+
+def test_bad_records_are_one_line_and_exit_2(exported, tmp_path):
+    spec, path, _, _ = exported["golden"]
+    not_parquet = tmp_path / "x.parquet"
+    not_parquet.write_text("not a parquet file\n")
+    old = tmp_path / "old.parquet"  # an export from before the sweeps were recorded in it
+    table = pq.read_table(path)
+    pq.write_table(table.replace_schema_metadata({k: v for k, v in table.schema.metadata.items()
+                                                  if k != b"rirlab.sweeps"}), old)
+    cases = [(["--records", tmp_path / "none.parquet"], "no records file"),
+             (["--records", not_parquet], "is not a readable Parquet file"),
+             (["--records", old], "has no record of its sweeps"),
+             (["--records", path, "--tracking-uri", "sqlite:///x.db"], "drop --tracking-uri"),
+             (["--records", path, "--run", "0" * 32], "is not a sweep in the records file"),
+             (["--records", path, "--experiment", "abl"], "not 'abl'")]
+    for args, words in cases:
+        r = cli("tables", *([] if "--experiment" in args else [spec]), *args)
+        assert r.exit_code == 2 and words in r.output, (args, r.output)
+        assert len(r.output.strip().splitlines()) == 1, r.output
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_export_records_the_device_and_every_sweep(exported):
+    _, path, _, _ = exported["golden"]
+    t = pq.read_table(path)
+    assert t.schema.field("device").type == pa.string()
+    assert len(_parents(path)) == 1 and set(t.column("parent_id").to_pylist()) == set(_parents(path))
