@@ -57,3 +57,31 @@ def test_a_results_page_names_a_spec_that_loads_and_its_table_parses(page):
         form = PAPER if row[0].startswith("paper: ") else OURS
         for cell in row[1:]:
             assert form.match(cell), (page.name, row[0], cell)
+
+
+def records_commands(text: str) -> list[list[str]]:
+    """The `rirlab tables ... --records FILE ...` commands of a page (continued lines joined), as argument lists."""
+    import shlex
+
+    joined = re.sub(r"\\\n\s*", " ", text)
+    return [shlex.split(m)[2:] for m in re.findall(r"^rirlab tables [^\n]*--records [^\n]*$", joined, re.M)]
+
+
+RECORDS = sorted(p for p in RESULTS.glob("*.parquet") if not p.name.endswith(".history.parquet"))
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=[p.stem for p in RECORDS])
+def test_a_committed_record_prints_its_pages_table(record):
+    """A sweep's record committed beside a results page (`rirlab export`): the page shows the command that prints
+    its table from the record alone, and that command, run now with no store, prints the table the page holds."""
+    from tests.helpers.cli import invoke
+
+    rel = f"docs/results/{record.name}"
+    commands = [(page, c) for page in PAGES for c in records_commands(page.read_text()) if rel in c]
+    assert commands, f"no results page prints a table from {rel} (`rirlab tables SPEC --records {rel}`)"
+    for page, args in commands:
+        r = invoke("tables", *[str(REPO / a) if a.endswith((".yaml", ".parquet")) else a for a in args])
+        assert r.exit_code == 0, r.output
+        table = [line for line in r.stdout.splitlines() if line.startswith("|")]
+        lines = page.read_text().splitlines()
+        assert any(lines[i : i + len(table)] == table for i in range(len(lines))), (page.name, table)
