@@ -76,6 +76,9 @@ def study_of(runs: pd.DataFrame, spec, metric: str, mode: str):
     if len(done) == 0 or col not in done.columns:
         raise UserError(f"no finished trial run reports {metric}; pick another --metric (e.g. dev/accuracy) or run "
                         f"`rirlab sweep` to the end first")
+    # one order whatever read the runs (a store's search order, an export file's): the seeded forests of fANOVA
+    # and MDI depend on the order of their rows
+    done = done.sort_values([c for c in ("start_time", "run_id") if c in done.columns], kind="stable")
     params = [{k: _categorical(v) for k, v in sw.items() if k != "seed"} for sw in done["swept"]]
     observed: dict[str, list] = {}
     for p in params:
