@@ -94,6 +94,9 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
     click.echo(f"done: {counts['finished']} finished, {counts['failed']} failed; parent run {counts['parent_run_id']}")
     store = _where_flags(tracking_uri, None, None)
     click.echo(f"next: {command_name()} tables {spec}{store}   |   {command_name()} ui{store}")
+    click.echo(f"keep a record that outlives the store: {command_name()} export --experiment {plan.spec.name} "
+               f"--run {counts['parent_run_id']}{store} --out {plan.spec.name}-{counts['parent_run_id'][:8]}.parquet "
+               f"(then {command_name()} tables {spec} --records FILE)")
     if counts["finished"] == 0:
         sys.exit(1)
 

@@ -49,6 +49,15 @@ def test_quick_sweep_then_tables(workdir):
     assert len(rows) == len(configs)  # one row per configuration
     assert all(re.search(r"\| \d+\.\d+ (± |\(n=1\))", row) for row in rows)  # a near-IID cell in every row
 
+    # the record the sweep's last lines offer: the export command it prints, then the same table from the file alone
+    hint = re.search(r"^keep a record that outlives the store: \S+ (export .*?) \(then ", proc.stdout, re.M)
+    assert hint, proc.stdout[-1500:]
+    run_cli(hint.group(1).split(), cwd=workdir, check=True)
+    record = next(workdir.glob(f"{loaded.spec.name}-*.parquet"))
+    (workdir / "mlruns.db").rename(workdir / "elsewhere.db")  # no store: the file alone
+    assert run_cli(["tables", SPEC, "--records", record], cwd=workdir, check=True).stdout == table
+    (workdir / "elsewhere.db").rename(workdir / "mlruns.db")
+
     # the pivot of the two swept axes holds exactly the recorded test accuracies (1 seed: median = the value)
     pivot = run_cli(["tables", SPEC, "--layout", "pivot", "--rows", "chunk_size", "--cols", "beam_size", "--split",
                      "test"], cwd=workdir, check=True).stdout
