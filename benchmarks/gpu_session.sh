@@ -2,12 +2,13 @@
 # The GPU issue's measurements, as run on a lent device (each section under its own time limit, so one slow
 # section cannot eat the others; every figure is written under $OUT as it is measured).
 #
-#   bash benchmarks/gpu_session.sh SECTION...      sections: env tests table1 steps profile learn
+#   bash benchmarks/gpu_session.sh SECTION...      sections: env tests table1 steps profile learn goal om_bf16
 #
 # On a machine without ray/mlflow/optuna: rirlab needs none of them for these sections; it runs from the
 # checkout (PYTHONPATH=$PWD, `python3 -m rirlab.cli`). RIRLAB_CACHE may point at a generated data cache
 # (`rirlab data generate listops`) so that the learn section does not spend minutes generating ListOps.
-# Limits (seconds) and the learn run's budget are variables: TESTS_S TABLE1_S TABLE1_CAP_S STEPS_S LEARN_MIN.
+# Limits (seconds) and the learn run's budget are variables: TESTS_S TABLE1_S TABLE1_CAP_S STEPS_S LEARN_MIN
+# GOAL_S GOAL_CAP_S OM_S. DEVICE (default cuda) applies to goal and om_bf16: `DEVICE=cpu GOAL_CAP_S=1` checks them here.
 set -u
 OUT=${OUT:-bench_out}
 mkdir -p "$OUT"
@@ -37,6 +38,13 @@ for section in "$@"; do
     learn)  # item 4: RIR-EBT-GRC on ListOps at the paper's recipe; a chain through $LEARN_CKPT
       timeout "${LEARN_S:-3000}" $RIR bench --protocol learn --device cuda --minutes "${LEARN_MIN:-8}" --eval-every 100 --dev-examples 1000 \
         --checkpoint "${LEARN_CKPT:-$OUT/learn.pt}" --json "$OUT/learn.json" --png "$OUT/learn.png" 2>&1 | tee "$OUT/learn.log" ;;
-    *) echo "unknown section $section (env tests table1 steps profile learn)"; exit 2 ;;
+    goal)  # item 2's goal cell: RIR-EBT-GRC alone over the four bins, a cap high enough to reach 1500-2000 (the
+           # first session's 8 s cap stopped it at 500-600, so the goal cell was never measured)
+      timeout "${GOAL_S:-240}" $RIR bench --protocol table1 --device "${DEVICE:-cuda}" --models rir_ebt_grc \
+        --time-cap-s "${GOAL_CAP_S:-60}" --json "$OUT/table1_rir_ebt_grc.json" 2>&1 | tee "$OUT/table1_rir_ebt_grc.log" ;;
+    om_bf16)  # item 3's last missing cell: OM at 128 x 1000 in bf16 (one fp32 step took 13.7 s on the H100)
+      timeout "${OM_S:-150}" python3 benchmarks/gpu_steps.py --device "${DEVICE:-cuda}" --models om --shapes 128x1000 \
+        --precisions bf16 --repeats 2 --warmup 1 --out "$OUT/om_bf16.jsonl" ;;
+    *) echo "unknown section $section (env tests table1 steps profile learn goal om_bf16)"; exit 2 ;;
   esac
 done
