@@ -69,7 +69,7 @@ class Records:
                                 f"RUN_ID --out FILE`") from None
             self.experiments.add(experiment)
             for s in sweeps:
-                self.sweeps.setdefault(s["run_id"], s)
+                self.sweeps.setdefault(s["run_id"], {**s, "experiment": experiment})
             frames.append(self._runs(table))
             hist = history_path(path)
             if hist.is_file():
@@ -116,15 +116,16 @@ class Records:
         if experiment not in self.experiments:
             raise UserError(f"the records file(s) hold the experiment(s) {', '.join(sorted(self.experiments))}, not "
                             f"'{experiment}': give the spec those sweeps ran, or --experiment NAME")
+        mine = [i for i, s in self.sweeps.items() if s["experiment"] == experiment]
         ids = list(dict.fromkeys(parent_ids or ()))
-        unknown = [i for i in ids if i not in self.sweeps]
+        unknown = [i for i in ids if i not in mine]
         if unknown:
-            raise UserError(f"run {unknown[0]} is not a sweep in the records file(s); they hold "
-                            f"{', '.join(self.sweeps)}")
-        ids = ids or list(self.sweeps)
+            raise UserError(f"run {unknown[0]} is not a sweep of '{experiment}' in the records file(s); they hold "
+                            f"{', '.join(mine) or 'none'}")
+        ids = ids or mine
         if not ids:
-            raise UserError("the records file(s) hold no sweep: export a sweep that has trial runs")
-        sweeps = [self._sweep(experiment, i, spec, len(self.sweeps)) for i in ids]
+            raise UserError(f"the records file(s) hold no sweep of '{experiment}': export a sweep that has trial runs")
+        sweeps = [self._sweep(experiment, i, spec, len(mine)) for i in ids]
         return sweeps[0] if len(sweeps) == 1 else combine(sweeps, spec)
 
     def _sweep(self, experiment: str, parent_id: str, spec, n_sweeps: int) -> Sweep:

@@ -50,6 +50,12 @@ def test_records_print_the_stores_table_after_the_store_is_gone(exported, name):
     assert "sweep " in r.stdout and ("55.00 ± 5.00" in r.stdout or "93.00 ± 2.94" in r.stdout)
 
 
+def test_records_of_another_experiment_beside_them_are_not_read(exported):
+    spec, path, table, _ = exported["golden"]
+    r = cli("tables", spec, "--records", path, "--records", exported["abl"][1])
+    assert r.exit_code == 0 and r.stdout == table, r.output
+
+
 def test_records_draw_curves_from_the_history_file(exported, tmp_path):
     spec, path, _, _ = exported["golden"]
     r = cli("plot", "curves", spec, "--records", path, "--metric", "dev/accuracy", "--out", tmp_path / "c.png")
@@ -115,7 +121,7 @@ def test_bad_records_are_one_line_and_exit_2(exported, tmp_path):
              (["--records", not_parquet], "is not a readable Parquet file"),
              (["--records", old], "has no record of its sweeps"),
              (["--records", path, "--tracking-uri", "sqlite:///x.db"], "drop --tracking-uri"),
-             (["--records", path, "--run", "0" * 32], "is not a sweep in the records file"),
+             (["--records", path, "--run", "0" * 32], "is not a sweep of 'golden' in the records file"),
              (["--records", path, "--experiment", "abl"], "not 'abl'")]
     for args, words in cases:
         r = cli("tables", *([] if "--experiment" in args else [spec]), *args)
