@@ -56,7 +56,7 @@ class Records:
 
     def __init__(self, paths):
         frames, self.sweeps, histories = [], {}, []
-        self.experiments = set()
+        self.experiments, self.no_history = set(), {}  # run id -> the history file its records file lacks
         for path in map(Path, paths):
             table = self._read(path)
             meta = table.schema.metadata or {}
@@ -74,6 +74,8 @@ class Records:
             hist = history_path(path)
             if hist.is_file():
                 histories.append(self._read(hist).to_pandas())
+            else:
+                self.no_history.update(dict.fromkeys(frames[-1]["run_id"], hist))
         self.runs = pd.concat(frames, ignore_index=True).drop_duplicates("run_id") if frames else pd.DataFrame()
         self.history = pd.concat(histories, ignore_index=True).drop_duplicates(["run_id", "key", "step"]) \
             if histories else pd.DataFrame(columns=["run_id", "key", "step", "value"])
@@ -141,4 +143,7 @@ class Records:
         """What ``MlflowClient.get_metric_history`` returns, from the history file (step and value of each point)."""
         h = self.history
         rows = h[(h["run_id"] == run_id) & (h["key"] == key)].sort_values("step")
+        if rows.empty and run_id in self.no_history:
+            raise UserError(f"no history file {self.no_history[run_id]} beside its records file: export the sweep "
+                            f"again without --no-history for curves")
         return [_point(s, v) for s, v in zip(rows["step"], rows["value"])]
