@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from analysis.export import SWEEPS_KEY, history_path
-from analysis.runs import Sweep, combine, spec_of
+from analysis.runs import Sweep, combine, recorded_sweep, spec_of
 from rirlab import contract
 from rirlab.errors import UserError
 
@@ -132,12 +132,8 @@ class Records:
 
     def _sweep(self, experiment: str, parent_id: str, spec, n_sweeps: int) -> Sweep:
         record = self.sweeps[parent_id]
-        parent = _parent(record)
-        tags = parent.data.tags
         runs = self.runs[self.runs["parent_id"] == parent_id].reset_index(drop=True) if len(self.runs) else self.runs
-        ran = spec_of(record.get("spec"))
-        n = int(tags.get(contract.SEEDS, "0") or 0) or (len(spec.seed_list) if spec is not None else 0)
-        return Sweep(experiment, parent, runs, ran or spec, n, contract.decode_splits(tags), n_sweeps)
+        return recorded_sweep(experiment, _parent(record), runs, spec_of(record.get("spec")), spec, n_sweeps)
 
     def get_metric_history(self, run_id: str, key: str) -> list:
         """What ``MlflowClient.get_metric_history`` returns, from the history file (step and value of each point)."""

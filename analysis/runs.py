@@ -228,8 +228,13 @@ def load_sweep(client: Optional[MlflowClient], experiment: str, parent_id=None, 
             raise
         n = len(spec.seed_list) if spec is not None else 0
         return Sweep(experiment, None, pd.DataFrame(), spec, n)
-    ran = effective_spec(client, parent)
-    df = child_runs(client, exp.experiment_id, parent.info.run_id)
-    n = int(parent.data.tags.get(contract.SEEDS, "0") or 0) or (len(spec.seed_list) if spec is not None else 0)
-    return Sweep(experiment, parent, df, ran or spec, n, contract.decode_splits(parent.data.tags),
-                 len(parents(client, exp.experiment_id)))
+    return recorded_sweep(experiment, parent, child_runs(client, exp.experiment_id, parent.info.run_id),
+                          effective_spec(client, parent), spec, len(parents(client, exp.experiment_id)))
+
+
+def recorded_sweep(experiment: str, parent, runs: pd.DataFrame, ran, spec, n_sweeps: int) -> Sweep:
+    """The Sweep of a parent run (from a store, or an export's record of it: :mod:`analysis.records`) and its trial
+    ``runs``: laid out by the spec it ran (``ran``, else the given ``spec``), its seed count and splits from its tags."""
+    tags = parent.data.tags
+    n = int(tags.get(contract.SEEDS, "0") or 0) or (len(spec.seed_list) if spec is not None else 0)
+    return Sweep(experiment, parent, runs, ran or spec, n, contract.decode_splits(tags), n_sweeps)

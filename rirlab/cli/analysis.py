@@ -160,7 +160,7 @@ def tables(spec, experiment, tracking_uri, parent, latest_full, records, layout,
     rirlab tables search_spaces/chunk_beam.yaml --format latex
     rirlab tables search_spaces/rir_ablation.yaml --reference rir      # RIR Table 5 beside ours
     rirlab tables search_spaces/chunk_beam.yaml --layout pivot --rows chunk_size --cols beam_size
-    rirlab tables search_spaces/ebt_table4_logic.yaml --records docs/results/ebt_table4_logic.parquet
+    rirlab tables search_spaces/ebt_table4_logic.yaml --records docs/results/ebt_table4_logic_egt_grc_seed2.parquet
     """
     from analysis import tables as T
 
