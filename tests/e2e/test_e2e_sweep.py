@@ -53,7 +53,7 @@ def test_quick_sweep_then_tables(workdir):
     hint = re.search(r"^keep a record that outlives the store: \S+ (export .*?) \(then ", proc.stdout, re.M)
     assert hint, proc.stdout[-1500:]
     run_cli(hint.group(1).split(), cwd=workdir, check=True)
-    record = next(workdir.glob(f"{loaded.spec.name}-*.parquet"))
+    record = workdir / re.search(r"--out (\S+)", hint.group(1)).group(1)  # the runs file (its .history twin beside)
     (workdir / "mlruns.db").rename(workdir / "elsewhere.db")  # no store: the file alone
     assert run_cli(["tables", SPEC, "--records", record], cwd=workdir, check=True).stdout == table
     (workdir / "elsewhere.db").rename(workdir / "mlruns.db")
