@@ -9,6 +9,12 @@ The runs file's schema metadata ``rirlab.sweeps`` holds, per sweep (parent run) 
 `rirlab tables` reads from the parent run: its id, times, status, tags and the spec it ran (its
 ``spec/effective_spec.json``). So the file alone is the sweep's record: ``rirlab tables SPEC --records FILE``
 (:mod:`analysis.records`) prints the same table as the store did, after the store is gone.
+
+A password in the store's URI is masked in every export. With ``redact=True`` (`rirlab export --redact`, for a
+record to publish beside a results page) the files also carry no local path and no user name: the store's URI, the
+parents' tags (Ray Tune's experiment folder), the specs, the params and the failure reasons keep the last
+component of each absolute path (:func:`rirlab.redact.redact_path`), the ``mlflow.user`` tag is dropped, and the
+schema metadata says ``rirlab.redacted: paths``. Nothing `rirlab tables --records` reads changes.
 """
 
 from __future__ import annotations
@@ -24,8 +30,11 @@ from mlflow.tracking import MlflowClient
 from analysis.runs import effective_spec_json
 from rirlab import contract
 from rirlab.errors import UserError
+from rirlab.redact import redact_paths, redact_uri
 
 SWEEPS_KEY = b"rirlab.sweeps"  # schema metadata of a runs file: JSON {"version": 1, "sweeps": [parent records]}
+REDACTED_KEY = b"rirlab.redacted"  # schema metadata: b"paths" when exported with --redact
+PERSONAL_TAGS = ("mlflow.user",)  # dropped by --redact
 
 BASE_FIELDS = [("run_id", pa.string()), ("parent_id", pa.string()), ("experiment", pa.string()),
                ("run_name", pa.string()), ("status", pa.string()), ("start_time", pa.timestamp("ms")),
@@ -70,7 +79,9 @@ def trial_runs(client: MlflowClient, experiment: str, parent_id: Optional[str] =
     return [r for r in runs if not contract.is_parent(r.data.tags)]
 
 
-def runs_table(runs: list, experiment: str) -> pa.Table:
+def runs_table(runs: list, experiment: str, redact: bool = False) -> pa.Table:
+    """One row per trial run (module docstring); with ``redact``, local paths cut in params and failure reasons."""
+    text = redact_paths if redact else (lambda v: v)  # noqa: E731
     params = sorted({k for r in runs for k in r.data.params})
     metrics = sorted({k for r in runs for k in r.data.metrics})
     cols: dict[str, pa.Array] = {
@@ -84,11 +95,11 @@ def runs_table(runs: list, experiment: str) -> pa.Table:
         "variant": pa.array([r.data.tags.get(contract.VARIANT) for r in runs], pa.string()),
         "swept": pa.array([r.data.tags.get(contract.SWEPT) for r in runs], pa.string()),
         "early_stopped": pa.array([r.data.tags.get(contract.EARLY_STOPPED) == contract.TRUE for r in runs], pa.bool_()),
-        "failure_reason": pa.array([r.data.tags.get(contract.FAILURE_REASON) for r in runs], pa.string()),
+        "failure_reason": pa.array([text(r.data.tags.get(contract.FAILURE_REASON)) for r in runs], pa.string()),
         "device": pa.array([r.data.tags.get(contract.result_tag(contract.DEVICE)) for r in runs], pa.string()),
     }
     for p in params:
-        cols[f"param.{p}"] = typed_column([r.data.params.get(p) for r in runs])
+        cols[f"param.{p}"] = typed_column([text(r.data.params.get(p)) for r in runs])
     for m in metrics:
         cols[f"metric.{m}"] = pa.array([r.data.metrics.get(m) for r in runs], pa.float64())
     return pa.table(cols)
@@ -107,9 +118,10 @@ def history_table(client: MlflowClient, runs: list) -> pa.Table:
     return pa.table(rows, schema=HISTORY_SCHEMA)
 
 
-def sweep_records(client: MlflowClient, runs: list) -> list[dict]:
+def sweep_records(client: MlflowClient, runs: list, redact: bool = False) -> list[dict]:
     """The parent run of every sweep the trial ``runs`` belong to, as the runs file records it (module docstring):
-    ``{run_id, start_time, end_time, status, tags, spec}``, in the order the sweeps first appear."""
+    ``{run_id, start_time, end_time, status, tags, spec}``, in the order the sweeps first appear; with ``redact``,
+    no local path and no user name in the tags and the spec."""
     records = []
     for pid in dict.fromkeys(r.data.tags.get(contract.PARENT_RUN_ID) for r in runs):
         if not pid:
@@ -118,9 +130,12 @@ def sweep_records(client: MlflowClient, runs: list) -> list[dict]:
             parent = client.get_run(pid)
         except Exception:  # noqa: BLE001  (a deleted parent: its trials are still exported)
             continue
-        records.append({"run_id": pid, "start_time": parent.info.start_time, "end_time": parent.info.end_time,
-                        "status": parent.info.status, "tags": dict(parent.data.tags),
-                        "spec": effective_spec_json(client, parent)})
+        record = {"run_id": pid, "start_time": parent.info.start_time, "end_time": parent.info.end_time,
+                  "status": parent.info.status, "tags": dict(parent.data.tags), "spec": effective_spec_json(client, parent)}
+        if redact:
+            record["tags"] = {k: v for k, v in redact_paths(record["tags"]).items() if k not in PERSONAL_TAGS}
+            record["spec"] = redact_paths(record["spec"])
+        records.append(record)
     return records
 
 
@@ -130,15 +145,19 @@ def history_path(out) -> Path:
 
 
 def export_runs(client: MlflowClient, experiment: str, out, parent_id: Optional[str] = None,
-                history: bool = True) -> dict:
-    """Write OUT (runs) and, with ``history``, OUT's stem + .history.parquet; returns {kind: (path, rows)}."""
+                history: bool = True, redact: bool = False) -> dict:
+    """Write OUT (runs) and, with ``history``, OUT's stem + .history.parquet; returns {kind: (path, rows)}.
+    ``redact``: no local path or user name in the files (module docstring)."""
     runs = trial_runs(client, experiment, parent_id)
     if not runs:
         raise UserError(f"experiment '{experiment}' has no trial runs" + (f" under parent {parent_id}" if parent_id else ""))
-    table = runs_table(runs, experiment)
+    table = runs_table(runs, experiment, redact=redact)
+    uri = (redact_paths if redact else redact_uri)(str(client.tracking_uri))
     meta = {b"rirlab.experiment": experiment.encode(), b"rirlab.parent": (parent_id or "").encode(),
-            b"rirlab.tracking_uri": str(client.tracking_uri).encode(),
-            SWEEPS_KEY: json.dumps({"version": 1, "sweeps": sweep_records(client, runs)}).encode()}
+            b"rirlab.tracking_uri": uri.encode(),
+            SWEEPS_KEY: json.dumps({"version": 1, "sweeps": sweep_records(client, runs, redact=redact)}).encode()}
+    if redact:
+        meta[REDACTED_KEY] = b"paths"
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, out)

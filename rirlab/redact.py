@@ -1,6 +1,10 @@
 """Passwords inside URLs kept out of what rirlab prints and records: ``scheme://user:password@host`` becomes
 ``scheme://user:***@host`` wherever it stands (an MLflow or Optuna storage URL in a message, a spec's text, a
-recorded param or tag)."""
+recorded param or tag).
+
+And, for records meant to be published (`rirlab export --redact`), local paths cut to their last component:
+``/home/me/runs/sweep-1`` becomes ``sweep-1``, ``sqlite:////home/me/results.db`` becomes ``sqlite:///results.db``,
+a traceback's ``"/home/me/rirlab/train.py"`` becomes ``"train.py"``. Relative paths and network URLs are kept."""
 
 from __future__ import annotations
 
@@ -8,6 +12,9 @@ import re
 from typing import Any
 
 _CREDENTIALS = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*://[^/:@\s'\"]*):[^/@\s'\"]*@")
+# The folders of an absolute (or ~) POSIX path inside a text; not a slash inside a word, a relative path or a URL
+_FOLDERS = re.compile(r"(?:(?<![\w.~:/-])|~)/(?:[^/\s'\"]+/)+(?=[^/\s'\"])")
+_LOCAL_URI = re.compile(r"^(sqlite|file):/*(/[^?#]*)(.*)$")
 
 
 def redact_uri(text: str) -> str:
@@ -23,4 +30,27 @@ def redact_all(value: Any) -> Any:
         return {k: redact_all(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [redact_all(v) for v in value]
+    return value
+
+
+def redact_path(text: str) -> str:
+    """``text`` with the folders of every absolute local path cut (module docstring) and its password masked.
+
+    A local store's URI (``sqlite:`` or ``file:``) keeps its scheme and its file's name."""
+    text = redact_uri(text)
+    local = _LOCAL_URI.match(text)
+    if local:
+        scheme, path, rest = local.groups()
+        return f"{scheme}:///{path.rstrip('/').rsplit('/', 1)[-1]}{rest}"
+    return _FOLDERS.sub("", text)
+
+
+def redact_paths(value: Any) -> Any:
+    """``value`` (JSON-like) with ``redact_path`` applied to every string in it."""
+    if isinstance(value, str):
+        return redact_path(value)
+    if isinstance(value, dict):
+        return {k: redact_paths(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact_paths(v) for v in value]
     return value

@@ -197,9 +197,20 @@ def tables(spec, experiment, tracking_uri, parent, latest_full, records, layout,
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Parquet file of the runs (one row per trial).")
 @click.option("--history/--no-history", default=True, show_default=True,
               help="Also write per-step metric histories to OUT's stem + .history.parquet.")
+@click.option("--redact", is_flag=True, default=False,
+              help="A record to publish: every absolute local path (the store, Ray's experiment folder, data and cache "
+                   "folders, tracebacks) cut to its last component and the user name dropped. Passwords in URIs are "
+                   "masked with or without it.")
 @read_only
-def export(experiment, tracking_uri, parent, out, history):
-    """Export every trial run of an experiment to Parquet: ids, status, params, final metrics (+ histories)."""
+def export(experiment, tracking_uri, parent, out, history, redact):
+    """Export every trial run of an experiment to Parquet: ids, status, params, final metrics (+ histories), and
+    each sweep's parent run and spec, so that `rirlab tables|plot|importance SPEC --records OUT` print the sweep
+    after its store is gone.
+
+    \b
+    rirlab export --experiment chunk_beam --out chunk_beam.parquet
+    rirlab export --experiment ebt_table4_logic --run RUN_ID --redact --out docs/results/ebt_table4_logic.parquet
+    """
     from analysis.export import export_runs
 
     from rirlab import contract
@@ -209,7 +220,7 @@ def export(experiment, tracking_uri, parent, out, history):
     check_out(out, make_parent=True)
     client = _client(tracking_uri)
     try:
-        paths = export_runs(client, experiment, out, parent_id=parent, history=history)
+        paths = export_runs(client, experiment, out, parent_id=parent, history=history, redact=redact)
     except OSError as err:
         raise write_error(out, err) from None
     for kind, (path, n) in paths.items():

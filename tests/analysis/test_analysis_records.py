@@ -136,3 +136,62 @@ def test_export_records_the_device_and_every_sweep(exported):
     t = pq.read_table(path)
     assert t.schema.field("device").type == pa.string()
     assert len(_parents(path)) == 1 and set(t.column("parent_id").to_pylist()) == set(_parents(path))
+
+
+def _texts(path) -> str:
+    """Every string a records file holds (schema metadata and string columns, its history file's too), one text."""
+    parts = []
+    for p in (path, path.with_name(path.stem + ".history.parquet")):
+        t = pq.read_table(p)
+        parts += [v.decode() for v in (t.schema.metadata or {}).values()]
+        parts += [str(v) for c in t.columns if pa.types.is_string(c.type) for v in c.to_pylist() if v is not None]
+    return "\n".join(parts)
+
+
+def test_redacted_records_hold_no_local_path_and_print_the_same_table(tmp_path):
+    import copy
+
+    from mlflow.tracking import MlflowClient
+
+    from rirlab import contract
+
+    store = tmp_path / "store"
+    store.mkdir()
+    runs = copy.deepcopy(GOLDEN_RUNS)
+    runs[0]["params"] = {"cache_dir": str(tmp_path / "cache" / "logic")}
+    runs[-1]["reason"] = f'Traceback:\n  File "{tmp_path}/rirlab/train.py", line 3\nRuntimeError: boom'
+    uri, spec = make_sweep(store, GOLDEN_SPEC, runs)
+    client = MlflowClient(uri)
+    pid = next(r.info.run_id for r in client.search_runs([client.get_experiment_by_name("golden").experiment_id])
+               if contract.is_parent(r.data.tags))
+    client.set_tag(pid, contract.TUNE_PATH, str(tmp_path / "runs" / "golden-0a1b2c"))
+    client.set_tag(pid, "mlflow.user", "alice")
+    table = cli("tables", spec, "--tracking-uri", uri)
+    plain = _texts(_export(uri, "golden", tmp_path / "plain.parquet"))
+    public = _export(uri, "golden", tmp_path / "public.parquet", "--redact")
+    shutil.rmtree(store / "mlartifacts")
+    (store / "mlruns.db").unlink()
+
+    text = _texts(public)
+    assert str(tmp_path) in plain and "alice" in plain  # without --redact: the store, the folders, the user
+    assert str(tmp_path) not in text and "/cache/" not in text and "alice" not in text
+    # what stays: each path's last component, the store's file name, the error
+    for kept in ("golden-0a1b2c", "sqlite:///mlruns.db", '"train.py", line 3', "RuntimeError: boom"):
+        assert kept in text, kept
+    assert pq.read_table(public).column("param.cache_dir").to_pylist()[0] == "logic"
+    assert pq.read_schema(public).metadata[b"rirlab.redacted"] == b"paths"
+    r = cli("tables", spec, "--records", public)
+    assert r.exit_code == 0 and r.stdout == table.stdout, r.output
+
+
+@pytest.mark.parametrize("text, public", [
+    ("/home/me/runs/sweep-1", "sweep-1"), ("sqlite:////home/me/results.db", "sqlite:///results.db"),
+    ("file:///home/me/mlruns", "file:///mlruns"), ("~/data/logic/test10", "test10"),
+    ('File "/srv/rirlab/train.py", line 3', 'File "train.py", line 3'),
+    ("postgresql://me:secret@db.lab:5432/mlflow", "postgresql://me:***@db.lab:5432/mlflow"),
+    ("http://mlflow.lab:5000/api/2.0", "http://mlflow.lab:5000/api/2.0"),  # a URL is not a local path
+    ("search_spaces/ebt_table4_logic.yaml", "search_spaces/ebt_table4_logic.yaml"), ("1/2", "1/2")])
+def test_redact_path_cuts_local_folders_only(text, public):
+    from rirlab.redact import redact_path
+
+    assert redact_path(text) == public

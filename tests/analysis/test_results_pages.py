@@ -85,3 +85,14 @@ def test_a_committed_record_prints_its_pages_table(record):
         table = [line for line in r.stdout.splitlines() if line.startswith("|")]
         lines = page.read_text().splitlines()
         assert any(lines[i : i + len(table)] == table for i in range(len(lines))), (page.name, table)
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=[p.stem for p in RECORDS])
+def test_a_committed_record_holds_no_machine_path(record):
+    """A published record is exported with `--redact`: no local path or user name of the machine that ran it."""
+    import pyarrow.parquet as pq
+
+    meta = pq.read_schema(record).metadata
+    assert meta.get(b"rirlab.redacted") == b"paths", f"re-export {record.name} with `rirlab export ... --redact`"
+    text = b" ".join(meta.values()).decode()
+    assert not re.search(r"sqlite:////|\"/(home|work|tmp|root|Users|srv|mnt)/", text), record.name
