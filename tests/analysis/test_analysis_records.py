@@ -195,3 +195,25 @@ def test_redact_path_cuts_local_folders_only(text, public):
     from rirlab.redact import redact_path
 
     assert redact_path(text) == public
+
+
+def test_every_export_masks_the_stores_password(tmp_path):
+    """A server store's URI is recorded in the runs file; its password is not, with or without --redact."""
+    from mlflow.tracking import MlflowClient
+
+    from analysis.export import export_runs
+
+    store = tmp_path / "store"
+    store.mkdir()
+    uri, _ = make_sweep(store, GOLDEN_SPEC, GOLDEN_RUNS)
+
+    class ServerClient:  # the sqlite store's runs, behind a URI with credentials (a tracking server's)
+        tracking_uri = "http://alice:s3cret@mlflow.lab:5000"
+
+        def __getattr__(self, name):
+            return getattr(MlflowClient(uri), name)
+
+    for redact in (False, True):
+        out = tmp_path / f"runs{redact}.parquet"
+        export_runs(ServerClient(), "golden", out, history=False, redact=redact)
+        assert pq.read_schema(out).metadata[b"rirlab.tracking_uri"] == b"http://alice:***@mlflow.lab:5000"
