@@ -9,7 +9,7 @@ a traceback's ``"/home/me/rirlab/train.py"`` becomes ``"train.py"``. Relative pa
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Callable
 
 _CREDENTIALS = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*://[^/:@\s'\"]*):[^/@\s'\"]*@")
 # The folders of an absolute (or ~) POSIX path inside a text; not a slash inside a word, a relative path or a URL
@@ -22,15 +22,20 @@ def redact_uri(text: str) -> str:
     return _CREDENTIALS.sub(r"\1:***@", str.__str__(text))
 
 
-def redact_all(value: Any) -> Any:
-    """``value`` (JSON-like: dicts, lists, strings) with ``redact_uri`` applied to every string in it."""
+def _each_string(fn: Callable[[str], str], value: Any) -> Any:
+    """``value`` (JSON-like: dicts, lists, strings) with ``fn`` applied to every string in it."""
     if isinstance(value, str):
-        return redact_uri(value)
+        return fn(value)
     if isinstance(value, dict):
-        return {k: redact_all(v) for k, v in value.items()}
+        return {k: _each_string(fn, v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [redact_all(v) for v in value]
+        return [_each_string(fn, v) for v in value]
     return value
+
+
+def redact_all(value: Any) -> Any:
+    """``value`` (JSON-like) with ``redact_uri`` applied to every string in it."""
+    return _each_string(redact_uri, value)
 
 
 def redact_path(text: str) -> str:
@@ -47,10 +52,4 @@ def redact_path(text: str) -> str:
 
 def redact_paths(value: Any) -> Any:
     """``value`` (JSON-like) with ``redact_path`` applied to every string in it."""
-    if isinstance(value, str):
-        return redact_path(value)
-    if isinstance(value, dict):
-        return {k: redact_paths(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [redact_paths(v) for v in value]
-    return value
+    return _each_string(redact_path, value)
