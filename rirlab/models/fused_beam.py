@@ -399,7 +399,9 @@ class Search:
         # weight gradients: one product over the live rows of all steps (dropout scale folded in)
         g_w1, g_b1 = torch.mm(g_h1.t(), pair).mul_(self.scale), g_h1.sum(0).mul_(self.scale)
         g_w2, g_b2 = torch.mm(g_gh.t(), act).mul_(self.scale), g_gh.sum(0)
-        g_sc, g_shp, s_in, s_ha = (torch.cat(z) for z in zip(*self.sc_rows))
+        rows = self.sc_rows or [(g_spool[:0], self.sw1.new_empty(0, self.sw1.size(0)), self.sw1.new_empty(0, 2 * ds),
+                                 self.sw1.new_empty(0, self.sw1.size(0)))]  # no pair scored: one token per sequence
+        g_sc, g_shp, s_in, s_ha = (torch.cat(z) for z in zip(*rows))
         g_sw1, g_sb1 = g_shp.t() @ s_in, g_shp.sum(0)
         g_sw2, g_sb2 = (g_sc @ s_ha)[None], g_sc.sum().view(1)
         inv_x = torch.empty_like(g_x)

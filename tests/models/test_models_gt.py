@@ -148,12 +148,15 @@ def test_straight_through_update_equals_update_nodes():
 
 
 @pytest.mark.parametrize("st", ["mask", "node"])
-@pytest.mark.parametrize("train,p,tau", [(True, 0.3, 1.0), (True, 0.0, 0.5), (False, 0.3, 1.0)])
-def test_fused_greedy_search_equals_op_by_op_autograd(train, p, tau, st):
+@pytest.mark.parametrize("train,p,tau,lengths", [(True, 0.3, 1.0, [7, 4, 1, 12, 2, 12]), (True, 0.0, 0.5, [7, 4, 1, 12, 2, 12]),
+                                                 (False, 0.3, 1.0, [7, 4, 1, 12, 2, 12]), (True, 0.3, 1.0, [1, 1, 1])],
+                         ids=["train", "train-no-dropout", "eval", "train-one-leaf-rows"])
+def test_fused_greedy_search_equals_op_by_op_autograd(train, p, tau, lengths, st):
     """EGT-GRC's one-node greedy straight-through search (fused_greedy.FusedGreedyTree) against the reference
     BeamTree(beam 1, straight-through) recorded op by op: same Gumbel and dropout draws, same roots and scores, the
     same gradients for the leaves and every parameter (float64), rows of every length (one of one leaf), under
-    both straight-through gradients."""
+    both straight-through gradients; and a batch of one-leaf rows only, where nothing merges (its backward raised
+    before: no scorer row to sum)."""
     from rirlab.models.fused_greedy import FusedGreedyTree
     from rirlab.models.grc import GRC
     from rirlab.models.scorer import Scorer
@@ -161,8 +164,8 @@ def test_fused_greedy_search_equals_op_by_op_autograd(train, p, tau, st):
     torch.manual_seed(7)
     d = 16
     tree = FusedGreedyTree(GRC(d, 4, p), Scorer(d, 8), tau, st).double().train(train)
-    lengths = torch.tensor([7, 4, 1, 12, 2, 12])
-    x = torch.randn(len(lengths), 1, 12, d, dtype=torch.float64, requires_grad=True)
+    lengths = torch.tensor(lengths)
+    x = torch.randn(len(lengths), 1, int(lengths.max()), d, dtype=torch.float64, requires_grad=True)
     inputs = [x] + list(tree.parameters())
     results = []
     for fused in (True, False):
@@ -172,13 +175,15 @@ def test_fused_greedy_search_equals_op_by_op_autograd(train, p, tau, st):
         g = torch.Generator().manual_seed(2)
         loss = (roots * torch.randn(roots.shape, generator=g, dtype=x.dtype)).sum()
         loss = loss + (scores * torch.randn(scores.shape, generator=g, dtype=x.dtype)).sum()
-        results.append((roots, scores, torch.autograd.grad(loss, inputs)))
+        grads = torch.autograd.grad(loss, inputs, allow_unused=True)  # the reference uses no weight if none merges
+        results.append((roots, scores, [torch.zeros_like(t) if g is None else g for g, t in zip(grads, inputs)]))
     (r1, s1, g1), (r2, s2, g2) = results
     torch.testing.assert_close(r1, r2, rtol=0, atol=1e-12)
     torch.testing.assert_close(s1, s2, rtol=0, atol=1e-12)
     for a, c in zip(g1, g2):
         torch.testing.assert_close(a, c, rtol=0, atol=1e-12)
-    assert g1[0].abs().sum() > 0 and g1[-4].abs().sum() > 0  # the leaves and the scorer (w1) get gradients
+    merges = bool(lengths.max() > 1)
+    assert g1[0].abs().sum() > 0 and bool(g1[-4].abs().sum() > 0) == merges  # the leaves; the scorer (w1) if merged
 
 
 @pytest.mark.parametrize("st", ["mask", "node"])
