@@ -325,10 +325,11 @@ def test_rirlab_tables_imports_no_torch(request, store, args):
 
 def test_analysis_imports_only_the_contract_of_this_project():
     """analysis/ imports, from this project, only the MLflow contract, the torch-free spec schema and trial
-    expansion (to lay out a table before any run exists) and the error and key-matching helpers, besides itself."""
+    expansion (to lay out a table before any run exists), the error and key-matching helpers and the redaction of
+    passwords and paths (`rirlab export --redact`; re only), besides itself."""
     import ast
 
-    allowed = {"rirlab.contract", "rirlab.errors", "rirlab.config", "sweeps.spec.schema",
+    allowed = {"rirlab.contract", "rirlab.errors", "rirlab.config", "rirlab.redact", "sweeps.spec.schema",
                "sweeps.spec.trials"}
     for path in sorted((Path(__file__).resolve().parents[2] / "analysis").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
