@@ -102,7 +102,9 @@ def run_footer(df: pd.DataFrame, stat: str, n_expected: int) -> list[str]:
     if n_expected == 1:
         lines = ["one seed per configuration: no std (n=1)"]
     else:
-        lines = [f"{stat} ± std over seeds" + (f" ({n_expected} per configuration)" if n_expected else "")]
+        # n_expected is what the spec plans, not what ran: a cell with fewer runs carries its own (n=k)
+        lines = [f"{stat} ± std over seeds" + (f" (the spec runs {n_expected} per configuration; a cell of fewer says n=)"
+                                                if n_expected else "")]
     if df.empty:
         return lines + ["no runs recorded yet: cells stay empty until the sweep runs"]
     failed = df[df["status"] == "FAILED"]

@@ -73,7 +73,7 @@ GOLDEN_MD = """\
 | chunk 30, beam 5 | 70.00 (n=1) | 80.00 (n=1) |
 | chunk 30, beam 7 | — | — |
 
-median ± std over seeds (2 per configuration)
+median ± std over seeds (the spec runs 2 per configuration; a cell of fewer says n=)
 5 finished runs; 1 failed; 0 stopped early (not counted)
 failed: chunk_size=30,beam_size=5,seed=1: RuntimeError: boom
 """
@@ -88,7 +88,7 @@ chunk 30, beam 5 & 70.00 (n=1) & 80.00 (n=1) \\
 chunk 30, beam 7 & --- & --- \\
 \bottomrule
 \end{tabular}
-% median $\pm$ std over seeds (2 per configuration)
+% median $\pm$ std over seeds (the spec runs 2 per configuration; a cell of fewer says n=)
 % 5 finished runs; 1 failed; 0 stopped early (not counted)
 % failed: chunk\_size=30,beam\_size=5,seed=1: RuntimeError: boom
 """
