@@ -208,7 +208,8 @@ class MLflowTrialCallback(DriverCallback):
         if repeated and len(repeated) == len(numbers):
             return  # a retried or resumed trial replays the steps since its checkpoint: already logged
         self.tracker.log_result(run_id, {k: v for k, v in result.items() if k not in repeated}, step)
-        logged.update({k: step for k in numbers})
+        # a repeated metric's run already holds a later step: keep that mark, or the next replayed step is logged
+        logged.update({k: step for k in numbers if k not in repeated})
         if result.get(contract.FINAL):  # the trial's end is in MLflow from here on: --resume never reruns it
             self.tracker.set_tags(run_id, {contract.FINAL_LOGGED: contract.TRUE})
 

@@ -65,3 +65,30 @@ def test_a_resumed_sweep_neither_reruns_nor_relogs_what_mlflow_holds(tmp_path):
     assert "rirlab.resumed" not in tracker.client.get_run(runs["a"]).data.tags
     assert again.counts() == {"finished": 3, "failed": 0}
     assert contract.TRUE == tracker.client.get_run(runs["c"]).data.tags["rirlab.final_logged"]
+
+
+def test_a_resumed_trial_replaying_several_steps_logs_none_of_them_again(tmp_path):
+    """A trial resumed from a checkpoint several results behind what its run holds replays all of them. Each result
+    carries Ray's bookkeeping (never an MLflow metric, so the run cannot say it holds it): that must not lower the
+    step the run is known to hold, or every replayed step after the first is logged twice (seen on a real
+    EBT-GRC trial: 12 train steps twice after each of two --resume)."""
+    tracker = Tracker(f"sqlite:///{tmp_path / 'mlruns.db'}")
+    exp_id = tracker.experiment_id("tiny")
+    parent = tracker.start_parent(exp_id, "tiny", {})
+    t = _trial("t", 0.003)
+
+    def result(step):
+        return {"step": step, "train/loss": 1.0 / step, "training_iteration": step // 10, "time_this_iter_s": 0.5}
+
+    first = MLflowTrialCallback(tracker, exp_id, parent, PLAN, checkpoint_artifacts=False)
+    first.on_trial_start(0, [], t)
+    for step in (10, 20, 30, 40):
+        first.on_trial_result(0, [], t, result(step))
+    run_id = first.runs["t"]  # the driver dies here; the trial's checkpoint is at step 10
+
+    again = MLflowTrialCallback(tracker, exp_id, parent, PLAN, checkpoint_artifacts=False)
+    again.on_trial_start(0, [], t)
+    for step in (20, 30, 40, 50):
+        again.on_trial_result(0, [], t, result(step))
+    assert _steps(tracker, run_id, "train/loss") == [10, 20, 30, 40, 50]
+    assert "training_iteration" not in tracker.client.get_run(run_id).data.metrics
