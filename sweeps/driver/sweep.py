@@ -279,7 +279,10 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
         # as these two live ones, in a fresh Tuner and in a restored one alike
         with bound(mlflow_cb, progress) as callbacks:
             if restore:
-                tuner = tune.Tuner.restore(tune_path, trainable=train_fn, resume_unfinished=True, resume_errored=True)
+                # the space again: Tune does not keep it, and where the driver died before Tune first saved its
+                # state (a full disk, a kill at startup) the restored run starts its searcher afresh on this space
+                tuner = tune.Tuner.restore(tune_path, trainable=train_fn, param_space=plan.param_space(),
+                                           resume_unfinished=True, resume_errored=True)
             else:
                 tuner = new_tuner(plan, train_fn, tune_path, callbacks, tracking_uri=raw(tracker.uri))
             close_startup_window()  # Tune's own SIGINT handler takes over inside fit

@@ -77,3 +77,31 @@ def test_ctrl_c_while_the_parent_run_is_written_ends_it_killed_and_resume_contin
     assert [r.info.status for r in runs if "mlflow.parentRunId" in r.data.tags] == ["FINISHED"]
     footer = open(client.download_artifacts(parent.info.run_id, "report/table.md", str(workdir))).read()
     assert "FINISHED" in footer and "RUNNING" not in footer, footer[-300:]  # the report says how the sweep ended
+
+
+def test_resume_when_tune_had_not_saved_its_state_runs_the_trials_left(workdir, new_store):
+    """The driver died before Ray Tune first saved its experiment and searcher state (a disk that filled at
+    startup, a kill): Tune restores no trial and starts the searcher afresh, on a space it does not keep; the
+    resumed sweep must still run the trial that never started, and not the one that finished."""
+    spec = workdir / "t.yaml"
+    spec.write_text(yaml.safe_dump({**TINY, "name": "no_state", "seeds": 1, "max_concurrent": 1,
+                                    "checkpoint_every": 0, "fixed": {**TINY["fixed"], "steps": 20}}, sort_keys=False))
+    db = workdir / "mlruns.db"
+    new_store(db)
+    faults = {"RIRLAB_PLUGINS": "tests.helpers.runner_faults", "PYTHONPATH": str(REPO)}
+    env = {**os.environ, **faults, "RIRLAB_TEST_KILL_AFTER_COMPLETE": "1"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    proc = subprocess.run([*RIRLAB, "sweep", str(spec), "--no-checkpoint-artifacts"], cwd=workdir, env=env,
+                          capture_output=True, text=True, timeout=600, start_new_session=True)
+    assert proc.returncode == -9, proc.stdout + proc.stderr
+    state = [p for p in workdir.rglob("*") if p.name.startswith(("experiment_state", "basic-variant-state"))]
+    assert state, sorted(str(p) for p in workdir.rglob("*"))[:50]
+    for path in state:
+        path.unlink()
+
+    resumed = run_cli(["sweep", spec, "--resume", "--no-checkpoint-artifacts"], cwd=workdir, env=faults, check=True)
+    assert "2 finished, 0 failed" in resumed.stdout, resumed.stdout
+    client = MlflowClient(f"sqlite:///{db}")
+    runs = client.search_runs([client.get_experiment_by_name("no_state").experiment_id])
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(children) == 2 and all(r.info.status == "FINISHED" for r in children), runs
