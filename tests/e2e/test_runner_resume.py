@@ -19,26 +19,34 @@ def histories(client, run_id):
     return {k: [(m.step, m.value) for m in client.get_metric_history(run_id, k)] for k in run.data.metrics}
 
 
-def test_resume_after_a_kill_right_after_a_trial_finished_does_not_run_it_again(workdir, new_store):
-    spec = workdir / "r.yaml"
-    spec.write_text(yaml.safe_dump({**TINY, "name": "kill_after", "seeds": 1, "max_concurrent": 1,
+FAULTS = {"RIRLAB_PLUGINS": "tests.helpers.runner_faults", "PYTHONPATH": str(REPO)}
+
+
+def killed_after_first_trial(workdir, new_store, name):
+    """A two-trial sweep (one at a time) whose driver is SIGKILLed right after the first trial finished: its
+    spec, its MLflow client, and the finished run with its metric histories."""
+    spec = workdir / f"{name}.yaml"
+    spec.write_text(yaml.safe_dump({**TINY, "name": name, "seeds": 1, "max_concurrent": 1,
                                     "checkpoint_every": 0, "fixed": {**TINY["fixed"], "steps": 20}}, sort_keys=False))
     db = workdir / "mlruns.db"
     new_store(db)
-    env = {**os.environ, "RIRLAB_PLUGINS": "tests.helpers.runner_faults", "PYTHONPATH": str(REPO),
-           "RIRLAB_TEST_KILL_AFTER_COMPLETE": "1"}
+    env = {**os.environ, **FAULTS, "RIRLAB_TEST_KILL_AFTER_COMPLETE": "1"}
     env.pop("MLFLOW_TRACKING_URI", None)
     proc = subprocess.run([*RIRLAB, "sweep", str(spec), "--no-checkpoint-artifacts"], cwd=workdir, env=env,
                           capture_output=True, text=True, timeout=600, start_new_session=True)
     assert proc.returncode == -9, proc.stdout + proc.stderr
     client = MlflowClient(f"sqlite:///{db}")
-    exp = client.get_experiment_by_name("kill_after")
+    exp = client.get_experiment_by_name(name)
     (done,) = [r for r in client.search_runs([exp.experiment_id]) if r.info.status == "FINISHED"]
     before = histories(client, done.info.run_id)
     assert "test/accuracy" in before
+    return spec, client, exp, done, before
 
-    resumed = run_cli(["sweep", spec, "--resume", "--no-checkpoint-artifacts"], cwd=workdir,
-                      env={"RIRLAB_PLUGINS": "tests.helpers.runner_faults", "PYTHONPATH": str(REPO)}, check=True)
+
+def test_resume_after_a_kill_right_after_a_trial_finished_does_not_run_it_again(workdir, new_store):
+    spec, client, exp, done, before = killed_after_first_trial(workdir, new_store, "kill_after")
+
+    resumed = run_cli(["sweep", spec, "--resume", "--no-checkpoint-artifacts"], cwd=workdir, env=FAULTS, check=True)
     assert "2 finished, 0 failed" in resumed.stdout
     runs = client.search_runs([exp.experiment_id])
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
@@ -57,10 +65,9 @@ def test_ctrl_c_while_the_parent_run_is_written_ends_it_killed_and_resume_contin
     spec = workdir / "p.yaml"
     spec.write_text(yaml.safe_dump({**TINY, "name": "ctrl_c_parent", "seeds": 1, "search": {}, "checkpoint_every": 0,
                                     "fixed": {**TINY["fixed"], "steps": 10}}, sort_keys=False))
-    faults = {"RIRLAB_PLUGINS": "tests.helpers.runner_faults", "PYTHONPATH": str(REPO)}
     new_store(workdir / "mlruns.db")
     proc = run_cli(["sweep", spec, "--no-checkpoint-artifacts"], cwd=workdir,
-                   env={**faults, "RIRLAB_TEST_INTERRUPT_IN_PARENT": "1"})
+                   env={**FAULTS, "RIRLAB_TEST_INTERRUPT_IN_PARENT": "1"})
     assert proc.returncode == 130, proc.stdout + proc.stderr
     assert "--resume" in proc.stderr and "nothing was recorded" not in proc.stderr, proc.stderr
     client = MlflowClient(f"sqlite:///{workdir / 'mlruns.db'}")
@@ -68,7 +75,7 @@ def test_ctrl_c_while_the_parent_run_is_written_ends_it_killed_and_resume_contin
     (parent,) = client.search_runs([exp.experiment_id])
     assert parent.info.status == "KILLED" and parent.data.tags.get("rirlab.interrupted") == "true"
 
-    run_cli(["sweep", spec, "--resume", "--no-checkpoint-artifacts"], cwd=workdir, env=faults, check=True)
+    run_cli(["sweep", spec, "--resume", "--no-checkpoint-artifacts"], cwd=workdir, env=FAULTS, check=True)
     runs = client.search_runs([exp.experiment_id])
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     assert [p.info.run_id for p in parents] == [parent.info.run_id]  # the same parent, continued
@@ -83,25 +90,15 @@ def test_resume_when_tune_had_not_saved_its_state_runs_the_trials_left(workdir, 
     """The driver died before Ray Tune first saved its experiment and searcher state (a disk that filled at
     startup, a kill): Tune restores no trial and starts the searcher afresh, on a space it does not keep; the
     resumed sweep must still run the trial that never started, and not the one that finished."""
-    spec = workdir / "t.yaml"
-    spec.write_text(yaml.safe_dump({**TINY, "name": "no_state", "seeds": 1, "max_concurrent": 1,
-                                    "checkpoint_every": 0, "fixed": {**TINY["fixed"], "steps": 20}}, sort_keys=False))
-    db = workdir / "mlruns.db"
-    new_store(db)
-    faults = {"RIRLAB_PLUGINS": "tests.helpers.runner_faults", "PYTHONPATH": str(REPO)}
-    env = {**os.environ, **faults, "RIRLAB_TEST_KILL_AFTER_COMPLETE": "1"}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    proc = subprocess.run([*RIRLAB, "sweep", str(spec), "--no-checkpoint-artifacts"], cwd=workdir, env=env,
-                          capture_output=True, text=True, timeout=600, start_new_session=True)
-    assert proc.returncode == -9, proc.stdout + proc.stderr
+    spec, client, exp, done, before = killed_after_first_trial(workdir, new_store, "no_state")
     state = [p for p in workdir.rglob("*") if p.name.startswith(("experiment_state", "basic-variant-state"))]
     assert state, sorted(str(p) for p in workdir.rglob("*"))[:50]
     for path in state:
         path.unlink()
 
-    resumed = run_cli(["sweep", spec, "--resume", "--no-checkpoint-artifacts"], cwd=workdir, env=faults, check=True)
+    resumed = run_cli(["sweep", spec, "--resume", "--no-checkpoint-artifacts"], cwd=workdir, env=FAULTS, check=True)
     assert "2 finished, 0 failed" in resumed.stdout, resumed.stdout
-    client = MlflowClient(f"sqlite:///{db}")
-    runs = client.search_runs([client.get_experiment_by_name("no_state").experiment_id])
+    runs = client.search_runs([exp.experiment_id])
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
     assert len(children) == 2 and all(r.info.status == "FINISHED" for r in children), runs
+    assert histories(client, done.info.run_id) == before  # the finished trial did not run again
