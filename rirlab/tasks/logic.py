@@ -36,7 +36,7 @@ skip; train12: 0.405/0.242/0.064), P(N | N >= 12) (of test12's 853: 469/232/100/
 ``trainN`` is the first 85% of the distinct pairs of the script's stream for that N; the generated files at
 N <= 4, where the stream repeats pairs, are therefore drawn from the first :data:`TRAIN_SIZES` [N] distinct pairs
 (``generate``'s ``pool``; de-duplication at that size drops 'not' among operators at N = 1 from 0.47 to the
-real 0.23). Train and dev are cut from those files as the papers' protocol cuts the real ones (every 10th
+real 0.270). Train and dev are cut from those files as the papers' protocol cuts the real ones (every 10th
 pair to dev: 121,977 train and 13,552 dev pairs at the defaults; ``_train_dev``).
 
 Model tokens keep the parentheses, as the original loaders feed them
@@ -305,7 +305,7 @@ def generate(n_pairs: int, ops, seed: int, exclude: Optional[set] = None,
     ``pool``: when larger than ``n_pairs``, the first ``pool`` distinct pairs are drawn and ``n_pairs`` of them
     returned at random. The real train files are the first distinct pairs of a stream (of their own size:
     :data:`TRAIN_SIZES`); at small N that stream repeats pairs often, so de-duplicating the real file's count
-    of pairs is what gives its statistics (e.g. 'not' among operators: 0.23 at N = 1, 0.47 in the first 300).
+    of pairs is what gives its statistics (e.g. 'not' among operators: 0.270 at N = 1, 0.47 in the first 300).
     """
     rng = random.Random(seed)
     ns = _ns(ops)
