@@ -73,8 +73,9 @@ class GAUBaselineConfig(GAUConfig):
 class GAUBlock(nn.Module):
     """GAUBlock(x, p, G), eq. 8-15; ``rel`` (n, l) long indexes the ``n_rel`` relative-position entries."""
 
-    def __init__(self, cfg: GAUConfig, n_rel: int):
+    def __init__(self, cfg: GAUConfig, n_rel: int, uniform_empty: bool = False):
         super().__init__()
+        self.uniform_empty = uniform_empty  # a query with no key: uniform over every key slot (the authors' PGAU)
         d = cfg.hidden_size
         self.dh = min(cfg.gau_head_size, d)
         self.init = nn.Sequential(nn.Linear(d, d), nn.LayerNorm(d))  # eq. 8
@@ -115,8 +116,11 @@ class GAUBlock(nn.Module):
             energy = energy + (qp @ self.pos.t()).expand(*rel.shape[:-1], -1).gather(-1, rel)  # (..., n, l)
         else:
             energy = energy + self.pos[rel]  # (..., n, l)
-        attn = F.softmax((energy / self.scale).masked_fill(~mask, -1e9), dim=-1) * mask  # (..., n, l) eq. 11
-        o = self.drop(self.wo(u * (attn @ v)))  # (..., n, D) eq. 12-13 (a query with no key gets v' = 0)
+        if self.uniform_empty:  # masked scores -9999 as the authors' PGAU: a query with no key averages every slot
+            attn = F.softmax((energy / self.scale).masked_fill(~mask, -9999.0), dim=-1)  # (..., n, l) eq. 11
+        else:  # a query with no key gets v' = 0
+            attn = F.softmax((energy / self.scale).masked_fill(~mask, -1e9), dim=-1) * mask  # (..., n, l) eq. 11
+        o = self.drop(self.wo(u * (attn @ v)))  # (..., n, D) eq. 12-13
         g = torch.sigmoid(self.gate(torch.cat([o, x.expand_as(o)], dim=-1)))  # (..., n, D) eq. 14
         return g * o + (1 - g) * x  # (..., n, D) eq. 15
 

@@ -25,7 +25,7 @@ of ``interaction_layers`` = 3 applications of one GAU block over the pair (eq. 2
 Keys of a terminal (``gau_parent_self``): False (default, what the authors' code computes: its mask includes the
 node itself, but the query/key split it then applies leaves each terminal only its strict ancestors) or True (EBT §4:
 "the same node ... or some parent", the terminal as a key at height distance 0). A one-token sequence has no
-ancestor: its token then gets v' = 0 in eq. 12.
+ancestor (``gau_parent_empty`` below).
 
 The batch's last column (``gau_parent_last``): ``"keep"`` (default, the authors' code): the authors' PGAU splits the
 2W - 1 nodes of a width-W batch at (2W - 2) // 2 = W - 1, so the terminals of the last column are keys, not queries,
@@ -33,9 +33,18 @@ and keep their value through both layers: the last token of the widest sentence 
 both sentences of a pair padded to one width, as the authors batch them, that is the widest of the two); a sentence's
 encoding then depends on its batch's width. ``"attend"``: every terminal is a query (EBT §4, padding-invariant).
 Checked against the authors' EGT_GAU_IN / EBT_GAU_IN on shared weights (float64, eval, lengths 1-300, alone and
-padded): equal to ~1e-16 with ``"keep"``, except one case we do not reproduce: a one-token sentence in a wider
-batch, whose token has no key there, attends uniformly to every key slot of the authors' split (masked scores
-filled with -9999), i.e. to the padding's values; here it gets v' = 0.
+padded): equal to ~1e-16 with ``"keep"``; a one-token sentence in a wider batch, whose token has no key there,
+attends uniformly to every key slot of the authors' split (masked scores
+filled with -9999), i.e. to the padding's values (``gau_parent_empty``).
+
+A terminal with no key (``gau_parent_empty``; every terminal of a one-token sentence, and padding): ``"uniform"``
+(default, the authors' PGAU, which produced the published numbers: masked scores are filled with -9999 before the
+softmax) attends uniformly to every key slot, under ``"keep"`` the W - 1 non-terminal slots and the batch's last
+terminal, so a one-token sentence in a wider batch reads its batch's padding; ``"zero"`` (rirlab before) gives it
+v' = 0 in eq. 12. A finished row's unused slots hold cell(first, second item of its frontier): the authors' EGT takes
+the argmax of all-equal masked scores, the first pair (EGT-GAU equals theirs to ~1e-16 there). Their EBT takes
+torch.topk's order among those equal scores, which torch leaves undefined, through its beam bookkeeping; not
+reproduced (a one-token sentence in a wider batch: ~2e-3 from theirs in float64, 6e-3 with ``"zero"``).
 """
 
 from __future__ import annotations
@@ -59,6 +68,7 @@ from rirlab.models.grc import GRC, LeafTransform
 from rirlab.models.scorer import Scorer
 
 ParentLast = Literal["keep", "attend"]  # last column of the batch: not a query (the authors' code) / a query as any
+ParentEmpty = Literal["uniform", "zero"]  # a terminal with no key: averages every key slot (authors' code) / v' = 0
 
 
 @dataclass(config=STRICT)
@@ -73,6 +83,7 @@ class TreeGAUConfig(GAUConfig):
     gau_parent_rel_k: int = Field(10, ge=1)  # receptive field of height differences in parent attention
     gau_parent_self: bool = False  # a terminal also attends to itself (EBT §4 text); False: the authors' code
     gau_parent_last: ParentLast = "keep"  # the batch's last column: "keep" (the authors' split) or "attend"
+    gau_parent_empty: ParentEmpty = "uniform"  # a terminal without a parent (module doc); "zero": rirlab before
 
 
 @dataclasses.dataclass
@@ -125,6 +136,7 @@ class NodeBeamTree(nn.Module):
             new_scores, sel = keep_survivors(cand, b, gumbel_like(cand) if noisy else None)  # (M, b), (M, b)
             src = torch.where(active[:, None], torch.div(sel, k1, rounding_mode="floor"), beams)  # (M, b) source beam
             j = top_pos.view(m, b * k1).gather(1, sel)  # (M, b) merged pair (j, j+1)
+            j = torch.where(active[:, None], j, 0)  # a finished row's unused slot: its first pair, as the authors' argmax
             h, cover, height, ps = h[row, src], cover[row, src], height[row, src], ps[row, src]  # kept beams
             nodes, ncover, nheight = nodes[row, src], ncover[row, src], nheight[row, src]
 
@@ -184,9 +196,11 @@ class ParentAttention(nn.Module):
         super().__init__()
         self.self_key = cfg.gau_parent_self
         self.k = cfg.gau_parent_rel_k
-        self.block = GAUBlock(cfg, self.k + int(self.self_key))  # distances 1..k (and 0 for the node itself)
+        uniform = cfg.gau_parent_empty == "uniform"
+        self.block = GAUBlock(cfg, self.k + int(self.self_key), uniform)  # distances 1..k (and 0 for the node itself)
         self.layers = cfg.parent_layers
         self.keep_last = cfg.gau_parent_last == "keep"
+        self.last_key = uniform and self.keep_last and not self.self_key  # the authors' split: their last key slot
 
     def forward(self, x: torch.Tensor, tree: TreeNodes, mask: torch.Tensor) -> torch.Tensor:
         """x (M, W, D) terminals, mask (M, W) -> (M, W, D), the beams' results weighted by softmax(scores), eq. 29."""
@@ -204,6 +218,10 @@ class ParentAttention(nn.Module):
         h = x[:, None]  # (M, 1, W, D) eq. 27 repeat(x, b): the beams' queries are equal until the first layer
         q = w - 1 if self.keep_last else w  # queries: the first q columns; the others keep their value
         g, rel = g[:, :, :q], rel[:, :, :q]  # (M, b, q, .)
+        if self.last_key and q:  # the last column, never a query, is a key slot of the authors' split, always masked
+            last = self.block.keys(x[:, None, q:])  # (M, 1, 1, 2D), (M, 1, 1, dh): its value never changes
+            nodes_kv = tuple(torch.cat([nk, lk.expand(m, b, 1, -1)], 2) for nk, lk in zip(nodes_kv, last))  # (M, b, W, .)
+            g, rel = F.pad(g, (0, 1)), F.pad(rel, (0, 1))  # (M, b, q, W)
         for _ in range(self.layers if q else 0):
             kv = nodes_kv
             if self.self_key:  # the terminals' own keys, then the non-terminals'

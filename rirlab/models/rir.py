@@ -62,7 +62,9 @@ Choices the paper leaves open (ours):
   before): position i strings the i-th best beams, which keeps eval deterministic (and batch-independent under
   ``chunk_by`` sequence). The default ``inference`` of RIR-EBT-GRC, ``non_rir``, never aligns; one-beam inner
   RvNNs have nothing to align.
-- ``inference="non_rir"`` (Appendix D) runs the inner RvNN over the whole sequence in eval mode.
+- ``inference="non_rir"`` (Appendix D) runs the inner RvNN over the whole sequence in eval mode; a batch whose
+  padded length is 1 skips a one-beam inner RvNN that passes one item through (RIR-GRC, RIR-OM), as the authors'
+  HGRC.py loops while S > 1.
 """
 
 from __future__ import annotations
@@ -267,6 +269,9 @@ class RIREncoder(nn.Module):
         if self.training or self.inference == "rir":
             roots, scores = rir_encode(self.tree, h, lengths, self.chunk_size, self.alignment,
                                        self.slot0, self.chunk_by, self.eval_alignment)  # (N, b, D), (N, b)
+        elif h.size(1) == 1 and getattr(self.tree, "single_passes_through", False):  # non-RIR, every sequence one
+            # item: the authors loop while S > 1, so the leaf is the root (as rir_encode's one-item batch)
+            roots, scores = h, h.new_zeros(h.size(0), 1)  # (N, 1, D): S = 1 is the one beam; (N, 1)
         else:  # non-RIR inference (RIR Appendix D): the inner RvNN over the whole sequence
             roots, scores = self.tree(h.unsqueeze(1), lengths)  # (N, b, D), (N, b)
         return EncoderOutput(marginalize(roots, scores))  # (N, D)

@@ -99,7 +99,9 @@ def test_pair_shapes_and_every_parameter_learns(name):
 def test_padding_invariant_and_deterministic_in_eval(name, parent_self):
     if name == "gau" and parent_self:
         pytest.skip("no parent attention in the GAU baseline")
-    kw = dict(TINY, gau_parent_self=parent_self, gau_parent_last="attend") if name != "gau" else TINY
+    # a one-token sentence reads the padding of a wider batch unless gau_parent_empty is zero
+    kw = dict(TINY, gau_parent_self=parent_self, gau_parent_last="attend", gau_parent_empty="zero") \
+        if name != "gau" else TINY
     check_padding_and_determinism(name, **kw)  # one sequence (a classification task)
     torch.manual_seed(2)
     model = build_pair(name, **kw).eval()
@@ -342,13 +344,45 @@ def test_the_last_column_keeps_its_value_as_the_authors_split_leaves_it(name):
             tree = enc_k.tree(h, batch["mask"].sum(1))
             got, other = enc_k.parent(h, tree, batch["mask"]), enc_a.parent(h, tree, batch["mask"])
         assert torch.allclose(got[:, -1], h[:, -1], atol=1e-6)  # the last column: untouched (EBT: beams averaged)
-        assert torch.allclose(got[:, :-1], other[:, :-1], atol=1e-12)  # the rest: as if every terminal attended
+        tokens = batch["mask"][:, :-1]  # (padding: no key; gau_parent_empty uniform reads the last column there)
+        assert torch.allclose(got[:, :-1][tokens], other[:, :-1][tokens], atol=1e-12)  # the rest: as if every
+        # terminal attended
         if lengths[0] > 1:
             assert not torch.allclose(other[0, -1], h[0, -1], atol=1e-3)  # "attend" does change the last token
     with torch.no_grad():  # so a sentence's encoding depends on its batch's width (the authors' code does too)
         s1, s2 = random_seqs([5, 9]), random_seqs([4, 3], seed=4)
         alone = keep(pair_batch([s1[0]], [s2[0]])).logits[0]
         assert not torch.allclose(keep(pair_batch(s1, s2)).logits[0], alone, atol=1e-4)
+
+
+def test_a_terminal_without_a_parent_attends_uniformly_to_every_key_slot_of_the_authors_split():
+    """A one-token sentence in a batch of width W = 4 has no non-terminal above its token. The authors' PGAU fills
+    masked scores with -9999, so its eq. 11 softmax is uniform over the W key slots of their split: the W - 1
+    non-terminal slots (all unused in its row) and the batch's last terminal (``gau_parent_empty: uniform``,
+    default); ``zero``: v' = 0 in eq. 12. Both written out for the two weight-shared layers."""
+    assert registry.get("egt_gau").config().gau_parent_empty == "uniform"
+    torch.manual_seed(13)
+    uniform = build_pair("egt_gau", dropout=0.0, **TINY).eval()
+    zero = build_pair("egt_gau", gau_parent_empty="zero", dropout=0.0, **TINY).eval()
+    zero.load_state_dict(uniform.state_dict())
+    batch = batch_of(random_seqs([1, 4], seed=7))
+    enc = uniform.encoder
+    with torch.no_grad():
+        h = enc.leaf(uniform.embed(batch["tokens"]))  # (2, 4, D)
+        tree = enc.tree(h, batch["mask"].sum(1))
+        blk = enc.parent.block
+        # its unused node slots: its first pair, as the authors' argmax over all-masked (equal) scores picks it
+        assert torch.allclose(tree.nodes[0, 0], enc.tree.cell(h[0, 0], h[0, 1]).expand(3, -1), atol=1e-6)
+        slots = torch.cat([tree.nodes[0, 0], h[0, 3:]])  # (4, D) the three node slots, the last terminal
+        for model, v in ((uniform, F.silu(blk.wv(blk.init(slots))).mean(0)), (zero, torch.zeros(32))):
+            x = h[0, 0]
+            for _ in range(2):
+                o = blk.wo(F.silu(blk.wu(blk.init(x))) * v)  # eq. 12-13
+                g = torch.sigmoid(blk.gate(torch.cat([o, x])))  # eq. 14
+                x = g * o + (1 - g) * x  # eq. 15
+            assert torch.allclose(model.encoder.parent(h, tree, batch["mask"])[0, 0], x, atol=1e-5)
+        assert not torch.allclose(enc.parent(h, tree, batch["mask"])[0, 0],
+                                  zero.encoder.parent(h, tree, batch["mask"])[0, 0], atol=1e-3)
 
 
 @pytest.mark.parametrize("classes", [3, 2])

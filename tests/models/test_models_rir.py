@@ -197,6 +197,19 @@ def test_rir_grc_with_chunk_at_least_length_is_rnn_grc():
         assert torch.allclose(rir(batch).logits, rnn_logits, atol=1e-5)
 
 
+def test_rir_grc_non_rir_inference_passes_a_batch_of_one_token_sequences_through():
+    """Non-RIR inference (App. D) on a batch padded to one token: the authors' HGRC loops while S > 1, so each root
+    is its leaf; a one-token sequence in a batch padded to two goes through the GRC RNN, R(0, x_1) (eq. 2)."""
+    torch.manual_seed(11)
+    model = build("rir_grc", hidden_size=16, inference="non_rir").eval()
+    with torch.no_grad():
+        out, leaves = encode_rows(model, [1, 1, 1], 16)
+        assert torch.allclose(out, leaves[:, 0], atol=1e-6)
+        out, leaves = encode_rows(model, [1, 2], 16)
+        assert torch.allclose(out[0], rnn(model.encoder.tree.cell, [leaves[0, 0]]), atol=1e-5)
+        assert not torch.allclose(out[0], leaves[0, 0], atol=1e-2)
+
+
 def test_an_inner_rvnn_whose_settings_the_model_lacks_is_refused_naming_the_model_that_has_them():
     from rirlab.trial import resolve
     from rirlab.errors import UserError
