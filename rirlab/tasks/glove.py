@@ -4,10 +4,12 @@ The RIR and EBT papers train every natural-language task with frozen GloVe 840B-
 (one ``word v1 ... v300`` line per word; 2.2M lines, 5.6 GB) is streamed once per vocabulary: only the words
 asked for are parsed, and their vectors are cached as one compact float32 array under
 ``<cache>/glove/<key>.npz`` where the key hashes the file (path, size, modification time) and the sorted word
-list. A few words of the 840B file contain spaces (``. . .``): the vector is the last ``dim`` fields, the word
-the rest. ``dim`` is the number of values most of the file's first lines have; a first line with fewer is an
-error at line 1 (a truncated or foreign first line would otherwise make every word ``<unk>``), and trailing spaces
-are ignored. The first occurrence of a word wins. There is no random fallback: a missing file is an error
+list. A line is read as the authors' ``load_glove`` (preprocess_tools/process_utils.py of JRC1995/BeamRecursionFamily)
+reads it, ``line.strip().split()``: split on any white space (Unicode's too), the word the first field, a vector of
+``dim`` values; a line with another count is skipped (the few words of the 840B file with spaces in them, ``. . .``,
+no token of ours). A word met on several lines keeps its last vector, as their dict does. ``dim`` is the number of
+values most of the file's first lines have; a first line with fewer is an error at line 1 (a truncated or foreign
+first line would otherwise make every word ``<unk>``). There is no random fallback: a missing file is an error
 (rirlab.tasks.text).
 
 What is refused, in one ``file:line: reason`` line, rather than trained on (each would quietly change results):
@@ -15,7 +17,8 @@ a file whose name says its dimension (``glove.840B.300d.txt``, ``glove.6B.50d.tx
 (checked on the first lines: :func:`file_dim`); a line of a wanted word with fewer or more values than the file's
 vectors, or with a value that is not a finite number (``nan``, ``inf``); a file in which no wanted word has a
 vector (the vocabulary would be ``<pad>`` and ``<unk>`` alone). Lines of words no task asks for are not parsed, so
-their faults do not matter. All of these come before any run is recorded or any trial starts: the task's preflight
+their faults do not matter (a first line of 301 values, or with a value that is not a number, is refused only when
+its word is wanted; the authors' script skips the first and fails on the second). All of these come before any run is recorded or any trial starts: the task's preflight
 (rirlab.tasks.text) streams the file once for every vocabulary of the sweep (:func:`preload`), which leaves each
 vocabulary's vectors in the cache for its trials.
 """
@@ -69,7 +72,8 @@ class Vectors:
 
 HEAD_LINES = 100  # the first lines whose most common number of values is the file's dimension
 NAMED_DIM = re.compile(r"\.(\d+)d\.")  # glove.840B.300d.txt, glove.6B.50d.txt: the dimension the name says
-READER = 2  # part of the cache key: vectors cached by an older reader (which let nan through) are read again
+READER = 3  # part of the cache key: vectors cached by an older reader (nan let through; first occurrence) read again
+ODD_SPACE = re.compile(rb"[\t\x0b\x0c\x1c-\x1f]")  # ASCII white space other than " " that str.split() splits on
 
 
 def file_dim(path: Path) -> Optional[int]:
@@ -130,38 +134,36 @@ def _read(path: Path, wanted: set[str]) -> Vectors:
     dim = file_dim(path)
     if dim is None:
         raise UserError(f"{path}: empty file; expected GloVe vectors (glove.840B.300d.txt)")
+    found: dict[bytes, np.ndarray] = {}  # a word met again: its last line wins (the authors' dict)
     with open(path, "rb") as f:
         for no, raw in enumerate(f, 1):
-            raw = raw.rstrip(b" \r\n")
-            spaces = raw.count(b" ")  # counted in C: most lines are skipped without splitting 300 values
-            if spaces == dim:
-                word = raw[: raw.find(b" ")]
-            elif spaces > dim:  # a word with spaces in it (". . ."), or a wanted word's line with extra values
-                parts = raw.split(b" ")
-                word = b" ".join(parts[:-dim])
-                if word not in want and parts[0] in want and numbers(parts[1:]):
-                    raise UserError(f"{path}:{no}: {spaces} values for {parts[0].decode('utf-8', 'replace')!r}; the "
-                                    f"file's vectors have {dim} (fix or delete the line)")
-            else:
-                if raw.split(b" ", 1)[0] in want:
-                    raise UserError(f"{path}:{no}: {spaces} values; the file's vectors have {dim} (fix or delete the "
-                                    f"line)")
+            plain = raw.isascii() and not ODD_SPACE.search(raw)  # bytes.split() is then str.split()
+            text = raw if plain else raw.decode("utf-8", "replace")
+            head = text.split(None, 1)  # in C up to the first white space: most lines are skipped unsplit
+            if not head:
                 continue
+            word = head[0] if plain else head[0].encode("utf-8")
             if word not in want:
                 continue
-            want.discard(word)  # first occurrence wins
+            parts = text.split()  # the authors' line.strip().split()
+            own = not text[:1].isspace()  # the word opens the line (no white-space word stripped away before it)
             name = word.decode("utf-8", "replace")
+            if len(parts) - 1 != dim:  # the authors skip the line; one of a wanted word is refused
+                if own and (len(parts) - 1 < dim or numbers(parts[1:])):  # else a word with spaces in it (". . .")
+                    raise UserError(f"{path}:{no}: {len(parts) - 1} values for {name!r}; the file's vectors have {dim} "
+                                    f"(fix or delete the line)")
+                continue
             try:
-                row = np.array(raw.split(b" ")[-dim:], dtype=np.float32)
+                row = np.array(parts[1:], dtype=np.float32)
             except ValueError:
                 raise UserError(f"{path}:{no}: a value of {name!r} is not a number (fix or delete the line)") from None
             if not np.isfinite(row).all():  # numpy reads "nan" and "inf": they would surface as a diverged loss
                 raise UserError(f"{path}:{no}: the vector of {name!r} holds {row[~np.isfinite(row)][0]}; GloVe values "
                                 f"are finite numbers (a damaged file? fix the line or fetch the file again)")
-            rows.append(row)
-            words.append(word.decode("utf-8"))
-    array = np.stack(rows) if rows else np.zeros((0, dim), np.float32)
-    return Vectors(words, array)
+            found.pop(word, None)
+            found[word] = row  # file order of the last occurrences
+    array = np.stack(list(found.values())) if found else np.zeros((0, dim), np.float32)
+    return Vectors([w.decode("utf-8") for w in found], array)
 
 
 def cache_file(path: Path, wanted: list[str], cache_dir: Optional[str] = None) -> Path:

@@ -18,8 +18,15 @@ annotator majority) are skipped, as in every use of these sets; any other unknow
 
 Protocol (RIR / EBT: "any data with a sequence of length >= 150 is filtered from the training set"):
 ``max_train_len`` 149 drops training pairs with a sentence of 150 tokens or more. SNLI keeps its dev and test.
-MNLI: the matched / mismatched dev sets are test sets; dev is 10,000 pairs drawn with ``data_seed`` from the
-filtered training set, and (our choice; the papers do not say) removed from train.
+MNLI: the matched / mismatched dev sets are test sets; dev is 10,000 pairs of the filtered training set, removed
+from train, as the authors' preprocess_MNLIdev.py draws them: the rows shuffled with ``random.Random(data_seed)``,
+the first 10,000 in that order (``data_seed`` 101, the authors' seed, gives their dev rows; another seed, other rows).
+
+Vocabulary (``vocab_from: authors``, rirlab.tasks.text): as the authors' process_SNLI.py / preprocess_MNLIdev.py,
+the words of whole files (``vocab_files``, in their order): every training pair, the ones the 150-token filter then
+drops included; SNLI dev, test and hard; MNLI matched, mismatched, ConjNLI and all 20 stress-test files of Naik et
+al., the 13 that are not test splits here (Antonym, Numerical Reasoning, Spelling Error, Word Overlap) included, so
+these files must be present (or ``vocab_from: train``).
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ LABELS = ("entailment", "neutral", "contradiction")
 NO_LABEL = "-"
 MAX_TRAIN_LEN = 149  # sequences of length >= 150 are dropped from training
 MNLI_DEV = 10000
+AUTHORS_SEED = 101  # preprocess_MNLIdev.py's random.seed
 
 
 def read_jsonl(path: Path) -> list:
@@ -92,14 +100,38 @@ class SNLIConfig(NLIConfig, task="snli", splits=SNLI_SPLITS):
     """SNLI with the hard, Breaking-NLI and counterfactual test sets (RIR Table 7, EBT Table 3)."""
 
 
+# the stress tests of Naik et al. that only the authors' vocabulary reads (under Stress_Tests/)
+STRESS_VOCAB = {"antonym_m": "Antonym/multinli_0.9_antonym_matched",
+                "antonym_mm": "Antonym/multinli_0.9_antonym_mismatched",
+                "numerical": "Numerical_Reasoning/multinli_0.9_quant_hard",
+                **{f"{name}_{m}": f"Spelling_Error/multinli_0.9_dev_gram_{rel}_{dev}"
+                   for name, rel in (("content_swap", "contentword_swap_perturbed"),
+                                     ("function_swap", "functionword_swap_perturbed"), ("keyboard", "keyboard"),
+                                     ("swap", "swap"))
+                   for m, dev in (("m", "matched"), ("mm", "mismatched"))},
+                "overlap_m": "Word_Overlap/multinli_0.9_taut2_matched",
+                "overlap_mm": "Word_Overlap/multinli_0.9_taut2_mismatched"}
+
+
 @dataclass(config=STRICT)
 class MNLIConfig(NLIConfig, task="mnli", splits=MNLI_SPLITS):
     """MultiNLI with matched/mismatched dev as tests, ConjNLI and the stress tests (RIR Table 7, EBT Table 3)."""
+
+    data_seed: int = Field(AUTHORS_SEED, ge=0)  # 101: the authors' dev rows
 
 
 class NLITask(TextTask):
     kind = "pair"
     labels = LABELS
+    vocab_files: tuple[str, ...] = ()  # file keys whose words the authors' vocabulary counts, in their order
+
+    def vocab_tables(self, cfg, train):
+        if getattr(cfg, "vocab_from", "train") != "authors":
+            return [train]
+        return [self.file_table(cfg, key) for key in self.vocab_files]
+
+    def read_file(self, root: Path, key: str) -> list:
+        return read_any(root / self.files[key])
 
     def protocol(self, cfg, split: str) -> dict:
         return {"max_train_len": cfg.max_train_len} if split == "train" else {}
@@ -120,7 +152,7 @@ class SNLI(NLITask):
              "break": "breaking_nli/dataset.jsonl",
              "counterfactual": "counterfactually-augmented-data/NLI/revised_combined/test.tsv"}
     needs = {s: (s,) for s in files}
-    vocab_splits, min_count = ("train", "dev", "test", "hard"), 2  # the authors' vocabulary (rirlab.tasks.text)
+    vocab_files, min_count = ("train", "dev", "test", "hard"), 2  # the authors' vocabulary (module doc)
 
     def read_split(self, cfg, root: Path, split: str) -> list:
         rows = read_any(root / self.files[split])
@@ -132,6 +164,7 @@ class MNLI(NLITask):
     """MNLI: 3-way inference, matched/mismatched, ConjNLI and stress tests (the user's multinli_1.0 files)"""
 
     name, config = "mnli", MNLIConfig
+    version = 2  # 2: dev drawn as the authors' shuffle
     files = {"train": "multinli_1.0/multinli_1.0_train.jsonl",
              "matched": "multinli_1.0/multinli_1.0_dev_matched.jsonl",
              "mismatched": "multinli_1.0/multinli_1.0_dev_mismatched.jsonl",
@@ -139,9 +172,12 @@ class MNLI(NLITask):
              "negm": "Stress_Tests/Negation/multinli_0.9_negation_matched.jsonl",
              "negmm": "Stress_Tests/Negation/multinli_0.9_negation_mismatched.jsonl",
              "lenm": "Stress_Tests/Length_Mismatch/multinli_0.9_length_mismatch_matched.jsonl",
-             "lenmm": "Stress_Tests/Length_Mismatch/multinli_0.9_length_mismatch_mismatched.jsonl"}
-    needs = {"dev": ("train",), **{s: (s,) for s in files}}
-    vocab_splits, min_count = ("train", "dev", *MNLI_SPLITS), 4  # the authors' vocabulary (rirlab.tasks.text)
+             "lenmm": "Stress_Tests/Length_Mismatch/multinli_0.9_length_mismatch_mismatched.jsonl",
+             **{key: f"Stress_Tests/{rel}.jsonl" for key, rel in STRESS_VOCAB.items()}}
+    needs = {"dev": ("train",), **{s: (s,) for s in ("train", *MNLI_SPLITS)}}
+    vocab_files = ("train", "matched", "mismatched", "conjnli", "antonym_m", "antonym_mm", "lenm", "lenmm", "negm",
+                   "negmm", "numerical", *list(STRESS_VOCAB)[3:])  # the authors' vocabulary, their order (module doc)
+    min_count = 4
 
     def protocol(self, cfg, split: str) -> dict:
         if split in ("train", "dev"):
@@ -153,5 +189,9 @@ class MNLI(NLITask):
             return read_any(root / self.files[split])
         rows = keep_short(read_any(root / self.files["train"]), cfg.max_train_len)
         n = min(MNLI_DEV, len(rows) // 10 or 1)  # a tenth of a small (stand-in) file
-        pick = set(random.Random(cfg.data_seed).sample(range(len(rows)), n))
-        return [r for i, r in enumerate(rows) if (i in pick) == (split == "dev")]
+        order = list(range(len(rows)))
+        random.Random(cfg.data_seed).shuffle(order)  # the authors' random.seed(101); random.shuffle
+        if split == "dev":
+            return [rows[i] for i in order[:n]]  # in the shuffled order, as theirs
+        pick = set(order[:n])
+        return [r for i, r in enumerate(rows) if i not in pick]

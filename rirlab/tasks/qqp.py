@@ -5,7 +5,7 @@ Files under data_dir, as distributed:
 - ``quora_duplicate_questions.tsv`` (Quora's first dataset release): header
   ``id qid1 qid2 question1 question2 is_duplicate``, fields quoted where they hold tabs, quotes or newlines;
 - ``paws_qqp/dev_and_test.tsv``: PAWS-QQP (Zhang et al., NAACL 2019), which its script builds from QQP, header
-  ``id sentence1 sentence2 label``; the script writes Python bytes literals (``b'How ...'``), read back as text;
+  ``id sentence1 sentence2 label``; the script writes Python bytes literals (``b'How ...'``);
 - ``paws_wiki/test.tsv``: PAWS-Wiki's final test set, same columns.
 
 Protocol (RIR / EBT, "as standard Wang et al."): dev and IID test are 10,000 pairs each, 5,000 paraphrases and
@@ -22,6 +22,10 @@ the code behind the published numbers):
 - the draw: the row numbers of the paraphrases and of the others are each shuffled with Python's
   ``random.Random(data_seed)`` (paraphrases first); dev takes the first 5,000 of each, test the next 5,000, train
   the rest. ``data_seed`` defaults to 101, the authors' seed, which gives their dev and test rows.
+- ``paws_format`` (default ``authors``): the PAWS files read as the authors' ``csv.reader`` reads them (a field
+  that opens with ``"`` is quoted: the quotes go, tabs and newlines inside stay; a quote after its closing one is
+  kept as text) and the bytes literals kept as written, so ``b'how`` is a token (usually ``<unk>``); ``decoded``
+  (rirlab before): quotes are plain characters and a literal is decoded to its text.
 """
 
 from __future__ import annotations
@@ -63,16 +67,16 @@ def split_words(text: str) -> list[str]:
     return text.split()
 
 
-def read_pairs(path: Path, quoted: bool, names: dict, tokens=tokenize) -> list:
+def read_pairs(path: Path, quoted: bool, names: dict, tokens=tokenize, literals=unbytes, strict: bool = True) -> list:
     rows, cols = [], None
-    for no, fields in tsv(path, quoted=quoted):
+    for no, fields in tsv(path, quoted=quoted, strict=strict):
         if cols is None:
             cols = columns(path, fields, names, no)
             continue
         if len(fields) <= max(cols.values()):
             raise bad(path, no, f"{len(fields)} columns; the header has {max(cols.values()) + 1} or more")
         rows.append((label_of(path, no, LABELS, fields[cols["y"]], FILE_LABELS),
-                     tokens(unbytes(fields[cols["a"]])), tokens(unbytes(fields[cols["b"]]))))
+                     tokens(literals(fields[cols["a"]])), tokens(literals(fields[cols["b"]]))))
     if cols is None:
         raise bad(path, 1, "empty file; expected a header line")
     return rows
@@ -85,6 +89,7 @@ class QQPConfig(TextConfig, task="qqp", splits=SPLITS):
     data_seed: int = Field(AUTHORS_SEED, ge=0)  # 101: the authors' dev and test rows
     tokenizer: Literal["split", "ptb"] = "split"  # white space (the authors' code) or rirlab's PTB-style tokenize
     max_question_len: Optional[int] = Field(MAX_QUESTION_LEN, ge=1)  # longer pairs dropped (the authors'); null: none
+    paws_format: Literal["authors", "decoded"] = "authors"  # PAWS as csv.reader reads it, literals kept (module doc)
 
 
 @register
@@ -101,6 +106,8 @@ class QQP(TextTask):
 
     def protocol(self, cfg, split: str) -> dict:
         out = {"tokenizer": cfg.tokenizer}
+        if split in ("paws_qqp", "paws_wiki"):
+            out["paws_format"] = cfg.paws_format
         if split in ("train", "dev", "test"):
             out.update(data_seed=cfg.data_seed, sample=SAMPLE, max_question_len=cfg.max_question_len)
         return out
@@ -108,8 +115,9 @@ class QQP(TextTask):
     def read_split(self, cfg, root: Path, split: str) -> list:
         tokens = split_words if cfg.tokenizer == "split" else tokenize
         if split in ("paws_qqp", "paws_wiki"):
-            return read_pairs(root / self.files[split], False,
-                              {"a": ("sentence1",), "b": ("sentence2",), "y": ("label",)}, tokens)
+            authors = cfg.paws_format == "authors"
+            return read_pairs(root / self.files[split], authors, {"a": ("sentence1",), "b": ("sentence2",),
+                              "y": ("label",)}, tokens, str if authors else unbytes, strict=not authors)
         rows = read_pairs(root / self.files["train"], True,
                           {"a": ("question1",), "b": ("question2",), "y": ("is_duplicate",)}, tokens)
         rows = keep_short(rows, cfg.max_question_len)

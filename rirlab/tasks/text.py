@@ -20,7 +20,10 @@ Recursion*, NeurIPS 2023, arXiv:2307.10779, and its supplement) are silent:
   task's ``vocab_splits`` (train, dev, test and the extra test sets where their script counts them: SST train,
   dev, test; SNLI train, dev, test, hard; MNLI train and every test set; IMDB train and the IID test; QQP the
   whole Quora file and both PAWS sets) seen at least ``min_count`` times (their per-task minimum: SST 1, SNLI 2,
-  MNLI 4, IMDB 5, QQP 6), most frequent first, at most ``max_vocab``. ``vocab_from: train`` counts the training
+  MNLI 4, IMDB 5, QQP 6), most frequent first, at most ``max_vocab``; SNLI and MNLI count whole files as their
+  scripts do (rirlab.tasks.nli). Equal counts keep the authors' order, ``np.flip(np.argsort(counts))`` over the
+  words in first-seen order (:func:`authors_order`; this decides which words make the 50,000 cut; SNLI and MNLI
+  read in their order, the other tasks in the order of rirlab's splits). ``vocab_from: train`` counts the training
   split alone (``min_count`` 1 unless set). Ids 0 ``<pad>``, 1 ``<unk>``. With frozen GloVe (``embeddings:
   glove``) a word without a GloVe vector is left out (it reads as ``<unk>``); ``<pad>`` is a zero vector and
   ``<unk>`` (``unk_vector``, default ``trainable``) a trainable random vector, as the authors' model code
@@ -98,12 +101,14 @@ def read_text(path) -> str:
 FIELD_LIMIT = 64 * 2**20  # a field of a data file may be this long (LRA Retrieval rows hold whole papers)
 
 
-def tsv(path, quoted: bool = True) -> Iterator[tuple[int, list[str]]]:
+def tsv(path, quoted: bool = True, strict: bool = True) -> Iterator[tuple[int, list[str]]]:
     """(line number, fields) of a tab-separated file. ``quoted``: fields may be double-quoted (with ``""`` for a
-    quote and newlines inside, as pandas / csv write them); else quotes are plain characters."""
+    quote and newlines inside, as pandas / csv write them); else quotes are plain characters. ``strict`` False:
+    csv.reader's default (text after a closing quote is kept, a quote left open runs to the end of the file)."""
     it = (line + "\n" for _, line in read_lines(path))
     csv.field_size_limit(max(csv.field_size_limit(), FIELD_LIMIT))  # csv's default 131,072 bytes: an AAN paper is more
-    reader = csv.reader(it, delimiter="\t", quoting=csv.QUOTE_MINIMAL if quoted else csv.QUOTE_NONE, strict=True)
+    reader = csv.reader(it, delimiter="\t", quoting=csv.QUOTE_MINIMAL if quoted else csv.QUOTE_NONE,
+                        strict=strict)
     while True:
         start = reader.line_num + 1  # the line the next row begins on
         try:
@@ -305,15 +310,7 @@ class TextTask(Task):
             raise UserError(f"{self.name}: unknown split '{split}'; choose from {', '.join(self.all_splits)}")
 
     def split_params(self, cfg, split: str) -> dict:
-        def stamp(p: Path):
-            if not p.exists():
-                return None
-            if p.is_dir():  # a folder of files (aclImdb): every file's size and mtime, so a review rewritten in
-                return folder_stamp(p)  # place (the folder's own mtime unchanged) is noticed
-            st = p.stat()
-            return [st.st_size, st.st_mtime_ns]
-
-        files = {k: [str(p), stamp(p)] for k, p in self.paths(cfg, split, check=False)}
+        files = {k: [str(p), file_stamp(p)] for k, p in self.paths(cfg, split, check=False)}
         lower = {"lowercase": cfg.lowercase} if hasattr(cfg, "lowercase") else {}
         return {"split": split, "files": files, "version": self.version, **lower, **self.protocol(cfg, split)}
 
@@ -393,14 +390,41 @@ class TextTask(Task):
 
     # --- trial data ---
 
+    def vocab_tables(self, cfg, train: pa.Table) -> list[pa.Table]:
+        """The tables whose words the vocabulary counts, in the order the authors' script reads them (module
+        docstring): ``train`` and the other ``vocab_splits``, or ``train`` alone (``vocab_from: train``)."""
+        if getattr(cfg, "vocab_from", "train") != "authors":
+            return [train]
+        return [train] + [self.split_table(cfg, s) for s in self.vocab_splits if s != "train"]
+
+    def file_table(self, cfg, key: str) -> pa.Table:
+        """Every row of the file ``files[key]`` in file order, as :meth:`read_file` reads it (no split, no filter),
+        lower-cased per ``cfg``; cached like a split."""
+        root = self.root(cfg)
+        path = expect(self.name, root, self.files[key])
+        params = {"file": key, "files": {key: [str(path), file_stamp(path)]}, "version": self.version,
+                  "lowercase": getattr(cfg, "lowercase", False)}
+        return cache.cached(self.name, f"file-{key}", params,
+                            lambda: self.to_table(self.lowered(cfg, self.read_file(root, key))), cfg.cache_dir)
+
+    def read_file(self, root: Path, key: str) -> list:
+        """Rows of one file (:meth:`file_table`); a task whose vocabulary counts whole files implements it."""
+        raise NotImplementedError
+
     def vocabulary_words(self, cfg, train: pa.Table) -> list[str]:
-        """The words the vocabulary is drawn from (module docstring), most frequent first."""
+        """The words the vocabulary is drawn from (module docstring), most frequent first: under ``vocab_from``
+        authors, equal counts in the authors' order (:func:`authors_order`), else alphabetically."""
         authors = getattr(cfg, "vocab_from", "train") == "authors"
-        tables = [train] + ([self.split_table(cfg, s) for s in self.vocab_splits if s != "train"] if authors else [])
-        counts = Counter(t for table in tables for c in ("text", "text2") if c in table.column_names
-                         for toks in table.column(c).to_pylist() for t in toks)
+        counts: Counter = Counter()
+        for table in self.vocab_tables(cfg, train):  # row by row, each row's sentences in turn, as the scripts
+            for row in zip(*(table.column(c).to_pylist() for c in ("text", "text2") if c in table.column_names)):
+                for toks in row:
+                    counts.update(toks)
         least = getattr(cfg, "min_count", None) or (self.min_count if authors else 1)
-        return sorted((w for w in counts if counts[w] >= least), key=lambda w: (-counts[w], w))
+        words = [w for w in counts if counts[w] >= least]  # first seen first
+        if authors:
+            return [words[i] for i in authors_order([counts[w] for w in words])]
+        return sorted(words, key=lambda w: (-counts[w], w))
 
     def vocabulary(self, cfg, train: pa.Table):
         """(tokens, embeddings or None): the vocabulary (module docstring); ``train`` the training split's table."""
@@ -481,6 +505,16 @@ class TextTask(Task):
                         eval_splits=evals, collate=self.collate, embeddings=vectors, unk_id=unk)
 
 
+def file_stamp(p: Path):
+    """A file's [size, modification time] (None when absent), or a folder's :func:`folder_stamp`: part of a cache key."""
+    if not p.exists():
+        return None
+    if p.is_dir():  # a folder of files (aclImdb): every file's size and mtime, so a review rewritten in
+        return folder_stamp(p)  # place (the folder's own mtime unchanged) is noticed
+    st = p.stat()
+    return [st.st_size, st.st_mtime_ns]
+
+
 def folder_stamp(folder: Path) -> list:
     """[file count, digest of every file's relative path, size and modification time] under ``folder``."""
     import hashlib
@@ -496,6 +530,62 @@ def folder_stamp(folder: Path) -> list:
 
 STANDIN_NOTE = "STAND-IN-README.txt"
 STANDIN_WHAT = "generated stand-in text in the publishers' formats (rirlab.tasks.standin), not the real data"
+
+
+SMALL_SORT = 15  # numpy's quicksort: partitions of at most this many + 1 items are insertion-sorted
+
+
+def authors_order(counts: list[int]) -> list[int]:
+    """``np.flip(np.argsort(counts))``, the authors' most-frequent-first order (counts in first-seen order), with
+    numpy's classic unstable quicksort argsort (npysort/quicksort.cpp ``aquicksort_``: median-of-3 introsort, insertion
+    sort below 17 items), written out because the tie order decides which words make a ``max_vocab`` cut and newer
+    numpy builds sort ties otherwise on CPUs with AVX-512 (x86-simd-sort). Its heapsort fallback (recursion deeper
+    than 2 log2 n) is replaced by the stable sort, which count lists do not reach."""
+    idx = list(range(len(counts)))
+    v = counts
+    stack = [(0, len(idx) - 1, 2 * max(len(idx).bit_length() - 1, 0))]
+    while stack:
+        pl, pr, depth = stack.pop()
+        if depth < 0:  # numpy: heapsort of this partition
+            idx[pl : pr + 1] = sorted(idx[pl : pr + 1], key=lambda i: v[i])
+            continue
+        while pr - pl > SMALL_SORT:
+            pm = pl + ((pr - pl) >> 1)
+            if v[idx[pm]] < v[idx[pl]]:
+                idx[pm], idx[pl] = idx[pl], idx[pm]
+            if v[idx[pr]] < v[idx[pm]]:
+                idx[pr], idx[pm] = idx[pm], idx[pr]
+            if v[idx[pm]] < v[idx[pl]]:
+                idx[pm], idx[pl] = idx[pl], idx[pm]
+            vp = v[idx[pm]]
+            pi, pj = pl, pr - 1
+            idx[pm], idx[pj] = idx[pj], idx[pm]
+            while True:
+                pi += 1
+                while v[idx[pi]] < vp:
+                    pi += 1
+                pj -= 1
+                while vp < v[idx[pj]]:
+                    pj -= 1
+                if pi >= pj:
+                    break
+                idx[pi], idx[pj] = idx[pj], idx[pi]
+            idx[pi], idx[pr - 1] = idx[pr - 1], idx[pi]
+            depth -= 1
+            if pi - pl < pr - pi:  # the larger side waits on the stack
+                stack.append((pi + 1, pr, depth))
+                pr = pi - 1
+            else:
+                stack.append((pl, pi - 1, depth))
+                pl = pi + 1
+        for pi in range(pl + 1, pr + 1):  # insertion sort
+            vi = idx[pi]
+            pj = pi
+            while pj > pl and v[vi] < v[idx[pj - 1]]:
+                idx[pj] = idx[pj - 1]
+                pj -= 1
+            idx[pj] = vi
+    return idx[::-1]
 
 
 def keep_short(rows: list, max_len: Optional[int]) -> list:

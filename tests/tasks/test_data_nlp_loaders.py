@@ -4,6 +4,7 @@ their publishers' exact formats, awkward cases included (quoting in TSVs, SNLI's
 from __future__ import annotations
 
 import json
+import random
 import re
 
 import numpy as np
@@ -26,7 +27,7 @@ def cfg(task: str, root, **kw):
     simple = {"lowercase": False, "vocab_from": "train", "unk_vector": "zero",
               **({"train_phrases": False, "brackets": "restore"} if task == "sst5" else {}),
               **({"length_protocol": "full", "html_breaks": "space"} if task == "imdb" else {}),
-              **({"tokenizer": "ptb", "max_question_len": None} if task == "qqp" else {})}
+              **({"tokenizer": "ptb", "max_question_len": None, "paws_format": "decoded"} if task == "qqp" else {})}
     return build(tasks.get(task).config, {"data_dir": str(root), "embeddings": "random", **simple, **kw}, task)
 
 
@@ -162,6 +163,9 @@ def test_mnli_dev_is_sampled_from_filtered_train_and_stress_sets_read(tmp_path):
     c = cfg("mnli", tmp_path)
     train, dev = table_rows("mnli", c, "train"), table_rows("mnli", c, "dev")
     assert len(dev) == 5 and len(train) == 45 and not set(train) & set(dev)
+    order = list(range(50))  # preprocess_MNLIdev.py: random.seed(101); random.shuffle; the first 10,000 (here 5)
+    random.Random(101).shuffle(order)
+    assert [r[1] for r in dev] == [f"premise {i}" for i in order[:5]]
     assert table_rows("mnli", cfg("mnli", tmp_path, data_seed=7), "dev") != dev
     write(tmp_path / "Stress_Tests/Negation/multinli_0.9_negation_matched.jsonl",
           nli_line("neutral", "A is B.", "C is D and false is not true.", genre="fiction"))
@@ -192,6 +196,17 @@ def test_qqp_quoted_rows_balanced_samples_and_paws(tmp_path):
         tasks.get("qqp").split_table(c, "paws_wiki")
 
 
+def test_paws_is_read_as_the_authors_csv_reader_reads_it(tmp_path):
+    """process_QQP.py: csv.reader(delimiter="\t") (a field opening with a quote is quoted; text after its closing
+    quote kept), the bytes literals kept as written, lower-cased, split on white space (``paws_format: authors``)."""
+    write(tmp_path / "paws_qqp/dev_and_test.tsv", "id\tsentence1\tsentence2\tlabel\n"
+          "1\tb'Why can\\'t I sleep ?'\tb\"Why can't I sleep ?\"\t1\n")
+    write(tmp_path / "paws_wiki/test.tsv", 'id\tsentence1\tsentence2\tlabel\n1\t"Quoted\tone" start .\tNot .\t0\n')
+    c = build(tasks.get("qqp").config, {"data_dir": str(tmp_path), "embeddings": "random"}, "qqp")
+    assert table_rows("qqp", c, "paws_qqp") == [("duplicate", "b'why can\\'t i sleep ?'", 'b"why can\'t i sleep ?"')]
+    assert table_rows("qqp", c, "paws_wiki") == [("not_duplicate", "quoted one start .", "not .")]
+
+
 # --- GloVe and the trial data ---
 
 def sst_fixture(root):
@@ -213,12 +228,13 @@ def test_glove_keeps_task_words_frozen_and_cached(tmp_path):
     data = tasks.get("sst5").load(cfg("sst5", tmp_path, embeddings="glove"))
     assert data.vocab == ["<pad>", "<unk>", "film", ".", "Bad", "Good"]  # zyzzyx has no vector: <unk>
     assert data.embeddings.shape == (6, 300) and not data.embeddings[:2].any()
-    first = [float(x) for x in path.read_text().splitlines()[1].split()[1:]]
-    assert np.allclose(data.embeddings[2], first, atol=1e-3)  # the first "film" line wins
+    last = [float(x) for x in path.read_text().splitlines()[6].split()[1:]]
+    assert np.allclose(data.embeddings[2], last, atol=1e-3)  # the last "film" line wins, as the authors' dict
     assert data.eval_splits["test"] == [([4, 1], 0)]  # "unseen" -> <unk>
     assert len(list((tmp_path / "cache/glove").glob("*.npz"))) == 1
-    v = glove.stream(path, [". . .", "absent"])
-    assert v.words == [". . ."] and v.dim == 300
+    v = glove.stream(path, [".", "absent"])  # ". . ." is ".", "." and 300 values: skipped, as theirs
+    assert v.words == ["."] and v.dim == 300 and np.allclose(v.array[0], [float(x) for x in
+                                                                        path.read_text().splitlines()[3].split()[1:]])
 
     from rirlab.models import registry as models
 
@@ -228,6 +244,16 @@ def test_glove_keeps_task_words_frozen_and_cached(tmp_path):
     batch = data.collate(data.train)
     model(batch).logits.sum().backward()
     assert frozen[0].grad is None
+
+
+def test_glove_lines_split_on_any_white_space_the_last_line_of_a_word_winning(tmp_path):
+    """The authors' load_glove: line.strip().split(), word = the first field, a vector of 300 values, a later line
+    of the same word replacing an earlier one."""
+    vec = lambda x: " ".join([str(x)] * 300)  # noqa: E731
+    path = write(tmp_path / "glove.840B.300d.txt",
+                 f"a {vec(1)}\nb\t{vec(2)}\na {vec(3)}\nc\u3000 {vec(4)}\nd {vec(5)} \n")
+    v = glove.stream(path, ["a", "b", "c", "d"])
+    assert {w: float(v.array[v.index[w], 0]) for w in v.words} == {"a": 3.0, "b": 2.0, "c": 4.0, "d": 5.0}
 
 
 def test_glove_absent_is_an_error_not_random_vectors(tmp_path):

@@ -23,7 +23,8 @@ def jsonl(path, pairs):
 
 
 def snli(root):
-    jsonl(root / "snli_1.0/snli_1.0_train.jsonl", [("A dog runs .", "A cat sleeps .")])
+    # the second pair is dropped from training (150 tokens) but its words are counted, as the authors'
+    jsonl(root / "snli_1.0/snli_1.0_train.jsonl", [("A dog runs .", "A cat sleeps ."), ("cat " * 150, "Cat .")])
     jsonl(root / "snli_1.0/snli_1.0_dev.jsonl", [("A dog sleeps .", "Zorp runs .")])
     jsonl(root / "snli_1.0/snli_1.0_test.jsonl", [("The dog runs .", "A zorp .")])
     jsonl(root / "snli_1.0/snli_1.0_test_hard.jsonl", [("The cat runs .", "Zorp !")])
@@ -36,9 +37,11 @@ def cfg(root, **kw):
     return build(tasks.get("snli").config, {"data_dir": str(root), "eval_splits": ["test", "break"], **kw}, "snli")
 
 
-# Worked out from process_SNLI.py: counts over train, dev, test and hard (lower-cased): "." 7, a 4, runs 4, dog 3,
-# zorp 3 (no vector), cat 2, sleeps 2, the 2, "!" 1 (below the minimum: count > 1); "blip" only in break
-AUTHORS_VOCAB = ["<pad>", "<unk>", ".", "a", "runs", "dog", "cat", "sleeps", "the"]
+# Worked out from process_SNLI.py: counts over train (the dropped pair too), dev, test and hard (lower-cased), the
+# words in first-seen order: a 4, dog 3, runs 4, "." 8, cat 153, sleeps 2, zorp 3 (no vector), the 2 ("!" 1: below
+# the minimum, count > 1; "blip" only in break). np.argsort (8 items: numpy's insertion sort, ties in first-seen
+# order): sleeps the dog zorp a runs . cat; np.flip: cat . runs a zorp dog the sleeps
+AUTHORS_VOCAB = ["<pad>", "<unk>", "cat", ".", "runs", "a", "dog", "the", "sleeps"]
 AUTHORS_OOV = {"test": 1 / 7, "break": 4 / 6}  # "a zorp ."; "blip" x4 of 6 tokens
 
 
@@ -57,10 +60,19 @@ def test_training_split_vocabulary_is_an_option(tmp_path):
 
 
 def test_authors_minimum_counts_and_vocabulary_splits():
-    want = {"sst5": (1, ("train", "dev", "test")), "snli": (2, ("train", "dev", "test", "hard")),
-            "mnli": (4, ("train", "dev", "matched", "mismatched", "conjnli", "negm", "negmm", "lenm", "lenmm")),
-            "imdb": (5, ("train", "test")), "qqp": (6, ("train", "dev", "test", "paws_qqp", "paws_wiki"))}
+    want = {"sst5": (1, ("train", "dev", "test")), "imdb": (5, ("train", "test")),
+            "qqp": (6, ("train", "dev", "test", "paws_qqp", "paws_wiki"))}
     assert {t: (tasks.get(t).min_count, tasks.get(t).vocab_splits) for t in want} == want
+    snli, mnli = tasks.get("snli"), tasks.get("mnli")
+    assert (snli.min_count, snli.vocab_files) == (2, ("train", "dev", "test", "hard"))
+    # preprocess_MNLIdev.py's files in its order: train, the dev sets, ConjNLI, all 20 stress tests of Naik et al.
+    names = [mnli.files[k].split("/")[-1].removesuffix(".jsonl").removeprefix("multinli_0.9_") for k in mnli.vocab_files]
+    assert mnli.min_count == 4 and names == [
+        "multinli_1.0_train", "multinli_1.0_dev_matched", "multinli_1.0_dev_mismatched", "conj_dev.tsv",
+        "antonym_matched", "antonym_mismatched", "length_mismatch_matched", "length_mismatch_mismatched",
+        "negation_matched", "negation_mismatched", "quant_hard",
+        *(f"dev_gram_{k}_{m}" for k in ("contentword_swap_perturbed", "functionword_swap_perturbed", "keyboard", "swap")
+          for m in ("matched", "mismatched")), "taut2_matched", "taut2_mismatched"]
 
 
 def test_unk_is_a_trainable_random_vector(tmp_path):
