@@ -12,7 +12,7 @@ import dataclasses
 import json
 from typing import Any, Optional
 
-from sweeps.spec.trials import expand
+from sweeps.spec.trials import evaluations, expand
 
 
 @dataclasses.dataclass
@@ -71,7 +71,9 @@ def expected_configs(spec, with_config: bool = False):
     if spec.algorithm != "grid":
         return []
     out, seen = [], set()
-    for trial in expand(spec):
+    order = {v.name: i for i, v in enumerate(spec.variants)}  # evaluation-only rows in their place among the others
+    trials = sorted([*expand(spec), *(ev.record for ev in evaluations(spec))], key=lambda t: order.get(t.variant, 0))
+    for trial in trials:
         cfg = {k: v for k, v in trial.swept.items() if k != "seed"}
         sig = signature(cfg)
         if sig not in seen:

@@ -47,6 +47,13 @@ RECIPES: dict[str, dict[str, Any]] = {
 }
 
 
+# Config keys that change only how a trained model is evaluated, never its training or its weights: what an
+# evaluation-only row of a spec (a variant with ``evaluates:``) may set. The inference mode and eval-mode alignment of
+# the RIR models (RIR App. D), a beam model's beam width, the evaluation batches and splits, the threads and device.
+EVALUATION_KEYS = ("inference", "eval_alignment", "beam_size", "eval_batch_size", "max_eval_examples", "eval_splits",
+                   "imported", "num_threads", "device")
+
+
 @dataclass(config=STRICT)
 class TrainConfig:
     """Optimisation settings shared by every model (defaults: the papers' ListOps settings).

@@ -64,6 +64,9 @@ RESUMED = "rirlab.resumed"
 INTERRUPTED = "rirlab.interrupted"  # also on the parent
 TRUE = "true"
 FINAL_LOGGED = "rirlab.final_logged"  # the trial's final result is in the run (--resume never reruns it)
+# an evaluation-only row's run (a variant with evaluates:): the run id and name of the trial whose weights it tested
+EVALUATES = "rirlab.evaluates"
+EVALUATES_TRIAL = "rirlab.evaluates_trial"
 MODEL_ERROR = "rirlab.model_error"  # the trial's weights could not be logged as an MLflow model: why
 CHECKPOINT_ARTIFACT = "checkpoint"
 CHECKPOINT_STATE_FILE = "state.pt"  # inside a checkpoint: the trainer's state dict (torch.save)

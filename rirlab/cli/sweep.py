@@ -91,7 +91,12 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
         click.echo(f"interrupted: {counts['stopped']} running trial(s) stopped, their last checkpoints kept; "
                    f"continue with:\n  {_resume_command(spec, quick, sets, where)}", err=True)
         sys.exit(143 if terminated() else 130)
-    click.echo(f"done: {counts['finished']} finished, {counts['failed']} failed; parent run {counts['parent_run_id']}")
+    evaluated = (f"; evaluation-only cells: {counts['evaluated']} evaluated"
+                 + (f", {counts['eval_failed']} failed" if counts.get("eval_failed") else "")
+                 + (f", {counts['eval_waiting']} without a finished trial" if counts.get("eval_waiting") else "")
+                 if "evaluated" in counts else "")
+    click.echo(f"done: {counts['finished']} finished, {counts['failed']} failed{evaluated}; parent run "
+               f"{counts['parent_run_id']}")
     store = _where_flags(tracking_uri, None, None)
     click.echo(f"next: {command_name()} tables {spec}{store}   |   {command_name()} ui{store}")
     click.echo(f"keep a record that outlives the store: {command_name()} export --experiment {plan.spec.name} "

@@ -309,6 +309,12 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
             if mlflow_cb.mark_interrupted():
                 _end_interrupted(tracker, parent_id, counts)
         raise SweepFault(mlflow_cb.fault, parent_id)
+    if not counts["interrupted"] and plan.evaluations:  # evaluation-only rows: once the trials they test finished
+        from sweeps.driver.evaluations import evaluation_banner, run_evaluations
+
+        print(evaluation_banner(plan), flush=True)
+        counts.update(run_evaluations(plan, tracker, exp_id, parent_id, tune_path,
+                                      lambda line: print(line, flush=True)))
     tracker.set_tags(parent_id, {contract.TRIALS_FINISHED: str(counts["finished"]),
                                  contract.TRIALS_FAILED: str(counts["failed"])})
     if counts["interrupted"]:

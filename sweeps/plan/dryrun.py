@@ -225,6 +225,11 @@ def dry_run(plan: SweepPlan, out=None, timing: Optional[bool] = None) -> None:
     shared = {k: v for k, v in plan.base.items() if k not in columns}
     if shared:
         print("every trial: " + ", ".join(f"{k}={short_value(v)}" for k, v in shared.items()), file=out)
+    for row in dict.fromkeys(ev.record.variant for ev in plan.evaluations):  # evaluation-only rows train nothing
+        cells = [ev for ev in plan.evaluations if ev.record.variant == row]
+        changed = ", ".join(f"{k}={short_value(v)}" for k, v in cells[0].changed.items()) or "nothing changed"
+        print(f"then {len(cells)} evaluation(s), row {row}: the trained weights of "
+              f"{', '.join(ev.source.name for ev in cells)} evaluated with {changed} (no training)", file=out)
     print(compute_estimate(spec, resolved, steps, timing), file=out)
 
 

@@ -16,9 +16,9 @@ from typing import Optional
 from rirlab.config import TrainConfig
 from rirlab.trial import TrialConfig, resolve
 from rirlab.contract import TrialRecord
-from sweeps.spec.trials import VARIANT_KEY, TrialSpace, grid_points, random_points, swept_keys
+from sweeps.spec.trials import VARIANT_KEY, Evaluation, TrialSpace, grid_points, random_points, swept_keys
 from sweeps.spec.load import LoadedSpec
-from sweeps.spec.schema import Spec, base_config
+from sweeps.spec.schema import Spec, base_config, training_variants
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -29,13 +29,16 @@ class SweepPlan:
     trials: tuple[TrialRecord, ...]  # grid and random: the trials that run, in order; optuna: a local preview
     resolved: tuple[TrialConfig, ...]  # each trial's resolved config (validated by load_spec)
     points: tuple[dict, ...]  # the Tune configs of the swept keys the searcher hands out (grid and random)
+    evaluations: tuple[Evaluation, ...] = ()  # the cells of evaluation-only rows, run once their trials finished
+    evaluated: tuple[TrialConfig, ...] = ()  # each one's resolved config
 
     @classmethod
     def of(cls, loaded: LoadedSpec) -> "SweepPlan":
         spec = loaded.spec
         points = grid_points(spec) if spec.algorithm == "grid" else \
             random_points(spec) if spec.algorithm == "random" else []
-        return cls(loaded, tuple(loaded.trials), tuple(loaded.resolved), tuple(points))
+        return cls(loaded, tuple(loaded.trials), tuple(loaded.resolved), tuple(points), tuple(loaded.evaluations),
+                   tuple(loaded.evaluated))
 
     # ---- what the spec says
     @property
@@ -98,8 +101,8 @@ class SweepPlan:
         spec = self.spec
         space = {**self.base, **{key: _domain(axis) for key, axis in spec.search.items()}}
         if spec.algorithm == "grid":  # every trial is one of the points (the searcher): the domains declare the keys
-            if spec.variants:
-                space[VARIANT_KEY] = tune.choice([v.name for v in spec.variants])
+            if spec.variants:  # (an evaluation-only row trains nothing: no trial of it is in the grid)
+                space[VARIANT_KEY] = tune.choice([v.name for v in training_variants(spec)])
             space["seed"] = tune.choice(spec.seed_list)
         elif spec.algorithm == "random":  # each drawn configuration runs once per seed
             space["seed"] = tune.grid_search(spec.seed_list)

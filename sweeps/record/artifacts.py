@@ -79,6 +79,7 @@ def record_best(client, exp_id: str, parent_id: str, metrics: list[str], modes: 
     from mlflow.entities import Metric, RunTag
 
     children = client.search_runs([exp_id], filter_string=contract.children_filter(parent_id), max_results=50000)
+    children = [r for r in children if not r.data.tags.get(contract.EVALUATES)]  # trials only: nothing trained there
     best = best_trials(children, metrics, modes)
     if not best:
         return None

@@ -20,7 +20,7 @@ from rirlab import contract
 from rirlab.trial import TrialConfig, resolve
 from rirlab.errors import UserError
 from rirlab.redact import redact_uri
-from sweeps.spec.trials import VARIANT_KEY, expand
+from sweeps.spec.trials import VARIANT_KEY, evaluations, expand
 from sweeps.spec.schema import (Budget, Optuna, Resources, Scheduler, Spec, _union_member, base_config, closest,
                                 distinct_errors, parse_spec)
 
@@ -36,6 +36,9 @@ class LoadedSpec:
         # each one's resolved config, filled by validate_params
         self.trials: list = []
         self.resolved: list[TrialConfig] = []
+        # the cells of evaluation-only rows (``evaluates:``: sweeps.spec.trials.Evaluation), each one's config resolved
+        self.evaluations: list = []
+        self.evaluated: list[TrialConfig] = []
 
     @property
     def hash(self) -> str:
@@ -45,6 +48,9 @@ class LoadedSpec:
         for field in ("max_trials", "optuna"):  # newer fields: left unset they keep the hash of earlier sweeps
             if field not in self.spec.model_fields_set:
                 dump.pop(field)
+        for variant in dump["variants"]:  # likewise a training row's evaluates: (None)
+            if variant.get("evaluates") is None:
+                variant.pop("evaluates", None)
         blob = json.dumps({"spec": dump, "quick": self.quick,
                            "overrides": self.overrides, **({"imported": self.imported} if self.imported else {})},
                           sort_keys=True, default=str)
@@ -201,12 +207,7 @@ def validate_params(loaded: LoadedSpec) -> None:
     loaded.resolved = []
     reported: Optional[set] = None
     for trial in trials:
-        try:
-            resolved = resolve(trial.config, where="spec")
-            loaded.imported.update(imported_digests(resolved))
-        except UserError as err:
-            where = _key_location(loaded, err.key) if err.key else str(loaded.path)
-            raise UserError(str(err).replace("spec:", f"{where}:", 1), key=err.key) from None
+        resolved = _resolved(loaded, trial.config)
         loaded.resolved.append(resolved)
         flat = resolved.flat()
         for key, value in trial.config.items():  # pydantic takes true as 1 for an int field: not in a spec
@@ -214,6 +215,8 @@ def validate_params(loaded: LoadedSpec) -> None:
                 raise UserError(f"{_key_location(loaded, key)}: {key}: {value!r} is not a number; give an integer")
         mine = set(contract.reported_metrics(getattr(resolved.task_cfg, "eval_splits", ())))
         reported = mine if reported is None else reported & mine
+    loaded.evaluations = evaluations(spec)  # an evaluation-only row's settings (e.g. an inference mode) checked too
+    loaded.evaluated = [_resolved(loaded, ev.record.config) for ev in loaded.evaluations]
     check_memory(loaded, _one_per_model(loaded.resolved))
     for metric in spec.metrics if reported is not None else ():
         if metric not in reported and not metric.startswith(contract.TRAIN_PREFIX):
@@ -226,6 +229,17 @@ def validate_params(loaded: LoadedSpec) -> None:
             if axis.when and not any(key in t.swept for t in trials):
                 raise UserError(f"{loaded.where('search', key, 'when')}: search.{key}.when: {axis.when} holds in no "
                                 f"trial, so {key} would never be searched; fix the condition or drop the axis")
+
+
+def _resolved(loaded: LoadedSpec, config: dict) -> TrialConfig:
+    """A trial config resolved (and its imported splits' digests noted); a bad key or value: one line at its place."""
+    try:
+        resolved = resolve(config, where="spec")
+        loaded.imported.update(imported_digests(resolved))
+    except UserError as err:
+        where = _key_location(loaded, err.key) if err.key else str(loaded.path)
+        raise UserError(str(err).replace("spec:", f"{where}:", 1), key=err.key) from None
+    return resolved
 
 
 MEMORY_ENV = "RIRLAB_MEMORY_GB"  # memory of one trial's device where it is not this machine's (a cluster's nodes)

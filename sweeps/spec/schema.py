@@ -29,7 +29,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator, model_validator
 
-from rirlab.config import closest  # torch-free: the config layer imports no model or task
+from rirlab.config import EVALUATION_KEYS, closest  # torch-free: the config layer imports no model or task
 from rirlab.errors import UserError
 from sweeps.spec.lines import load_with_lines
 
@@ -79,9 +79,16 @@ class Axis(_Strict):
 
 
 class Variant(_Strict):
+    """A row of the table: ``set`` overrides the trial config. With ``evaluates: ROW`` the row trains nothing: it
+    evaluates the weights of that row's trials (one per seed, the same weights the row's own cells are measured with)
+    with ``set`` changed, and ``set`` may only hold evaluation-time keys (``rirlab.config.EVALUATION_KEYS``: the
+    inference mode, a beam width at inference, the evaluation splits, ...). RIR Table 5's "+RIR inference" is such a
+    row: RIR-EBT-GRC trained once, tested under RIR inference (RIR App. D)."""
+
     # a row label and part of run names: printable, one line (a newline broke the dry-run table)
     name: str = Field(min_length=1, max_length=100, pattern=r"^[^\x00-\x1f\x7f]+$")
     set: dict[str, Any] = Field(default_factory=dict)
+    evaluates: Optional[str] = Field(None, min_length=1)  # the name of the row whose trained weights this row tests
 
 
 class Scheduler(_Strict):
@@ -219,6 +226,7 @@ class Spec(_Strict):
         names = [v.name for v in self.variants]
         if len(set(names)) != len(names):
             problems.append("variant names must be unique")
+        problems += evaluation_problems(self.variants)
         if problems:
             raise ValueError("\n".join(problems))
         return self
@@ -236,6 +244,34 @@ class Spec(_Strict):
         return self.mode if isinstance(self.mode, list) else [self.mode]
 
 
+def evaluation_problems(variants: list[Variant]) -> list[str]:
+    """What is wrong with the evaluation-only rows (``evaluates:``): a row they name that the spec lacks or that is
+    itself evaluation-only, or a key of ``set`` that would change training."""
+    problems, by_name = [], {v.name: v for v in variants}
+    for v in variants:
+        if v.evaluates is None:
+            continue
+        source = by_name.get(v.evaluates)
+        if source is None:
+            problems.append(f"variant '{v.name}' evaluates '{v.evaluates}', which is not a variant of this sweep"
+                            f"{closest(v.evaluates, list(by_name))}; name a training row (with --set variant=[...], "
+                            f"keep that row too)")
+        elif source.evaluates is not None:
+            problems.append(f"variant '{v.name}' evaluates '{v.evaluates}', which is evaluation-only itself; name the "
+                            f"row that trains (evaluates: {source.evaluates})")
+        bad = [k for k in v.set if k not in EVALUATION_KEYS]
+        if bad:
+            problems.append(f"variant '{v.name}' evaluates '{v.evaluates}' but sets {bad[0]}, which changes training; "
+                            f"an evaluation-only row may set only {', '.join(EVALUATION_KEYS)} (make it a training row: "
+                            f"drop evaluates:)")
+    return problems
+
+
+def training_variants(spec: Spec) -> list[Variant]:
+    """The rows that train (every variant without ``evaluates:``)."""
+    return [v for v in spec.variants if v.evaluates is None]
+
+
 def len_seeds(spec: Spec) -> int:
     return spec.seeds if isinstance(spec.seeds, int) else len(spec.seeds)
 
@@ -245,7 +281,7 @@ def trial_count(spec: Spec) -> int:
     bound: a grid value whose ``when:`` fails is run once), or num_samples x seeds for random / optuna."""
     if spec.algorithm != "grid":
         return spec.num_samples * len_seeds(spec)
-    return max(len(spec.variants), 1) * math.prod(len(a.values) for a in spec.search.values()) * len_seeds(spec)
+    return max(len(training_variants(spec)), 1) * math.prod(len(a.values) for a in spec.search.values()) * len_seeds(spec)
 
 
 def trial_limit(spec: Spec) -> int:

@@ -13,7 +13,7 @@ import random
 from typing import Optional
 
 from rirlab.contract import TrialRecord
-from sweeps.spec.schema import Axis, Spec, base_config
+from sweeps.spec.schema import Axis, Spec, base_config, training_variants
 
 
 def condition_holds(when: Optional[dict], config: dict) -> bool:
@@ -42,8 +42,12 @@ class TrialSpace:
 
     @classmethod
     def of(cls, spec: Spec) -> "TrialSpace":
-        return cls(tuple(spec.search), {k: a.when for k, a in spec.search.items() if a.when},
-                   {v.name: dict(v.set) for v in spec.variants}, tuple(spec.seed_list))
+        sets = {v.name: dict(v.set) for v in spec.variants}
+        for v in spec.variants:  # an evaluation-only row: its training row's config, its evaluation keys changed
+            if v.evaluates is not None and v.evaluates in sets:
+                sets[v.name] = {**sets[v.evaluates], **v.set}
+        return cls(tuple(spec.search), {k: a.when for k, a in spec.search.items() if a.when}, sets,
+                   tuple(spec.seed_list))
 
     def trial(self, config: dict) -> TrialRecord:
         """The trial a Tune config stands for (its name, swept values and flat rirlab config)."""
@@ -65,7 +69,7 @@ def grid_points(spec: Spec) -> list[dict]:
     variants x grid x seeds order, one per distinct trial (a grid value whose ``when`` does not hold
     would only repeat a trial)."""
     space, base = TrialSpace.of(spec), base_config(spec)
-    names = [v.name for v in spec.variants] or [""]
+    names = [v.name for v in training_variants(spec)] or [""]
     keys = list(spec.search)
     points, seen = [], set()
     for name in names:
@@ -107,6 +111,42 @@ def expand(spec: Spec, sample_random: bool = False, seed: int = 0) -> list[Trial
     if spec.algorithm == "optuna" and not sample_random:
         return []
     return [space.trial({**base, **point, "seed": s}) for point in random_points(spec, seed) for s in spec.seed_list]
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """One cell of an evaluation-only row (a variant with ``evaluates:``): ``record`` is the row's trial as a table
+    reads it (its name, swept values and the config it is evaluated with), ``source`` the trial whose trained weights
+    it evaluates (the same grid point and seed of the row it names)."""
+
+    record: TrialRecord
+    source: TrialRecord
+
+    @property
+    def key(self) -> str:
+        """The child run's trial key: a resumed sweep finds the run of this evaluation by it."""
+        return f"eval/{self.record.name}"
+
+    @property
+    def changed(self) -> dict:
+        """The evaluation's settings that differ from its source trial's."""
+        return {k: v for k, v in self.record.config.items() if self.source.config.get(k, object()) != v}
+
+
+def evaluations(spec: Spec) -> list[Evaluation]:
+    """Every evaluation-only cell, in spec order: each evaluation-only row x the grid points and seeds of the row it
+    names."""
+    space, base = TrialSpace.of(spec), base_config(spec)
+    points = grid_points(spec) if spec.algorithm == "grid" else []
+    out = []
+    for v in spec.variants:
+        if v.evaluates is None:
+            continue
+        for point in points:
+            if point.get(VARIANT_KEY) == v.evaluates:
+                source = space.trial({**base, **point})
+                out.append(Evaluation(space.trial({**base, **point, VARIANT_KEY: v.name}), source))
+    return out
 
 
 def swept_keys(spec: Spec) -> list[str]:

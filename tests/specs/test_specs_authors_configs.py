@@ -123,9 +123,9 @@ def ours(cfg: dict, key: str):
 @functools.lru_cache(maxsize=None)
 def trial_configs(spec: str) -> dict[str, dict]:
     """{variant (a grid point's swept values where the spec has no variants): resolved flat config} (first seed)."""
-    loaded = load_spec(REPO / "search_spaces" / f"{spec}.yaml").spec
+    loaded = load_spec(REPO / "search_spaces" / f"{spec}.yaml")
     out = {}
-    for t in expand(loaded):
+    for t in [*expand(loaded.spec), *(ev.record for ev in loaded.evaluations)]:  # evaluation-only rows too
         name = t.swept.get("variant", ",".join(f"{k}={v}" for k, v in t.swept.items() if k != "seed"))
         out.setdefault(name, resolve(t.config).flat())
     return out
