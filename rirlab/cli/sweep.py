@@ -102,7 +102,7 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
     click.echo(f"keep a record that outlives the store: {command_name()} export --experiment {plan.spec.name} "
                f"--run {counts['parent_run_id']}{store} --out {plan.spec.name}-{counts['parent_run_id'][:8]}.parquet "
                f"(then {command_name()} tables {spec} --records FILE)")
-    if counts["finished"] == 0:
+    if counts["finished"] == 0 and not counts.get("evaluated"):  # (a sweep of evaluation-only rows trains nothing)
         sys.exit(1)
 
 

@@ -23,20 +23,55 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from rirlab import contract
+from rirlab.config import EVALUATION_KEYS
 from sweeps.plan.plan import SweepPlan
 from sweeps.record.tracker import Tracker
 
 
-def _source_run(children: list, ev) -> Optional[object]:
-    """The FINISHED, not early-stopped trial run of ``ev``'s source trial (same swept values), if any."""
-    for run in children:
-        tags = run.data.tags
-        if tags.get(contract.EVALUATES) or run.info.status != "FINISHED" or \
-                tags.get(contract.EARLY_STOPPED) == contract.TRUE:
-            continue
-        if contract.swept_of(tags) == ev.source.swept:
-            return run
-    return None
+def _usable(run) -> bool:
+    """A trial run whose weights an evaluation may test: FINISHED, not stopped early, not an evaluation itself."""
+    tags = run.data.tags
+    return run.info.status == "FINISHED" and tags.get(contract.EARLY_STOPPED) != contract.TRUE and \
+        not tags.get(contract.EVALUATES) and not contract.is_parent(tags)
+
+
+def same_training(params: dict, flat: dict) -> bool:
+    """Whether a run's params (its logged flat config) train what the flat config ``flat`` trains: every key both
+    have is equal, the evaluation-time keys (``rirlab.config.EVALUATION_KEYS``) and ``log_every`` aside. A key the
+    run lacks is a newer config field, at its default then."""
+    return all(params[k] == str(v) for k, v in flat.items()
+               if k in params and k not in EVALUATION_KEYS and k != "log_every")
+
+
+def trained_before(tracker: Tracker, ev) -> Optional[object]:
+    """The latest usable trial run in the store, of any sweep or experiment, trained with ``ev``'s source config
+    (RIR Table 2's RIR-EBT-GRC seed 0 is Table 5's): for a row this sweep does not train."""
+    from rirlab.trial import resolve
+
+    flat = resolve(ev.source.config).flat()
+    model, seed = flat.get("model"), flat.get("seed")
+    ids = [e.experiment_id for e in tracker.client.search_experiments()]
+    if not ids:
+        return None
+    runs = tracker.client.search_runs(
+        ids, filter_string=f"params.model = '{model}' and params.seed = '{seed}' and attributes.status = 'FINISHED'",
+        order_by=["attributes.end_time DESC"], max_results=1000)
+    return next((r for r in runs if _usable(r) and same_training(r.data.params, flat)), None)
+
+
+def _source_run(tracker: Tracker, plan: SweepPlan, children: list, ev) -> Optional[object]:
+    """The run of ``ev``'s source trial: this sweep's (same swept values), or, for a row it does not train, one
+    trained before."""
+    if any(v.name == ev.source.variant and not v.trains for v in plan.spec.variants):
+        return trained_before(tracker, ev)
+    return next((r for r in children if _usable(r) and contract.swept_of(r.data.tags) == ev.source.swept), None)
+
+
+def missing_sources(plan: SweepPlan, tracker: Tracker) -> list:
+    """The evaluations of rows this sweep does not train whose trial no earlier sweep in the store finished."""
+    return [ev for ev in plan.evaluations
+            if any(v.name == ev.source.variant and not v.trains for v in plan.spec.variants)
+            and (not tracker.store_exists() or trained_before(tracker, ev) is None)]
 
 
 def _latest_checkpoint(trial_dir: str) -> Optional[Path]:
@@ -45,9 +80,15 @@ def _latest_checkpoint(trial_dir: str) -> Optional[Path]:
     return max(numbered)[1] / contract.CHECKPOINT_STATE_FILE if numbered else None
 
 
-def checkpoint_bytes(tracker: Tracker, run, tune_path: str) -> bytes:
-    """The final checkpoint (state.pt) of a finished trial run: from its Ray Tune folder, else its logged artifact."""
+def checkpoint_bytes(tracker: Tracker, run) -> bytes:
+    """The final checkpoint (state.pt) of a finished trial run: from its sweep's Ray Tune folder, else its logged
+    artifact."""
     key = run.data.tags.get(contract.TRIAL_KEY, "")
+    try:
+        tune_path = tracker.client.get_run(run.data.tags[contract.PARENT_RUN_ID]).data.tags.get(contract.TUNE_PATH, "")
+    except Exception:  # noqa: BLE001 - no parent (a run of another tool): its artifact only
+        tune_path = ""
+    key = key if tune_path else ""
     for trial_dir in sorted(glob.glob(os.path.join(glob.escape(tune_path), f"*{glob.escape(key)}*"))) if key else []:
         state = _latest_checkpoint(trial_dir)
         if state is not None:
@@ -87,7 +128,7 @@ def _metrics(result: dict) -> dict:
     return out
 
 
-def run_evaluations(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_path: str,
+def run_evaluations(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str,
                     say: Callable[[str], None]) -> dict:
     """Run every evaluation-only cell of the plan whose source trial finished and that has no FINISHED run yet.
     Returns counts: evaluated (runs FINISHED, this driver's and earlier ones), failed, waiting (no finished source
@@ -108,7 +149,7 @@ def run_evaluations(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: s
             if old is not None and old.info.status == "FINISHED":
                 counts["evaluated"] += 1
                 continue
-            source = _source_run(children, ev)
+            source = _source_run(tracker, plan, children, ev)
             if source is None:
                 counts["eval_waiting"] += 1
                 say(f"  {ev.record.name}: not evaluated, trial {ev.source.name} did not finish")
@@ -122,7 +163,7 @@ def run_evaluations(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: s
                 run_id = tracker.start_child(exp_id, parent_id, ev.record.name, resolved.flat(), tags)
             tracker.set_tags(run_id, {contract.NOTE: _note(ev, source, exp_id)})
             try:
-                blob = checkpoint_bytes(tracker, source, tune_path)
+                blob = checkpoint_bytes(tracker, source)
             except LookupError as err:
                 tracker.finish(run_id, "FAILED", str(err))
                 counts["eval_failed"] += 1

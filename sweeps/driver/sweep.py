@@ -86,11 +86,20 @@ def _run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str], resum
     parent = tracker.find_parent(exp_id, plan.hash) if resume and exp_id else None
     if resume and parent is None:
         raise UserError(_no_parent_message(tracker, exp_id, plan, tracking_uri))
+    if plan.evaluations:  # rows it evaluates but does not train: trained before, or refused
+        from sweeps.driver.evaluations import missing_sources
+
+        missing = missing_sources(plan, tracker)
+        if missing:
+            ev = missing[0]
+            raise UserError(f"variant '{ev.record.variant}' evaluates the weights of trial {ev.source.name}, which this "
+                            f"sweep does not train and no finished run in {tracker.uri} was trained like; train it "
+                            f"in this sweep too (--set variant=[{ev.source.variant},{ev.record.variant}])")
     restore = False
     if parent is not None:
         tune_path = parent.data.tags.get(contract.TUNE_PATH, "")
         restore = bool(tune_path) and tune.Tuner.can_restore(tune_path)
-        if not restore and tracker.children(exp_id, parent.info.run_id):
+        if not restore and plan.n_trials and tracker.children(exp_id, parent.info.run_id):
             raise UserError(f"--resume: the Ray Tune state of run {parent.info.run_id} ({tune_path or 'unknown'}) is "
                             f"gone; start the sweep again without --resume")
     else:
@@ -275,20 +284,25 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
     progress = ProgressCallback(spec.name, n_trials, spec.metrics, spec.modes, space, trials=progress_mode == "trials")
     progress.seed(mlflow_cb.existing.values())
     try:
-        # Tune saves its callbacks with the experiment (pickle; deep copies too): while bound, they load back
-        # as these two live ones, in a fresh Tuner and in a restored one alike
-        with bound(mlflow_cb, progress) as callbacks:
-            if restore:
-                # the space again: Tune does not keep it, and where the driver died before Tune first saved its
-                # state (a full disk, a kill at startup) the restored run starts its searcher afresh on this space
-                tuner = tune.Tuner.restore(tune_path, trainable=train_fn, param_space=plan.param_space(),
-                                           resume_unfinished=True, resume_errored=True)
-            else:
-                tuner = new_tuner(plan, train_fn, tune_path, callbacks, tracking_uri=raw(tracker.uri))
-            close_startup_window()  # Tune's own SIGINT handler takes over inside fit
+        if n_trials == 0:  # evaluation-only rows alone (their trials trained by earlier sweeps): no Tune experiment
+            close_startup_window()
             raise_if_interrupted()
-            grid = tuner.fit()
-        errors = len(grid.errors)
+            errors = 0
+        else:
+            # Tune saves its callbacks with the experiment (pickle; deep copies too): while bound, they load back
+            # as these two live ones, in a fresh Tuner and in a restored one alike
+            with bound(mlflow_cb, progress) as callbacks:
+                if restore:
+                    # the space again: Tune does not keep it, and where the driver died before Tune first saved its
+                    # state (a full disk, a kill at startup) the restored run starts its searcher afresh on this space
+                    tuner = tune.Tuner.restore(tune_path, trainable=train_fn, param_space=plan.param_space(),
+                                               resume_unfinished=True, resume_errored=True)
+                else:
+                    tuner = new_tuner(plan, train_fn, tune_path, callbacks, tracking_uri=raw(tracker.uri))
+                close_startup_window()  # Tune's own SIGINT handler takes over inside fit
+                raise_if_interrupted()
+                grid = tuner.fit()
+            errors = len(grid.errors)
     except KeyboardInterrupt:  # a second Ctrl-C: Ray gives up waiting
         errors = 0
     except Exception:
@@ -313,8 +327,7 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
         from sweeps.driver.evaluations import evaluation_banner, run_evaluations
 
         print(evaluation_banner(plan), flush=True)
-        counts.update(run_evaluations(plan, tracker, exp_id, parent_id, tune_path,
-                                      lambda line: print(line, flush=True)))
+        counts.update(run_evaluations(plan, tracker, exp_id, parent_id, lambda line: print(line, flush=True)))
     tracker.set_tags(parent_id, {contract.TRIALS_FINISHED: str(counts["finished"]),
                                  contract.TRIALS_FAILED: str(counts["failed"])})
     if counts["interrupted"]:

@@ -118,7 +118,7 @@ class MLflowTrialCallback(DriverCallback):
         self.fault: str | None = None  # why the sweep stopped on a full disk (nothing is written after it)
         for run in tracker.children(exp_id, parent_id):
             key = run.data.tags.get(contract.TRIAL_KEY)
-            if key:
+            if key and not run.data.tags.get(contract.EVALUATES):  # (an evaluation-only row's run is no trial)
                 self.existing[key] = run
                 if run.info.status in ("FINISHED", "FAILED"):
                     self.state[key] = "finished" if run.info.status == "FINISHED" else "failed"

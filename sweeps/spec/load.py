@@ -48,9 +48,11 @@ class LoadedSpec:
         for field in ("max_trials", "optuna"):  # newer fields: left unset they keep the hash of earlier sweeps
             if field not in self.spec.model_fields_set:
                 dump.pop(field)
-        for variant in dump["variants"]:  # likewise a training row's evaluates: (None)
+        for variant in dump["variants"]:  # likewise a training row's evaluates: (None) and trains: (True)
             if variant.get("evaluates") is None:
                 variant.pop("evaluates", None)
+            if variant.get("trains", True):
+                variant.pop("trains", None)
         blob = json.dumps({"spec": dump, "quick": self.quick,
                            "overrides": self.overrides, **({"imported": self.imported} if self.imported else {})},
                           sort_keys=True, default=str)
@@ -153,7 +155,11 @@ def _override_update(spec: Spec, overrides: dict) -> dict:
             if missing:
                 raise UserError(f"--set {key}: no variant named '{missing[0]}'{closest(missing[0], known)}; the spec's "
                                 f"variants are {', '.join(known)}")
-            upd["variants"] = [v.model_dump(exclude_unset=True) for v in spec.variants if v.name in names]
+            # the row an evaluation-only row evaluates stays in the spec (its config), but trains only when named too:
+            # --set variant='+RIR inference' tests the weights of trials trained before (sweeps.driver.evaluations)
+            sources = {v.evaluates for v in spec.variants if v.name in names and v.evaluates}
+            upd["variants"] = [v.model_dump(exclude_unset=True) | ({} if v.name in names else {"trains": False})
+                               for v in spec.variants if v.name in names or v.name in sources]
         elif key in SPEC_FIELDS:
             upd[key] = value
         elif head in SPEC_SECTIONS:

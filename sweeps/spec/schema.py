@@ -89,6 +89,9 @@ class Variant(_Strict):
     name: str = Field(min_length=1, max_length=100, pattern=r"^[^\x00-\x1f\x7f]+$")
     set: dict[str, Any] = Field(default_factory=dict)
     evaluates: Optional[str] = Field(None, min_length=1)  # the name of the row whose trained weights this row tests
+    # False: a row kept only for the evaluation-only rows that name it (--set variant= chose them, not it): this sweep
+    # trains none of its trials; they evaluate its trials trained before, found in the store by their config
+    trains: bool = True
 
 
 class Scheduler(_Strict):
@@ -269,7 +272,7 @@ def evaluation_problems(variants: list[Variant]) -> list[str]:
 
 def training_variants(spec: Spec) -> list[Variant]:
     """The rows that train (every variant without ``evaluates:``)."""
-    return [v for v in spec.variants if v.evaluates is None]
+    return [v for v in spec.variants if v.evaluates is None and v.trains]
 
 
 def len_seeds(spec: Spec) -> int:

@@ -64,12 +64,13 @@ class TrialSpace:
         return TrialRecord.of(swept, {**base, **point, "seed": seed})
 
 
-def grid_points(spec: Spec) -> list[dict]:
+def grid_points(spec: Spec, names: Optional[list[str]] = None) -> list[dict]:
     """The grid as Tune configs of the swept keys only, ``{variant?, every searched key, seed}``, in
     variants x grid x seeds order, one per distinct trial (a grid value whose ``when`` does not hold
-    would only repeat a trial)."""
+    would only repeat a trial). ``names``: the variants whose points to give (default: the rows that train)."""
     space, base = TrialSpace.of(spec), base_config(spec)
-    names = [v.name for v in training_variants(spec)] or [""]
+    if names is None:
+        names = [v.name for v in training_variants(spec)] if spec.variants else [""]
     keys = list(spec.search)
     points, seen = [], set()
     for name in names:
@@ -137,15 +138,13 @@ def evaluations(spec: Spec) -> list[Evaluation]:
     """Every evaluation-only cell, in spec order: each evaluation-only row x the grid points and seeds of the row it
     names."""
     space, base = TrialSpace.of(spec), base_config(spec)
-    points = grid_points(spec) if spec.algorithm == "grid" else []
     out = []
     for v in spec.variants:
-        if v.evaluates is None:
+        if v.evaluates is None or spec.algorithm != "grid":
             continue
-        for point in points:
-            if point.get(VARIANT_KEY) == v.evaluates:
-                source = space.trial({**base, **point})
-                out.append(Evaluation(space.trial({**base, **point, VARIANT_KEY: v.name}), source))
+        for point in grid_points(spec, [v.evaluates]):  # (its trials: this sweep's, or trained before: trains false)
+            source = space.trial({**base, **point})
+            out.append(Evaluation(space.trial({**base, **point, VARIANT_KEY: v.name}), source))
     return out
 
 

@@ -1,6 +1,7 @@
 """An evaluation-only row end to end: a real sweep trains a row, then tests each of its trials' weights with another
 inference mode (RIR Table 5's "+RIR inference"), each evaluation its own MLflow run linked to the trial it tests, a
-row of `rirlab tables` and of the export; --resume of the finished sweep evaluates nothing again."""
+row of `rirlab tables` and of the export; --resume of the finished sweep evaluates nothing again; a later sweep of the
+evaluation row alone tests the weights trained before (or is refused when none were trained like its row)."""
 
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ def test_evaluation_rows_test_each_trials_weights_and_are_recorded_once(workdir)
         assert row in body and "—" not in body[row], table
     assert body["same weights"].split("|")[2:] == body["RIR-EBT-GRC"].split("|")[2:]
 
-    run_cli(["sweep", spec, "--resume"], cwd=workdir, check=True)  # finished already: nothing evaluated again
+    again = run_cli(["sweep", spec, "--resume"], cwd=workdir, check=True)  # finished: nothing evaluated again
+    assert "done: 2 finished, 0 failed; evaluation-only cells: 4 evaluated;" in again.stdout, again.stdout[-2000:]
     _, _, again = runs_of(workdir / "mlruns.db", "ev")
     assert sorted(r.info.run_id for r in again) == sorted(r.info.run_id for r in children)
     for run in evals:
@@ -56,3 +58,19 @@ def test_evaluation_rows_test_each_trials_weights_and_are_recorded_once(workdir)
 
     run_cli(["export", "--experiment", "ev", "--out", "ev.parquet"], cwd=workdir, check=True)
     assert run_cli(["tables", spec, "--records", "ev.parquet"], cwd=workdir, check=True).stdout == table
+
+    # the row alone, later: the trials trained above are found in the store by their config, nothing is trained
+    alone = run_cli(["sweep", spec, "--set", "variant=+RIR inference"], cwd=workdir, check=True)
+    assert "done: 0 finished, 0 failed; evaluation-only cells: 2 evaluated;" in alone.stdout, alone.stdout[-2000:]
+    _, parents2, children2 = runs_of(workdir / "mlruns.db", "ev")
+    latest = max(parents2, key=lambda p: p.info.start_time)
+    mine = [r for r in children2 if r.data.tags["mlflow.parentRunId"] == latest.info.run_id]
+    first = {r.info.run_name: r for r in evals}
+    assert sorted(r.info.run_name for r in mine) == ["+RIR inference,seed=0", "+RIR inference,seed=1"]
+    for run in mine:
+        assert run.data.tags["rirlab.evaluates"] == first[run.info.run_name].data.tags["rirlab.evaluates"]
+        assert run.data.metrics["len_200_300/accuracy"] == first[run.info.run_name].data.metrics["len_200_300/accuracy"]
+
+    other = run_cli(["sweep", spec, "--set", "variant=+RIR inference", "--set", "hidden_size=8"], cwd=workdir)
+    assert other.returncode == 2 and len(other.stderr.strip().splitlines()) == 1, other.stderr
+    assert "evaluates the weights of trial RIR-EBT-GRC,seed=0, which this sweep does not train" in other.stderr
