@@ -52,6 +52,65 @@ def check_out(out, make_parent: bool = False) -> None:
         raise UserError(f"cannot write --out {out}: permission denied; choose a writable path with --out")
 
 
+def _inputs_of(tracking_uri, inputs) -> list:
+    """What a command reads, which its --out must not overwrite: (path, whether everything under it counts, what it
+    is). The store of --tracking-uri (else $MLFLOW_TRACKING_URI, else ./mlruns.db, read or not): a SQLite file with
+    its journal and lock files and the mlartifacts/ folder beside it, or a file store's folder; then INPUTS,
+    ``(path, what)`` pairs (the spec, records files and their history twins)."""
+    from sweeps.record.store import sqlite_path
+    from sweeps.record.tracker import artifact_root, resolve_tracking_uri
+
+    found = []
+    try:
+        uri = resolve_tracking_uri(tracking_uri)
+    except UserError:  # a malformed URI: the command refuses it itself where it reads the store
+        uri = None
+    db = sqlite_path(uri) if uri else None
+    if db is not None:
+        store = f"the MLflow store {uri}"
+        found += [(db, False, store), (db.with_name(f".{db.name}.lock"), False, f"the lock file of {store}")]
+        found += [(db.with_name(db.name + end), False, f"SQLite's {end[1:]} file of {store}")
+                  for end in ("-journal", "-wal", "-shm")]
+        found.append((Path(artifact_root(uri)), True, f"in the artifacts folder of {store}"))
+    elif uri and uri.raw.startswith("file://"):
+        found.append((Path(uri.raw[len("file://"):]), True, f"in the MLflow file store {uri}"))
+    return found + [(Path(p), False, what) for p, what in inputs if p]
+
+
+def _same(a: Path, b: Path, tree: bool) -> bool:
+    """Whether writing A writes B (the same path, a link to it, or, with ``tree``, a path inside folder B)."""
+    ra, rb = a.resolve(), b.resolve()
+    if ra == rb or (tree and rb in ra.parents):
+        return True
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)  # a hard link
+    except OSError:
+        return False
+
+
+def read_files(spec, records) -> list:
+    """The files a sweep-reading command reads besides the store: SPEC, the --records files and their history files."""
+    from analysis.export import history_path
+
+    found = [(spec, f"the spec {spec}")] if spec else []
+    for r in records:
+        found += [(r, f"the records file {r}"), (history_path(r), f"the history file of the records file {r}")]
+    return found
+
+
+def guard_out(out, tracking_uri=None, inputs=(), beside=()) -> None:
+    """Refuse, before any work, an --out that is something the command reads (``_inputs_of``: the store, its
+    artifacts, the spec, a records file), as is a file written BESIDE it (export's history file): one line."""
+    if not out:
+        return
+    read = _inputs_of(tracking_uri, inputs)
+    for target in (out, *beside):
+        for path, tree, what in read:
+            if _same(Path(target), path, tree):
+                which = f"--out {out}" if target == out else f"--out {out} also writes {target}, which"
+                raise UserError(f"{which} is {what}; writing it would destroy it: choose another file with --out")
+
+
 def write_error(out, err: OSError) -> UserError:
     return UserError(f"cannot write --out {out}: {err.strerror or err}; choose a writable path with --out")
 
@@ -165,6 +224,7 @@ def tables(spec, experiment, tracking_uri, parent, latest_full, records, layout,
     from analysis import tables as T
 
     check_out(out)
+    guard_out(out, tracking_uri, read_files(spec, records))
     client, sw = _sweep(spec, experiment, tracking_uri, parent, allow_empty=True, latest_full=latest_full,
                         records=records)
     if sw.parent is not None and sw.runs.empty and not reference and layout == "pivot":
@@ -211,13 +271,14 @@ def export(experiment, tracking_uri, parent, out, history, redact):
     rirlab export --experiment chunk_beam --out chunk_beam.parquet
     rirlab export --experiment ebt_table4_logic --run RUN_ID --redact --out docs/results/ebt_table4_logic.parquet
     """
-    from analysis.export import export_runs
+    from analysis.export import export_runs, history_path
 
     from rirlab import contract
 
     if parent:
         contract.children_filter(parent)  # a malformed run id: refused before anything (it goes into a filter)
     check_out(out, make_parent=True)
+    guard_out(out, tracking_uri, beside=[history_path(out)] if history else [])
     client = _client(tracking_uri)
     try:
         paths = export_runs(client, experiment, out, parent_id=parent, history=history, redact=redact)
@@ -266,6 +327,7 @@ def pareto(spec, experiment, tracking_uri, parent, latest_full, records, x, spli
     from analysis.plots import pareto_plot
 
     check_out(out)
+    guard_out(out, tracking_uri, read_files(spec, records))
     _, sw = _sweep(spec, experiment, tracking_uri, parent, latest_full=latest_full, records=records)
     _drawn(out, lambda: pareto_plot(sw, out, x=x, split=split, stat=stat or STAT_DEFAULT, clock=clock))
 
@@ -281,6 +343,7 @@ def curves(spec, experiment, tracking_uri, parent, latest_full, records, metric,
     from analysis.plots import curves_plot
 
     check_out(out)
+    guard_out(out, tracking_uri, read_files(spec, records))
     client, sw = _sweep(spec, experiment, tracking_uri, parent, latest_full=latest_full, records=records)
     _drawn(out, lambda: curves_plot(client, sw, metric, out, stat=stat or STAT_DEFAULT))
 
@@ -307,6 +370,7 @@ def importance(spec, experiment, tracking_uri, parent, latest_full, records, met
     from rirlab import contract
 
     check_out(out)
+    guard_out(out, tracking_uri, read_files(spec, records))
     _, sw = _sweep(spec, experiment, tracking_uri, parent, latest_full=latest_full, records=records)
     if sw.runs.empty:
         raise UserError(f"sweep run {sw.parent.info.run_id} of '{sw.experiment}' has no trial runs yet")

@@ -1,9 +1,12 @@
 """Which sweep a table shows (issue 17 item 6), `rirlab runs` (the sweeps of a spec), and the read-only commands'
-handling of a missing store and an unwritable --out (issue 18): one line, exit 2, no empty mlruns.db created."""
+handling of a missing store and an unwritable --out (issue 18): one line, exit 2, no empty mlruns.db created; an
+--out that is the store, its artifacts or the spec is refused the same way, nothing written (issue 52 item 1)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import time
 
 import pytest
@@ -151,6 +154,33 @@ def test_unwritable_out_is_one_line(cmd, where, two, tmp_path):
         assert "is a directory" in r.stderr
         return
     assert r.stderr.startswith("error: ") and r.stderr.count("\n") == 1 and "--out" in r.stderr, r.stderr
+
+
+def _files(root):
+    """Every file under ROOT with the hash of its bytes."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("cmd, target", [
+    *[(cmd, "mlruns.db") for cmd in (["plot", "curves", "SPEC"], ["importance", "SPEC"], ["export", "--experiment", "two"])],
+    *[(["tables", "SPEC"], target) for target in ("mlruns.db", "absolute", "symlink", "hardlink", "mlruns.db-journal",
+                                                  "mlartifacts/two/x.out", "two.yaml")]])
+def test_an_out_that_is_the_store_its_artifacts_or_the_spec_is_refused_in_one_line(cmd, target, two, tmp_path,
+                                                                                    monkeypatch):
+    """`rirlab export --experiment E --out mlruns.db` turned the default store into a Parquet file (every run gone),
+    `tables SPEC --out mlruns.db` into text, `tables s.yaml --out s.yaml` overwrote the spec."""
+    _, spec, root, *_ = two
+    monkeypatch.chdir(root)  # the default store, ./mlruns.db: no --tracking-uri, as in the issue
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    out = {"absolute": root / "mlruns.db", "symlink": tmp_path / "store.db", "hardlink": tmp_path / "store.db"}.get(target, target)
+    if target in ("symlink", "hardlink"):
+        (os.symlink if target == "symlink" else os.link)(root / "mlruns.db", out)
+    before = _files(root)
+    r = cli(*[spec if a == "SPEC" else a for a in cmd], "--out", out)
+    assert r.exit_code == 2, r.output
+    assert r.stderr.startswith(f"error: --out {out} is ") and r.stderr.count("\n") == 1, r.stderr
+    assert ("the spec" if target == "two.yaml" else "MLflow store") in r.stderr and "choose another" in r.stderr
+    assert _files(root) == before
 
 
 def test_several_runs_read_as_one_table(tmp_path):
