@@ -10,6 +10,12 @@ The runs file's schema metadata ``rirlab.sweeps`` holds, per sweep (parent run) 
 ``spec/effective_spec.json``). So the file alone is the sweep's record: ``rirlab tables SPEC --records FILE``
 (:mod:`analysis.records`) prints the same table as the store did, after the store is gone.
 
+The two files of one export are written whole or not at all: each to a temporary name beside it, then both
+renamed into place (the history file first). Both carry the export's random id in their schema metadata
+(``rirlab.export_id``) and the runs file the history's row count (``rirlab.history_rows``, ``none`` with
+``--no-history``), so a reader refuses a runs file beside the history file of another export (a kill between the two
+renames, a copy of one file alone) instead of drawing the wrong curves.
+
 A password in the store's URI is masked in every export. With ``redact=True`` (`rirlab export --redact`, for a
 record to publish beside a results page) the files also carry no local path and no user name: the store's URI, the
 parents' tags (Ray Tune's experiment folder), the specs, the params and the failure reasons keep the last
@@ -20,6 +26,8 @@ schema metadata says ``rirlab.redacted: paths``. Nothing `rirlab tables --record
 from __future__ import annotations
 
 import json
+import os
+import secrets
 from pathlib import Path
 from typing import Optional
 
@@ -35,6 +43,8 @@ from rirlab.redact import redact_paths, redact_uri
 SWEEPS_KEY = b"rirlab.sweeps"  # schema metadata of a runs file: JSON {"version": 1, "sweeps": [parent records]}
 REDACTED_KEY = b"rirlab.redacted"  # schema metadata: b"paths" when exported with --redact
 PERSONAL_TAGS = ("mlflow.user",)  # dropped by --redact
+EXPORT_ID_KEY = b"rirlab.export_id"  # schema metadata of both files of one export: the same random id
+HISTORY_ROWS_KEY = b"rirlab.history_rows"  # runs file: the rows of its history file, b"none" without one
 
 BASE_FIELDS = [("run_id", pa.string()), ("parent_id", pa.string()), ("experiment", pa.string()),
                ("run_name", pa.string()), ("status", pa.string()), ("start_time", pa.timestamp("ms")),
@@ -158,12 +168,31 @@ def export_runs(client: MlflowClient, experiment: str, out, parent_id: Optional[
             SWEEPS_KEY: json.dumps({"version": 1, "sweeps": sweep_records(client, runs, redact=redact)}).encode()}
     if redact:
         meta[REDACTED_KEY] = b"paths"
+    h = history_table(client, runs) if history else None
+    export_id = secrets.token_hex(8).encode()
+    meta.update({EXPORT_ID_KEY: export_id, HISTORY_ROWS_KEY: str(h.num_rows).encode() if h is not None else b"none"})
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, out)
+    files = [(table, Path(out))]
     written = {"run": (str(out), table.num_rows)}
-    if history:
-        h = history_table(client, runs)
-        pq.write_table(h, history_path(out))
+    if h is not None:
+        files.append((h.replace_schema_metadata({EXPORT_ID_KEY: export_id}), history_path(out)))
         written["history"] = (str(history_path(out)), h.num_rows)
+    write_together(files)
     return written
+
+
+def write_together(files: list) -> None:
+    """Each ``(table, path)`` to a temporary file beside its path, then all renamed into place, the last first: a
+    full disk, Ctrl-C or a kill while writing leaves the files there were; a kill between the renames leaves a pair
+    of two exports, which :class:`analysis.records.Records` refuses (their export ids differ)."""
+    temps = []
+    try:
+        for table, path in files:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temps.append(path.with_name(f".{path.name}.tmp-{os.getpid()}"))
+            pq.write_table(table, temps[-1])
+        for temp, (_, path) in reversed(list(zip(temps, files))):
+            os.replace(temp, path)
+    finally:
+        for temp in temps:
+            temp.unlink(missing_ok=True)

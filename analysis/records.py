@@ -2,7 +2,7 @@
 
 A runs file (:mod:`analysis.export`) holds every exported trial run and, in its schema metadata, the parent run of
 each sweep they belong to; its ``.history.parquet`` twin holds the logged metric histories. :class:`Records` reads
-one or more such files and gives what the commands read from a store: :meth:`Records.load` the
+one or more such files (refusing a runs file beside the history file of another export) and gives what the commands read from a store: :meth:`Records.load` the
 :class:`~analysis.runs.Sweep` (the same DataFrame columns as :func:`~analysis.runs.child_runs`) and
 :meth:`Records.get_metric_history` the curves, so `rirlab tables`, `plot` and `importance` print from a committed
 file what they printed from the store it was exported from (``--records FILE``).
@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.export import SWEEPS_KEY, history_path
+from analysis.export import EXPORT_ID_KEY, HISTORY_ROWS_KEY, SWEEPS_KEY, history_path
 from analysis.runs import Sweep, combine, recorded_sweep, spec_of
 from rirlab import contract
 from rirlab.errors import UserError
@@ -56,7 +56,7 @@ class Records:
 
     def __init__(self, paths):
         frames, self.sweeps, histories = [], {}, []
-        self.experiments, self.no_history = set(), {}  # run id -> the history file its records file lacks
+        self.experiments, self.no_history = set(), {}  # run id -> why its records file has no history
         for path in map(Path, paths):
             table = self._read(path)
             meta = table.schema.metadata or {}
@@ -72,10 +72,12 @@ class Records:
                 self.sweeps.setdefault(s["run_id"], {**s, "experiment": experiment})
             frames.append(self._runs(table))
             hist = history_path(path)
-            if hist.is_file():
-                histories.append(self._read(hist).to_pandas())
+            if meta.get(HISTORY_ROWS_KEY) == b"none":  # exported with --no-history: a file there is another export's
+                self.no_history.update(dict.fromkeys(frames[-1]["run_id"], f"{path} was exported with --no-history"))
+            elif hist.is_file():
+                histories.append(self._history(path, meta, hist))
             else:
-                self.no_history.update(dict.fromkeys(frames[-1]["run_id"], hist))
+                self.no_history.update(dict.fromkeys(frames[-1]["run_id"], f"no history file {hist} beside {path}"))
         self.runs = pd.concat(frames, ignore_index=True).drop_duplicates("run_id") if frames else pd.DataFrame()
         self.history = pd.concat(histories, ignore_index=True).drop_duplicates(["run_id", "key", "step"]) \
             if histories else pd.DataFrame(columns=["run_id", "key", "step", "value"])
@@ -89,6 +91,17 @@ class Records:
         except (OSError, pa.ArrowException) as err:
             raise UserError(f"{path} is not a readable Parquet file ({str(err).splitlines()[0][:120]}): give a file "
                             f"`rirlab export --out` wrote") from None
+
+    def _history(self, path: Path, meta: dict, hist: Path) -> pd.DataFrame:
+        """The history file of the runs file PATH, refused when it is another export's (their ids or its row count
+        differ): a kill between the two renames of an export, or one file of a pair copied over another's."""
+        table = self._read(hist)
+        rows = meta.get(HISTORY_ROWS_KEY)
+        if (table.schema.metadata or {}).get(EXPORT_ID_KEY) != meta.get(EXPORT_ID_KEY) or \
+                (rows is not None and rows != str(table.num_rows).encode()):
+            raise UserError(f"{hist} is not the history of {path} (the two files come from different exports: one "
+                            f"was stopped half-way or copied over); export the sweep again to write both")
+        return table.to_pandas()
 
     @staticmethod
     def _runs(table: pa.Table) -> pd.DataFrame:
@@ -140,6 +153,5 @@ class Records:
         h = self.history
         rows = h[(h["run_id"] == run_id) & (h["key"] == key)].sort_values("step")
         if rows.empty and run_id in self.no_history:
-            raise UserError(f"no history file {self.no_history[run_id]} beside its records file: export the sweep "
-                            f"again without --no-history for curves")
+            raise UserError(f"{self.no_history[run_id]}: export the sweep again without --no-history for curves")
         return [_point(s, v) for s, v in zip(rows["step"], rows["value"])]

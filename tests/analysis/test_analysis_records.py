@@ -217,3 +217,65 @@ def test_every_export_masks_the_stores_password(tmp_path):
         out = tmp_path / f"runs{redact}.parquet"
         export_runs(ServerClient(), "golden", out, history=False, redact=redact)
         assert pq.read_schema(out).metadata[b"rirlab.tracking_uri"] == b"http://alice:***@mlflow.lab:5000"
+
+
+# ---------------------------------------------------------------- issue 52 items 1-2: the pair of files of an export
+
+@pytest.fixture(scope="module")
+def golden_store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("golden")
+    return make_sweep(root, GOLDEN_SPEC, GOLDEN_RUNS)
+
+
+def _bytes(folder) -> dict:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_an_export_stopped_by_a_full_disk_leaves_the_files_it_would_replace(golden_store, tmp_path, monkeypatch):
+    """A full disk while the history was written left the new runs file and no history file (exit 2, one line)."""
+    import errno
+
+    uri, _ = golden_store
+    _export(uri, "golden", tmp_path / "g.parquet", "--redact")  # the files differ from those of the export below
+    before = _bytes(tmp_path)
+    write = pq.write_table
+
+    def full_at_the_history(table, where, *args, **kwargs):
+        if "history" in str(where):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return write(table, where, *args, **kwargs)
+
+    monkeypatch.setattr(pq, "write_table", full_at_the_history)
+    r = cli("export", "--experiment", "golden", "--tracking-uri", uri, "--out", tmp_path / "g.parquet")
+    assert r.exit_code == 2 and "No space left on device" in r.stderr and r.stderr.count("\n") == 1, r.output
+    assert _bytes(tmp_path) == before  # the old pair, whole; no temporary file left beside it
+
+
+def test_a_runs_file_beside_another_exports_history_is_refused(golden_store, exported, tmp_path):
+    """A kill between the two files' renames (or a copy of one file alone) left a new runs file beside an old history
+    file, which `plot curves --records` drew without a word; the history of an export with --no-history is none."""
+    uri, _ = golden_store
+    spec = exported["golden"][0]
+    for name in ("a", "b"):
+        _export(uri, "golden", tmp_path / f"{name}.parquet")
+    shutil.copy(tmp_path / "b.history.parquet", tmp_path / "a.history.parquet")  # b's history, a's runs
+    for cmd in (["tables"], ["plot", "curves"]):
+        args = ["--out", tmp_path / "c.png"] if cmd[0] == "plot" else []
+        r = cli(*cmd, spec, "--records", tmp_path / "a.parquet", *args)
+        assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
+        assert f"{tmp_path / 'a.history.parquet'} is not the history of {tmp_path / 'a.parquet'}" in r.stderr
+    assert not (tmp_path / "c.png").exists()
+    _export(uri, "golden", tmp_path / "b.parquet", "--no-history")  # b.history.parquet: the earlier export's
+    r = cli("plot", "curves", spec, "--records", tmp_path / "b.parquet", "--out", tmp_path / "c.png")
+    assert r.exit_code == 2 and "b.parquet was exported with --no-history" in r.stderr, r.output
+    assert cli("tables", spec, "--records", tmp_path / "b.parquet").exit_code == 0
+
+
+def test_an_out_that_is_a_records_file_is_refused(exported):
+    spec, path, _, _ = exported["golden"]
+    before = _bytes(path.parent)
+    for out in (path, path.with_name(path.stem + ".history.parquet")):
+        r = cli("tables", spec, "--records", path, "--out", out)
+        assert r.exit_code == 2 and r.stderr.startswith(f"error: --out {out} is the ") and "records file" in r.stderr
+        assert r.stderr.count("\n") == 1, r.stderr
+    assert _bytes(path.parent) == before
