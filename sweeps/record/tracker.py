@@ -11,6 +11,7 @@ import json
 import logging
 import math
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -165,6 +166,9 @@ class Tracker:
             self.client.set_experiment_tag(exp_id, contract.EXPERIMENT_KIND_TAG, contract.EXPERIMENT_KIND)
         run = self.create_run(exp_id, name, {contract.SWEEP_TAG: contract.PARENT, **tags, contract.VERSION: rirlab.__version__,
                                              contract.GIT_COMMIT: self.context()[contract.GIT_COMMIT]})
+        spec_hash = tags.get(contract.SPEC_HASH, "")
+        if re.fullmatch(r"[0-9a-f]*", spec_hash):  # pasted into a filter: only a hash (or none)
+            self._one_run(exp_id, run, contract.parent_filter(spec_hash), contract.TUNE_PATH)
         return run.info.run_id
 
     def find_parent(self, exp_id: str, spec_hash: str):
@@ -177,8 +181,26 @@ class Tracker:
 
     def start_child(self, exp_id: str, parent_id: str, name: str, params: dict[str, Any], tags: dict[str, str]) -> str:
         run = self.create_run(exp_id, name, {contract.PARENT_RUN_ID: parent_id, **tags})
+        key = tags.get(contract.TRIAL_KEY, "")
+        if re.fullmatch(r"[\w.-]+", key):  # Ray Tune's trial ids; pasted into a filter
+            self._one_run(exp_id, run, f"{contract.children_filter(parent_id)} and tags.`{contract.TRIAL_KEY}` = '{key}'",
+                          contract.TRIAL_KEY)
         self.log_params(run.info.run_id, params)
         return run.info.run_id
+
+    def _one_run(self, exp_id: str, run, flt: str, key_tag: str) -> None:
+        """Creating a run is idempotent by its key (a trial's key; a sweep's Tune folder): a tracking server whose
+        answer to ``runs/create`` was lost (a proxy's 503 after forwarding it) has made the run twice by the time
+        MLflow's client, retrying, returns one. The others of that key that hold nothing (no param, no metric: made
+        by the same request, never written to) are deleted, and no empty run stays RUNNING forever beside it."""
+        key = run.data.tags.get(key_tag)
+        if key is None:
+            return
+        for other in self.client.search_runs([exp_id], filter_string=flt, max_results=1000):
+            if other.info.run_id != run.info.run_id and other.data.tags.get(key_tag) == key \
+                    and not other.data.params and not other.data.metrics:
+                self.client.set_terminated(other.info.run_id, "KILLED")
+                self.client.delete_run(other.info.run_id)
 
     def log_params(self, run_id: str, params: dict[str, Any]) -> None:
         items = [Param(k, str(v)[:6000]) for k, v in sorted(params.items())]

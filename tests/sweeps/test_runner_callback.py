@@ -92,3 +92,34 @@ def test_a_resumed_trial_replaying_several_steps_logs_none_of_them_again(tmp_pat
         again.on_trial_result(0, [], t, result(step))
     assert _steps(tracker, run_id, "train/loss") == [10, 20, 30, 40, 50]
     assert "training_iteration" not in tracker.client.get_run(run_id).data.metrics
+
+
+def test_a_run_created_twice_by_a_retried_request_is_one_run(tmp_path, new_store):
+    """A tracking server that loses its answer to ``runs/create`` (a proxy answering 503 after forwarding it): MLflow's
+    client retries, the server makes the run again, and a trial had two child runs, one RUNNING forever with no
+    metrics (a sweep two parents). The run made by the lost request is deleted; the trial keeps one run."""
+    from mlflow.entities import ViewType
+
+    tracker = Tracker(new_store(tmp_path / "mlruns.db"))
+    exp_id = tracker.experiment_id("tiny")
+    client = tracker.client
+    create = client.create_run
+
+    def lost_then_retried(*args, **kwargs):
+        create(*args, **kwargs)  # made by the server; its answer lost on the way back
+        return create(*args, **kwargs)  # the client's retry
+
+    client.create_run = lost_then_retried
+    parent = tracker.start_parent(exp_id, "tiny", {contract.SPEC_HASH: "abc123", contract.TUNE_PATH: "/runs/tiny-1"})
+    cb = MLflowTrialCallback(tracker, exp_id, parent, PLAN, checkpoint_artifacts=False)
+    t = _trial("a1b2c_00000", 0.003)
+    cb.on_trial_start(0, [], t)
+    t.last_result = {"step": 40, "train/loss": 1.0, "dev/accuracy": 20.0, "final": True}
+    cb.on_trial_result(0, [], t, t.last_result)
+    cb.on_trial_complete(0, [], t)
+    runs = client.search_runs([exp_id])
+    assert [r.info.run_id for r in runs if contract.is_parent(r.data.tags)] == [parent]
+    (child,) = [r for r in runs if not contract.is_parent(r.data.tags)]
+    assert child.info.status == "FINISHED" and child.data.metrics["dev/accuracy"] == 20.0
+    gone = client.search_runs([exp_id], run_view_type=ViewType.DELETED_ONLY)
+    assert len(gone) == 2 and {r.info.status for r in gone} == {"KILLED"}  # neither stays RUNNING
