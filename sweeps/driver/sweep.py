@@ -16,6 +16,7 @@ from rirlab import contract
 from rirlab.errors import UserError
 from rirlab.redact import redact_all, redact_uri
 from sweeps.driver.cluster import check_address, check_resources, detach_ray_log, ray_init
+from sweeps.driver.lock import sweep_lock
 from sweeps.record.faults import SweepFault, disk_full, store_full, tune_folder_full
 from sweeps.driver.signals import (SweepInterrupted, close_startup_window, keep_sigterm_handler,
                                    raise_if_interrupted, startup_window, stop_on_sigterm_like_ctrl_c)
@@ -60,13 +61,13 @@ def run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str] = None,
     parent run exists raises SweepInterrupted (before it, KeyboardInterrupt: nothing to resume). ``report(uri,
     parent_id)`` attaches the finished sweep's report (the CLI passes analysis's table and plot); a failure
     there is a warning. Until Ray Tune runs, no Ctrl-C or SIGTERM can be lost (``signals.startup_window``)."""
-    with startup_window():
+    with startup_window(), contextlib.ExitStack() as held:  # held: the sweep's lock (one driver per sweep)
         return _run_sweep(plan, tracking_uri, address, resume, checkpoint_artifacts, output_root, progress,
-                          system_metrics, report)
+                          system_metrics, report, held)
 
 
 def _run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str], resume: bool, checkpoint_artifacts: bool,
-               output_root: str, progress: str, system_metrics: bool, report) -> dict:
+               output_root: str, progress: str, system_metrics: bool, report, held: contextlib.ExitStack) -> dict:
     raise_if_interrupted()
     check_address(address)
     _preflight(plan)  # e.g. a GloVe file a text task needs: missing, refused before Ray starts or MLflow is written
@@ -102,8 +103,11 @@ def _run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str], resum
         if not restore and plan.n_trials and tracker.children(exp_id, parent.info.run_id):
             raise UserError(f"--resume: the Ray Tune state of run {parent.info.run_id} ({tune_path or 'unknown'}) is "
                             f"gone; start the sweep again without --resume")
+        held.enter_context(sweep_lock(tune_path, parent.info.run_id))  # a second driver of it: refused here
+        restore = bool(tune_path) and tune.Tuner.can_restore(tune_path)  # (saved meanwhile by a driver now ended)
     else:
         tune_path = new_tune_path(output_root, spec.name, plan.hash)
+        held.enter_context(sweep_lock(tune_path))  # kept until this driver ends: a --resume meanwhile is refused
     try:
         with keep_sigterm_handler():  # Ray's would exit at once (status 15), leaving no line and no cleanup
             ray_init(address, Path(tune_path), tracking_uri)  # a wrong --address or a Ray that does not start

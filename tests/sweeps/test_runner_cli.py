@@ -5,6 +5,7 @@ value, the parent's spec params and best trial."""
 from __future__ import annotations
 
 import hashlib
+import os
 import types
 
 import pytest
@@ -44,6 +45,34 @@ def test_resume_after_the_spec_changed_says_so_and_how_to_go_on(workdir, cli):
     assert load_spec(spec).hash in line and "leave out --resume" in line and "spec/" in line, line
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
     assert not (workdir / "rirlab_runs").exists()
+
+
+def test_a_resume_of_a_sweep_another_driver_runs_is_refused_in_one_line(workdir, cli, new_store, monkeypatch):
+    """Two `--resume` of one killed sweep started together both ran it: a trial with two FINISHED runs, metric steps
+    logged twice (issue 52 item 3). The driver that runs a sweep holds its lock; a second is refused before Ray."""
+    from rirlab import contract
+    from sweeps.driver import sweep as runner
+    from sweeps.driver.lock import sweep_lock
+    from sweeps.record.tracker import Tracker
+    from sweeps.spec.load import load_spec
+
+    spec = workdir / "s.yaml"
+    spec.write_text(TINY.read_text())
+    tracker = Tracker(new_store(workdir / "mlruns.db"))
+    tune_path = workdir / "rirlab_runs" / "tiny-1"
+    parent = tracker.start_parent(tracker.experiment_id("tiny"), "tiny earlier", {
+        contract.SPEC_HASH: load_spec(spec).hash, contract.QUICK: "False", contract.TUNE_PATH: str(tune_path)})
+    tracker.finish(parent, "KILLED")
+    before = hashlib.sha256((workdir / "mlruns.db").read_bytes()).hexdigest()
+    monkeypatch.setattr(runner, "ray_init", lambda *a, **k: pytest.fail("a second driver started Ray"))
+    with sweep_lock(str(tune_path), parent):  # the first driver
+        proc = cli("sweep", spec, "--resume")
+    assert proc.exit_code == 2, proc.stdout + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert f"--resume: sweep run {parent} is being run by another `rirlab sweep` (process {os.getpid()} on " in line
+    assert "wait for it to end" in line, line
+    assert hashlib.sha256((workdir / "mlruns.db").read_bytes()).hexdigest() == before
+    assert tracker.client.get_run(parent).info.status == "KILLED"
 
 
 def test_two_sweeps_of_one_spec_in_the_same_second_get_their_own_tune_folders(tmp_path, monkeypatch):
