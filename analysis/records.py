@@ -2,10 +2,10 @@
 
 A runs file (:mod:`analysis.export`) holds every exported trial run and, in its schema metadata, the parent run of
 each sweep they belong to; its ``.history.parquet`` twin holds the logged metric histories. :class:`Records` reads
-one or more such files (refusing a runs file beside the history file of another export) and gives what the commands read from a store: :meth:`Records.load` the
-:class:`~analysis.runs.Sweep` (the same DataFrame columns as :func:`~analysis.runs.child_runs`) and
-:meth:`Records.get_metric_history` the curves, so `rirlab tables`, `plot` and `importance` print from a committed
-file what they printed from the store it was exported from (``--records FILE``).
+one or more such files (refusing a runs file beside the history file of another export) and gives what the commands
+read from a store: :meth:`Records.load` the :class:`~analysis.runs.Sweep` (the same DataFrame columns as
+:func:`~analysis.runs.child_runs`) and :meth:`Records.get_metric_history` the curves, so `rirlab tables`, `plot` and
+`importance` print from a committed file what they printed from the store it was exported from (``--records FILE``).
 """
 
 from __future__ import annotations

@@ -183,8 +183,8 @@ class Tracker:
         run = self.create_run(exp_id, name, {contract.PARENT_RUN_ID: parent_id, **tags})
         key = tags.get(contract.TRIAL_KEY, "")
         if re.fullmatch(r"[\w.-]+", key):  # Ray Tune's trial ids; pasted into a filter
-            self._one_run(exp_id, run, f"{contract.children_filter(parent_id)} and tags.`{contract.TRIAL_KEY}` = '{key}'",
-                          contract.TRIAL_KEY)
+            flt = f"{contract.children_filter(parent_id)} and tags.`{contract.TRIAL_KEY}` = '{key}'"
+            self._one_run(exp_id, run, flt, contract.TRIAL_KEY)
         self.log_params(run.info.run_id, params)
         return run.info.run_id
 

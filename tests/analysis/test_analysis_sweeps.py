@@ -158,11 +158,13 @@ def test_unwritable_out_is_one_line(cmd, where, two, tmp_path):
 
 def _files(root):
     """Every file under ROOT with the hash of its bytes."""
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in root.rglob("*") if p.is_file()}
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in root.rglob("*") if p.is_file()}
 
 
 @pytest.mark.parametrize("cmd, target", [
-    *[(cmd, "mlruns.db") for cmd in (["plot", "curves", "SPEC"], ["importance", "SPEC"], ["export", "--experiment", "two"])],
+    *[(cmd, "mlruns.db") for cmd in (["plot", "curves", "SPEC"], ["importance", "SPEC"],
+                                     ["export", "--experiment", "two"])],
     *[(["tables", "SPEC"], target) for target in ("mlruns.db", "absolute", "symlink", "hardlink", "mlruns.db-journal",
                                                   "mlartifacts/two/x.out", "two.yaml")]])
 def test_an_out_that_is_the_store_its_artifacts_or_the_spec_is_refused_in_one_line(cmd, target, two, tmp_path,
@@ -172,7 +174,8 @@ def test_an_out_that_is_the_store_its_artifacts_or_the_spec_is_refused_in_one_li
     _, spec, root, *_ = two
     monkeypatch.chdir(root)  # the default store, ./mlruns.db: no --tracking-uri, as in the issue
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    out = {"absolute": root / "mlruns.db", "symlink": tmp_path / "store.db", "hardlink": tmp_path / "store.db"}.get(target, target)
+    out = {"absolute": root / "mlruns.db", "symlink": tmp_path / "store.db",
+           "hardlink": tmp_path / "store.db"}.get(target, target)
     if target in ("symlink", "hardlink"):
         (os.symlink if target == "symlink" else os.link)(root / "mlruns.db", out)
     before = _files(root)
