@@ -272,6 +272,8 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
     space = plan.space
     resources = {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu}
     done = _recorded_ends(tracker, exp_id, parent_id) if restore else {}
+    best_recorded = restore and any(k.startswith(contract.BEST_PREFIX)
+                                    for k in tracker.client.get_run(parent_id).data.metrics)
     monitor = None
     if system_metrics:
         monitor = {"uri": raw(tracker.uri), "exp_id": exp_id, "parent_id": parent_id,
@@ -345,8 +347,11 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
         def warn(msg: str) -> None:
             print(msg, file=sys.stderr, flush=True)
 
+        # a --resume of a finished sweep ends no trial: its best, recorded already, is not logged a second time
+        ended_now = set(mlflow_cb.state) - mlflow_cb.ended
         try:  # every trial is recorded already: a summary that cannot be written costs only the summary
-            artifacts.record_best(tracker.client, exp_id, parent_id, spec.metrics, spec.modes)
+            if ended_now or not best_recorded:
+                artifacts.record_best(tracker.client, exp_id, parent_id, spec.metrics, spec.modes)
         except Exception as err:  # noqa: BLE001
             warn(f"warning: the best trial could not be recorded on the parent run ({type(err).__name__}: {err})"
                  .splitlines()[0])

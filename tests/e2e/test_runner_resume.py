@@ -61,7 +61,8 @@ def test_resume_after_a_kill_right_after_a_trial_finished_does_not_run_it_again(
 
 def test_ctrl_c_while_the_parent_run_is_written_ends_it_killed_and_resume_continues_it(workdir, new_store):
     """The parent run existed (params, spec artifacts half written) when Ctrl-C came: it must not stay RUNNING
-    beside a second parent, and the message must name --resume, not "nothing was recorded"."""
+    beside a second parent, and the message must name --resume, not "nothing was recorded". A --resume of the sweep
+    once finished logs nothing on its parent again (it logged its 14 sweep/best* metrics twice: issue 52 item 5)."""
     spec = workdir / "p.yaml"
     spec.write_text(yaml.safe_dump({**TINY, "name": "ctrl_c_parent", "seeds": 1, "search": {}, "checkpoint_every": 0,
                                     "fixed": {**TINY["fixed"], "steps": 10}}, sort_keys=False))
@@ -84,6 +85,13 @@ def test_ctrl_c_while_the_parent_run_is_written_ends_it_killed_and_resume_contin
     assert [r.info.status for r in runs if "mlflow.parentRunId" in r.data.tags] == ["FINISHED"]
     footer = open(client.download_artifacts(parent.info.run_id, "report/table.md", str(workdir))).read()
     assert "FINISHED" in footer and "RUNNING" not in footer, footer[-300:]  # the report says how the sweep ended
+
+    best = histories(client, parent.info.run_id)
+    assert any(k.startswith("sweep/best/") for k in best) and all(len(v) == 1 for v in best.values()), best
+    again = run_cli(["sweep", spec, "--resume", "--no-checkpoint-artifacts"], cwd=workdir, env=FAULTS, check=True)
+    assert "1 finished, 0 failed" in again.stdout, again.stdout
+    assert histories(client, parent.info.run_id) == best
+    assert client.get_run(parent.info.run_id).info.status == "FINISHED"
 
 
 def test_resume_when_tune_had_not_saved_its_state_runs_the_trials_left(workdir, new_store):
