@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import secrets
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -95,7 +96,7 @@ def _run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str], resum
             ev = missing[0]
             raise UserError(f"variant '{ev.record.variant}' evaluates the weights of trial {ev.source.name}, which this "
                             f"sweep does not train and no finished run in {tracker.uri} was trained like; train it "
-                            f"in this sweep too (--set variant=[{ev.source.variant},{ev.record.variant}])")
+                            f"in this sweep too (--set {shlex.quote(f'variant=[{ev.source.variant},{ev.record.variant}]')})")
     restore = False
     if parent is not None:
         tune_path = parent.data.tags.get(contract.TUNE_PATH, "")

@@ -58,9 +58,15 @@ def test_a_setting_the_model_does_not_have_is_refused_at_its_row(tmp_path):
     assert "inference" in str(err.value)
 
 
-def test_keeping_only_the_evaluation_row_says_to_keep_its_training_row(tmp_path):
-    r = invoke("sweep", write(tmp_path, ROWS), "--set", "variant=+RIR inference", "--dry-run")
-    assert r.exit_code == 2 and "evaluates 'RIR-EBT-GRC', which is not a variant of this sweep" in r.output
+def test_the_evaluation_row_alone_trains_nothing_and_needs_trials_trained_before(tmp_path):
+    spec = write(tmp_path, ROWS)
+    plan = SweepPlan.of(load_spec(spec, overrides={"variant": "+RIR inference"}))
+    assert plan.trials == () and [e.source.name for e in plan.evaluations] == ["RIR-EBT-GRC,seed=0", "RIR-EBT-GRC,seed=1"]
+    store = tmp_path / "empty.db"  # no trial of RIR-EBT-GRC trained there: refused before Ray starts or a store is made
+    r = invoke("sweep", spec, "--set", "variant=+RIR inference", "--tracking-uri", f"sqlite:///{store}")
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 2, r.output  # the banner, then the one line
+    assert "evaluates the weights of trial RIR-EBT-GRC,seed=0, which this sweep does not train" in r.output
+    assert "--set 'variant=[RIR-EBT-GRC,+RIR inference]'" in r.output and not store.exists()  # quoted: a shell takes it
 
 
 def test_the_dry_run_lists_the_evaluations_and_the_weights_they_test(tmp_path):
