@@ -117,6 +117,8 @@ BEST_PREFIX_METRIC = "best/"  # best/step, best/epoch, best/dev_accuracy, best/d
 BEST_METRICS = tuple(BEST_PREFIX_METRIC + k for k in ("step", "epoch", "dev_accuracy", "dev_loss"))
 NON_EVAL_SPLITS = ("train", "dev")
 EVAL_METRICS = ("accuracy", "loss")  # what every evaluated split reports: <split>/accuracy, <split>/loss
+EXAMPLES = "examples"  # and <split>/examples at the end: N, the examples its accuracy was computed on (the tables'
+# binomial standard error; analysis.stats derives it for runs recorded before, where the config fixes it)
 RUN_METRICS = (STEP, TIME_PER_STEP_MS, CPU_TIME_PER_STEP_MS, PEAK_MEM_MB, PROCESS_RSS_MB, LR, EPOCH, NUM_PARAMS,
                STOPPED_EPOCH, EARLY_STOPPED_METRIC, *BEST_METRICS)  # reported by every trial; never a table column
 
@@ -131,6 +133,7 @@ METRICS = {
     HALTING_STATS[2]: ("--", "halting models: block applications in the forward"),
     "<split>/accuracy": ("%", "dev while training, every evaluation split at the end"),
     "<split>/loss": ("nats", "cross-entropy on that split"),
+    "<split>/examples": ("count", "examples that split's accuracy and loss were computed on"),
     TIME_PER_STEP_MS: ("ms", "mean wall time of one training step (evaluation and checkpointing excluded)"),
     CPU_TIME_PER_STEP_MS: ("ms", "mean CPU time of the trial's process per training step, summed over its threads"),
     PEAK_MEM_MB: ("MiB", "the memory the model's training uses"),
@@ -151,7 +154,7 @@ FAILURE_RESULT = "failure_reason"
 def is_documented(metric: str) -> bool:
     """A metric name in METRICS, or ``<split>/accuracy`` / ``<split>/loss`` of an evaluated split."""
     split, _, kind = metric.rpartition("/")
-    return metric in METRICS or (kind in EVAL_METRICS and split not in ("train", "best", "")
+    return metric in METRICS or (kind in (*EVAL_METRICS, EXAMPLES) and split not in ("train", "best", "")
                                  and f"<split>/{kind}" in METRICS)
 
 

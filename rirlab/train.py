@@ -300,7 +300,7 @@ class Trainer:
             count += n
         values = host_values(sums)  # one host read for the whole split, not two per batch
         loss_sum, correct = sum(values[0::2]), sum(values[1::2])
-        return {"accuracy": 100.0 * correct / max(count, 1), "loss": loss_sum / max(count, 1)}
+        return {"accuracy": 100.0 * correct / max(count, 1), "loss": loss_sum / max(count, 1), C.EXAMPLES: count}
 
     @property
     def epoch(self) -> float:
@@ -428,8 +428,8 @@ def run_trial(config: dict, report: Optional[Report] = None, *, state: Optional[
             window = []
             if dev is None and s % t.eval_every == 0 and not last:
                 dev = trainer.evaluate(trainer.dev_split())
-            if dev is not None and not last:  # at the end dev is reported with the other splits
-                metrics.update({C.split_metric("dev", k): v for k, v in dev.items()})
+            if dev is not None and not last:  # at the end dev is reported with the other splits (and its N)
+                metrics.update({C.split_metric("dev", k): dev[k] for k in C.EVAL_METRICS})
             ckpt = trainer.state_dict() if checkpoint_every and (s % checkpoint_every == 0 or last) else None
             if not last:
                 report(metrics, checkpoint=ckpt)

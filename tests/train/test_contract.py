@@ -30,9 +30,12 @@ def test_docs_metrics_table_lists_exactly_the_contracts_metrics():
 @pytest.mark.parametrize("model,extra", [("rir_grc", {"chunk_size": 5}), ("gut", {"num_heads": 2, "halt_loss_weight": 0.01})])
 def test_every_reported_metric_is_in_the_contract(model, extra):
     reported: set[str] = set()
+    last: dict = {}
 
     def report(metrics, checkpoint=None):
         reported.update(metrics)
+        last.clear()
+        last.update(metrics)
 
     run_trial({"task": "listops", "model": model, "hidden_size": 8, "steps": 6, "batch_size": 8, "log_every": 3,
                "eval_every": 3, "n_train": 40, "n_dev": 16, "n_test": 16, "eval_splits": ["test"], "num_threads": 1,
@@ -42,6 +45,7 @@ def test_every_reported_metric_is_in_the_contract(model, extra):
     undocumented = sorted(m for m in keys if not contract.is_documented(m))
     assert not undocumented, f"reported but not in rirlab.contract.METRICS: {undocumented}"
     assert set(contract.RUN_METRICS) <= reported  # and what every trial promises is reported
+    assert last[contract.split_metric("test", contract.EXAMPLES)] == 16  # N of each split, for its binomial error
     if model == "gut":
         assert set(contract.HALTING_STATS) <= reported
 
