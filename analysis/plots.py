@@ -1,6 +1,6 @@
 """Plots of a sweep (matplotlib): the Pareto frontier of accuracy against cost (RIR Appendix F,
 Figure 2 a and b) and training curves per configuration (the tables' statistic over seeds, ``analysis.stats``,
-with a min-max band).
+the band its 95% interval over seeds, named in the legend).
 
 Pareto points are numbered; the key beside the axes names each number's full configuration, and numbers
 that would overlap are pushed apart (points at the same place share one label, ``1, 3``). Curves differ in
@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from analysis.layouts import ablation_rows, signature  # noqa: E402
-from analysis.stats import DEFAULT_STAT, centre  # noqa: E402
+from analysis.stats import DEFAULT_CI, DEFAULT_STAT, centre, summarise  # noqa: E402
 from analysis.tables import metric_column, split_columns, usable  # noqa: E402
 from rirlab import contract  # noqa: E402
 from rirlab.errors import UserError  # noqa: E402
@@ -198,16 +198,32 @@ def pareto_plot(sw, out, x: str = "both", split: Optional[str] = None, stat: str
     return len(pts)
 
 
-def curves_plot(client, sw, metric: str, out, stat: str = DEFAULT_STAT) -> int:
-    """``metric`` against step for each configuration: ``stat`` over seeds (the tables' statistic), min-max band;
-    each configuration has its own colour, line style and marker."""
+BANDS = {"t": "95% t-interval of the mean over seeds", "bootstrap": "95% bootstrap interval over seeds"}
+
+
+def seed_band(table: pd.DataFrame, stat: str, ci: str) -> tuple[list, list]:
+    """Per step (row of ``table``: a column per seed), the 95% interval over the seeds that logged it (``ci``, as the
+    tables' cells but without a split's error); NaN where fewer than two did."""
+    low, high = [], []
+    for _, values in table.iterrows():
+        s = summarise(values.dropna().tolist(), stat, ci=ci)
+        ok = s is not None and s.n > 1
+        low.append(s.low if ok else float("nan"))
+        high.append(s.high if ok else float("nan"))
+    return low, high
+
+
+def curves_plot(client, sw, metric: str, out, stat: str = DEFAULT_STAT, ci: str = DEFAULT_CI) -> int:
+    """``metric`` against step for each configuration: ``stat`` over seeds (the tables' statistic), the band its
+    95% interval (``ci``); each configuration has its own colour, line style and marker."""
+    from matplotlib.patches import Patch
     from matplotlib.ticker import MaxNLocator
 
     df = sw.runs[sw.runs["status"].isin(["FINISHED", "RUNNING"])] if not sw.runs.empty else sw.runs
     if df.empty:
         raise UserError(f"no runs of '{sw.experiment}' to plot; run `rirlab sweep` first")
     fig, ax = plt.subplots(figsize=(7.5, 4.4))
-    n = 0
+    n, banded = 0, False
     sigs = [signature(s) for s in df["swept"]]
     # 7 markers x 4 line styles, stepped together (28 distinct pairs); markers of each curve start at another
     # point, so curves that coincide still show every one's markers
@@ -226,7 +242,8 @@ def curves_plot(client, sw, metric: str, out, stat: str = DEFAULT_STAT) -> int:
         ax.plot(table.index, centre(table, stat, axis=1), color=color, ls=ls, marker=mk, ms=5, mfc="none", mew=1.2, lw=1.6,
                 markevery=(n % every, every), label=f"{row.label} (n={len(series)})")
         if len(series) > 1:
-            ax.fill_between(table.index, table.min(axis=1), table.max(axis=1), color=color, alpha=0.15, lw=0)
+            ax.fill_between(table.index, *seed_band(table, stat, ci), color=color, alpha=0.15, lw=0)
+            banded = True
         n += 1
     if n == 0:
         plt.close(fig)
@@ -236,9 +253,13 @@ def curves_plot(client, sw, metric: str, out, stat: str = DEFAULT_STAT) -> int:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("training step")
     ax.set_ylabel(words)
-    ax.set_title(f"{sw.experiment}: {words} ({stat} over seeds, band = min–max)", fontsize=10)
+    ax.set_title(f"{sw.experiment}: {words} ({stat} over seeds" + (f", band = {BANDS[ci]})" if banded else ")"),
+                 fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    handles = ax.get_legend_handles_labels()[0]
+    if banded:
+        handles.append(Patch(color="0.5", alpha=0.3, label=f"band: {BANDS[ci]}"))
+    ax.legend(handles=handles, fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
     plt.close(fig)

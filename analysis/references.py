@@ -46,6 +46,7 @@ class RefTable:
     columns: dict[str, str]  # split -> paper label
     rows: list[RefRow]
     defaults: dict[str, dict] = dataclasses.field(default_factory=dict)  # model -> its defaults (the file's)
+    seeds: Optional[int] = None  # runs behind each published cell (None: not stated; its cells are not tested)
 
 
 def norm(name: str) -> str:
@@ -99,7 +100,7 @@ def load(name: str) -> list[RefTable]:
             config = {**_mapping(defaults.get(model), f"defaults.{model}", path), **own}
             rows.append(RefRow(str(r["name"]), None if model is None else str(model), config, cells, tid, len(own)))
         tables.append(RefTable(tid, t.get("title", tid), t.get("task"), t.get("stat", "median"), cols, rows,
-                               {str(m): dict(v or {}) for m, v in file_defaults.items()}))
+                               {str(m): dict(v or {}) for m, v in file_defaults.items()}, t.get("seeds")))
     if only:
         keep = [t for t in tables if t.id == only]
         if not keep:

@@ -30,6 +30,10 @@ stat_option = click.option("--stat", type=click.Choice(STAT_CHOICES), default=No
                            help=f"Centre over seeds of every table cell, Pareto point and curve (default: "
                                 f"{STAT_DEFAULT}, as the papers on ListOps; for tables with --reference, the statistic "
                                 f"the reference table reports, e.g. the EBT and dynamic-halt tables' mean).")
+CI_CHOICES, CI_DEFAULT, CORRECTION_CHOICES = ("t", "bootstrap"), "t", ("none", "holm")  # analysis.stats' own (tested)
+ci_option = click.option("--ci", type=click.Choice(CI_CHOICES), default=CI_DEFAULT, show_default=True,
+                         help="95% interval over seeds: t (Student t of the mean) or bootstrap (percentile bootstrap of "
+                              "the --stat over seeds, fixed seed); tables add the test split's binomial error to it.")
 
 
 def check_out(out, make_parent: bool = False) -> None:
@@ -204,22 +208,32 @@ def _where(pairs) -> dict:
 @stat_option
 @click.option("--metric", default="accuracy", show_default=True, help="Per-split metric in the cells (<split>/<metric>).")
 @click.option("--reference", default=None, metavar="NAME[:TABLE]",
-              help="Add the paper's published row under each of ours with the difference: rir, ebt, halt (or rir:table5).")
+              help="Add the paper's published row under each of ours with the difference and its test (consistent, "
+                   "above or below at p < 0.05): rir, ebt, halt (or rir:table5).")
+@ci_option
+@click.option("--correction", type=click.Choice(CORRECTION_CHOICES), default="none", show_default=True,
+              help="--reference: correct the p values of the table's many tests (holm: Holm's step-down).")
+@click.option("--compare-to", "compare_to", default=None, metavar="ROW",
+              help="Add each row's difference from the row labelled ROW, with its 95% interval (paired by seed where "
+                   "both ran the same seeds), e.g. --compare-to RIR-EBT-GRC for the ablation's effects.")
 @click.option("--rows", "rows_key", default=None, help="pivot: swept parameter along the rows (default: the first swept).")
 @click.option("--cols", "cols_key", default=None, help="pivot: swept parameter along the columns (default: the second).")
 @click.option("--split", default=None, help="pivot: evaluation split of the cells (default: the task's first test split).")
 @click.option("--where", multiple=True, metavar="KEY=VALUE", help="pivot: keep only runs with this swept value (repeatable).")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the table to FILE instead of stdout.")
 @read_only
-def tables(spec, experiment, tracking_uri, parent, latest_full, records, layout, fmt, stat, metric, reference, rows_key,
-           cols_key, split, where, out):
-    """Print the table of a sweep, from its runs in MLflow, in the papers' style (median or mean ± std over seeds).
+def tables(spec, experiment, tracking_uri, parent, latest_full, records, layout, fmt, stat, metric, reference, ci,
+           correction, compare_to, rows_key, cols_key, split, where, out):
+    """Print the table of a sweep, from its runs in MLflow, in the papers' style: median or mean ± sample std over
+    seeds and a 95% interval that counts the seeds and the test split's sampling error; with --reference, each
+    published cell's test against ours.
 
     \b
     rirlab tables search_spaces/chunk_beam.yaml --format latex
     rirlab tables search_spaces/rir_ablation.yaml --reference rir      # RIR Table 5 beside ours
     rirlab tables search_spaces/chunk_beam.yaml --layout pivot --rows chunk_size --cols beam_size
     rirlab tables search_spaces/ebt_table4_logic.yaml --records docs/results/ebt_table4_logic_egt_grc_seed2.parquet
+    rirlab tables search_spaces/rir_ablation.yaml --compare-to RIR-EBT-GRC --ci bootstrap
     """
     from analysis import tables as T
 
@@ -227,11 +241,13 @@ def tables(spec, experiment, tracking_uri, parent, latest_full, records, layout,
     guard_out(out, tracking_uri, read_files(spec, records))
     client, sw = _sweep(spec, experiment, tracking_uri, parent, allow_empty=True, latest_full=latest_full,
                         records=records)
+    if layout == "pivot" and compare_to:
+        raise UserError("--compare-to applies to the ablation layout; drop it or --layout pivot")
     if sw.parent is not None and sw.runs.empty and not reference and layout == "pivot":
         raise UserError(f"sweep run {sw.parent.info.run_id} of '{sw.experiment}' has no trial runs yet")
     if layout == "ablation":
         grid = T.ablation(sw.runs, spec=sw.spec, stat=stat, metric=metric, n_expected=sw.n_expected, reference=reference,
-                          splits=sw.splits, about=sw.about)
+                          splits=sw.splits, about=sw.about, ci=ci, correction=correction, compare_to=compare_to)
     else:
         if sw.runs.empty:
             raise UserError(f"no runs of '{sw.experiment}' yet: run `rirlab sweep` first (a pivot needs runs)")
@@ -244,7 +260,7 @@ def tables(spec, experiment, tracking_uri, parent, latest_full, records, layout,
                             f"(use the ablation layout)")
         split = split or (sw.splits[0][0] if sw.splits else (T.split_columns(T.usable(sw.runs), metric) or ["test"])[0])
         grid = T.pivot(sw.runs, rows_key, cols_key, split, stat=stat or STAT_DEFAULT, metric=metric,
-                       n_expected=sw.n_expected, where=_where(where), about=sw.about)
+                       n_expected=sw.n_expected, where=_where(where), about=sw.about, ci=ci)
     if sw.parent is None:
         click.echo(f"note: no sweep of '{sw.experiment}' in the tracking store yet; showing the layout only", err=True)
     _write(T.render(grid, fmt), out)
@@ -336,16 +352,18 @@ def pareto(spec, experiment, tracking_uri, parent, latest_full, records, x, spli
 @sweep_selection
 @click.option("--metric", default="dev/accuracy", show_default=True, help="Logged metric to plot against step.")
 @stat_option
+@ci_option
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Image file: .png, .svg or .pdf.")
 @read_only
-def curves(spec, experiment, tracking_uri, parent, latest_full, records, metric, stat, out):
-    """Training curves per configuration: the tables' statistic over seeds (--stat) with a min-max band."""
+def curves(spec, experiment, tracking_uri, parent, latest_full, records, metric, stat, ci, out):
+    """Training curves per configuration: the tables' statistic over seeds (--stat), the band its 95% interval
+    over seeds (--ci), as the tables' cells."""
     from analysis.plots import curves_plot
 
     check_out(out)
     guard_out(out, tracking_uri, read_files(spec, records))
     client, sw = _sweep(spec, experiment, tracking_uri, parent, latest_full=latest_full, records=records)
-    _drawn(out, lambda: curves_plot(client, sw, metric, out, stat=stat or STAT_DEFAULT))
+    _drawn(out, lambda: curves_plot(client, sw, metric, out, stat=stat or STAT_DEFAULT, ci=ci))
 
 
 @click.command()

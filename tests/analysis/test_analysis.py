@@ -68,12 +68,14 @@ def abl(tmp_path_factory):
 GOLDEN_MD = """\
 | configuration | a | b |
 |:---|---:|---:|
-| chunk 10, beam 5 | 55.00 ± 5.00 | 42.00 ± 2.00 |
-| chunk 10, beam 7 | 63.00 ± 2.00 | 50.00 ± 0.00 |
+| chunk 10, beam 5 | 55.00 ± 7.07 [−8.53, 118.53] | 42.00 ± 2.83 [16.59, 67.41] |
+| chunk 10, beam 7 | 63.00 ± 2.83 [37.59, 88.41] | 50.00 ± 0.00 [50.00, 50.00] |
 | chunk 30, beam 5 | 70.00 (n=1) | 80.00 (n=1) |
 | chunk 30, beam 7 | — | — |
 
-median ± std over seeds (the spec runs 2 per configuration; a cell of fewer says n=)
+median ± sample std (ddof 1) over seeds [95% interval of the mean: Student t over the n seeds (n − 1 df) of √(sd²/n + se²); se = the test split's binomial standard error √(p(1 − p)/N) at the mean, the same examples for every seed; one seed: mean ± 1.96 se]
+N not recorded (a, b): those intervals count the seeds alone
+the spec runs 2 seeds per configuration; a cell of fewer says n=
 5 finished runs; 1 failed; 0 stopped early (not counted)
 failed: chunk_size=30,beam_size=5,seed=1: RuntimeError: boom
 """
@@ -82,13 +84,15 @@ GOLDEN_TEX = r"""\begin{tabular}{lrr}
 \toprule
 configuration & a & b \\
 \midrule
-chunk 10, beam 5 & 55.00 $\pm$ 5.00 & 42.00 $\pm$ 2.00 \\
-chunk 10, beam 7 & 63.00 $\pm$ 2.00 & 50.00 $\pm$ 0.00 \\
+chunk 10, beam 5 & 55.00 $\pm$ 7.07 [$-$8.53, 118.53] & 42.00 $\pm$ 2.83 [16.59, 67.41] \\
+chunk 10, beam 7 & 63.00 $\pm$ 2.83 [37.59, 88.41] & 50.00 $\pm$ 0.00 [50.00, 50.00] \\
 chunk 30, beam 5 & 70.00 (n=1) & 80.00 (n=1) \\
 chunk 30, beam 7 & --- & --- \\
 \bottomrule
 \end{tabular}
-% median $\pm$ std over seeds (the spec runs 2 per configuration; a cell of fewer says n=)
+% median $\pm$ sample std (ddof 1) over seeds [95\% interval of the mean: Student t over the n seeds (n $-$ 1 df) of √(sd²/n + se²); se = the test split's binomial standard error √(p(1 $-$ p)/N) at the mean, the same examples for every seed; one seed: mean $\pm$ 1.96 se]
+% N not recorded (a, b): those intervals count the seeds alone
+% the spec runs 2 seeds per configuration; a cell of fewer says n=
 % 5 finished runs; 1 failed; 0 stopped early (not counted)
 % failed: chunk\_size=30,beam\_size=5,seed=1: RuntimeError: boom
 """
@@ -103,8 +107,10 @@ def test_golden_markdown_and_latex(golden):
     tex = cli("tables", spec, "--tracking-uri", uri, "--format", "latex")
     assert about.sub("", tex.stdout) == GOLDEN_TEX
     csv = cli("tables", spec, "--tracking-uri", uri, "--format", "csv")
-    assert csv.stdout.splitlines()[:3] == ["configuration,a,b", "\"chunk 10, beam 5\",55.00 ± 5.00,42.00 ± 2.00",
-                                           "\"chunk 10, beam 7\",63.00 ± 2.00,50.00 ± 0.00"]
+    lines = csv.stdout.splitlines()  # a line per cell, a column per quantity
+    assert lines[0] == "configuration,kind,split,column,n,centre,mean,sd,examples,split_se,ci_low,ci_high,ci"
+    assert lines[1].startswith("\"chunk 10, beam 5\",ours,a,a,2,55.0,55.0,7.07106781") and lines[1].endswith(",t")
+    assert lines[5] == "\"chunk 30, beam 5\",ours,a,a,1,70.0,70.0,,,,,,"  # one seed, no N: no spread, no interval
 
 
 def test_cells_equal_hand_computed_median_mean_std(abl):
@@ -114,17 +120,17 @@ def test_cells_equal_hand_computed_median_mean_std(abl):
     rows = ablation_rows(sw.spec, list(sw.runs["swept"]))
     assert [r.label for r in rows] == ["RIR-EBT-GRC", "\u2212S4D", "(chunk 10)"]
     done = T.usable(sw.runs)
-    med = dict((r.label, c) for r, c in T.row_cells(done, rows, ["test", "len_200_300"], "median", "accuracy"))
-    mean = dict((r.label, c) for r, c in T.row_cells(done, rows, ["test", "len_200_300"], "mean", "accuracy"))
+    med = dict((rc.row.label, rc.cells) for rc in T.row_cells(done, rows, ["test", "len_200_300"], "median", "accuracy"))
+    mean = dict((rc.row.label, rc.cells) for rc in T.row_cells(done, rows, ["test", "len_200_300"], "mean", "accuracy"))
     base = med["RIR-EBT-GRC"]["test"]
     assert base.centre == 92.0 and base.n == 3
-    assert math.isclose(base.std, float(np.std([90, 92, 97])), rel_tol=1e-12)
+    assert math.isclose(base.sd, float(np.std([90, 92, 97], ddof=1)), rel_tol=1e-12)  # the sample std (issue 54)
     assert math.isclose(mean["RIR-EBT-GRC"]["test"].centre, 93.0, rel_tol=1e-12)
     assert med["RIR-EBT-GRC"]["len_200_300"].centre == 81.0
     assert (med["\u2212S4D"]["test"].centre, med["\u2212S4D"]["test"].n) == (98.5, 2)
     # the FAILED run and the early-stopped run (test=10) are left out of (chunk 10)
     assert (med["(chunk 10)"]["test"].centre, med["(chunk 10)"]["test"].n) == (45.0, 2)
-    assert math.isclose(mean["(chunk 10)"]["test"].std, 5.0, rel_tol=1e-12)
+    assert math.isclose(mean["(chunk 10)"]["test"].sd, math.sqrt(50.0), rel_tol=1e-12)
 
 
 def test_ablation_with_paper_reference_rows(abl):
@@ -133,12 +139,15 @@ def test_ablation_with_paper_reference_rows(abl):
     assert r.exit_code == 0, r.output
     lines = r.stdout.splitlines()
     i = next(n for n, line in enumerate(lines) if line.startswith("| RIR-EBT-GRC |"))
-    assert lines[i].startswith("| RIR-EBT-GRC | 92.00 ± 2.94 | 81.00 ± 2.16 |")
-    assert lines[i + 1].startswith("| paper: RIR-EBT-GRC | 99.72 (Δ \u22127.72) | 99.15 (Δ \u221218.15) |")
+    assert lines[i].startswith("| RIR-EBT-GRC | 92.00 ± 3.61 [84.04, 101.96] | 81.00 ± 2.65 [75.43, 88.57] |")
+    untested = "untested: no std published"  # RIR Table 5 prints no std: nothing to test against
+    assert lines[i + 1].startswith(f"| paper: RIR-EBT-GRC | 99.72 (Δ \u22127.72; {untested}) | 99.15 (Δ \u221218.15; ")
     s4d = lines.index(next(line for line in lines if line.startswith("| \u2212S4D |")))
-    assert "98.50 ± 0.50 (n=2)" in lines[s4d] and "99.78 (Δ \u22121.28)" in lines[s4d + 1]
+    assert "98.50 ± 0.71 [92.15, 104.85] (n=2)" in lines[s4d] and f"99.78 (Δ \u22121.28; {untested})" in lines[s4d + 1]
     c10 = lines.index(next(line for line in lines if line.startswith("| (chunk 10) |")))
-    assert "45.00 ± 5.00 (n=2)" in lines[c10] and lines[c10 + 1].startswith("| paper: (chunk 10) | 89.64 (Δ \u221244.64)")
+    assert "45.00 ± 7.07 [\u221218.53, 108.53] (n=2)" in lines[c10]
+    assert lines[c10 + 1].startswith("| paper: (chunk 10) | 89.64 (Δ \u221244.64; ")
+    assert "untested cells: no std published" in r.stdout
     assert "7 finished runs; 1 failed; 1 stopped early (not counted)" in r.stdout
     assert "RIR Table 5" in r.stdout
 
@@ -175,7 +184,7 @@ def test_pivot_of_two_swept_axes(golden):
     uri, spec, _ = golden
     r = cli("tables", spec, "--tracking-uri", uri, "--layout", "pivot", "--rows", "chunk_size", "--cols", "beam_size")
     assert r.exit_code == 0, r.output
-    assert "| chunk 10 | 55.00 ± 5.00 | 63.00 ± 2.00 |" in r.stdout
+    assert "| chunk 10 | 55.00 ± 7.07 [\u22128.53, 118.53] | 63.00 ± 2.83 [37.59, 88.41] |" in r.stdout
     assert "| chunk 30 | 70.00 (n=1) | — |" in r.stdout
     assert r.stdout.startswith("| chunk_size / beam_size | beam 5 | beam 7 |")
 
@@ -277,7 +286,7 @@ def test_older_parent_without_split_record_prints_split_names(tmp_path):
     r = cli("tables", spec, "--tracking-uri", uri)
     assert r.exit_code == 0, r.output
     assert r.stdout.startswith("| configuration | len_200_300 | test |")  # split names, sorted: no registry needed
-    assert "| RIR-EBT-GRC | 81.00 ± 2.16 | 92.00 ± 2.94 |" in r.stdout
+    assert "| RIR-EBT-GRC | 81.00 ± 2.65 [75.43, 88.57] | 92.00 ± 3.61 [84.04, 101.96] |" in r.stdout
 
 
 def test_recorded_split_labels_give_the_columns_and_their_order(tmp_path):
@@ -286,7 +295,7 @@ def test_recorded_split_labels_give_the_columns_and_their_order(tmp_path):
     r = cli("tables", spec, "--tracking-uri", uri)
     assert r.exit_code == 0, r.output
     assert r.stdout.startswith("| configuration | 200-300 | near-IID |")
-    assert "| RIR-EBT-GRC | 81.00 ± 2.16 | 92.00 ± 2.94 |" in r.stdout
+    assert "| RIR-EBT-GRC | 81.00 ± 2.65 [75.43, 88.57] | 92.00 ± 3.61 [84.04, 101.96] |" in r.stdout
     sw = load_sweep(MlflowClient(uri), "abl_labels")
     assert sw.splits == [("len_200_300", "200-300"), ("test", "near-IID")]
 
@@ -319,7 +328,7 @@ def test_rirlab_tables_imports_no_torch(request, store, args):
     proc = subprocess.run([sys.executable, "-c", PROBE.format(heavy=HEAVY), "tables", str(spec), "--tracking-uri", uri,
                            *args], cwd=root, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "55.00 ± 5.00" in proc.stdout or "92.00 $\\pm$ 2.94" in proc.stdout  # the table itself printed
+    assert "55.00 ± 7.07" in proc.stdout or "92.00 $\\pm$ 3.61" in proc.stdout  # the table itself printed
     assert proc.stdout.strip().splitlines()[-1] == "HEAVY []", proc.stdout[-500:]
 
 
@@ -348,7 +357,8 @@ def test_analysis_imports_only_the_contract_of_this_project():
 def test_the_cli_offers_the_statistics_analysis_computes():
     """The CLI spells --stat's choices and default (it imports analysis only inside commands): they must be
     analysis.stats' own."""
-    from analysis.stats import DEFAULT_STAT, STATS
-    from rirlab.cli.analysis import STAT_CHOICES, STAT_DEFAULT
+    from analysis.stats import CIS, CORRECTIONS, DEFAULT_CI, DEFAULT_STAT, STATS
+    from rirlab.cli.analysis import CI_CHOICES, CI_DEFAULT, CORRECTION_CHOICES, STAT_CHOICES, STAT_DEFAULT
 
     assert STAT_CHOICES == STATS and STAT_DEFAULT == DEFAULT_STAT
+    assert (CI_CHOICES, CI_DEFAULT, CORRECTION_CHOICES) == (CIS, DEFAULT_CI, CORRECTIONS)

@@ -194,11 +194,11 @@ def test_reference_cells_are_compared_with_ours_under_the_reference_tables_stati
             for t in expand(spec)]
     uri, path = make_sweep(tmp_path, raw, runs)
     out = table(uri, path, "--reference", "ebt_nlp:table4_logic")
-    assert "| EBT-GRC | 92.67 ± 5.25 |" in out and "| 94.95 ± 0.15 (Δ −2.28) |" in out, out
-    assert "its cells are means over seeds, ours means" in out and "mean ± std over seeds" in out
+    assert "| EBT-GRC | 92.67 ± 6.43 [76.61, 108.72] |" in out and "| 94.95 ± 0.15 (Δ −2.28; p 0.60, consistent) |" in out
+    assert "its cells are means over seeds, ours means" in out and "mean ± sample std (ddof 1) over seeds" in out
     median = table(uri, path, "--reference", "ebt_nlp:table4_logic", "--stat", "median")
-    assert "| EBT-GRC | 90.00 ± 5.25 |" in median and "ours medians" in median, median
-    assert "| EBT-GRC | 90.00 ± 5.25 |" in table(uri, path)  # no reference: the median, as before
+    assert "| EBT-GRC | 90.00 ± 6.43 [76.61, 108.72] |" in median and "ours medians" in median, median
+    assert "| EBT-GRC | 90.00 ± 6.43 [76.61, 108.72] |" in table(uri, path)  # no reference: the median, as before
 
 
 def test_splits_neither_we_nor_the_paper_filled_are_not_columns(tmp_path):

@@ -7,6 +7,8 @@ import pytest
 from click.testing import CliRunner
 
 from analysis import plots
+from analysis import stats as S
+from analysis import tables as T
 from rirlab.cli import main
 from tests.helpers.analysis_store import make_sweep
 
@@ -101,7 +103,12 @@ def test_curves_and_tables_use_one_statistic_over_seeds(tmp_path, figures, stat,
     ax = figures[-1].axes[0]
     (line,) = [ln for ln in ax.get_lines() if not ln.get_label().startswith("_")]
     assert list(line.get_xdata()) == [0, 500, 1000] and line.get_ydata()[-1] == pytest.approx(centre)
-    assert f"({stat or 'median'} over seeds" in ax.get_title()
+    assert f"({stat or 'median'} over seeds, band = 95% t-interval of the mean over seeds)" in ax.get_title()
+    band = S.summarise([10.0, 20.0, 90.0], stat or "median")  # the last step's seeds: the tables' interval
+    (poly,) = ax.collections
+    assert poly.get_paths()[0].vertices[:, 1].max() == pytest.approx(band.high)
+    assert "band: 95% t-interval of the mean over seeds" in [t.get_text() for t in ax.get_legend().get_texts()]
     t = CliRunner().invoke(main, ["tables", str(spec), "--tracking-uri", uri, *extra])
     assert t.exit_code == 0, t.output
-    assert f"| chunk 10 | {centre:.2f} ± 35.59 |" in t.output and f"{stat or 'median'} ± std over seeds" in t.output
+    assert f"| chunk 10 | {centre:.2f} ± 43.59 [{T.fmt_signed(band.low)}, {band.high:.2f}] |" in t.output
+    assert f"{stat or 'median'} ± sample std (ddof 1) over seeds" in t.output

@@ -47,7 +47,7 @@ def test_records_print_the_stores_table_after_the_store_is_gone(exported, name):
     r = cli("tables", spec, "--records", path, *args)
     assert r.exit_code == 0, r.output
     assert r.stdout == table  # cells, footer (the sweep's id, spec hash, date, status), failures: all the same
-    assert "sweep " in r.stdout and ("55.00 ± 5.00" in r.stdout or "93.00 ± 2.94" in r.stdout)
+    assert "sweep " in r.stdout and ("55.00 ± 7.07" in r.stdout or "93.00 ± 3.61" in r.stdout)
 
 
 def test_records_of_another_experiment_beside_them_are_not_read(exported):
@@ -98,7 +98,7 @@ def test_seeds_exported_from_two_stores_fill_one_cell(tmp_path):
     r = cli("tables", spec, *files)
     assert r.exit_code == 0, r.output
     cells = lambda text: [line for line in text.splitlines() if line.startswith("| chunk")]  # noqa: E731
-    assert cells(r.stdout) == cells(whole.stdout) and "55.00 ± 5.00" in r.stdout  # seeds 0 and 1 of one cell
+    assert cells(r.stdout) == cells(whole.stdout) and "55.00 ± 7.07" in r.stdout  # seeds 0 and 1 of one cell
     assert r.stdout.count("\nsweep ") == 2  # the footer names both sweeps
     one = cli("tables", spec, *files[2:], "--run", _parents(tmp_path / "seed1.parquet")[0])
     assert one.exit_code == 0 and "chunk 10, beam 5 | 60.00 (n=1)" in one.stdout, one.output

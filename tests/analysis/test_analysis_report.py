@@ -49,10 +49,10 @@ def test_report_with_a_failed_trial(tmp_path):
     log_parent_report(uri, pid)
     assert _artifacts(client, pid) == ["report/pareto.png", "report/table.csv", "report/table.md"]
     md = _text(client, pid, "report/table.md", tmp_path / "a")
-    assert "| chunk 10 | 61.00 ± 1.00 |" in md and "| chunk 30 | 80.00 (n=1) |" in md
+    assert "| chunk 10 | 61.00 ± 1.41 [48.29, 73.71] |" in md and "| chunk 30 | 80.00 (n=1) |" in md
     assert f"sweep {pid} (" in md and "3 finished runs; 1 failed" in md
     csv = _text(client, pid, "report/table.csv", tmp_path / "b")
-    assert csv.splitlines()[0].startswith("configuration,") and "chunk 30,80.00 (n=1)" in csv
+    assert csv.splitlines()[0].startswith("configuration,kind,") and "chunk 30,ours,test,near-IID,1,80.0," in csv
     png = Path(client.download_artifacts(pid, "report/pareto.png", str(tmp_path / "c"))).read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
 

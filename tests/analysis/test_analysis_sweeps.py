@@ -71,7 +71,7 @@ def test_latest_full_and_run_pick_a_sweep(two):
     uri, spec, _, full, quick = two
     r = cli("tables", spec, "--tracking-uri", uri, "--latest-full")
     assert r.exit_code == 0, r.output
-    assert f"sweep {full} (spec hash 000000000000, full, " in r.stdout and "| chunk 10 | 82.00 ± 0.82 |" in r.stdout
+    assert f"sweep {full} (spec hash 000000000000, full, " in r.stdout and "| chunk 10 | 82.00 ± 1.00 [79.52, 84.48] |" in r.stdout
     assert "2 sweeps" not in r.stderr
     r = cli("tables", spec, "--tracking-uri", uri, "--run", quick)
     assert r.exit_code == 0 and f"sweep {quick}" in r.stdout
@@ -197,7 +197,7 @@ def test_several_runs_read_as_one_table(tmp_path):
     b = add_sweep(uri, "split", [_run(10, 1, 84.0)], quick=False, overrides={"seed": 1})
     r = cli("tables", spec, "--tracking-uri", uri, "--run", a, "--run", b)
     assert r.exit_code == 0, r.output
-    assert "| chunk 10 | 82.00 ± 2.00 (n=2) |" in r.stdout, r.stdout  # both sweeps' seeds in one cell
+    assert "| chunk 10 | 82.00 ± 2.83 [56.59, 107.41] (n=2) |" in r.stdout, r.stdout  # both sweeps' seeds in one cell
     assert "| chunk 30 | 70.00 (n=1) |" in r.stdout
     assert f"sweep {a} (" in r.stdout and f"sweep {b} (" in r.stdout and "--set seed=1" in r.stdout
     assert "3 finished runs" in r.stdout

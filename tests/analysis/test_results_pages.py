@@ -13,8 +13,10 @@ from tests.helpers.cli import REPO
 RESULTS = REPO / "docs" / "results"
 PAGES = sorted(p for p in RESULTS.glob("*.md") if p.name != "README.md")
 NUM = r"\d+(\.\d+)?"
-OURS = re.compile(rf"^(—|{NUM}( ± {NUM})?( \(n=\d+\))?)$")  # analysis.tables.fmt_cell
-PAPER = re.compile(rf"^(—|{NUM}( ± {NUM})?( \(Δ [+−]{NUM}\))?)$")  # a published cell, Δ = ours − paper
+INTERVAL = rf" \[−?{NUM}, −?{NUM}\]"  # the cell's 95% interval
+OURS = re.compile(rf"^(—|{NUM}( ± {NUM})?({INTERVAL})?( \(n=\d+\))?)$")  # analysis.tables.fmt_cell
+TEST = rf"; (p {NUM}|p < 0\.001), (consistent|above|below)|; untested: [^)]+"  # analysis.tables.fmt_paper
+PAPER = re.compile(rf"^(—|{NUM}( ± {NUM})?( \(Δ [+−]{NUM}({TEST})?\))?)$")  # a published cell, Δ = ours − paper
 
 
 def tables(text: str) -> list[list[list[str]]]:
