@@ -183,16 +183,18 @@ def welch(mean1: float, sd1: float, n1: int, mean2: float, sd2: float, n2: int,
     return combined(mean1 - mean2, parts, "welch")
 
 
-def against_paper(ours: Summary, centre: float, sd: Optional[float], seeds: Optional[int]):
+def against_paper(ours: Summary, centre: float, sd: Optional[float], seeds: Optional[int],
+                  paper_examples: Optional[int] = None):
     """Our cell against a published one (its centre, std over ``seeds`` runs): a Test, or a string saying why
-    none. Both test splits' binomial errors count (the paper's at its centre, on a split of our size N: its std
-    over seeds tested on one file does not hold that file's own error). One seed of ours: its seed spread is taken
-    to be the paper's (a new seed against the mean of theirs)."""
+    none. Both test splits' binomial errors count (the paper's at its centre, on ``paper_examples``, by default a
+    split of our size N: its std over seeds tested on one file does not hold that file's own error). One seed of
+    ours: its seed spread is taken to be the paper's (a new seed against the mean of theirs)."""
     if sd is None:
         return "no std published"
     if not seeds or seeds < 2:
         return "the paper's seeds are not stated"
-    split_var = (ours.split_se or 0.0) ** 2 + (binomial_se(centre, ours.examples) or 0.0) ** 2
+    theirs = binomial_se(centre, paper_examples or ours.examples) if ours.split_se is not None else None
+    split_var = (ours.split_se or 0.0) ** 2 + (theirs or 0.0) ** 2
     if ours.n >= 2:
         test = welch(ours.mean, ours.sd, ours.n, centre, sd, seeds, split_var)
     else:

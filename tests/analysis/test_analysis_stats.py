@@ -83,6 +83,9 @@ def test_against_the_paper_counts_both_splits_errors():
     assert test.se == pytest.approx(math.sqrt(1.0 / 3 + 0.74 ** 2 / 3 + split))
     assert test.df < scipy_stats.ttest_ind_from_stats(95, 1, 3, 93.87, 0.74, 3, equal_var=False).statistic * 100
     assert test.p > S.welch(95.0, 1.0, 3, 93.87, 0.74, 3).p  # the split errors widen it
+    larger = S.against_paper(S.summarise([94.0, 95.0, 96.0], "mean", examples=5000), 93.87, 0.74, 3, 864)
+    split = S.binomial_se(95.0, 5000) ** 2 + S.binomial_se(93.87, 864) ** 2  # ours on 5,000 pairs, theirs on 864
+    assert larger.se == pytest.approx(math.sqrt(1.0 / 3 + 0.74 ** 2 / 3 + split))
 
 
 def test_one_seed_against_the_paper_is_a_new_seed_against_their_mean():
