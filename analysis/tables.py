@@ -8,9 +8,9 @@
 
 Each cell aggregates the final ``<split>/<metric>`` of FINISHED, not early-stopped trial runs over
 seeds (``analysis.stats``): centre = median or mean, ± the sample std (ddof 1), and a 95% interval that counts
-the seeds and the test split's sampling error (N = ``<split>/examples``), ``81.67 ± 7.40 [63.29, 100.05]``.
+the seeds and the test split's sampling error (N = ``<split>/examples``), ``81.67 ± 9.06 [58.74, 104.60]``.
 A cell with fewer seeds than the sweep asked for shows ``(n=2)``; failed runs are counted in the footer. With a
-reference, each published cell carries its test (``Δ +5.88; p 0.31, consistent``); ``compare_to`` adds each
+reference, each published cell carries its test (``Δ +5.88; p 0.42, consistent``); ``compare_to`` adds each
 row's difference from a base row of ours. CSV: one line per cell, one column per quantity.
 """
 
@@ -251,7 +251,7 @@ def paper_cell(row: RowCells, paper, c: str, labels: dict, tables: list):
 
 
 def fmt_paper(p, ours: Optional[Summary], test) -> str:
-    """``75.79 ± 6.10 (Δ +5.88; p 0.31, consistent)``; untested: ``(Δ +1.15; untested: no std published)``."""
+    """``75.79 ± 6.10 (Δ +5.88; p 0.42, consistent)``; untested: ``(Δ +1.15; untested: no std published)``."""
     if p is None:
         return EMPTY
     text = fmt_num(p[0]) + (f" ± {fmt_std(p[1])}" if p[1] is not None else "")

@@ -279,3 +279,18 @@ def test_an_out_that_is_a_records_file_is_refused(exported):
         assert r.exit_code == 2 and r.stderr.startswith(f"error: --out {out} is the ") and "records file" in r.stderr
         assert r.stderr.count("\n") == 1, r.stderr
     assert _bytes(path.parent) == before
+
+
+def test_a_record_carries_each_splits_size_and_reprints_the_intervals(tmp_path):
+    """Issue 49 item 4: the trials' ``<split>/examples`` travel in the export, so --records prints the intervals the
+    store gave (a one-seed cell: its split's binomial interval, 70% on 500 examples: ±1.96 x 2.05)."""
+    runs = [{**r, "metrics": {**r.get("metrics", {}), "a/examples": 500.0}} for r in GOLDEN_RUNS]
+    (tmp_path / "s").mkdir()
+    uri, spec = make_sweep(tmp_path / "s", GOLDEN_SPEC, runs)
+    store = cli("tables", spec, "--tracking-uri", uri)
+    path = _export(uri, GOLDEN_SPEC["name"], tmp_path / "r.parquet")
+    (tmp_path / "s" / "mlruns.db").unlink()
+    r = cli("tables", spec, "--records", path)
+    assert r.exit_code == 0 and r.stdout == store.stdout, r.output
+    assert "| chunk 30, beam 5 | 70.00 [65.98, 74.02] (n=1) | 80.00 (n=1) |" in r.stdout
+    assert "N, test examples a cell's accuracy is computed on: a: 500\n" in r.stdout and "N not recorded (b)" in r.stdout
