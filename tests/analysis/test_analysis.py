@@ -180,6 +180,18 @@ def test_repo_ablation_spec_prints_table5_layout(golden):
     assert "| paper" in r.stdout and "99.72" in r.stdout
 
 
+def test_compare_to_prints_each_rows_difference_from_the_base_row(abl):
+    """Issue 49 item 3: --compare-to ROW adds each other row's difference with its interval (Welch where the rows ran
+    different seeds); an unknown ROW is one line naming the rows, exit 2."""
+    uri, spec, _ = abl
+    r = cli("tables", spec, "--tracking-uri", uri, "--compare-to", "RIR-EBT-GRC")
+    assert r.exit_code == 0, r.output
+    assert "| \u2212S4D \u2212 RIR-EBT-GRC | +5.50 [\u22122.88, 13.88] (welch, p 0.11) |" in r.stdout
+    assert "each row's difference from it [95% interval]: paired by seed" in r.stdout
+    bad = cli("tables", spec, "--tracking-uri", uri, "--compare-to", "S4D")
+    assert bad.exit_code == 2 and bad.stderr.count("\n") == 1 and "rows: RIR-EBT-GRC; \u2212S4D; (chunk 10)" in bad.stderr
+
+
 def test_pivot_of_two_swept_axes(golden):
     uri, spec, _ = golden
     r = cli("tables", spec, "--tracking-uri", uri, "--layout", "pivot", "--rows", "chunk_size", "--cols", "beam_size")
