@@ -12,13 +12,14 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import sqlite3
 import warnings
 from pathlib import Path
 from typing import Iterator, Optional
 
-from rirlab.errors import UserError
-from rirlab.redact import redact_uri
+from rirlab.errors import UserError, command
+from rirlab.redact import mask_url, redact_uri
 
 PROBE_TIMEOUT_S = 5
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -37,7 +38,7 @@ class StoreURI(str):
 
     @property
     def redacted(self) -> str:
-        return redact_uri(self.raw)
+        return mask_url(self.raw)
 
     def __str__(self) -> str:
         return self.redacted
@@ -62,7 +63,7 @@ def scheme(uri: str) -> str:
 def validate_uri(uri: str, source: str = "--tracking-uri") -> str:
     """The URI in a form MLflow keeps data at; raises a one-line UserError otherwise. A relative SQLite path is
     made absolute (the store stays where the command was started, whatever directory later code runs in)."""
-    text, shown = raw(uri), redact_uri(raw(uri))
+    text, shown = raw(uri), mask_url(raw(uri))
     kind = scheme(text)
     if kind == "sqlite":
         if text in ("sqlite://", "sqlite:///", "sqlite:///:memory:") or ":memory:" in text or "mode=memory" in text:
@@ -85,7 +86,7 @@ def validate_uri(uri: str, source: str = "--tracking-uri") -> str:
         path = text[len("file://"):] if kind == "file" else text
         if Path(path).suffix in (".db", ".sqlite", ".sqlite3"):
             raise UserError(f"{source} {shown}: a path is read as an MLflow file-store directory; for a SQLite "
-                            f"file write sqlite:///{path}")
+                            f"file write {shlex.quote(f'sqlite:///{path}')}")
         return StoreURI(Path(path).expanduser().resolve().as_uri())
     raise UserError(f"{source} {shown}: not a tracking URI MLflow can store runs at; use one of: {FORMS}")
 
@@ -115,14 +116,15 @@ def check_store(uri: str, create: bool) -> None:
 
 
 def _no_store(uri: str) -> UserError:
-    return UserError(f"no MLflow store at {redact_uri(raw(uri))}; run a sweep first or pass --tracking-uri")
+    return UserError(f"no MLflow store at {mask_url(raw(uri))}; run a sweep first or pass --tracking-uri")
 
 
 # ---- SQLite --------------------------------------------------------------------------------------------
 
 def _check_sqlite(path: Path, create: bool) -> None:
     if path.is_dir():
-        raise UserError(f"sqlite:///{path} is a directory, not a SQLite file; pass --tracking-uri sqlite:///{path}/mlruns.db")
+        raise UserError(f"sqlite:///{path} is a directory, not a SQLite file; pass --tracking-uri "
+                        f"{shlex.quote(f'sqlite:///{path}/mlruns.db')}")
     if not path.exists():
         if not create:
             raise _no_store(f"sqlite:///{path}")
@@ -130,7 +132,7 @@ def _check_sqlite(path: Path, create: bool) -> None:
     head = _verify_sqlite(path)
     if head is not None and not create:
         raise UserError(f"sqlite:///{path} has the schema of an earlier MLflow ({head}); a `rirlab sweep` on it "
-                        f"migrates it (keeping a copy), or run: mlflow db upgrade sqlite:///{path}")
+                        f"migrates it (keeping a copy), or run: {command('mlflow', 'db', 'upgrade', f'sqlite:///{path}')}")
     if create:
         _check_writable(path.parent, f"sqlite:///{path}")
         try:
@@ -203,7 +205,8 @@ def can_create(uri: str) -> None:
     if path is None:
         return check_store(uri, create=True)
     if path.is_dir():
-        raise UserError(f"sqlite:///{path} is a directory, not a SQLite file; pass --tracking-uri sqlite:///{path}/mlruns.db")
+        raise UserError(f"sqlite:///{path} is a directory, not a SQLite file; pass --tracking-uri "
+                        f"{shlex.quote(f'sqlite:///{path}/mlruns.db')}")
     if path.exists():
         return check_store(uri, create=True)
     directory = path.parent
@@ -214,7 +217,7 @@ def can_create(uri: str) -> None:
 
 def _check_writable(directory: Path, uri: str, make: bool = True) -> None:
     """A command that writes needs to create files in the store's directory (SQLite's journal, artifacts)."""
-    shown = redact_uri(raw(uri))
+    shown = mask_url(raw(uri))
     try:
         if make:
             directory.mkdir(parents=True, exist_ok=True)
@@ -320,7 +323,7 @@ def _probe_server(uri: str) -> None:
     from mlflow.utils.credentials import get_default_host_creds
     from mlflow.utils.rest_utils import http_request
 
-    shown = redact_uri(raw(uri))
+    shown = mask_url(raw(uri))
     try:
         resp = http_request(get_default_host_creds(raw(uri)), "/api/2.0/mlflow/experiments/search", "GET",
                             params={"max_results": 1}, max_retries=0, timeout=PROBE_TIMEOUT_S, raise_on_status=False)
@@ -341,7 +344,7 @@ def _check_database(uri: str, create: bool) -> None:
     import sqlalchemy
     from sqlalchemy.pool import NullPool
 
-    shown = redact_uri(raw(uri))
+    shown = mask_url(raw(uri))
     args = {"connect_timeout": PROBE_TIMEOUT_S} if scheme(uri) in ("postgresql", "mysql") else {}
     try:
         engine = sqlalchemy.create_engine(raw(uri), poolclass=NullPool, connect_args=args)

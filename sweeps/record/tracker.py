@@ -22,7 +22,7 @@ from mlflow.tracking import MlflowClient
 
 import rirlab
 from rirlab import contract
-from rirlab.redact import redact_uri
+from rirlab.redact import mask_url, redact_uri, strip_credentials
 from sweeps.record.store import StoreURI, can_create, check_store, raw, sqlite_path, validate_uri
 
 DEFAULT_URI_FILE = "mlruns.db"
@@ -264,18 +264,19 @@ class Tracker:
 def redact_env(env: Optional[dict[str, str]] = None) -> dict[str, str]:
     """Environment variables safe to record: none whose name looks like a secret, no password inside a URI."""
     env = os.environ if env is None else env
-    return {k: redact_uri(v) for k, v in env.items() if not any(m in k.upper() for m in SECRET_MARKERS)}
+    return {k: redact_uri(mask_url(v)) for k, v in env.items() if not any(m in k.upper() for m in SECRET_MARKERS)}
 
 
 def worker_env(tracking_uri: Optional[str] = None) -> dict[str, str]:
     """What Ray workers need from the driver's environment: the plugins and $RIRLAB_CACHE (trials read imported
     splits and share generated ones there; a task config's cache_dir travels in the trial config itself), the
-    tracking URI with any password masked, MLflow's TLS/S3 endpoint settings. No secret: Ray logs a runtime_env
-    in plain text (runtime_env_agent.log), and trials never write to MLflow themselves."""
+    tracking URI without its user info, MLflow's TLS/S3 endpoint settings. No secret: Ray logs a runtime_env in
+    plain text (runtime_env_agent.log), and trials never write to MLflow themselves (--system-metrics' sampler gets
+    the store's URI as a trial parameter, through Ray's object store, never its runtime_env)."""
     env = {k: os.environ[k] for k in WORKER_ENV if os.environ.get(k)}
     if "RIRLAB_CACHE" in env:  # a relative path would resolve against each worker's own directory (a trial's)
         env["RIRLAB_CACHE"] = str(Path(env["RIRLAB_CACHE"]).expanduser().resolve())
     uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
     if uri:
-        env["MLFLOW_TRACKING_URI"] = redact_uri(raw(uri))
+        env["MLFLOW_TRACKING_URI"] = strip_credentials(raw(uri))
     return env

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 from rirlab.errors import UserError
-from rirlab.redact import redact_uri
+from rirlab.redact import mask_url, redact_uri
 from sweeps.plan.plan import SweepPlan
 from sweeps.spec.schema import Spec
 
@@ -67,8 +67,8 @@ def _rdb_storage(url: str):
     try:
         return optuna.storages.RDBStorage(url)
     except Exception as err:  # a bad URL or a database that cannot be opened: before any trial starts
-        why = redact_uri(str(err).splitlines()[0])
-        raise UserError(f"optuna.storage {redact_uri(url)!r} cannot be opened ({why}); give a database URL "
+        shown, why = mask_url(url), redact_uri(str(err).splitlines()[0])  # the URL first: its password then known
+        raise UserError(f"optuna.storage {shown!r} cannot be opened ({why}); give a database URL "
                         f"Optuna accepts, e.g. sqlite:///optuna.db") from None
 
 
@@ -95,7 +95,7 @@ def check_storage(plan: SweepPlan, tracking_uri: str, tune_path: str) -> None:
         return
     _, url = optuna_study(plan.spec, tracking_uri, tune_path)
     if _same_database(url, tracking_uri):
-        raise UserError(f"optuna.storage {redact_uri(url)!r} is the MLflow store; give Optuna a database of its own "
+        raise UserError(f"optuna.storage {mask_url(url)!r} is the MLflow store; give Optuna a database of its own "
                         f"(e.g. sqlite:///optuna.db), or leave optuna.storage out for a file beside the store")
     _rdb_storage(url).remove_session()
 
