@@ -49,6 +49,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import re
 import resource
 import time
 from typing import Callable, Optional
@@ -391,6 +392,26 @@ class Trainer:
         if self.device.type == "cuda":
             return torch.cuda.max_memory_allocated(self.device) / 2**20
         return self.memory.peak_bytes() / 2**20
+
+
+def load_checkpoint(path) -> dict:
+    """A checkpoint's state (``state.pt``, ``Trainer.state_dict`` saved by torch) read by torch's weights-only
+    unpickler: tensors and plain data (dicts, lists, tuples, numbers, strings) and nothing else, so a crafted file
+    cannot run code; it raises ``pickle.UnpicklingError`` for a file that names any other class or function."""
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def unreadable_checkpoint(path, err: Exception) -> str:
+    """Why ``load_checkpoint`` failed, in one line: a file naming code is refused, not run."""
+    import pickle
+
+    if isinstance(err, pickle.UnpicklingError) and "Weights only load failed" in str(err):
+        names = re.search(r"GLOBAL (\S+)", str(err))
+        what = f" (it names {names.group(1)})" if names else ""
+        return (f"{path} holds more than weights and plain data{what} and was not loaded: a rirlab checkpoint "
+                f"never does (torch's weights-only loader); use a checkpoint a sweep wrote")
+    lines = str(err).strip().splitlines() or [""]
+    return f"{path} is not a readable rirlab checkpoint ({type(err).__name__}: {lines[0][:200]})"
 
 
 def run_trial(config: dict, report: Optional[Report] = None, *, state: Optional[dict] = None,

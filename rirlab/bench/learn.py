@@ -153,12 +153,12 @@ def load_chain(path: Optional[str], config: dict) -> Optional[dict]:
     another config (the chain would mix two runs)."""
     import os
 
-    import torch
+    from rirlab.train import load_checkpoint
 
     if not path or not os.path.exists(path):
         return None
     try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        state = load_checkpoint(path)  # weights and plain data only: a crafted file runs no code
         saved = state["config"]
     except Exception as err:  # noqa: BLE001 -- any unreadable file is the same user error
         raise UserError(f"bench learn: --checkpoint {path} is not a learn checkpoint ({type(err).__name__}); "

@@ -48,7 +48,7 @@ def evaluate(spec, checkpoint, weights, splits, threads, sets, as_json):
     from rirlab import contract
     from rirlab.config import parse_overrides
     from rirlab.errors import UserError
-    from rirlab.train import evaluate_checkpoint
+    from rirlab.train import evaluate_checkpoint, load_checkpoint, unreadable_checkpoint
     from sweeps.spec.load import load_spec
     from sweeps.spec.trials import TrialSpace
 
@@ -78,15 +78,15 @@ def evaluate(spec, checkpoint, weights, splits, threads, sets, as_json):
         resolve(config, where="evaluate --set")  # an unknown key or a bad value: one line, before any data is built
     for attempt in range(3):
         try:
-            state = torch.load(state_file, map_location="cpu", weights_only=False)
+            state = load_checkpoint(state_file)
             break
         except FileNotFoundError:  # a running trial's sweep replaced its latest checkpoint meanwhile: the new one
             if attempt == 2 or state_file == checkpoint or state_file.parent == checkpoint:
                 raise UserError(f"{state_file} disappeared while it was being read (a running sweep deletes a "
                                 f"trial's older checkpoints); run the command again") from None
             state_file = _state_file(checkpoint)
-        except Exception as err:  # noqa: BLE001  (a truncated or foreign file)
-            raise UserError(f"{state_file} is not a readable rirlab checkpoint ({type(err).__name__}: {err})") from None
+        except Exception as err:  # noqa: BLE001  (a truncated or foreign file, or one that names code: not run)
+            raise UserError(unreadable_checkpoint(state_file, err)) from None
     if not isinstance(state, dict) or "model" not in state:
         raise UserError(f"{state_file} is not a rirlab trial checkpoint (no trainer state in it)")
     result = evaluate_checkpoint(config, state, weights, list(splits) or None)

@@ -120,10 +120,11 @@ def log_model(client, run_id: str, checkpoint_dir: str, resolved) -> None:
     from rirlab.models import registry as models
     from rirlab.tasks import registry as tasks
     from rirlab.tasks.base import TaskInfo
+    from rirlab.train import load_checkpoint
 
     task = tasks.get(resolved.task)
     model = models.get(resolved.model).build(resolved.model_cfg, TaskInfo(len(task.vocab), task.num_classes, task.kind))
-    state = torch.load(Path(checkpoint_dir) / contract.CHECKPOINT_STATE_FILE, map_location="cpu", weights_only=False)
+    state = load_checkpoint(Path(checkpoint_dir) / contract.CHECKPOINT_STATE_FILE)  # weights and plain data only
     model.load_state_dict(evaluated_weights(state, resolved.flat()))
     model.eval()
     # pickled (a torch.export graph would need an example batch per model); MLflow's notice that loading a

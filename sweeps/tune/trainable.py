@@ -21,7 +21,7 @@ import torch
 from ray import tune
 
 from rirlab import contract
-from rirlab.train import NonFiniteLoss, run_trial
+from rirlab.train import NonFiniteLoss, load_checkpoint, run_trial
 from sweeps.spec.trials import TrialSpace
 
 
@@ -36,7 +36,7 @@ def trainable(config: dict, space: TrialSpace = TrialSpace(), checkpoint_every: 
     ckpt = tune.get_checkpoint()
     if ckpt is not None:
         with ckpt.as_directory() as d:
-            state = torch.load(Path(d) / contract.CHECKPOINT_STATE_FILE, map_location="cpu", weights_only=False)
+            state = load_checkpoint(Path(d) / contract.CHECKPOINT_STATE_FILE)  # weights and plain data only
 
     def report(metrics: dict, checkpoint=None) -> None:
         if checkpoint is None:

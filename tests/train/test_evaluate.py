@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
+from pathlib import Path
 
 import pytest
 import torch
 
-from rirlab.train import run_trial
+from rirlab.train import load_checkpoint, run_trial
 from sweeps.spec.load import load_spec
 from sweeps.spec.schema import base_config
 from sweeps.spec.trials import TrialSpace, grid_points
@@ -162,3 +164,52 @@ def test_a_checkpoint_replaced_while_it_is_read_is_read_again(trial_dir, tmp_pat
     out = json.loads(evaluate(spec, copy, "--split", "dev", "--json").output)
     assert seen[0].endswith("checkpoint_000002/state.pt") and seen[1].endswith("checkpoint_000001/state.pt")
     assert out["step"] == 20
+
+
+class _Payload:
+    """What a crafted checkpoint carries: unpickling it calls ``Path.touch`` on a marker file (any code would do)."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return Path.touch, (self.marker,)
+
+
+def test_a_crafted_checkpoint_is_refused_without_running_its_code(trial_dir, tmp_path):
+    """state.pt was read with torch.load(weights_only=False): a crafted checkpoint ran its code in `rirlab evaluate`
+    (before any check) and in a resumed trial's worker. Every reader goes through load_checkpoint, weights only."""
+    spec, folder, _ = trial_dir
+    marker = tmp_path / "ran"
+    state = load_checkpoint(folder / "checkpoint_000002" / "state.pt")  # a real one, written by run_trial
+    state["py_rng"] = _Payload(marker)
+    crafted = tmp_path / "trial_z" / "checkpoint_000000"
+    crafted.mkdir(parents=True)
+    torch.save(state, crafted / "state.pt")
+    (tmp_path / "trial_z" / "params.json").write_text((folder / "params.json").read_text())
+    result = invoke("evaluate", spec, tmp_path / "trial_z", "--split", "dev")
+    assert not marker.exists()
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()
+    assert "holds more than weights and plain data (it names " in line and "was not loaded" in line, line
+    with pytest.raises(pickle.UnpicklingError):  # the trainable, the MLflow model and `bench learn` read it so too
+        load_checkpoint(crafted / "state.pt")
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("train", [{"optimizer": "adamw", "lr_decay": "one_cycle", "warmup_steps": 2},
+                                   {"optimizer": "adamw", "scheduler": "schedule", "lr_decay": "cosine",
+                                    "precision": "fp16"}])
+def test_every_trainer_state_loads_weights_only(tmp_path, train):
+    """The states of the other optimizer / scheduler / precision settings (the trial_dir fixture's recipe is the
+    papers': Ranger, plateau) hold only what the weights-only loader reads."""
+    from rirlab.train import Trainer
+    from rirlab.trial import resolve
+
+    trainer = Trainer(resolve({**base_config(load_spec(write_spec(tmp_path / "s.yaml")).spec), "lr": 0.001,
+                               "steps": 4, **train}))
+    trainer.train_step()
+    torch.save(trainer.state_dict(), tmp_path / "state.pt")
+    state = load_checkpoint(tmp_path / "state.pt")
+    trainer.load_state_dict(state)
+    assert state["step"] == 1 and set(state["model"]) == set(trainer.model.state_dict())
