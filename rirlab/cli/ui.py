@@ -6,7 +6,6 @@ import collections
 import hashlib
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -31,10 +30,14 @@ SERVER_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 @click.argument("spec", type=click.Path(dir_okay=False, exists=True), required=False)
 @tracking_option
 @click.option("--port", default=5000, show_default=True, type=click.IntRange(1, 65535), help="Port of the MLflow UI.")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind (0.0.0.0 exposes it).")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Interface to bind; one beyond this machine (0.0.0.0) needs --allow-remote.")
+@click.option("--allow-remote", is_flag=True,
+              help="Bind --host beyond loopback although MLflow's UI has no authentication (put MLflow's basic-auth "
+                   "app or a reverse proxy with auth in front).")
 @click.option("--experiment", default=None, metavar="NAME",
               help="Experiment whose runs the printed URL opens (default: SPEC's name, else the most recent sweep's).")
-def ui(spec, tracking_uri, port, host, experiment):
+def ui(spec, tracking_uri, port, host, allow_remote, experiment):
     """Start the MLflow UI on the same store `rirlab sweep` writes to and print the URL of a sweep's runs
     table once the UI answers: the experiment of SPEC (or --experiment), its swept parameters and metrics as
     columns, best first (a view saved on the experiment, `rirlab sweep view` in MLflow's saved views).
@@ -44,9 +47,17 @@ def ui(spec, tracking_uri, port, host, experiment):
     rirlab ui --experiment chunk_beam --port 5001
     rirlab ui --tracking-uri http://mlflow:5000  # a tracking server: its UI is already there
     """
+    from rirlab.redact import strip_credentials
     from sweeps.record.store import scheme
     from sweeps.record.tracker import Tracker, artifact_root, resolve_tracking_uri
 
+    if beyond_loopback(host):  # before anything is read or written
+        if not allow_remote:
+            raise UserError(f"--host {host} opens the MLflow UI to other machines with no authentication (anyone who "
+                            f"reaches port {port} can read and delete runs); keep --host 127.0.0.1 (ssh -L {port}:"
+                            f"127.0.0.1:{port} from afar), or put auth in front ({AUTH_HINT}) and pass --allow-remote")
+        click.echo(f"warning: the MLflow UI on {host} has no authentication; anyone who reaches port {port} can "
+                   f"read and delete runs unless {AUTH_HINT} stands in front", err=True)
     if spec is not None and experiment is None:
         from sweeps.spec.schema import read_spec
 
@@ -56,19 +67,22 @@ def ui(spec, tracking_uri, port, host, experiment):
     exp_id = pick_experiment(tracker, experiment)
     view = sweep_view(tracker.client, exp_id) if exp_id is not None else None
     if scheme(uri) in ("http", "https"):  # a tracking server serves its own UI
-        base = re.sub(r"^(https?://)[^/@]*@", r"\1", uri.raw).rstrip("/")
+        base = strip_credentials(uri.raw).rstrip("/")
         click.echo(f"MLflow UI of the tracking server {uri}:")
         click.echo(f"  {ui_url(base, exp_id, view)}")
         click.echo(RUN_PAGES_HINT)
         return
     _check_port_free(host, port)
-    cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri.raw, "--host", host, "--port", str(port),
-           "--workers", "1", "--uvicorn-opts", "--log-level warning"]
+    # the store's URI (a password in it) through the environment, never the command line: any local user reads
+    # another's command line (ps), only the owner its environment; `mlflow ui` hands it on to uvicorn the same way
+    cmd = [sys.executable, "-m", "mlflow", "ui", "--host", host, "--port", str(port), "--workers", "1",
+           "--uvicorn-opts", "--log-level warning"]
+    env = {**os.environ, **SERVER_ENV, "MLFLOW_BACKEND_STORE_URI": uri.raw}
     root = artifact_root(uri)
     if root:
-        cmd += ["--default-artifact-root", root]
-    server = subprocess.Popen(cmd, env={**os.environ, **SERVER_ENV}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, errors="replace")
+        env["MLFLOW_DEFAULT_ARTIFACT_ROOT"] = root
+    server = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              errors="replace")
     tail: collections.deque = collections.deque(maxlen=20)
     answering = threading.Event()
     relay = threading.Thread(target=_relay, args=(server, tail, answering), daemon=True)
@@ -92,6 +106,27 @@ def ui(spec, tracking_uri, port, host, experiment):
         pass
     finally:
         _stop(server)
+
+
+AUTH_HINT = "MLflow's basic-auth app (mlflow server --app-name basic-auth) or a reverse proxy with auth"
+
+
+def beyond_loopback(host: str) -> bool:
+    """Whether binding ``host`` reaches beyond this machine: an address or a name that is not all loopback
+    (127.0.0.0/8, ::1). A name that does not resolve is not: binding it fails with its own line."""
+    import ipaddress
+
+    if not host.strip("[] "):  # every interface
+        return True
+    try:
+        return not ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return not all(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback for info in infos)
 
 
 def ui_url(base: str, exp_id, view: Optional[str] = None) -> str:
@@ -213,7 +248,7 @@ def _check_port_free(host: str, port: int) -> None:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError as err:
-        raise UserError(f"--host {host}: not an address of this machine ({err.strerror}); use 127.0.0.1 or 0.0.0.0") from None
+        raise UserError(f"--host {host}: not an address of this machine ({err.strerror}); use 127.0.0.1") from None
     family, _, _, _, addr = infos[0]
     with socket.socket(family, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server will

@@ -98,6 +98,43 @@ def test_a_second_ui_whose_port_was_taken_after_its_check_refuses_instead_of_pri
     assert f"port {port} on 127.0.0.1 is served by another process (pid {os.getpid()}" in line and "http://" not in line
 
 
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", ""])
+def test_ui_beyond_loopback_is_refused_without_allow_remote(tmp_path, host):
+    """MLflow's UI has no authentication: on 0.0.0.0 another machine listed experiments and deleted runs."""
+    result = _ui("--tracking-uri", f"sqlite:///{tmp_path / 'mlruns.db'}", "--host", host, "--port", _free_port())
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()
+    assert f"error: --host {host} opens the MLflow UI to other machines with no authentication" in line
+    assert "basic-auth" in line and "reverse proxy" in line and line.endswith("and pass --allow-remote")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ui_passes_the_store_through_the_environment_not_the_command_line(tmp_path, monkeypatch):
+    """`mlflow ui --backend-store-uri URI` put a database password where every local user reads it (ps)."""
+    import types
+
+    from rirlab.cli import ui
+
+    class Started(Exception):
+        pass
+
+    seen = {}
+
+    def popen(cmd, env=None, **kwargs):
+        seen.update(cmd=cmd, env=env)
+        raise Started
+
+    monkeypatch.setattr(ui, "subprocess", types.SimpleNamespace(Popen=popen, PIPE=subprocess.PIPE,
+                                                                STDOUT=subprocess.STDOUT))
+    uri, _ = _store(tmp_path)
+    result = _ui("--tracking-uri", uri, "--port", _free_port(), "--host", "0.0.0.0", "--allow-remote")
+    assert isinstance(result.exception, Started), result.output
+    assert seen["env"]["MLFLOW_BACKEND_STORE_URI"] == uri
+    assert seen["env"]["MLFLOW_DEFAULT_ARTIFACT_ROOT"] == str(tmp_path / "mlartifacts")
+    assert not [word for word in seen["cmd"] if str(tmp_path) in word], seen["cmd"]
+    assert "warning: the MLflow UI on 0.0.0.0 has no authentication" in result.output
+
+
 def test_ui_unknown_experiment_lists_the_known_ones(tmp_path):
     uri, _ = _store(tmp_path)
     result = _ui("--tracking-uri", uri, "--experiment", "nope", "--port", _free_port())
@@ -157,6 +194,7 @@ def test_ui_prints_the_url_once_it_answers_with_one_small_server(tmp_path):
         assert served_url.startswith(
             f"http://127.0.0.1:{port}/#/experiments/{older}/runs?workflowType=machine_learning&compareRunsMode=TABLE")
         procs = _tree(proc.pid)
+        assert not [p for p in procs[1:] if str(tmp_path) in " ".join(p.cmdline())]  # the store: in the env only
         rss_mb = sum(p.memory_info().rss for p in procs) / 2**20
         print(f"\nrirlab ui: {len(procs)} processes, {rss_mb:.0f} MiB RSS")
         assert len(procs) <= 3 and rss_mb < 1200  # rirlab, mlflow ui, one uvicorn process (before: 15, ~2.4-3.2 GB)
