@@ -13,7 +13,7 @@ import pandas as pd
 from mlflow.tracking import MlflowClient
 
 from rirlab import contract
-from rirlab.errors import UserError
+from rirlab.errors import UserError, command
 from sweeps.spec.schema import Spec, read_spec
 
 __all__ = ["Sweep", "child_runs", "describe_parent", "effective_spec", "latest_parent", "load_sweep", "open_store",
@@ -67,8 +67,8 @@ def latest_parent(client: MlflowClient, experiment: str, parent_id: Optional[str
         except Exception:  # noqa: BLE001  (MLflow raises its own exception types for a malformed or unknown id)
             run = None
         if run is None or run.info.experiment_id != exp.experiment_id or not contract.is_parent(run.data.tags):
-            raise UserError(f"run {parent_id} is not a sweep of '{experiment}'; `rirlab runs --experiment {experiment}` "
-                            f"lists its sweeps")
+            raise UserError(f"run {parent_id} is not a sweep of '{experiment}'; "
+                            f"`{command('rirlab', 'runs', '--experiment', experiment)}` lists its sweeps")
         return exp, run
     runs = parents(client, exp.experiment_id, full_only=latest_full)
     if not runs:

@@ -48,6 +48,7 @@ BEST_RUN_ID = "rirlab.best_run_id"
 BEST_TRIAL_ARTIFACT = "best_trial.yaml"
 REPORT_ARTIFACT_DIR = "report"  # the parent's table (Markdown, CSV) and Pareto plot
 NOTE = "mlflow.note.content"  # MLflow's description of a run or an experiment (the spec's description)
+MAX_TAG_VALUE = 8000  # MLflow's limit on a run tag's value (mlflow.utils.validation.MAX_TAG_VAL_LENGTH)
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"  # MLflow 3's UI opens an experiment by its kind (GenAI or training)
 EXPERIMENT_KIND = "custom_model_development"
 GIT_COMMIT_MLFLOW = "mlflow.source.git.commit"  # MLflow's own commit tag, set beside GIT_COMMIT

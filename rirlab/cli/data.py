@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 import time
 
 import click
 
 from rirlab.cli.options import set_option
-from rirlab.errors import UserError
+from rirlab.errors import UserError, command
 
 task_argument = click.argument("task", metavar="TASK")
 files_argument = click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
@@ -287,8 +288,8 @@ def import_(task, files, split, as_is, cache_dir):
     wrong = [f"{path}:{no}: {problem}" for path, no, row in rows for problem in t.verify(row)]
     if wrong:  # one line: the first, with the count
         more = f" (and {len(wrong) - 1} more wrong labels)" if len(wrong) > 1 else ""
-        raise UserError(f"{wrong[0]}{more}; nothing imported: fix the labels (`rirlab data verify {task} FILE` "
-                        f"lists them)")
+        raise UserError(f"{wrong[0]}{more}; nothing imported: fix the labels "
+                        f"(`{command('rirlab', 'data', 'verify', task)} FILE` lists them)")
     protocol, parts = ("as-is (--as-is)", {split: rows}) if as_is else t.import_protocol(split, rows)
     lines = {path: sum(1 for p, _, _ in rows if p == path) for path in files}
     record = {"files": [{"path": os.path.abspath(path), "sha256": digests[path], "examples": lines[path]}
@@ -303,4 +304,4 @@ def import_(task, files, split, as_is, cache_dir):
         click.echo(f"imported {table.num_rows} examples as {task} split '{name}' -> {path}")
     click.echo(protocol)
     names = ",".join(tables)
-    click.echo(f"use it: --set imported=[{names}]   (or `imported: [{names}]` in a sweep spec)")
+    click.echo(f"use it: --set {shlex.quote(f'imported=[{names}]')}   (or `imported: [{names}]` in a sweep spec)")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 import traceback
 
 import click
 
 from rirlab.cli.options import command_name, set_option, tracking_option
+from rirlab.errors import command
 
 
 @click.command()
@@ -97,23 +99,27 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
                  if "evaluated" in counts else "")
     click.echo(f"done: {counts['finished']} finished, {counts['failed']} failed{evaluated}; parent run "
                f"{counts['parent_run_id']}")
-    store = _where_flags(tracking_uri, None, None)
-    click.echo(f"next: {command_name()} tables {spec}{store}   |   {command_name()} ui{store}")
-    click.echo(f"keep a record that outlives the store: {command_name()} export --experiment {plan.spec.name} "
-               f"--run {counts['parent_run_id']}{store} --out {plan.spec.name}-{counts['parent_run_id'][:8]}.parquet "
-               f"(then {command_name()} tables {spec} --records FILE)")
+    for line in _done_hints(spec, plan.spec.name, counts["parent_run_id"], _where_flags(tracking_uri, None, None)):
+        click.echo(line)
     if counts["finished"] == 0 and not counts.get("evaluated"):  # (a sweep of evaluation-only rows trains nothing)
         sys.exit(1)
+
+
+def _done_hints(spec, name: str, run_id: str, store: str) -> list[str]:
+    """What to run after a sweep ended: its tables, the UI, an export (every word shell-quoted)."""
+    export = command(command_name(), "export", "--experiment", name, "--run", run_id)
+    return [f"next: {command(command_name(), 'tables', spec)}{store}   |   {command(command_name(), 'ui')}{store}",
+            f"keep a record that outlives the store: {export}{store} --out "
+            f"{shlex.quote(f'{name}-{run_id[:8]}.parquet')} (then {command(command_name(), 'tables', spec, '--records')} "
+            f"FILE)"]
 
 
 def _where_flags(tracking_uri, output_dir, address) -> str:
     """The options that say where a sweep lives (its store, its Tune folder, its cluster), as the user gave them: a
     hint without them would continue or read another sweep. A password in the store's URI is masked."""
-    import shlex
+    from rirlab.redact import mask_url
 
-    from rirlab.redact import redact_uri
-
-    given = [("--tracking-uri", tracking_uri and redact_uri(tracking_uri)),
+    given = [("--tracking-uri", tracking_uri and mask_url(tracking_uri)),
              ("--output-dir", output_dir if output_dir not in (None, "rirlab_runs") else None),
              ("--address", address)]
     return "".join(f" {flag} {shlex.quote(str(value))}" for flag, value in given if value)
@@ -121,7 +127,8 @@ def _where_flags(tracking_uri, output_dir, address) -> str:
 
 def _resume_command(spec, quick: bool, sets, where: str = "") -> str:
     """The command that continues this sweep, as the user called rirlab, a password in a --set value masked."""
-    from rirlab.redact import redact_uri
+    from rirlab.redact import mask_url, redact_uri
 
-    flags = (" --quick" if quick else "") + "".join(" --set " + redact_uri(s) for s in sets)
-    return f"{command_name()} sweep {spec}{flags}{where} --resume"
+    masked = [key + eq + redact_uri(mask_url(value)) for key, eq, value in (s.partition("=") for s in sets)]
+    flags = (["--quick"] if quick else []) + [w for s in masked for w in ("--set", s)]
+    return f"{command(command_name(), 'sweep', spec, *flags)}{where} --resume"

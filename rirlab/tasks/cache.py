@@ -29,6 +29,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shlex
 import uuid
 from pathlib import Path
 from typing import Callable, Optional
@@ -36,7 +37,7 @@ from typing import Callable, Optional
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rirlab.errors import UserError
+from rirlab.errors import UserError, command
 
 
 def cache_root(override: Optional[str] = None) -> Path:
@@ -128,7 +129,7 @@ def existing_import(task: str, split: str, root: Optional[str] = None) -> Path:
     path = imported_path(task, split, root)
     if not path.exists():
         raise UserError(f"{task}: no imported split '{split}' in {path.parent}; "
-                        f"run `rirlab data import {task} FILE... --split {split}` first")
+                        f"run `{command('rirlab', 'data', 'import', task)} FILE... --split {shlex.quote(split)}` first")
     return path
 
 

@@ -48,7 +48,7 @@ def _no_parent_message(tracker: Tracker, exp_id: Optional[str], plan: SweepPlan,
     tags = last.data.tags
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(last.info.start_time / 1000))
     flags = (" --quick" if tags.get(contract.QUICK) == "True" else "") + "".join(
-        f" --set {k}={v}" for k, v in json.loads(tags.get(contract.OVERRIDES) or "{}").items())
+        f" --set {shlex.quote(f'{k}={v}')}" for k, v in json.loads(tags.get(contract.OVERRIDES) or "{}").items())
     return (f"--resume: the spec changed since the last sweep of {plan.spec.name} (run {last.info.run_id}, "
             f"{when}, spec hash {tags.get(contract.SPEC_HASH)}; now {plan.hash}); to resume that sweep, put back the "
             f"spec it ran (saved in that run's artifacts under {contract.SPEC_ARTIFACT_DIR}/) and use its flags"

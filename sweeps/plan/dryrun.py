@@ -9,6 +9,7 @@ import sys
 from typing import Optional
 
 from rirlab.contract import short_value
+from rirlab.errors import command
 from sweeps.plan.plan import SweepPlan
 from sweeps.spec.schema import Spec
 
@@ -448,8 +449,10 @@ def gpu_projection(resolved: list, steps: list, keys: list, first: dict, timings
     have = [m for m in models if m in by_model]
     if not have:
         where = "benchmarks/ holds none" if not figures else f"none for {', '.join(models)} among {len(figures)}"
+        bench = command("rirlab", "bench", "--model", models[0], "--device", "cuda", "--json",
+                        f"{BENCHMARKS_DIR}/{models[0]}_cuda.json")
         return (f"not projected: no `rirlab bench --device cuda --json` figures ({where}); write one per model, "
-                f"e.g. rirlab bench --model {models[0]} --device cuda --json {BENCHMARKS_DIR}/{models[0]}_cuda.json")
+                f"e.g. {bench}")
     hours, counted = 0.0, 0
     for k, r, n in zip(keys, resolved, steps):
         f, t = by_model.get(r.model), timings.get(k)

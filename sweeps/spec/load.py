@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from pathlib import Path
 from typing import Any, Optional
 
@@ -18,8 +19,8 @@ from pydantic import ValidationError
 
 from rirlab import contract
 from rirlab.trial import TrialConfig, resolve
-from rirlab.errors import UserError
-from rirlab.redact import redact_uri
+from rirlab.errors import UserError, command
+from rirlab.redact import mask_url, redact_all, redact_uri
 from sweeps.spec.trials import VARIANT_KEY, evaluations, expand
 from sweeps.spec.schema import (Budget, Optuna, Resources, Scheduler, Spec, _union_member, base_config, closest,
                                 distinct_errors, parse_spec)
@@ -84,8 +85,24 @@ def load_spec(path, quick: bool = False, overrides: Optional[dict] = None) -> Lo
     if overrides:
         spec = _revalidate(spec, _override_update(spec, overrides), "--set")
     loaded = LoadedSpec(spec, path, path.read_text(encoding="utf-8"), lines, quick, overrides)
+    _check_lengths(loaded)
     validate_params(loaded)
     return loaded
+
+
+def _check_lengths(loaded: LoadedSpec) -> None:
+    """Texts the sweep's parent run records as MLflow tags (the description as its note, the --set values) within
+    MLflow's limit, checked before anything starts: MLflow would cut or refuse them once the parent exists."""
+    limit = contract.MAX_TAG_VALUE
+    description = loaded.spec.description.strip()
+    if len(description) > limit:
+        where = "--set description" if "description" in loaded.overrides else loaded.where("description")
+        raise UserError(f"{where}: {len(description):,} characters, more than the {limit:,} MLflow keeps in a run's "
+                        f"note; shorten it (a longer text belongs in a file beside the spec)")
+    recorded = json.dumps(redact_all(loaded.overrides), default=str)  # as the parent run's tag records them
+    if len(recorded) > limit:
+        raise UserError(f"--set: the values take {len(recorded):,} characters, more than the {limit:,} MLflow keeps "
+                        f"in the tag that records them; put the long ones in the spec")
 
 
 def _revalidate(spec: Spec, update: dict, where: str) -> Spec:
@@ -326,12 +343,13 @@ def _check_storage_url(loaded: LoadedSpec, url: str) -> None:
     """optuna.storage must be a database URL SQLAlchemy can load a driver for (checked without connecting)."""
     from sqlalchemy.engine import make_url
 
+    shown = mask_url(url)  # and its password known from now on: masked in the spec's recorded text as well
     try:
         make_url(url).get_dialect()
     except Exception as err:
         where = "--set optuna.storage" if "optuna.storage" in loaded.overrides or "optuna" in loaded.overrides \
             else loaded.where("optuna", "storage")
-        raise UserError(f"{where}: {redact_uri(url)!r} is not a database URL Optuna can use "
+        raise UserError(f"{where}: {shown!r} is not a database URL Optuna can use "
                         f"({redact_uri(str(err).splitlines()[0])}); "
                         f"e.g. sqlite:///optuna.db or postgresql://user@host/db") from None
 
@@ -360,6 +378,6 @@ def imported_digests(resolved) -> dict[str, str]:
     empty = next((r for r in records if not r.get("rows")), None)
     if empty is not None:  # imported before `data import` refused empty files
         raise UserError(f"the imported {resolved.task} split '{empty.get('split', '?')}' ({empty['path']}) has no "
-                        f"examples; import a file with examples (rirlab data import {resolved.task} FILE --split "
-                        f"{empty.get('split', 'SPLIT')})")
+                        f"examples; import a file with examples ({command('rirlab', 'data', 'import', resolved.task)} "
+                        f"FILE --split {shlex.quote(empty.get('split', 'SPLIT'))})")
     return {r["path"]: r["digest"] for r in records}

@@ -10,6 +10,7 @@ import types
 
 import pytest
 
+from rirlab.errors import UserError
 from tests.helpers.cli import REPO, invoke
 
 TINY = REPO / "tests" / "specs" / "tiny.yaml"
@@ -22,6 +23,25 @@ def test_malformed_address_is_one_line_exit_2_before_anything_starts(workdir):
     assert len(lines) == 1 and lines[0].startswith("error: --address 'foo' is not a Ray address"), r.stderr
     assert "HOST:PORT" in lines[0]
     assert not (workdir / "rirlab_runs").exists()
+
+
+@pytest.mark.parametrize("sets, expect", [
+    (["description=" + "x" * 100_000], "error: --set description: 100,000 characters, more than the 8,000 MLflow keeps"),
+    (["description=" + "x" * 7990, "steps=30"], "error: --set: the values take 8,0"),  # the tag of all --set values
+])
+def test_texts_longer_than_mlflow_keeps_are_refused_before_anything_starts(workdir, sets, expect):
+    """A 100,000-character --set description was refused by MLflow only after the parent run existed (47 lines,
+    parent KILLED)."""
+    from mlflow.utils.validation import MAX_TAG_VAL_LENGTH
+
+    from rirlab import contract
+
+    assert contract.MAX_TAG_VALUE == MAX_TAG_VAL_LENGTH  # MLflow's own limit
+    r = invoke("sweep", TINY, *[a for s in sets for a in ("--set", s)])
+    assert r.exit_code == 2, r.output
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith(expect), line
+    assert list(workdir.iterdir()) == []  # no store, no Tune folder
 
 
 def test_resume_after_the_spec_changed_says_so_and_how_to_go_on(workdir, cli):
@@ -182,3 +202,33 @@ def test_the_resume_and_next_hints_name_the_store_tune_folder_and_cluster_given(
                    "--output-dir '/data/my runs' --address 10.0.0.5:6379 --resume"), cmd
     assert "s3cret" not in cmd
     assert _where_flags(None, "rirlab_runs", None) == ""  # the defaults: nothing to repeat
+
+
+def test_every_printed_command_pastes_back_as_the_same_words(monkeypatch, tmp_path):
+    """The resume hint printed a spec path with a space in two words, and pasting it for --set
+    'description=$(touch x)' ran the touch: every word of every printed command is shell-quoted."""
+    import shlex
+    import subprocess
+
+    from rirlab.cli.sweep import _done_hints, _resume_command, _where_flags
+    from rirlab.tasks.cache import existing_import
+
+    monkeypatch.setattr("sys.argv", ["rirlab", "sweep"])
+    spec, hostile = "my specs/s.yaml", "description=$(touch pwned) `touch pwned2`; touch pwned3"
+    where = _where_flags("sqlite:///my runs/$(x).db", "out dir", None)
+    cmd = _resume_command(spec, False, [hostile, "optuna.storage=postgresql://me:pa/ss w@db/o"], where)
+    assert shlex.split(cmd) == ["rirlab", "sweep", spec, "--set", hostile, "--set",
+                                "optuna.storage=postgresql://me:***@db/o", "--tracking-uri", "sqlite:///my runs/$(x).db",
+                                "--output-dir", "out dir", "--resume"]
+    next_line, export_line = _done_hints(spec, "n$(x)", "0123456789abcdef", where)
+    assert shlex.split(next_line.split("   |   ")[0]) == ["next:", "rirlab", "tables", spec, "--tracking-uri",
+                                                           "sqlite:///my runs/$(x).db", "--output-dir", "out dir"]
+    words = shlex.split(export_line.split(": ", 1)[1].split(" (then ")[0])
+    assert words[:6] == ["rirlab", "export", "--experiment", "n$(x)", "--run", "0123456789abcdef"]
+    assert words[-2:] == ["--out", "n$(x)-01234567.parquet"]
+    subprocess.run(["bash", "-c", f"echo {cmd}; echo {next_line.split('   |   ')[0]}"], cwd=tmp_path, check=True,
+                   capture_output=True)
+    assert not list(tmp_path.glob("pwned*"))  # pasted, nothing ran
+    with pytest.raises(UserError) as err:  # a hint below the CLI: the same quoting
+        existing_import("listops", "my split", str(tmp_path))
+    assert "`rirlab data import listops FILE... --split 'my split'`" in str(err.value)
