@@ -403,15 +403,14 @@ def load_checkpoint(path) -> dict:
 
 def unreadable_checkpoint(path, err: Exception) -> str:
     """Why ``load_checkpoint`` failed, in one line: a file naming code is refused, not run."""
-    import pickle
-
-    if isinstance(err, pickle.UnpicklingError) and "Weights only load failed" in str(err):
-        names = re.search(r"GLOBAL (\S+)", str(err))
-        what = f" (it names {names.group(1)})" if names else ""
-        return (f"{path} holds more than weights and plain data{what} and was not loaded: a rirlab checkpoint "
-                f"never does (torch's weights-only loader); use a checkpoint a sweep wrote")
-    lines = str(err).strip().splitlines() or [""]
-    return f"{path} is not a readable rirlab checkpoint ({type(err).__name__}: {lines[0][:200]})"
+    text = str(err)
+    names = re.search(r"GLOBAL (\S+)", text)
+    if names:
+        return (f"{path} holds more than weights and plain data (it names {names.group(1)}) and was not loaded: a "
+                f"rirlab checkpoint never does (torch's weights-only loader); use a checkpoint a sweep wrote")
+    why = re.search(r"WeightsUnpickler error: ([^\n]*)", text)  # not torch's advice to load it unsafely
+    line = why.group(1) if why else (text.strip().splitlines() or [""])[0]
+    return f"{path} is not a readable rirlab checkpoint ({type(err).__name__}: {line[:200]})"
 
 
 def run_trial(config: dict, report: Optional[Report] = None, *, state: Optional[dict] = None,
