@@ -408,7 +408,7 @@ def unreadable_checkpoint(path, err: Exception) -> str:
     if names:
         return (f"{path} holds more than weights and plain data (it names {names.group(1)}) and was not loaded: a "
                 f"rirlab checkpoint never does (torch's weights-only loader); use a checkpoint a sweep wrote")
-    why = re.search(r"WeightsUnpickler error: ([^\n]*)", text)  # not torch's advice to load it unsafely
+    why = re.search(r"WeightsUnpickler error:\s*([^\n]+)", text)  # not torch's advice to load it unsafely
     line = why.group(1) if why else (text.strip().splitlines() or [""])[0]
     return f"{path} is not a readable rirlab checkpoint ({type(err).__name__}: {line[:200]})"
 
