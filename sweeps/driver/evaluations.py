@@ -106,12 +106,9 @@ def checkpoint_bytes(tracker: Tracker, run) -> bytes:
 
 def evaluate_state(config: dict, blob: bytes) -> dict:
     """A trial's checkpoint (``state.pt`` as bytes) evaluated on every split of ``config`` (in a Ray worker)."""
-    import torch
+    from rirlab.train import evaluate_checkpoint, load_checkpoint
 
-    from rirlab.train import evaluate_checkpoint
-
-    state = torch.load(io.BytesIO(blob), map_location="cpu", weights_only=False)
-    return evaluate_checkpoint(config, state, "auto")
+    return evaluate_checkpoint(config, load_checkpoint(io.BytesIO(blob)), "auto")  # weights only: no code runs
 
 
 def _note(ev, source, exp_id: str) -> str:
