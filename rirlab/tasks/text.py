@@ -56,6 +56,9 @@ from rirlab.tasks.base import PAD, DatasetInfo, Task, TaskData, collate_classify
 UNK = "<unk>"
 DATA_ENV = "RIRLAB_DATA"
 GLOVE_FILE = "glove.840B.300d.txt"
+# a file read for the authors' vocabulary alone (file_table): what to do when it is absent
+VOCAB_WAY_OUT = (", read for the authors' vocabulary (vocab_from: authors): put it there, or --set vocab_from=train "
+                 "to count the training files only")
 
 
 def data_root(data_dir: Optional[str]) -> Path:
@@ -63,11 +66,12 @@ def data_root(data_dir: Optional[str]) -> Path:
     return Path(data_dir or os.environ.get(DATA_ENV) or "data").expanduser().absolute()
 
 
-def expect(task: str, root: Path, rel: str) -> Path:
-    """``root / rel``; UserError in one line naming the file and where it is expected when it is absent."""
+def expect(task: str, root: Path, rel: str, way_out: str = "") -> Path:
+    """``root / rel``; UserError in one line naming the file, where it is expected and ``way_out`` (what else the
+    user may do) when it is absent."""
     path = root / rel
     if not path.exists():
-        raise UserError(f"{task}: missing {rel}: expected at {path} (data_dir {root}; set it with "
+        raise UserError(f"{task}: missing {rel}: expected at {path}{way_out} (data_dir {root}; set it with "
                         f"--set data_dir=DIR or ${DATA_ENV})")
     return path
 
@@ -401,7 +405,7 @@ class TextTask(Task):
         """Every row of the file ``files[key]`` in file order, as :meth:`read_file` reads it (no split, no filter),
         lower-cased per ``cfg``; cached like a split."""
         root = self.root(cfg)
-        path = expect(self.name, root, self.files[key])
+        path = expect(self.name, root, self.files[key], VOCAB_WAY_OUT)
         params = {"file": key, "files": {key: [str(path), file_stamp(path)]}, "version": self.version,
                   "lowercase": getattr(cfg, "lowercase", False)}
         return cache.cached(self.name, f"file-{key}", params,

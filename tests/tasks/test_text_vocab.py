@@ -97,3 +97,22 @@ def test_data_stats_prints_the_oov_rate(tmp_path):
                                   "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["oov"] == pytest.approx(4 / 6, abs=1e-6)
+
+
+def test_mnli_missing_vocabulary_file_says_the_way_out(tmp_path):
+    from rirlab.errors import UserError
+    from rirlab.tasks import standin
+
+    mnli = tasks.get("mnli")
+    standin.nli(tmp_path, 0, mnli.files)  # every file, then one stress test read for the vocabulary alone
+    gone = mnli.files["antonym_m"]
+    (tmp_path / gone).unlink()
+    c = build(mnli.config, {"data_dir": str(tmp_path), "embeddings": "random", "eval_splits": ["matched"]}, "mnli")
+    with pytest.raises(UserError) as e:
+        mnli.load(c)
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(f"mnli: missing {gone}: expected at {tmp_path / gone}")
+    assert "put it there" in msg and "--set vocab_from=train" in msg
+    c = build(mnli.config, {"data_dir": str(tmp_path), "embeddings": "random", "eval_splits": ["matched"],
+                            "vocab_from": "train"}, "mnli")
+    assert len(mnli.load(c).vocab) > 2  # the way out works
