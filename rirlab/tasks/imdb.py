@@ -26,8 +26,9 @@ ICML 2023, for the split):
 - ``html_breaks`` (default ``remove``): ``<br>``, ``</br>`` and ``<br />`` are deleted, joining the words on
   either side (the authors' code); ``space`` puts a space there instead.
 
-Token counts are of :func:`rirlab.tasks.text.tokenize` (the authors count NLTK ``word_tokenize`` tokens; the two
-agree on ordinary text, so a review near 200 or 300 tokens may rarely fall on the other side).
+Token counts are of :func:`rirlab.tasks.treebank.tokenize`, NLTK's ``word_tokenize`` as the authors count them,
+without its downloaded sentence model (a period after a rare abbreviation may differ, so a review near 200 or 300
+tokens may rarely fall on the other side).
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ from rirlab.config import STRICT
 from rirlab.errors import UserError
 from rirlab.tasks.registry import register
 from rirlab.tasks.text import (TextConfig, TextTask, bad, columns, expect, label_of, read_text, sample_balanced,
-                               tokenize, tsv)
+                               tsv)
+from rirlab.tasks.treebank import tokenize
 
 LABELS = ("negative", "positive")
 SPLITS = {"test": "IID", "contrast": "Cont.", "counterfactual": "Count.", "test_full": "IID (full length)",
@@ -113,6 +115,7 @@ class IMDB(TextTask):
     """IMDB: binary sentiment of movie reviews, with contrast and counterfactual sets (the user's aclImdb files)"""
 
     name, config, kind, labels = "imdb", IMDBConfig, "classify", LABELS
+    version = 2  # 2: word_tokenize's rules (rirlab.tasks.treebank)
     files = {"train": "aclImdb/train", "test": "aclImdb/test",
              "contrast": "contrast-sets/IMDb/data/test_contrast.tsv",
              "contrast_dev": "contrast-sets/IMDb/data/dev_contrast.tsv",

@@ -39,7 +39,8 @@ from pydantic.dataclasses import dataclass
 
 from rirlab.config import STRICT
 from rirlab.tasks.registry import register
-from rirlab.tasks.text import TextConfig, TextTask, bad, columns, field, jsonl, keep_short, label_of, tokenize, tsv
+from rirlab.tasks.text import TextConfig, TextTask, bad, columns, field, jsonl, keep_short, label_of, tsv
+from rirlab.tasks.treebank import tokenize
 
 LABELS = ("entailment", "neutral", "contradiction")
 NO_LABEL = "-"
@@ -121,6 +122,7 @@ class MNLIConfig(NLIConfig, task="mnli", splits=MNLI_SPLITS):
 
 
 class NLITask(TextTask):
+    version = 2  # 2: word_tokenize's rules (rirlab.tasks.treebank)
     kind = "pair"
     labels = LABELS
     vocab_files: tuple[str, ...] = ()  # file keys whose words the authors' vocabulary counts, in their order
@@ -164,7 +166,7 @@ class MNLI(NLITask):
     """MNLI: 3-way inference, matched/mismatched, ConjNLI and stress tests (the user's multinli_1.0 files)"""
 
     name, config = "mnli", MNLIConfig
-    version = 2  # 2: dev drawn as the authors' shuffle
+    version = 3  # 2: dev drawn as the authors' shuffle; 3: word_tokenize's rules (rirlab.tasks.treebank)
     files = {"train": "multinli_1.0/multinli_1.0_train.jsonl",
              "matched": "multinli_1.0/multinli_1.0_dev_matched.jsonl",
              "mismatched": "multinli_1.0/multinli_1.0_dev_mismatched.jsonl",

@@ -16,7 +16,7 @@ the code behind the published numbers):
 
 - ``tokenizer`` (default ``split``): the question lower-cased (``lowercase``) and split on white space, so
   punctuation stays on its word (``what's`` one token, ``?`` glued to the last word); ``ptb`` uses
-  :func:`rirlab.tasks.text.tokenize`. PAWS sets are tokenised the same way.
+  :func:`rirlab.tasks.treebank.tokenize` (NLTK's ``word_tokenize``). PAWS sets are tokenised the same way.
 - ``max_question_len`` (default 150): pairs with a question of more than 150 tokens are dropped from the whole
   Quora file before dev and test are drawn; null keeps every pair.
 - the draw: the row numbers of the paraphrases and of the others are each shuffled with Python's
@@ -41,7 +41,8 @@ from pydantic.dataclasses import dataclass
 from rirlab.config import STRICT
 from rirlab.errors import UserError
 from rirlab.tasks.registry import register
-from rirlab.tasks.text import TextConfig, TextTask, bad, columns, keep_short, label_of, tokenize, tsv
+from rirlab.tasks.text import TextConfig, TextTask, bad, columns, keep_short, label_of, tsv
+from rirlab.tasks.treebank import tokenize
 
 LABELS = ("not_duplicate", "duplicate")
 FILE_LABELS = {"0": "not_duplicate", "1": "duplicate"}
@@ -97,6 +98,7 @@ class QQP(TextTask):
     """QQP: paraphrase detection of question pairs, with PAWS-QQP/PAWS-Wiki (the user's quora_duplicate_questions.tsv)"""
 
     name, config, kind, labels = "qqp", QQPConfig, "pair", LABELS
+    version = 2  # 2: ``ptb`` is word_tokenize's rules (rirlab.tasks.treebank)
     files = {"train": "quora_duplicate_questions.tsv", "paws_qqp": "paws_qqp/dev_and_test.tsv",
              "paws_wiki": "paws_wiki/test.tsv"}
     needs = {"train": ("train",), "dev": ("train",), "test": ("train",), "paws_qqp": ("paws_qqp",),

@@ -9,10 +9,10 @@ Nothing is downloaded: a task reads files the user already has, under ``data_dir
 Choices where the papers (*Recursion in Recursion*, NeurIPS 2023, arXiv:2311.04449; *Efficient Beam Tree
 Recursion*, NeurIPS 2023, arXiv:2307.10779, and its supplement) are silent:
 
-- Tokenisation (:func:`tokenize`): Penn-Treebank-style word splitting (clitics ``n't 's 're 've 'll 'd 'm``
-  split off, punctuation its own token, ``...`` one token), close to NLTK's ``word_tokenize`` that the authors'
-  preprocessing (JRC1995/BeamRecursionFamily) uses for SNLI, MNLI and IMDB. SST keeps its trees' leaves; QQP splits
-  on white space (sst.py, qqp.py).
+- Tokenisation (:func:`rirlab.tasks.treebank.tokenize`): NLTK's ``word_tokenize`` as the authors' preprocessing
+  (JRC1995/BeamRecursionFamily) calls it for SNLI, MNLI and IMDB, without NLTK: its Penn Treebank word rules, and
+  its Punkt sentence model (which cannot be downloaded at run time) replaced by rules, which differ only where the
+  model alone knows (rare abbreviations, collocations). SST keeps its trees' leaves; QQP splits on white space (sst.py, qqp.py).
 - Case (``lowercase``, default true): tokens are lower-cased, as the authors' preprocessing does for every text
   task (it produced the published numbers; GloVe 840B is cased, so this changes which words have vectors);
   ``lowercase: false`` keeps the case.
@@ -38,7 +38,6 @@ import csv
 import functools
 import json
 import os
-import re
 from collections import Counter
 from pathlib import Path
 from typing import ClassVar, Literal, Iterator, Optional, Sequence
@@ -217,18 +216,6 @@ def known_splits(task: str, allowed):
     """Validator of the ``eval_splits`` of a task config that is not a TextConfig (LRA): names must be the task's
     test splits."""
     return field_validator("eval_splits")(classmethod(lambda cls, v: check_splits(task, allowed, v)))
-
-
-# --- tokenisation (module docstring) ---
-
-_CLITIC = re.compile(r"(?i)\b(\w+)(n't)\b|(\w)('s|'re|'ve|'ll|'d|'m)\b")
-_TOKEN = re.compile(r"n't|N'T|'(?:s|re|ve|ll|d|m|S|RE|VE|LL|D|M)\b|\.\.\.|\w+(?:[-.'/]\w+)*|\S")
-
-
-def tokenize(text: str) -> list[str]:
-    """Penn-Treebank-style word tokens of a sentence, case kept: ``Don't stop...`` -> Do n't stop ..."""
-    text = _CLITIC.sub(lambda m: f"{m[1]} {m[2]}" if m[1] else f"{m[3]} {m[4]}", text)
-    return _TOKEN.findall(text)
 
 
 # --- the task base of every user-file text task ---

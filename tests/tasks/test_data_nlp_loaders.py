@@ -16,7 +16,6 @@ from rirlab.config import build
 from rirlab.errors import UserError
 from rirlab.tasks import glove
 from rirlab.tasks import registry as tasks
-from rirlab.tasks.text import tokenize
 
 
 pytestmark = pytest.mark.usefixtures("cache")  # the data cache of each test its own: tests/conftest.py
@@ -40,12 +39,6 @@ def write(path, text: str | bytes):
     path.parent.mkdir(parents=True, exist_ok=True)
     (path.write_bytes if isinstance(text, bytes) else path.write_text)(text)
     return path
-
-
-def test_tokenize_splits_clitics_and_punctuation_and_keeps_case():
-    assert tokenize("Don't stop... It's John's \"best\" film, isn't it?") == [
-        "Do", "n't", "stop", "...", "It", "'s", "John", "'s", '"', "best", '"', "film", ",", "is", "n't", "it", "?"]
-    assert tokenize("a well-made U.S film") == ["a", "well-made", "U.S", "film"]
 
 
 # --- SST5 ---
@@ -98,7 +91,7 @@ def test_imdb_contrast_tsv_with_quoting(tmp_path):
     write(tmp_path / "contrast-sets/IMDb/data/test_contrast.tsv",
           'Sentiment\tText\nPositive\t"He said ""wow""\tthen left.<br />Good."\nNegative\tPlain text, bad.\n')
     rows = table_rows("imdb", cfg("imdb", tmp_path), "contrast")
-    assert rows == [("positive", 'He said " wow " then left . Good .'), ("negative", "Plain text , bad .")]
+    assert rows == [("positive", "He said `` wow '' then left . Good ."), ("negative", "Plain text , bad .")]
 
 
 @pytest.mark.parametrize("body, why", [("Sentiment\tText\nMixed\tso so\n", "2: unknown label 'Mixed'"),
@@ -144,7 +137,7 @@ def test_snli_break_and_counterfactual_formats(tmp_path):
           'sentence1\tsentence2\tgold_label\n"A ""quoted"" man."\tA man.\tentailment\n')
     c = cfg("snli", tmp_path)
     assert table_rows("snli", c, "break") == [("contradiction", "The man is sad .", "The man is happy .")]
-    assert table_rows("snli", c, "counterfactual") == [("entailment", 'A " quoted " man .', "A man .")]
+    assert table_rows("snli", c, "counterfactual") == [("entailment", "A `` quoted '' man .", "A man .")]
 
 
 @pytest.mark.parametrize("line, why", [('{"gold_label": "maybe", "sentence1": "a", "sentence2": "b"}\n',
@@ -185,12 +178,12 @@ def test_qqp_quoted_rows_balanced_samples_and_paws(tmp_path):
     train, dev, test = (table_rows("qqp", c, s) for s in ("train", "dev", "test"))
     assert len(train) + len(dev) + len(test) == 41 and len(dev) == len(test) == 4
     assert sorted(r[0] for r in dev) == ["duplicate", "duplicate", "not_duplicate", "not_duplicate"]
-    assert ("not_duplicate", 'A " multi line " question ?', "Another ?") in train + dev + test
+    assert ("not_duplicate", "A `` multi line '' question ?", "Another ?") in train + dev + test
     write(tmp_path / "paws_qqp/dev_and_test.tsv", "id\tsentence1\tsentence2\tlabel\n"
           "1\tb'Why can\\'t I sleep ?'\tb\"Why can't I sleep ?\"\t1\n")
     write(tmp_path / "paws_wiki/test.tsv", 'id\tsentence1\tsentence2\tlabel\n1\t"Quoted" start .\tNot quoted .\t0\n')
     assert table_rows("qqp", c, "paws_qqp") == [("duplicate", "Why ca n't I sleep ?", "Why ca n't I sleep ?")]
-    assert table_rows("qqp", c, "paws_wiki") == [("not_duplicate", '" Quoted " start .', "Not quoted .")]
+    assert table_rows("qqp", c, "paws_wiki") == [("not_duplicate", "`` Quoted '' start .", "Not quoted .")]
     write(tmp_path / "paws_wiki/test.tsv", "id\tsentence1\tsentence2\tlabel\n1\ta\tb\t2\n")
     with pytest.raises(UserError, match=r"paws_wiki/test.tsv:2: unknown label '2'; expected one of 0, 1"):
         tasks.get("qqp").split_table(c, "paws_wiki")
