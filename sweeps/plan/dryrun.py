@@ -223,9 +223,14 @@ def dry_run(plan: SweepPlan, out=None, timing: Optional[bool] = None) -> None:
     for r in [header, *rows]:
         print("  ".join(c.rjust(w) if j == 0 or j == len(header) - 1 else c.ljust(w)
                         for j, (c, w) in enumerate(zip(r, widths))).rstrip(), file=out)
-    shared = {k: v for k, v in plan.base.items() if k not in columns}
+    shared = {k: v for k, v in plan.base.items()
+              if k not in columns and all(t.config.get(k, v) == v for t in trials)}  # a row may set it otherwise
     if shared:
         print("every trial: " + ", ".join(f"{k}={short_value(v)}" for k, v in shared.items()), file=out)
+    rows_run = {t.variant for t in trials}
+    for v in spec.variants:  # what each training row sets on top of that
+        if v.name in rows_run and v.set:
+            print(f"row {v.name}: " + ", ".join(f"{k}={short_value(x)}" for k, x in v.set.items()), file=out)
     for row in dict.fromkeys(ev.record.variant for ev in plan.evaluations):  # evaluation-only rows train nothing
         cells = [ev for ev in plan.evaluations if ev.record.variant == row]
         changed = ", ".join(f"{k}={short_value(v)}" for k, v in cells[0].changed.items()) or "nothing changed"

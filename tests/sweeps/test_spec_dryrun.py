@@ -31,7 +31,17 @@ def test_dry_run_is_a_table_of_trials_and_swept_values(tmp_path):
     assert rows[0] == ["1", "base", "0.003", "0", "40"] and rows[-1] == ["8", "wide", "0.001", "1", "40"]
     assert not any("{" in line for line in lines)  # no JSON dumps of 40-key configs
     assert lines[10].startswith("every trial: task=listops, model=rir_grc") and "lr=" not in lines[10]
-    assert lines[11].startswith("compute: 8 trials, 320 training steps in all") and "not measured" in lines[11]
+    assert lines[11] == "row wide: hidden_size=16"
+    assert lines[12].startswith("compute: 8 trials, 320 training steps in all") and "not measured" in lines[12]
+
+
+def test_every_trial_names_only_what_every_row_shares(tmp_path):
+    """Issue 54 item 7: variants that set the model are not listed under the spec's own model."""
+    lines = show(tmp_path, False, seeds=1, variants=[{"name": "EBT", "set": {"model": "rir_ebt_grc"}},
+                                                      {"name": "GRC", "set": {"model": "rir_grc", "hidden_size": 12}}])
+    (every,) = [line for line in lines if line.startswith("every trial:")]
+    assert "model=" not in every and "hidden_size=" not in every and "task=listops" in every, every
+    assert "row EBT: model=rir_ebt_grc" in lines and "row GRC: model=rir_grc, hidden_size=12" in lines, lines
 
 
 def test_dry_run_estimates_compute_from_a_measured_step(tmp_path):
