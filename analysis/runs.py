@@ -163,7 +163,7 @@ def effective_spec_json(client: MlflowClient, parent_run) -> Optional[dict]:
 def spec_of(raw: Optional[dict]):
     """A recorded effective spec (:func:`effective_spec_json`) as a Spec; None if absent or of an older schema."""
     try:
-        return None if raw is None else Spec.model_validate(raw)
+        return None if raw is None else Spec.model_validate(raw, context={"recorded": True})
     except Exception:  # noqa: BLE001  (an older schema)
         return None
 

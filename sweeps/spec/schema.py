@@ -27,7 +27,7 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator, model_validator, ValidationInfo
 
 from rirlab.config import EVALUATION_KEYS, closest  # torch-free: the config layer imports no model or task
 from rirlab.errors import UserError
@@ -177,7 +177,7 @@ class Spec(_Strict):
         return name
 
     @model_validator(mode="after")
-    def _checks(self):
+    def _checks(self, info: ValidationInfo):
         problems = []  # every problem, not only the first (issue 33 item 10); spec_error prints a line each
         if isinstance(self.seeds, int) and self.seeds < 1:
             problems.append("seeds must be >= 1 (a count) or a list of seed values")
@@ -214,9 +214,13 @@ class Spec(_Strict):
                             "trials itself)")
         if self.variants and self.algorithm != "grid":
             problems.append("variants need algorithm: grid")
-        if self.algorithm != "optuna" and self.optuna != Optuna():  # settings that would change nothing
+        given = set() if (info.context or {}).get("recorded") else self.model_fields_set  # (a record sets all)
+        if self.algorithm != "optuna" and "optuna" in given and self.optuna.model_fields_set:  # settings that would
             problems.append(f"optuna: settings have no effect under algorithm: {self.algorithm}; drop them or use "
-                            f"algorithm: optuna")
+                            f"algorithm: optuna")  # change nothing, the defaults' values too (optuna.sampler=tpe)
+        if self.algorithm == "grid" and "num_samples" in given:
+            problems.append("num_samples has no effect under algorithm: grid (every grid point runs once per seed); "
+                            "drop it or use algorithm: random or optuna")
         by_epochs = [w for w, d in [("fixed", self.fixed), *((f"variant '{v.name}'", v.set) for v in self.variants)]
                      if d.get("epochs") is not None]
         if self.budget.steps is not None and by_epochs:

@@ -128,6 +128,8 @@ def test_set_steps_goes_to_the_budget_when_the_spec_budgets_steps(tmp_path):
     (TINY.replace("  steps: 40\n", "  epochs: 2\n"), {"steps": 5}, "overrides steps"),
     (TINY.replace("  steps: 40\n", "  epochs: 1\n"), {"budget.steps": 20}, "budget.steps would change nothing"),
     (TINY, {"optuna.sampler": "random"}, "optuna: settings have no effect under algorithm: grid"),
+    (TINY, {"optuna.sampler": "tpe"}, "optuna: settings have no effect under algorithm: grid"),  # the default's
+    (TINY, {"num_samples": 5}, "num_samples has no effect under algorithm: grid"),  # issue 54 item 8
 ])
 def test_override_that_cannot_take_effect_is_refused(tmp_path, text, overrides, says):
     from rirlab.errors import UserError
@@ -155,6 +157,8 @@ def test_override_that_cannot_take_effect_is_refused(tmp_path, text, overrides, 
     (TINY.replace("name: tiny", "name: '.'"), "name: '.' names a folder, not a sweep"),
     (TINY.replace("name: tiny", "name: " + "x" * 300), "name: String should match pattern"),
     (TINY.replace("name: tiny", "name: tiny.v2"), None),
+    (TINY + "num_samples: 3\n", "num_samples has no effect under algorithm: grid"),
+    (TINY + "optuna: {sampler: tpe}\n", "optuna: settings have no effect under algorithm: grid"),
     (TINY + "variants: [{name: \"two\\nlines\", set: {}}]\n", "variants.0.name: String should match pattern"),
     (TINY + "variants: [{name: " + "v" * 101 + ", set: {}}]\n", "variants.0.name: String should have at most 100"),
 ])
@@ -249,3 +253,11 @@ def test_optuna_settings_are_validated_before_anything_starts(tmp_path):
         load(tmp_path, text, **{"optuna.sampler": "bogus"})
     assert load(tmp_path, text + "optuna: {sampler: qmc, study_name: s1}\n").spec.optuna.sampler == "qmc"
     assert load(tmp_path, text, **{"optuna.sampler": "random"}).spec.optuna.sampler == "random"  # --set reaches it
+
+
+def test_a_recorded_grid_spec_reads_back(tmp_path):
+    """The parent's record of the spec is a full dump (num_samples, optuna: all set): analysis reads it back."""
+    from analysis.runs import spec_of
+
+    spec = load(tmp_path).spec
+    assert spec_of(spec.model_dump(mode="json")) == spec
