@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
 import json
 import os
@@ -81,8 +82,10 @@ def ui(spec, tracking_uri, port, host, allow_remote, experiment):
     root = artifact_root(uri)
     if root:
         env["MLFLOW_DEFAULT_ARTIFACT_ROOT"] = root
+    # its own session: Ctrl-C reaches rirlab alone, which stops the server with SIGTERM (uvicorn re-raises a SIGINT
+    # it caught after shutting down: a KeyboardInterrupt and a CancelledError traceback on the terminal)
     server = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              errors="replace")
+                              errors="replace", start_new_session=True)
     tail: collections.deque = collections.deque(maxlen=20)
     answering = threading.Event()
     relay = threading.Thread(target=_relay, args=(server, tail, answering), daemon=True)
@@ -105,6 +108,7 @@ def ui(spec, tracking_uri, port, host, allow_remote, experiment):
     except KeyboardInterrupt:
         pass
     finally:
+        answering.clear()  # its shutdown lines are not the user's business
         _stop(server)
 
 
@@ -320,10 +324,13 @@ def _foreign_listener(pid: int, port: int):
 
 
 def _stop(server: subprocess.Popen) -> None:
+    """SIGTERM to the server's process group (mlflow ui and its uvicorn), SIGKILL after 20 s."""
     if server.poll() is None:
-        server.send_signal(signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGTERM)
         try:
             server.wait(timeout=20)
         except subprocess.TimeoutExpired:
-            server.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(server.pid, signal.SIGKILL)
             server.wait()
