@@ -55,6 +55,25 @@ def test_report_with_a_failed_trial(tmp_path):
     assert csv.splitlines()[0].startswith("configuration,kind,") and "chunk 30,ours,test,near-IID,1,80.0," in csv
     png = Path(client.download_artifacts(pid, "report/pareto.png", str(tmp_path / "c"))).read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    assert "3 finished runs; 1 failed; 0 stopped early (not counted)  \n" in md  # footer: a line each in Markdown
+
+
+def test_the_parent_opens_on_its_description_best_trial_table_and_pareto_plot(tmp_path):
+    """Issue 54 item 2: the parent's note (its page's description, Markdown) is the report, under the description."""
+    uri, _ = make_sweep(tmp_path, SPEC, [_run(10, 0, 60), _run(30, 0, 80)])
+    client, pid = _parent(uri, "rep")
+    best = client.search_runs([client.get_run(pid).info.experiment_id], "attributes.run_name = 'chunk_size=30,seed=0'")[0]
+    client.set_tag(pid, contract.NOTE, "Chunk sizes of RIR-EBT-GRC.")
+    client.set_tag(pid, contract.BEST_TRIAL, "chunk_size=30,seed=0")
+    client.set_tag(pid, contract.BEST_RUN_ID, best.info.run_id)
+    client.log_metric(pid, contract.BEST_PREFIX + "dev/accuracy", 80.0)
+    for _ in range(2):  # a second report (a resumed sweep) replaces the first, under the same description
+        log_parent_report(uri, pid)
+    note = client.get_run(pid).data.tags[contract.NOTE]
+    assert note.startswith("Chunk sizes of RIR-EBT-GRC.\n") and note.count("<!-- rirlab report -->") == 1, note
+    assert f"**Best trial**: [chunk_size=30,seed=0](#/experiments/" in note and "dev/accuracy 80.00" in note
+    assert "| chunk 30 | 80.00 (n=1) |" in note and "2 finished runs; 0 failed" in note
+    assert f"![Pareto plot](get-artifact?path=report/pareto.png&run_uuid={pid})" in note
 
 
 def test_report_when_every_trial_failed(tmp_path, capsys):
