@@ -10,6 +10,7 @@ impurity (those two score only the parameters every trial has).
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from typing import Optional
 
@@ -21,6 +22,7 @@ from sweeps.spec.trials import VARIANT_KEY  # the swept key naming a grid trial'
 
 EVALUATORS = ("ped-anova", "fanova", "mdi")
 SEED = 0  # the tree-based evaluators' forests are seeded: the same runs give the same importances
+FEW_CONFIGS = 20  # fewer distinct configurations than this: the footer says the ranking is a small sample's
 
 
 @dataclasses.dataclass
@@ -33,6 +35,7 @@ class Importance:
     n_trials: int
     evaluator: str
     constant: list[str]  # swept parameters with one value among the finished runs: nothing to attribute
+    n_configs: int = 0  # distinct configurations among those runs (seeds of one configuration are one)
 
 
 def _categorical(value):
@@ -120,7 +123,9 @@ def param_importances(runs: pd.DataFrame, spec, metric: str, mode: str, evaluato
     except (ValueError, RuntimeError) as err:  # e.g. too few trials for the evaluator
         raise UserError(f"optuna.importance ({evaluator}) cannot rank {len(study.trials)} trials: {err}; run more "
                         f"trials, or try --evaluator fanova") from None
-    return Importance({k: float(v) for k, v in imp.items()}, metric, mode, len(study.trials), evaluator, constant)
+    configs = len({json.dumps(t.params, sort_keys=True, default=str) for t in study.trials})
+    return Importance({k: float(v) for k, v in imp.items()}, metric, mode, len(study.trials), evaluator, constant,
+                      configs)
 
 
 def render(result: Importance, about: Optional[str] = None, fmt: str = "markdown") -> str:
@@ -134,4 +139,8 @@ def render(result: Importance, about: Optional[str] = None, fmt: str = "markdown
                 f"over {result.n_trials} finished trial runs (each seed a trial); importances sum to 1")
     if result.constant:
         foot.append("one value in every run (not ranked): " + ", ".join(result.constant))
+    if result.n_configs < FEW_CONFIGS:
+        foot.append(f"a small sample: {result.n_configs} distinct configuration{'s' * (result.n_configs != 1)}; "
+                    f"importances from under {FEW_CONFIGS} change a lot with a few more trials: read the ranking as "
+                    f"a hint, and rank again when the search has run longer")
     return "\n".join(lines) + "\n\n" + "\n".join(foot) + "\n"

@@ -156,10 +156,42 @@ def point_groups(xy: list[tuple[float, float]]) -> list[list[int]]:
     return list(groups.values())
 
 
+def objective_points(sw, stat: str = DEFAULT_STAT) -> pd.DataFrame:
+    """One row per configuration of a multi-objective sweep: label, its first objective (``acc``, the y axis) and
+    its second (``objectives``, the x axis), each the centre over seeds, n; ``attrs`` name the two and their modes."""
+    df = usable(sw.runs)
+    (ym, xm), modes = sw.spec.metrics[:2], sw.spec.modes[:2]
+    missing = [m for m in (ym, xm) if f"metric.{m}" not in df]
+    if df.empty or missing:
+        raise UserError(f"no finished runs of '{sw.experiment}' report {missing[0] if missing else ym}; run "
+                        f"`rirlab sweep` first")
+    sigs = [signature(s) for s in df["swept"]]
+    rows = []
+    for row in ablation_rows(sw.spec, list(df["swept"])):
+        g = df[[s == row.sig for s in sigs]]
+        if len(g):
+            rows.append({"label": row.label, "acc": centre(g[f"metric.{ym}"].astype(float), stat),
+                         "objectives": centre(g[f"metric.{xm}"].astype(float), stat), "n": len(g)})
+    pts = pd.DataFrame(rows)
+    pts.attrs.update(metrics=(ym, xm), modes=modes)
+    return pts
+
+
 def pareto_plot(sw, out, x: str = "both", split: Optional[str] = None, stat: str = DEFAULT_STAT,
                 clock: str = "auto") -> int:
-    pts, ylabel = configuration_points(sw, split, stat, clock)
-    x_words = {**X_AXES, "time": time_axis(pts.attrs["time_metric"])}
+    """The Pareto frontier of a sweep's configurations: accuracy against time and/or memory (RIR Figure 2), or
+    (``x="objectives"``) a multi-objective sweep's own two objectives, each in its own direction (Optuna's front)."""
+    if x == "objectives":
+        if sw.spec is None or len(sw.spec.metrics) < 2:
+            raise UserError("--x objectives needs a multi-objective spec (metric: [A, B]); plot --x time or memory")
+        pts = objective_points(sw, stat)
+        (ym, xm), modes = pts.attrs["metrics"], pts.attrs["modes"]
+        ylabel = f"{metric_words(ym, dict(sw.splits))} ({modes[0]})"
+        x_words = {"objectives": f"{metric_words(xm, dict(sw.splits))} ({modes[1]})"}
+        flip = (-1.0 if modes[1] == "max" else 1.0, -1.0 if modes[0] == "min" else 1.0)  # pareto_front: min x, max y
+    else:
+        pts, ylabel = configuration_points(sw, split, stat, clock)
+        x_words, flip = {**X_AXES, "time": time_axis(pts.attrs["time_metric"])}, (1.0, 1.0)
     axes_x = ["time", "memory"] if x == "both" else [x]
     usable_x = [xk for xk in axes_x if pts[xk].notna().any()]
     if not usable_x:
@@ -172,7 +204,7 @@ def pareto_plot(sw, out, x: str = "both", split: Optional[str] = None, stat: str
         ok = pts[xk].notna() & pts["acc"].notna()
         idx = [i for i in range(len(pts)) if ok.iloc[i]]
         xy = [(float(pts[xk].iloc[i]), float(pts["acc"].iloc[i])) for i in idx]
-        front = [idx[i] for i in pareto_front(xy)]
+        front = [idx[i] for i in pareto_front([(flip[0] * a, flip[1] * b) for a, b in xy])]
         ax.scatter([p[0] for p in xy], [p[1] for p in xy], s=36, color="tab:blue", zorder=3, label="configuration")
         fx, fy = [float(pts[xk].iloc[i]) for i in front], [float(pts["acc"].iloc[i]) for i in front]
         ax.step(fx, fy, where="post", color="tab:red", lw=1.5, zorder=2, label="Pareto frontier")
@@ -189,7 +221,8 @@ def pareto_plot(sw, out, x: str = "both", split: Optional[str] = None, stat: str
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="best")
     mean_of = f"\ny = {ylabel}" if ":" in ylabel else ""
-    fig.suptitle(f"{sw.experiment}: accuracy vs cost ({stat} over seeds){mean_of}", fontsize=10)
+    what = "the study's objectives" if x == "objectives" else "accuracy vs cost"
+    fig.suptitle(f"{sw.experiment}: {what} ({stat} over seeds){mean_of}", fontsize=10)
     fig.tight_layout(rect=(0, 0, 1 - key_width / fig.get_figwidth(), 1))
     fig.text(1 - key_width / fig.get_figwidth() + 0.01, 0.88, "\n".join(key), fontsize=7.5, va="top", ha="left",
              family="monospace")

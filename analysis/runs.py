@@ -105,7 +105,7 @@ def describe_parent(run) -> str:
 
 def sweeps_of(client: MlflowClient, experiment: str) -> pd.DataFrame:
     """One row per sweep of EXPERIMENT, newest first: parent run, date, quick/full, spec hash, status, trials
-    finished / failed / other (counted from its child runs) and the best final value of its first metric."""
+    finished / stopped early / failed / other (counted from its child runs) and the best final value of its first metric."""
     exp = _experiment(client, experiment)
     rows = []
     for p in parents(client, exp.experiment_id):
@@ -121,9 +121,11 @@ def sweeps_of(client: MlflowClient, experiment: str) -> pd.DataFrame:
                 if contract.is_better(float(value), str(name), (best, best_name) if best is not None else None, mode):
                     best, best_name = float(value), str(name)
         status = kids["status"] if len(kids) else pd.Series([], dtype=str)
+        early = int(((status == "FINISHED") & kids["early_stopped"]).sum()) if len(kids) else 0
         rows.append({"parent_run": p.info.run_id, "date": when(p.info.start_time), "profile": profile(tags),
                      "spec_hash": tags.get(contract.SPEC_HASH, ""), "status": p.info.status,
-                     "finished": int((status == "FINISHED").sum()), "failed": int((status == "FAILED").sum()),
+                     "finished": int((status == "FINISHED").sum()) - early, "stopped_early": early,
+                     "failed": int((status == "FAILED").sum()),
                      "other": int((~status.isin(["FINISHED", "FAILED"])).sum()), "metric": metric, "mode": mode,
                      "best": best, "best_trial": best_name})
     return pd.DataFrame(rows)
@@ -139,7 +141,8 @@ def child_runs(client: MlflowClient, exp_id: str, parent_id: str) -> pd.DataFram
                "swept": contract.swept_of(tags), "early_stopped": tags.get(contract.EARLY_STOPPED) == contract.TRUE,
                "parent_id": tags.get(contract.PARENT_RUN_ID), "failure_reason": tags.get(contract.FAILURE_REASON),
                "start_time": r.info.start_time, "end_time": r.info.end_time,
-               "device": tags.get(contract.result_tag(contract.DEVICE))}  # cpu, or the GPU's name
+               "device": tags.get(contract.result_tag(contract.DEVICE)),  # cpu, or the GPU's name
+               "optuna_study": tags.get(contract.OPTUNA_STUDY)}  # algorithm: optuna: the study that proposed it
         row.update({f"param.{k}": v for k, v in r.data.params.items()})
         row.update({f"metric.{k}": v for k, v in r.data.metrics.items()})
         rows.append(row)
@@ -186,6 +189,7 @@ class Sweep:
     splits: list = dataclasses.field(default_factory=list)  # [(split, paper label)] in the papers' order
     n_sweeps: int = 0  # sweeps of the experiment (parent runs), this one included
     parents: list = dataclasses.field(default_factory=list)  # several sweeps read as one (``combine``): each parent
+    study: Optional[str] = None  # the Optuna study these sweeps continued one after another (``study_parents``)
 
     @property
     def about(self) -> Optional[str]:
@@ -228,8 +232,26 @@ def load_sweep(client: Optional[MlflowClient], experiment: str, parent_id=None, 
             raise
         n = len(spec.seed_list) if spec is not None else 0
         return Sweep(experiment, None, pd.DataFrame(), spec, n)
-    return recorded_sweep(experiment, parent, child_runs(client, exp.experiment_id, parent.info.run_id),
-                          effective_spec(client, parent), spec, len(parents(client, exp.experiment_id)))
+    sweep = recorded_sweep(experiment, parent, child_runs(client, exp.experiment_id, parent.info.run_id),
+                           effective_spec(client, parent), spec, len(parents(client, exp.experiment_id)))
+    study, ids = study_parents(client, exp.experiment_id, sweep.runs)
+    if parent_id is None and len(ids) > 1:  # a continued study is read as the study: every sweep of it
+        return dataclasses.replace(combine([load_sweep(client, experiment, i, spec) for i in ids], spec), study=study)
+    return sweep
+
+
+def study_parents(client: MlflowClient, exp_id: str, runs: pd.DataFrame) -> tuple[Optional[str], list[str]]:
+    """(the Optuna study of a sweep's trial runs, the parent runs of every sweep of the experiment whose trials it
+    proposed, oldest first): a study continued by later sweeps (the same optuna.study_name and storage) is one
+    search. (None, []) when the runs name no single study."""
+    studies = set(runs["optuna_study"].dropna()) if "optuna_study" in runs else set()
+    if len(studies) != 1 or "'" in next(iter(studies)):
+        return None, []
+    study = studies.pop()
+    kids = client.search_runs([exp_id], filter_string=f"tags.`{contract.OPTUNA_STUDY}` = '{study}'", max_results=50000)
+    ids = {r.data.tags.get(contract.PARENT_RUN_ID) for r in kids} - {None}
+    found = [p for p in parents(client, exp_id) if p.info.run_id in ids]
+    return study, [p.info.run_id for p in sorted(found, key=lambda p: p.info.start_time or 0)]
 
 
 def recorded_sweep(experiment: str, parent, runs: pd.DataFrame, ran, spec, n_sweeps: int) -> Sweep:

@@ -338,16 +338,20 @@ def ablation(df: pd.DataFrame, spec=None, task: Optional[str] = None, stat: Opti
     if correction == "holm" and done_tests:
         for t, adjusted in zip(done_tests, S.holm([t.p for t in done_tests])):
             t.p_adjusted = adjusted
-    grid = Grid(["configuration", *(labels.get(c, c) for c in columns)], [], [])
+    objectives = objective_columns(spec)  # a multi-objective search's own metrics, after the splits
+    pad = [EMPTY] * len(objectives)
+    grid = Grid(["configuration", *(labels.get(c, c) for c in columns), *objectives], [], [])
     used = []
     for i, rc in enumerate(ours):
-        grid.body.append([rc.row.label, *(fmt_cell(rc.cells[c], n_expected) for c in columns)])
+        mine = done[[signature(s) == rc.row.sig for s in done["swept"]]] if objectives and len(done) else done
+        own = [fmt_cell(aggregate(list(mine.get(f"metric.{m}", [])), stat), n_expected) for m in objectives]
+        grid.body.append([rc.row.label, *(fmt_cell(rc.cells[c], n_expected) for c in columns), *own])
         grid.kinds.append("ours")
         grid.records += [cell_record("ours", rc.row.label, c, labels.get(c, c), rc.cells[c]) for c in columns]
         if base is not None and i != base:
             diffs = {c: difference(rc, ours[base], c) for c in columns}
             name = f"{rc.row.label} {MINUS} {rows[base].label}"
-            grid.body.append([name, *(fmt_difference(diffs[c]) for c in columns)])
+            grid.body.append([name, *(fmt_difference(diffs[c]) for c in columns), *pad])
             grid.kinds.append("difference")
             grid.records += [cell_record("difference", name, c, labels.get(c, c),
                                          **({"diff": diffs[c]} if isinstance(diffs[c], float) else {"test": diffs[c]}))
@@ -356,7 +360,7 @@ def ablation(df: pd.DataFrame, spec=None, task: Optional[str] = None, stat: Opti
         if paper is None:
             continue
         used.append(paper.table)
-        grid.body.append([f"paper: {paper.name}", *(fmt_paper(*tests[(i, c)]) for c in columns)])
+        grid.body.append([f"paper: {paper.name}", *(fmt_paper(*tests[(i, c)]) for c in columns), *pad])
         grid.kinds.append("paper")
         for c in columns:
             p, cell, test = tests[(i, c)]
@@ -428,6 +432,13 @@ def paper_footer(ref_tables, used, stat, pairing, rows, tests, correction) -> li
         lines.append(f"published row {r.name} fits several rows of ours ({'; '.join(rows[i].label for i in ix)}):"
                      f" they differ in a value it does not state")
     return lines
+
+
+def objective_columns(spec) -> list[str]:
+    """The metrics of a multi-objective spec (Optuna's objectives, e.g. dev/accuracy and cpu_time_per_step_ms): the
+    table shows what the search optimised. [] for a single metric (the splits' columns say it)."""
+    metrics = list(getattr(spec, "metrics", None) or [])
+    return metrics if len(metrics) > 1 else []
 
 
 def pivot(df: pd.DataFrame, rows_key: str, cols_key: str, split: str, stat: str = DEFAULT_STAT,

@@ -183,6 +183,9 @@ def _sweep(spec, experiment, tracking_uri, parent, allow_empty=False, latest_ful
         from sweeps.record.tracker import resolve_tracking_uri
 
         click.echo(f"note: no MLflow store at {store_path(resolve_tracking_uri(tracking_uri))}", err=True)
+    elif sw.study is not None:
+        click.echo(f"note: the Optuna study '{sw.study}' spans {len(sw.parents)} sweeps of '{sw.experiment}', read as "
+                   f"one ({sum(sw.runs['status'] == 'FINISHED')} finished trial runs); --run RUN_ID reads one", err=True)
     elif sw.n_sweeps > 1 and not parent and not latest_full:
         click.echo(f"note: '{sw.experiment}' has {sw.n_sweeps} sweeps; this is the latest, {sw.about} "
                    f"(`rirlab runs` lists them; --run RUN_ID or --latest-full picks another)", err=True)
@@ -328,8 +331,10 @@ def plot():
 
 @plot.command()
 @sweep_selection
-@click.option("--x", "x", type=click.Choice(["time", "memory", "both"]), default="both", show_default=True,
-              help="x axis: time per sample (ms) or peak memory (MB); both = two panels (RIR Figure 2 a, b).")
+@click.option("--x", "x", type=click.Choice(["time", "memory", "both", "objectives"]), default=None,
+              help="x axis: time per sample (ms) or peak memory (MB); both = two panels (RIR Figure 2 a, b); "
+                   "objectives = a multi-objective spec's first two metrics, y the first (its Optuna front). "
+                   "Default: objectives for a multi-objective spec without --split, else both.")
 @click.option("--split", default=None, help="y: accuracy on this split (default: mean over the task's OOD splits).")
 @click.option("--clock", type=click.Choice(["auto", "cpu", "wall"]), default="auto", show_default=True,
               help="time axis: the trials' CPU time (fair when trials share the cores; runs without it: wall clock) "
@@ -345,6 +350,8 @@ def pareto(spec, experiment, tracking_uri, parent, latest_full, records, x, spli
     check_out(out)
     guard_out(out, tracking_uri, read_files(spec, records))
     _, sw = _sweep(spec, experiment, tracking_uri, parent, latest_full=latest_full, records=records)
+    if x is None:
+        x = "objectives" if sw.spec is not None and len(sw.spec.metrics) > 1 and not split else "both"
     _drawn(out, lambda: pareto_plot(sw, out, x=x, split=split, stat=stat or STAT_DEFAULT, clock=clock))
 
 
@@ -409,7 +416,8 @@ def importance(spec, experiment, tracking_uri, parent, latest_full, records, met
 @click.option("--format", "fmt", type=click.Choice(["markdown", "csv"]), default="markdown", show_default=True)
 @read_only
 def runs(spec, experiment, tracking_uri, fmt):
-    """List the sweeps of a spec, newest first: parent run, date, quick/full, trials finished/failed, best.
+    """List the sweeps of a spec, newest first: parent run, date, quick/full, trials finished/stopped early/failed,
+    best.
 
     \b
     rirlab runs search_spaces/chunk_beam.yaml
@@ -426,12 +434,13 @@ def runs(spec, experiment, tracking_uri, fmt):
     if fmt == "csv":
         click.echo(df.to_csv(index=False), nl=False)
         return
-    head = ["parent run", "date", "profile", "spec hash", "status", "finished", "failed", "other", "best"]
+    head = ["parent run", "date", "profile", "spec hash", "status", "finished", "stopped early", "failed", "other", "best"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * len(head)) + "|"]
     for _, r in df.iterrows():
         best = "—" if r["best"] is None or r["best"] != r["best"] else \
             f"{contract.metric_named(r['metric'])} {fmt_num(r['best'])} ({r['best_trial']})"
         lines.append("| " + " | ".join([r["parent_run"], r["date"], r["profile"], r["spec_hash"], r["status"],
-                                        str(r["finished"]), str(r["failed"]), str(r["other"]), best]) + " |")
+                                        str(r["finished"]), str(r["stopped_early"]), str(r["failed"]), str(r["other"]),
+                                        best]) + " |")
     click.echo("\n".join(lines) + f"\n\n{len(df)} sweep{'s' if len(df) > 1 else ''} of '{experiment}', newest first; "
                f"`rirlab tables SPEC --run RUN_ID` shows one\n")

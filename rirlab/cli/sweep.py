@@ -58,6 +58,14 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
             from sweeps.plan.dryrun import dry_run as show
 
             show(plan)
+            if plan.spec.algorithm == "optuna" and plan.spec.optuna.study_name:
+                from sweeps.record.tracker import resolve_tracking_uri
+                from sweeps.tune.search import study_before
+
+                before = study_before(plan.spec, resolve_tracking_uri(tracking_uri).raw)
+                click.echo(f"continues the Optuna study: its {before}; these trials add to them (`rirlab tables` "
+                           f"reads every sweep of the study as one)" if before else
+                           f"a new Optuna study '{plan.spec.optuna.study_name}' (later sweeps naming it continue it)")
             return
         from analysis.report import log_parent_report
         from sweeps.driver.sweep import run_sweep
@@ -97,11 +105,12 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
                  + (f", {counts['eval_failed']} failed" if counts.get("eval_failed") else "")
                  + (f", {counts['eval_waiting']} without a finished trial" if counts.get("eval_waiting") else "")
                  if "evaluated" in counts else "")
-    click.echo(f"done: {counts['finished']} finished, {counts['failed']} failed{evaluated}; parent run "
+    early = f"{counts['stopped_early']} stopped early (not counted), " if counts.get("stopped_early") else ""
+    click.echo(f"done: {counts['finished']} finished, {early}{counts['failed']} failed{evaluated}; parent run "
                f"{counts['parent_run_id']}")
     for line in _done_hints(spec, plan.spec.name, counts["parent_run_id"], _where_flags(tracking_uri, None, None)):
         click.echo(line)
-    if counts["finished"] == 0 and not counts.get("evaluated"):  # (a sweep of evaluation-only rows trains nothing)
+    if counts["finished"] + counts.get("stopped_early", 0) == 0 and not counts.get("evaluated"):  # (evaluation-only rows train nothing)
         sys.exit(1)
 
 

@@ -1,5 +1,5 @@
-"""The sweep's progress on the terminal: one live line (running / pending / finished / failed, the best final value
-so far, elapsed time), and with ``--progress trials`` a line per trial as it starts, finishes or fails."""
+"""The sweep's progress on the terminal: one live line (running / pending / finished / stopped early / failed, the
+best final value so far, elapsed time), and with ``--progress trials`` a line per trial as it starts, finishes or fails."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ import time
 from rirlab import contract
 from sweeps.spec.trials import TrialSpace
 from sweeps.record.callback import DriverCallback, trial_error, failure_of
+
+EARLY = contract.STOPPED_EARLY_WORD
+ENDED = ("finished", EARLY, "failed")
 
 
 class ProgressCallback(DriverCallback):
@@ -30,14 +33,16 @@ class ProgressCallback(DriverCallback):
         self.best: dict[str, tuple[float, str]] = {}  # objective -> (best final value, trial name)
         self.last_line = ""
         self.last_print = 0.0
+        self.study = ""  # a continued Optuna study: "study 'st' already holds 4 trials" (search.study_before)
 
     def seed(self, runs) -> None:
         """A resumed sweep starts from what its runs in MLflow already hold (ended trials and their finals)."""
         for run in runs:
             key = run.data.tags.get(contract.TRIAL_KEY)
             if key and run.info.status in ("FINISHED", "FAILED"):
-                self.state[key] = "finished" if run.info.status == "FINISHED" else "failed"
-                if run.info.status == "FINISHED" and run.data.tags.get(contract.EARLY_STOPPED) != contract.TRUE:
+                early = run.data.tags.get(contract.EARLY_STOPPED) == contract.TRUE
+                self.state[key] = "failed" if run.info.status == "FAILED" else EARLY if early else "finished"
+                if self.state[key] == "finished":
                     self._update_best(run.data.metrics, run.info.run_name)
 
     def _update_best(self, values: dict, name: str) -> None:
@@ -53,8 +58,10 @@ class ProgressCallback(DriverCallback):
         pending = max(self.total - len(vals), 0)
         el = int(time.time() - self.t0)
         best = "; ".join(f"{m} {v:.2f} ({who})" for m in self.metrics if m in self.best for v, who in [self.best[m]])
+        early = f"{vals.count(EARLY)} {EARLY} | " if EARLY in vals else ""
         return (f"[{self.name} {el // 60:02d}:{el % 60:02d}] {running} running | {pending} pending | "
-                f"{finished} finished | {failed} failed" + (f" | best final {best}" if best else ""))
+                f"{finished} finished | {early}{failed} failed" + (f" | best final {best}" if best else "")
+                + (f" | {self.study}" if self.study else ""))
 
     def _emit(self, force: bool = False) -> None:
         line = self._line()
@@ -78,7 +85,7 @@ class ProgressCallback(DriverCallback):
             print(text, file=self.stream, flush=True)
 
     def on_trial_start(self, iteration, trials, trial, **info):
-        if self.state.get(trial.trial_id) in ("finished", "failed"):
+        if self.state.get(trial.trial_id) in ENDED:
             return  # an ended trial of a resumed sweep reporting its recorded end
         self.state[trial.trial_id] = "running"
         self._trial_line(trial, "running")
@@ -90,21 +97,20 @@ class ProgressCallback(DriverCallback):
         self._emit()
 
     def on_trial_complete(self, iteration, trials, trial, **info):
-        if self.state.get(trial.trial_id) in ("finished", "failed"):
+        if self.state.get(trial.trial_id) in ENDED:
             return
         reason = failure_of(trial)
-        self.state[trial.trial_id] = "failed" if reason is not None else "finished"
         last = trial.last_result or {}
+        self.state[trial.trial_id] = "failed" if reason is not None else "finished" if last.get(contract.FINAL) else EARLY
         if reason is not None:
             self._trial_line(trial, f"failed ({reason})")
         else:
             finals = ", ".join(f"{m} {last[m]:.2f}" for m in self.metrics if isinstance(last.get(m), (int, float)))
-            self._trial_line(trial, ("finished" if last.get(contract.FINAL) else "stopped early") +
-                             (f": {finals}" if finals else ""))
+            self._trial_line(trial, self.state[trial.trial_id] + (f": {finals}" if finals else ""))
         self._emit(True)
 
     def ontrial_error(self, iteration, trials, trial, **info):
-        if self.state.get(trial.trial_id) in ("finished", "failed"):
+        if self.state.get(trial.trial_id) in ENDED:
             return
         self.state[trial.trial_id] = "failed"
         self._trial_line(trial, f"failed ({trial_error(trial)})")

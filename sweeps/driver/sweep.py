@@ -264,6 +264,7 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
     from sweeps.driver.progress import ProgressCallback
     from sweeps.record.callback import MLflowTrialCallback, bound
     from sweeps.tune.trainable import trial_fn
+    from sweeps.tune.search import study_before
     from sweeps.tune.tuner import keep_secrets_out_of_tune, new_tuner
 
     spec = plan.spec
@@ -290,6 +291,8 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
     n_trials = plan.n_trials
     progress = ProgressCallback(spec.name, n_trials, spec.metrics, spec.modes, space, trials=progress_mode == "trials")
     progress.seed(mlflow_cb.existing.values())
+    if not restore:  # a continued Optuna study says how many trials it held before (its own, after a --resume)
+        progress.study = study_before(spec, raw(tracker.uri))
     try:
         if n_trials == 0:  # evaluation-only rows alone (their trials trained by earlier sweeps): no Tune experiment
             close_startup_window()
@@ -323,7 +326,7 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
     counts = mlflow_cb.counts()
     counts.update(parent_run_id=parent_id, errors=errors)
     running = [k for k, st in mlflow_cb.state.items() if st == "running"]
-    counts["interrupted"] = bool(running) or counts["finished"] + counts["failed"] < n_trials
+    counts["interrupted"] = bool(running) or counts["finished"] + counts["stopped_early"] + counts["failed"] < n_trials
     counts["stopped"] = len(running)  # running trials that the interruption stopped (the CLI says so)
     if mlflow_cb.fault is not None:  # a full disk stopped it (as Ctrl-C would): mark what the store still takes
         with contextlib.suppress(Exception):

@@ -115,6 +115,7 @@ class MLflowTrialCallback(DriverCallback):
         self.ended: set[str] = set()  # trials whose run had ended before this driver started
         self.unclosed: set[str] = set()  # trials whose final result was logged but whose run was not closed
         self.resumed: set[str] = set()  # trials whose run this driver reopened (metrics logged before it)
+        self.early: set[str] = set()  # trials stopped early (ASHA or a time limit): ended, neither finished nor failed
         self.fault: str | None = None  # why the sweep stopped on a full disk (nothing is written after it)
         for run in tracker.children(exp_id, parent_id):
             key = run.data.tags.get(contract.TRIAL_KEY)
@@ -123,6 +124,8 @@ class MLflowTrialCallback(DriverCallback):
                 if run.info.status in ("FINISHED", "FAILED"):
                     self.state[key] = "finished" if run.info.status == "FINISHED" else "failed"
                     self.ended.add(key)
+                    if run.data.tags.get(contract.EARLY_STOPPED) == contract.TRUE:
+                        self.early.add(key)
                 elif run.data.tags.get(contract.FINAL_LOGGED) == contract.TRUE:
                     self.unclosed.add(key)
 
@@ -223,8 +226,13 @@ class MLflowTrialCallback(DriverCallback):
             self.state[key] = "finished"
             return
         reason = failure_of(trial)
-        if reason is None and not (trial.last_result or {}).get(contract.FINAL):  # stopped by ASHA or a time limit
-            self.tracker.set_tags(run_id, {contract.EARLY_STOPPED: contract.TRUE})
+        last = trial.last_result or {}
+        if reason is None and not last.get(contract.FINAL):  # stopped by ASHA or a time limit
+            self.early.add(key)
+            self.tracker.set_tags(run_id, {contract.EARLY_STOPPED: contract.TRUE, contract.NOTE: early_note(last),
+                                           contract.OUTCOME: contract.STOPPED_EARLY_WORD})
+        elif reason is None:
+            self.tracker.set_tags(run_id, {contract.OUTCOME: contract.FINISHED_WORD})
         ckpt = getattr(trial, "checkpoint", None)
         if self.checkpoint_artifacts and reason is None and ckpt is not None and Path(ckpt.path).is_dir():
             self.tracker.client.log_artifacts(run_id, ckpt.path, contract.CHECKPOINT_ARTIFACT)
@@ -288,5 +296,15 @@ class MLflowTrialCallback(DriverCallback):
         return True
 
     def counts(self) -> dict:
-        vals = list(self.state.values())
-        return {"finished": vals.count("finished"), "failed": vals.count("failed")}
+        """Trials finished, stopped early (ended by ASHA or a time limit, not counted in tables) and failed."""
+        early = sum(1 for k, st in self.state.items() if st == "finished" and k in self.early)
+        return {"finished": list(self.state.values()).count("finished") - early, "stopped_early": early,
+                "failed": list(self.state.values()).count("failed")}
+
+
+def early_note(last: dict) -> str:
+    """The MLflow note of a trial run stopped early: the UI shows its status as Finished, the note says otherwise."""
+    step = last.get(contract.STEP, last.get("training_iteration"))
+    return (f"**{contract.STOPPED_EARLY_WORD.capitalize()}** (by the scheduler, ASHA, or the time limit)"
+            + (f" at step {step}" if step is not None else "") + ": its last values are not final; tables, the best "
+            f"trial and the Pareto plot leave it out.")

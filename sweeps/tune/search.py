@@ -60,6 +60,21 @@ def optuna_study(spec: Spec, tracking_uri: Optional[str] = None, tune_path: Opti
     return name, f"sqlite:///{root.resolve() / OPTUNA_DB}"
 
 
+def study_before(spec: Spec, tracking_uri: Optional[str] = None) -> str:
+    """A sweep that continues a named Optuna study (``optuna.study_name``) says so: ``study 'st' already holds 4
+    trials``; "" for another algorithm, an unnamed study (one per sweep) or a study not yet in its storage."""
+    if spec.algorithm != "optuna" or not spec.optuna.study_name:
+        return ""
+    name, url = optuna_study(spec, tracking_uri, tune_path="rirlab_runs/-")  # (a named study: the path is unused)
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file():
+        return ""  # (nothing is created to find that out)
+    try:
+        n = _trials_in_study(_rdb_storage(url), name)
+    except Exception:  # noqa: BLE001 -- an unreadable storage: the sweep itself says so before any trial
+        return ""
+    return f"study '{name}' already holds {n} trial{'s' * (n != 1)}" if n else ""
+
+
 def _rdb_storage(url: str):
     import optuna
 

@@ -94,11 +94,11 @@ def test_runs_lists_every_sweep_newest_first(two):
     assert r.exit_code == 0, r.output
     rows = [line for line in r.stdout.splitlines() if line.startswith(f"| {quick}") or line.startswith(f"| {full}")]
     assert rows[0].startswith(f"| {quick} |") and rows[1].startswith(f"| {full} |")
-    assert "| quick, --set steps=5 | qqqqqqqqqqqq | FINISHED | 2 | 1 | 0 | dev/accuracy 45.50 (chunk_size=30,seed=0) |" \
+    assert "| quick, --set steps=5 | qqqqqqqqqqqq | FINISHED | 2 | 0 | 1 | 0 | dev/accuracy 45.50 (chunk_size=30,seed=0) |" \
         in rows[0]
-    assert "| full | 000000000000 | FINISHED | 6 | 0 | 0 | dev/accuracy 85.00 (chunk_size=30,seed=2) |" in rows[1]
+    assert "| full | 000000000000 | FINISHED | 6 | 0 | 0 | 0 | dev/accuracy 85.00 (chunk_size=30,seed=2) |" in rows[1]
     csv = cli("runs", "--experiment", "two", "--tracking-uri", uri, "--format", "csv")
-    assert csv.exit_code == 0 and csv.stdout.startswith("parent_run,date,profile,spec_hash,status,finished,failed")
+    assert csv.exit_code == 0 and csv.stdout.startswith("parent_run,date,profile,spec_hash,status,finished,stopped_early,failed")
 
 
 def test_row_labels_round_swept_values(tmp_path):

@@ -167,7 +167,7 @@ def test_asha_stops_the_configurations_that_cannot_learn(workdir, new_store):
                       search={"lr": {"grid": [0.01, 0.005, 1e-9, 2e-9]}},
                       scheduler={"type": "asha", "grace_period": 10, "reduction_factor": 2},
                       fixed={**TINY["fixed"], "steps": 80, "eval_every": 80})
-    run_cli(["sweep", spec, "--no-checkpoint-artifacts"], cwd=workdir, check=True)
+    proc = run_cli(["sweep", spec, "--no-checkpoint-artifacts"], cwd=workdir, check=True)
     client, _, children = runs_of(workdir / "mlruns.db", "asha")
     last = {float(r.data.params["lr"]): max(m.step for m in client.get_metric_history(r.info.run_id, "train/loss"))
             for r in children}
@@ -175,3 +175,13 @@ def test_asha_stops_the_configurations_that_cannot_learn(workdir, new_store):
     assert last[0.01] == 80, last  # the best configuration runs to the end
     stopped = [r for r in children if float(r.data.params["lr"]) < 1e-6]
     assert all(r.data.tags.get("rirlab.early_stopped") == "true" for r in stopped)
+    # one word for them everywhere (issue 54 item 6): the progress line, the summary, `rirlab runs`, the UI's note
+    early = [r for r in children if r.data.tags.get("rirlab.early_stopped") == "true"]  # (ASHA may stop lr 0.005 too)
+    n, k = len(children) - len(early), len(early)
+    assert f"| {n} finished | {k} stopped early | 0 failed" in proc.stdout, proc.stdout
+    assert f"done: {n} finished, {k} stopped early (not counted), 0 failed" in proc.stdout, proc.stdout
+    assert all(r.data.tags["rirlab.outcome"] == "stopped early" and r.data.tags["mlflow.note.content"].startswith(
+        "**Stopped early**") for r in early)
+    assert {r.data.tags["rirlab.outcome"] for r in children if r not in early} == {"finished"}
+    listed = run_cli(["runs", spec], cwd=workdir, check=True).stdout
+    assert "| finished | stopped early | failed |" in listed and f"| {n} | {k} | 0 | 0 |" in listed, listed

@@ -60,7 +60,9 @@ def make_sweep(root: Path, spec: dict, runs: list[dict], splits=REGISTRY) -> tup
     spec_path.write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True))
     parsed = read_spec(spec_path)
     client = MlflowClient(uri)
-    exp_id = client.create_experiment(spec["name"], artifact_location=str(root / "mlartifacts" / spec["name"]))
+    exp = client.get_experiment_by_name(spec["name"])  # a second sweep of the spec: the same experiment
+    exp_id = exp.experiment_id if exp else \
+        client.create_experiment(spec["name"], artifact_location=str(root / "mlartifacts" / spec["name"]))
     swept_keys = (["variant"] if spec.get("variants") else []) + list(spec.get("search", {}))
     tags = {contract.SWEEP_TAG: contract.PARENT, contract.SPEC_HASH: "0" * 12, contract.SWEPT_KEYS: json.dumps(swept_keys),
             contract.SEEDS: str(len(parsed.seed_list)), contract.METRIC: "dev/accuracy", contract.QUICK: "False"}

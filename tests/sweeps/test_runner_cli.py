@@ -128,9 +128,10 @@ def test_progress_shows_the_best_final_value_per_objective_never_a_mid_training_
     b.last_result = {"dev/accuracy": 6.0, "time_per_step_ms": 2.5, "step": 40, "final": True}
     cb.on_trial_result(0, [], b, b.last_result)
     cb.on_trial_complete(0, [], b)
+    cb.study = "study 'st' already holds 4 trials"  # a continued Optuna study (sweeps.tune.search.study_before)
     cb.close()
     last = out.getvalue().strip().splitlines()[-1]
-    assert "2 finished" in last
+    assert "2 finished" in last and last.endswith(" | study 'st' already holds 4 trials"), last
     assert "best final dev/accuracy 8.00 (lr=0.003,seed=0); time_per_step_ms 2.50 (lr=0.001,seed=0)" in last, last
     assert "16.00" not in out.getvalue()
     assert "  trial lr=0.003,seed=0: finished: dev/accuracy 8.00, time_per_step_ms 3.00" in out.getvalue()

@@ -224,8 +224,16 @@ def test_a_sweep_that_continues_a_persistent_study_draws_new_configurations(tmp_
             gen.searcher.on_trial_complete(f"{tag}{i}", {"dev/accuracy": 50.0 + i})
         return lrs
 
+    from sweeps.tune.search import study_before
+
+    assert study_before(plan.spec) == ""  # not in its storage yet
     first, second = one_sweep("a"), one_sweep("b")
     assert not set(first) & set(second), (first, second)
+    assert study_before(plan.spec) == "study 'kept' already holds 6 trials"  # the dry run and progress line say so
+    from tests.helpers.cli import invoke
+
+    dry = invoke("sweep", tmp_path / "o.yaml", "--dry-run")
+    assert "continues the Optuna study: its study 'kept' already holds 6 trials" in dry.output, dry.output
     assert one_sweep("c") != second  # and a third continues further
     study = optuna.load_study(study_name="kept", storage=storage)
     assert len(study.trials) == 9 and study.metric_names == ["dev/accuracy"]
