@@ -110,7 +110,8 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
                f"{counts['parent_run_id']}")
     for line in _done_hints(spec, plan.spec.name, counts["parent_run_id"], _where_flags(tracking_uri, None, None)):
         click.echo(line)
-    if counts["finished"] + counts.get("stopped_early", 0) == 0 and not counts.get("evaluated"):  # (evaluation-only rows train nothing)
+    if counts["finished"] + counts.get("stopped_early", 0) == 0 and not counts.get("evaluated"):  # (evaluation-only
+        # rows train nothing)
         sys.exit(1)
 
 
