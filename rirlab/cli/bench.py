@@ -119,7 +119,10 @@ def bench(name, model, models, batch, length, lengths, mode, inference, device, 
                    f"{result.get('length')}{padded}: median {result['median_ms']:.1f} ms "
                    f"(min {min(result['times_ms']):.1f}, "
                    f"max {max(result['times_ms']):.1f} over {len(result['times_ms'])}), peak {result['peak_mem_mb']:.1f} MB"
-                   f" ({result['device']})")
+                   f", {result['ops_per_step']} ATen ops" + (f", {result['kernels_per_step']} kernel launches, "
+                                                             f"{result['syncs_per_step']} host syncs"
+                                                             if "kernels_per_step" in result else "")
+                   + f" per step ({result['device']})")
     if json_path:
         with open(json_path, "w") as f:
             json.dump(result, f, indent=2)

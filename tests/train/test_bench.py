@@ -210,3 +210,28 @@ def test_bench_learn_evaluates_dev_once_at_the_end_when_the_last_weights_are_the
     assert r["best"]["step"] == r["steps"] > 0
     assert calls.count(r["steps"]) == 1  # one full-dev evaluation of the last weights (two before: then the cell)
     assert r["splits"]["dev"]["accuracy"] == r["best"]["dev_accuracy"]
+
+
+def test_op_counter_counts_every_dispatched_op_and_its_views():
+    """The counter behind ``ops_per_step``: each ATen op once (a view too, but also counted apart), in autograd's
+    backward as well (a counter that sees nothing would pass any op budget)."""
+    import torch
+
+    from rirlab.bench.ops import OpCounter
+
+    x = torch.ones(3, requires_grad=True)
+    with OpCounter() as ops:
+        y = (x * 2).view(3, 1)  # mul, view
+        y.sum().backward()  # sum, then backward: ones_like, expand (sum), view, mul (and an accumulation)
+    assert ops.by_name["mul"] == 2 and ops.by_name["sum"] == 1 and ops.by_name["view"] >= 2
+    assert ops.total == sum(ops.by_name.values()) >= 7 and 3 <= ops.views < ops.total
+
+
+def test_bench_step_reports_the_ops_one_step_dispatches(cli, tmp_path):
+    out = tmp_path / "step.json"
+    proc = _bench(cli, "--protocol", "step", "--batch", "2", "--length", "12", "--repeats", "1", "--warmup", "0",
+                  "--set", "hidden_size=16", "--set", "chunk_size=4", "--json", out)
+    r = json.loads(out.read_text())
+    assert r["ops_per_step"] > r["view_ops_per_step"] > 0 and f"{r['ops_per_step']} ATen ops" in proc.stdout
+    assert sum(r["top_ops"].values()) <= r["ops_per_step"] and "view" in r["top_ops"]
+    assert "kernels_per_step" not in r  # CUDA only
