@@ -22,19 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
-
-
-def busy_share(events, wall_us: float) -> float:
-    """The union of the kernel intervals (microseconds) over ``wall_us``."""
-    spans = sorted((e.time_range.start, e.time_range.end) for e in events)
-    busy, end = 0.0, float("-inf")
-    for a, b in spans:
-        if b <= end:
-            continue
-        busy += b - max(a, end)
-        end = b
-    return busy / wall_us if wall_us else 0.0
+from rirlab.bench.ops import SYNC_CALLS, busy_share, kernel_events  # noqa: E402
 
 
 def sync_sites(step) -> dict:
@@ -115,10 +103,7 @@ def main(argv=None) -> int:
         torch.cuda.synchronize()
         wall = time.perf_counter() - t0
     events = prof.events()
-    # device-side events less the user annotations that the profiler also puts on the GPU's timeline (the optimiser's
-    # "Optimizer.step#AdamW.step" range: not a kernel, and it spans kernels that are counted on their own)
-    kernels = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA
-               and not getattr(e, "is_user_annotation", False) and not e.name.startswith(("Optimizer.", "ProfilerStep"))]
+    kernels = kernel_events(events)
     runtime = collections.Counter(e.name for e in events if e.name.startswith("cuda"))
     by_kernel = collections.defaultdict(lambda: [0.0, 0])
     for e in kernels:

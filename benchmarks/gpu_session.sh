@@ -2,13 +2,13 @@
 # The GPU issue's measurements, as run on a lent device (each section under its own time limit, so one slow
 # section cannot eat the others; every figure is written under $OUT as it is measured).
 #
-#   bash benchmarks/gpu_session.sh SECTION...      sections: env tests table1 steps profile learn goal om_bf16
+#   bash benchmarks/gpu_session.sh SECTION...      sections: env tests table1 steps profile learn goal om_bf16 launches
 #
 # On a machine without ray/mlflow/optuna: rirlab needs none of them for these sections; it runs from the
 # checkout (PYTHONPATH=$PWD, `python3 -m rirlab.cli`). RIRLAB_CACHE may point at a generated data cache
 # (`rirlab data generate listops`) so that the learn section does not spend minutes generating ListOps.
 # Limits (seconds) and the learn run's budget are variables: TESTS_S TABLE1_S TABLE1_CAP_S STEPS_S LEARN_MIN
-# GOAL_S GOAL_CAP_S OM_S. DEVICE (default cuda) applies to goal and om_bf16: `DEVICE=cpu GOAL_CAP_S=1` checks them here.
+# GOAL_S GOAL_CAP_S OM_S LAUNCH_S. DEVICE (default cuda) applies to goal and om_bf16: `DEVICE=cpu GOAL_CAP_S=1` checks them here.
 set -u
 OUT=${OUT:-bench_out}
 mkdir -p "$OUT"
@@ -45,6 +45,14 @@ for section in "$@"; do
     om_bf16)  # item 3's last missing cell: OM at 128 x 1000 in bf16 (one fp32 step took 13.7 s on the H100)
       timeout "${OM_S:-150}" python3 benchmarks/gpu_steps.py --device "${DEVICE:-cuda}" --models om --shapes 128x1000 \
         --precisions bf16 --repeats 2 --warmup 1 --out "$OUT/om_bf16.jsonl" ;;
-    *) echo "unknown section $section (env tests table1 steps profile learn goal om_bf16)"; exit 2 ;;
+    launches)  # issue 57: ATen ops, kernel launches, host syncs and GPU busy share per RIR-EBT-GRC training step
+               # (`rirlab bench` step JSON) at the two shapes of the issue, then Table 1's RIR-EBT-GRC bins with it
+      for shape in 128x100 1x1800; do
+        timeout "${LAUNCH_S:-90}" $RIR bench --device "${DEVICE:-cuda}" --model rir_ebt_grc --batch "${shape%x*}" \
+          --length "${shape#*x}" --repeats 5 --warmup 2 --json "$OUT/launches_$shape.json" 2>&1 | tee -a "$OUT/launches.log"
+      done
+      timeout "${GOAL_S:-240}" $RIR bench --protocol table1 --device "${DEVICE:-cuda}" --models rir_ebt_grc \
+        --time-cap-s "${GOAL_CAP_S:-60}" --json "$OUT/launches_table1.json" 2>&1 | tee -a "$OUT/launches.log" ;;
+    *) echo "unknown section $section (env tests table1 steps profile learn goal om_bf16 launches)"; exit 2 ;;
   esac
 done
