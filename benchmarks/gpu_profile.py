@@ -15,14 +15,13 @@ import argparse
 import collections
 import json
 import sys
-import time
 import traceback
 import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rirlab.bench.ops import SYNC_CALLS, busy_share, kernel_events  # noqa: E402
+from rirlab.bench.ops import SYNC_CALLS, busy_share, kernel_events, profile_steps  # noqa: E402
 
 
 def sync_sites(step) -> dict:
@@ -66,7 +65,6 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
     from rirlab.bench.base import BenchOptions, build_model, device_name, one_step, random_batch
 
@@ -95,14 +93,7 @@ def main(argv=None) -> int:
         step()
     torch.cuda.synchronize()
     sites = sync_sites(step)
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(args.steps):
-            step()
-        torch.cuda.synchronize()
-        wall = time.perf_counter() - t0
-    events = prof.events()
+    events, wall = profile_steps(step, args.steps)
     kernels = kernel_events(events)
     runtime = collections.Counter(e.name for e in events if e.name.startswith("cuda"))
     by_kernel = collections.defaultdict(lambda: [0.0, 0])

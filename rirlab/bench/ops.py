@@ -64,20 +64,25 @@ def count_step(step: Callable[[], None], device: str, top: int = 12) -> dict:
     out = {"ops_per_step": ops.total, "view_ops_per_step": ops.views,
            "top_ops": dict(ops.by_name.most_common(top))}
     if device == "cuda":
-        import time
-
-        from torch.profiler import ProfilerActivity, profile
-
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            t0 = time.perf_counter()
-            step()
-            torch.cuda.synchronize()
-            wall = time.perf_counter() - t0
-        events = prof.events()
+        events, wall = profile_steps(step, 1)
         kernels = kernel_events(events)
         runtime = collections.Counter(e.name for e in events if e.name.startswith("cuda"))
         syncs = sum(runtime[k] for k in SYNC_CALLS) - 1  # less the synchronize that ends the measured step
-        out.update(kernels_per_step=len(kernels), syncs_per_step=syncs,
-                   gpu_busy_share=busy_share(kernels, wall * 1e6))
+        out.update(kernels_per_step=len(kernels), syncs_per_step=syncs, gpu_busy_share=busy_share(kernels, wall * 1e6))
     return out
+
+
+def profile_steps(step: Callable[[], None], n: int) -> tuple[list, float]:
+    """The CUDA profiler's events of ``n`` calls of ``step()`` and their wall time (s), synchronised at both ends."""
+    import time
+
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            step()
+        torch.cuda.synchronize()
+        wall = time.perf_counter() - t0
+    return prof.events(), wall

@@ -167,9 +167,10 @@ class Noise:
         self.k_at = 0
 
     def gumbel(self, shape) -> torch.Tensor:
-        n = math.prod(shape)
-        out = self.g[self.g_at : self.g_at + n].view(shape)
-        self.g_at += n
+        """The next ``shape`` draws of the stream (one strided view of it)."""
+        stride = [math.prod(shape[i + 1 :]) for i in range(len(shape))]  # contiguous
+        out = self.g.as_strided(shape, stride, self.g.storage_offset() + self.g_at)
+        self.g_at += math.prod(shape)
         return out
 
     def survivor_gumbel(self, n: int, big_b: int, b: int, k1: int) -> torch.Tensor | None:

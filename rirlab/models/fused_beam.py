@@ -30,6 +30,7 @@ Rows are sorted by length so the rows still merging are a prefix; finished rows 
 from __future__ import annotations
 
 import functools
+import itertools
 
 import torch
 import torch.nn.functional as F
@@ -65,8 +66,44 @@ def state_shift(w: int, device: torch.device) -> tuple[torch.Tensor, torch.Tenso
     return source, key
 
 
+LEAD = 8  # columns before a beam's state in the beam search's merge rows: the 4 ids the cell reads, 4 the scorer reads
+
+
+@functools.lru_cache(maxsize=8192)
+def merge_table(w: int, big_b: int, b: int, device: torch.device) -> torch.Tensor:
+    """Everything a merge moves, as gather indices: row ``i B (W-1) + p (W-1) + j`` (kept beam i, parent beam p,
+    merged pair j) indexes [B beams of merge rows (LEAD + 2W wide) | the 3 new ids (node, left and right pair
+    score) of each of the b kept beams] and yields the kept beam's merge row at width W-1:
+    [nodes j-1 .. j+2 (clamped; the cell's four) | left node, new, new, right node (the two pairs the scorer
+    reads) | the next state: :func:`state_shift` of beam p with the new ids placed (:meth:`Search.next_state`)].
+    Built once per (W, B, b, device)."""
+    source, key = state_shift(w, torch.device("cpu"))
+    rows = []  # per j: columns of beam p's merge row, or NEW + k for the k-th new id
+    new = 1 << 20
+    for j in range(w - 1):
+        four = [min(max(j + o, 0), w - 1) for o in (-1, 0, 1, 2)]
+        nxt = [LEAD + int(s) + int(k > j) for s, k in zip(source, key)]
+        for k, col in enumerate((j, (j - 1) % (w - 1) + w - 1, j + w - 1)):  # as next_state's scatter, in order
+            nxt[col] = new + k
+        rows.append([LEAD + c for c in four] + [LEAD + four[0], new, new, LEAD + four[3]] + nxt)
+    t = torch.tensor(rows)  # (W-1, LEAD + 2W - 2)
+    beam = torch.arange(big_b)[:, None, None] * (LEAD + 2 * w)  # (B, 1, 1) offset of beam p's merge row
+    kept = big_b * (LEAD + 2 * w) + 3 * torch.arange(b)[:, None, None, None]  # (b, 1, 1, 1) its new ids
+    full = torch.where(t >= new, kept + (t - new), beam + t)  # (b, B, W-1, LEAD + 2W - 2)
+    return full.view(-1, t.size(1)).to(device)
+
+
+@functools.lru_cache(maxsize=8192)
+def kept_rows(w: int, big_b: int, b: int, device: torch.device) -> torch.Tensor:
+    """(b,) the first :func:`merge_table` row of each kept beam i: i B (W-1)."""
+    return torch.arange(0, b * big_b * (w - 1), big_b * (w - 1), device=device)
+
+
 class Search:
     """One EBT-GRC beam search over a batch of rows; ``save=True`` keeps what :meth:`backward` needs."""
+
+    step_buffers = False  # save the cell's node ids, the padding mask and the scorer's inputs in buffers (a backward
+    # that reads them step by step); else per step in lists, the scorer's inputs re-read from the node pool
 
     def __init__(self, tree: BeamTree, cw: GRCWeights, sw: ScorerWeights, x, lengths, scores, save: bool):
         self.tree = tree
@@ -94,13 +131,24 @@ class Search:
         if save:  # what the backward reads, one row per composition (scorer: two rows) over all steps
             r, c, h = self.n_rows, self.w1.size(0), self.sw1.size(0)
             e = lambda *shape, dtype=x.dtype: torch.empty(*shape, dtype=dtype, device=x.device)  # noqa: E731
-            self.buf = {"ids": e(r, 4, dtype=torch.long), "h1": e(r, c), "gh": e(r, 4 * d), "mixed": e(r, d),
-                        "mean": e(r, 1), "rstd": e(r, 1), "right_bad": e(r, dtype=torch.bool),
-                        "sin": e(2 * r, 2 * self.ds), "shp": e(2 * r, h), "sha": e(2 * r, h)}
+            self.buf = {"h1": e(r, c), "gh": e(r, 4 * d), "mixed": e(r, d), "mean": e(r, 1), "rstd": e(r, 1),
+                        "shp": e(2 * r, h), "sha": e(2 * r, h)}
+            if self.step_buffers:
+                self.buf.update(ids=e(r, 4, dtype=torch.long), right_bad=e(r, dtype=torch.bool),
+                                sin=e(2 * r, 2 * self.ds))
+        # each step's rows of the pools and buffers, cut once (one split each, not one slice per step and buffer),
+        # keyed by the step's first row (scorer buffers and the score pool: two rows per composition)
+        nbs = [self.b * n for n in self.n_merging[:-1]]
+        starts = list(itertools.accumulate([0] + nbs[:-1]))
+        rows = lambda t, k=1: dict(zip([k * r for r in starts], t.split([k * nb for nb in nbs])))  # noqa: E731
+        self.new_nodes, self.new_scores = rows(self.pool[self.n_leaf :]), rows(self.spool[self.n_sc0 :], 2)
+        self.parts = {} if self.buf is None else {
+            name: rows(t, 2 if name in ("sin", "shp", "sha") else 1) for name, t in self.buf.items()}
+        self.saved = {"ids": [], "pids": [], "right_bad": []}  # per step, concatenated by the backward
 
     def slot(self, name: str, r0: int, r1: int) -> torch.Tensor | None:
-        """Rows r0..r1 of a saved buffer (the op writes there), or None when nothing is saved."""
-        return None if self.buf is None else self.buf[name][r0:r1]
+        """Rows r0..r1 (one step's) of a saved buffer (the op writes there), or None when nothing is saved."""
+        return None if self.buf is None else self.parts[name][r0]
 
     # ---- forward -------------------------------------------------------------------------------
     def score(self, inp: torch.Tensor, out: torch.Tensor | None = None, rows: tuple[int, int] | None = None):
@@ -111,10 +159,11 @@ class Search:
         ha = F.gelu(hp) if sha is None else torch.ops.aten.gelu.out(hp, out=sha)
         return torch.addmv(self.sb2, ha, self.sw2v, out=out), hp, ha
 
-    def compose(self, r0: int, nb: int, ids4: torch.Tensor, keep: torch.Tensor | None):
-        """GRC cell (eq. 10-11) on the middle two of each row's four nodes (left neighbour, children, right)."""
+    def compose(self, r0: int, nb: int, ids4: torch.Tensor, keep: torch.Tensor | None, out: torch.Tensor | None = None):
+        """GRC cell (eq. 10-11) on the middle two of each row's four nodes (left neighbour, children, right);
+        ``out``: where the new nodes go (their rows of the node pool)."""
         d, r1 = self.d, r0 + nb
-        nodes = self.pool.index_select(0, ids4.view(-1)).view(nb, 4 * d)
+        nodes = F.embedding(ids4, self.pool).view(nb, 4 * d)
         h1 = torch.addmm(self.b1, nodes[:, d : 3 * d], self.w1t, out=self.slot("h1", r0, r1))  # [c_l; c_r] in place
         act = F.gelu(h1)
         if keep is not None:  # dropout: 0/1 keep mask here, its 1/(1-p) scale folded into the W2 products
@@ -125,10 +174,12 @@ class Search:
         four = nodes.view(nb, 4, d).unbind(1)  # left neighbour, child_l, child_r, right neighbour
         mixed = torch.mul(gg, hh, out=self.slot("mixed", r0, r1))  # sigma(g) h + sigma(l) c_l + sigma(r) c_r
         mixed.addcmul_(gl, four[1]).addcmul_(gr, four[2])
-        new, mean, rstd = torch.native_layer_norm(mixed, (d,), self.gamma, self.beta, self.eps)  # eq. 11
-        if self.buf is not None:
-            self.buf["mean"][r0:r1] = mean.view(nb, 1)
-            self.buf["rstd"][r0:r1] = rstd.view(nb, 1)
+        if self.buf is None:
+            new = torch.native_layer_norm(mixed, (d,), self.gamma, self.beta, self.eps)[0]  # eq. 11
+            return four, new if out is None else out.copy_(new)
+        new = mixed.new_empty(nb, d) if out is None else out
+        torch.ops.aten.native_layer_norm.out(mixed, (d,), self.gamma, self.beta, self.eps, out0=new,
+                                             out1=self.slot("mean", r0, r1), out2=self.slot("rstd", r0, r1))
         return four, new
 
     def start(self):
@@ -138,6 +189,7 @@ class Search:
         m, b_in, w0, d, b, ds = self.m, self.b_in, self.w0, self.d, self.b, self.ds
         dev = self.x.device
         self.w1t, self.w2t, self.sw1t, self.sw2v = self.w1.t(), self.w2.t(), self.sw1.t(), self.sw2[0]
+        self.pool_ds = self.pool[:, :ds]  # what the scorer reads of every node
         self.pool[: self.n_leaf] = self.x.reshape(-1, d)
         leaf_ids = torch.arange(self.n_leaf, device=dev).view(m, b_in, w0)
         scores = self.scores0
@@ -176,20 +228,21 @@ class Search:
 
     def run(self):
         """The search. Beam state per row: S (rows, B, 2W) = [node ids (W) | score ids of the W-1 adjacent pairs |
-        one spare column]; a merge is one gather of S (keep the parent beam, drop the right child, shift the
-        pair scores) and one scatter of three ids (the parent node, its left and right pair scores)."""
+        one spare column], kept as the last 2W columns of a merge row (:data:`LEAD` more in front); a merge is ONE
+        gather (:func:`merge_table`: the nodes the cell and the scorer read; the kept parent beam without the right
+        child, the pair scores shifted, the parent node and its two pair scores placed)."""
         b = self.b
         dev = self.x.device
         state, scores, lengths, pieces = self.start()
-        offsets = self.tree.offsets  # j-1, j, j+1, j+2
-        new_ids = self.new_ids()
+        state = F.pad(state, (LEAD, 0))  # (n, B, LEAD + 2W) merge rows
+        new3 = dict(zip(self.new_nodes, self.new_ids().split([n * b for n in self.n_merging[:-1]])))
         lim = (lengths - 2)[:, None]  # a merge at j has a right neighbour iff j < lim (length - 2 - step)
         r0 = 0
         for t in range(len(self.n_merging) - 1):
-            n, big_b, w = state.size(0), state.size(1), state.size(2) // 2
+            n, big_b, w = state.size(0), state.size(1), (state.size(2) - LEAD) // 2
             nb = n * b
-            sid = state[..., w : 2 * w - 1]  # (n, B, W-1) score ids of the adjacent pairs
-            logp = F.log_softmax(take(self.spool, sid), dim=-1)  # (n, B, W-1)
+            sid = state[..., LEAD + w : LEAD + 2 * w - 1]  # (n, B, W-1) score ids of the adjacent pairs
+            logp = F.log_softmax(torch.take(self.spool, sid), dim=-1)  # (n, B, W-1)
             key = logp + self.noise.gumbel(logp.shape) if self.noise is not None else logp
             k1 = min(b, w - 1)
             top_pos = key.topk(k1, dim=-1).indices  # (n, B, k1) per-beam (stochastic) top-k
@@ -197,30 +250,40 @@ class Search:
             gumbel = self.noise.survivor_gumbel(n, big_b, b, k1) if self.noise is not None else None
             new_scores, sel = keep_survivors(cand.view(n, -1), b, gumbel)  # (n, b) b of b x k1
             parent = torch.div(sel, k1, rounding_mode="floor")  # (n, b) kept beam's predecessor
-            jj = torch.empty_like(parent).unsqueeze_(2)  # (n, b, 1) merged pair = (j, j+1)
-            flat = state.view(n, -1)
-            source, key = state_shift(w, dev)
             if big_b == 1:  # one input beam (a fresh search): every candidate extends it
-                torch.gather(top_pos.view(n, k1), 1, sel - parent * k1, out=jj.view(n, b))
-                src, at4, at = torch.zeros_like(parent), (jj + offsets).clamp_(0, w - 1), source
+                lp_idx = top_pos.view(n, k1).gather(1, sel.remainder(k1))  # (n, b) merged pair = (j, j+1)
+                jj = lp_idx
             else:
-                torch.gather(top_pos.view(n, b * k1), 1, sel, out=jj.view(n, b))
-                src = parent
-                base = parent.unsqueeze(2) * (2 * w)  # offset of the kept beam in the flattened (B 2W) state
-                at4, at = (jj + offsets).clamp_(0, w - 1).add_(base), source + base
-            ids = self.slot("ids", r0, r0 + nb)
-            ids4 = torch.gather(flat, 1, at4.view(n, -1), out=None if ids is None else ids.view(n, 4 * b))  # j-1 .. j+2
-            four, new = self.compose(r0, nb, ids4, self.noise and self.noise.keep_rows(nb))
-            self.pool[self.n_leaf + r0 : self.n_leaf + r0 + nb] = new
-            self.score_new_pairs(r0, four, new, jj, lim)
+                jj = top_pos.view(n, b * k1).gather(1, sel)  # (n, b) merged pair = (j, j+1)
+                lp_idx = torch.add(jj, parent, alpha=w - 1)  # (n, b) the chosen log-probability in (B, W-1)
+            table = merge_table(w, big_b, b, dev)
+            at = F.embedding(lp_idx + kept_rows(w, big_b, b, dev), table)  # (n, b, LEAD + 2W - 2)
+            src = torch.cat([state.view(n, -1), new3[r0].view(n, 3 * b)], 1)  # (n, B (LEAD + 2W) + 3b)
+            state = src.gather(1, at.view(n, -1)).view(n, b, -1)  # (n, b, LEAD + 2W - 2)
+            ids4, pids = state[..., :4], state[..., 4:LEAD]  # (n, b, 4) j-1 .. j+2; (n, b, 4) the scored pairs
+            self.compose(r0, nb, ids4, self.noise and self.noise.keep_rows(nb), self.new_nodes[r0])
+            bad = self.score_pairs(r0, pids, jj, lim)
             if self.buf is not None:
-                self.steps.append((n, big_b, w, r0, parent, src * (w - 1) + jj.view(n, b), sid, logp))
-            state = self.next_state(flat, at, key, jj, new_ids[r0 : r0 + nb])
+                self.steps.append((n, big_b, w, r0, parent, lp_idx, sid, logp))
+                for name, v in (("ids", ids4), ("pids", pids), ("right_bad", bad)):
+                    self.saved[name].append(v)
             scores = new_scores
             lim = lim - 1
             r0 += nb
-            state, scores, lim = self.drop_finished(t, pieces, state, scores, lim)
+            state, scores, lim = self.drop_finished(t, pieces, state, scores, lim, LEAD)
         return self.finish(pieces)
+
+    def score_pairs(self, r0: int, pids: torch.Tensor, jj: torch.Tensor, lim: torch.Tensor) -> torch.Tensor:
+        """Score (eq. 12) the two pairs touching each new node of compositions r0.., (left neighbour, new) and
+        (new, right neighbour), node ids ``pids`` (n, b, 4), into the score pool; a merge at ``jj`` (n, b) >= ``lim``
+        (n, 1) has no right neighbour: that pair is padding (``NEG``). Returns that mask (n, b)."""
+        n, b = jj.shape
+        sin = F.embedding(pids, self.pool_ds).view(2 * n * b, 2 * self.ds)  # (2 n b, 2 d_s)
+        two = self.new_scores[2 * r0]
+        self.score(sin, out=two, rows=(2 * r0, 2 * r0 + 2 * n * b))
+        bad = jj >= lim
+        two.view(n, b, 2).select(2, 1).masked_fill_(bad, NEG)
+        return bad
 
     def score_new_pairs(self, r0: int, four, new: torch.Tensor, jj: torch.Tensor, lim: torch.Tensor):
         """Score (eq. 12) the two pairs touching each new node (compositions r0.., ``new`` (nb, D)), (left neighbour,
@@ -232,18 +295,19 @@ class Search:
         sin = self.slot("sin", 2 * r0, 2 * r0 + 2 * nb)
         sin = torch.stack([four[0][:, :ds], nds, nds, four[3][:, :ds]], 1,
                           out=None if sin is None else sin.view(nb, 4, ds))  # (nb, 4, d_s)
-        two = self.spool[self.n_sc0 + 2 * r0 : self.n_sc0 + 2 * (r0 + nb)]
+        two = self.new_scores[2 * r0]
         self.score(sin.view(2 * nb, 2 * ds), out=two, rows=(2 * r0, 2 * r0 + 2 * nb))
         right_bad = self.slot("right_bad", r0, r0 + nb)
         right_bad = torch.ge(jj.view(n, -1), lim, out=None if right_bad is None else right_bad.view(n, -1))
         two.view(n, -1, 2)[..., 1].masked_fill_(right_bad, NEG)  # no right neighbour: the pair is padding
 
-    def drop_finished(self, t: int, pieces: list, state: torch.Tensor, scores: torch.Tensor, lim: torch.Tensor):
-        """Rows that made their last merge at step t leave the batch (their root ids and scores go to ``pieces``):
-        the next step's state, scores and ``lim``."""
+    def drop_finished(self, t: int, pieces: list, state: torch.Tensor, scores: torch.Tensor, lim: torch.Tensor,
+                      col: int = 0):
+        """Rows that made their last merge at step t leave the batch (their root ids, column ``col`` of the state,
+        and scores go to ``pieces``): the next step's state, scores and ``lim``."""
         n, n_next = state.size(0), self.n_merging[t + 1]
         if n_next < n:
-            pieces.append((state[n_next:, :, 0], scores[n_next:]))
+            pieces.append((state[n_next:, :, col], scores[n_next:]))
             state, scores, lim = state[:n_next], scores[:n_next], lim[:n_next]
         return state, scores, lim
 
@@ -300,86 +364,103 @@ class Search:
         3. The GRC cells, one batch per depth: every composition using a node as a child is shallower, so a
            node's gradient is complete when its depth is reached. Depths are about half as many as steps.
         """
-        d, b, ds, off, buf = self.d, self.b, self.ds, self.n_leaf, self.buf
+        d, ds, off, buf = self.d, self.ds, self.n_leaf, self.buf
         dev = self.pool.device
         g_pool = torch.zeros_like(self.pool)
         g_spool = torch.zeros_like(self.spool)
         self.sc_rows = []
         g_roots, g_final = g_roots[self.order], g_final[self.order]  # sorted order
         g_pool.index_add_(0, self.root_ids.reshape(-1), g_roots.reshape(-1, d))
-        # depth per composition, -1: dead; one trash slot at n_rows takes the writes aimed at leaves, so every
+        ids = torch.cat(self.saved["ids"]).view(-1, 4)  # (R, 4) left neighbour, children, right neighbour
+        # depth per composition, below 0: dead; one trash slot at n_rows takes the writes aimed at leaves, so every
         # update below is a fixed-shape scatter (no host synchronisation inside the step loop)
-        trash = self.n_rows
-        depth = torch.full((self.n_rows + 1,), -1, dtype=torch.long, device=dev)
+        trash, dead = self.n_rows, -self.n_rows - 2  # dead + 1 + steps stays below 0
+        depth = torch.full((self.n_rows + 1,), dead, dtype=torch.long, device=dev)
         roots = self.root_ids.reshape(-1)
         depth.index_fill_(0, torch.where(roots >= off, roots - off, trash), 0)
+        children = torch.where(ids[:, 1:3] >= off, ids[:, 1:3] - off, trash).t().contiguous()  # (2, R) rows, or trash
+        nbs = [n * self.b for n in self.n_merging[:-1]]
+        step_depth, left, right = (z.split(nbs) for z in (depth[: self.n_rows], *children))  # per step, views
         g_prev = None  # gradient of the beam scores the next-later step started from
         for t in range(len(self.steps) - 1, -1, -1):
             n, big_b, w, r0, parent, lp_idx, sid, logp = self.steps[t]
-            nb = n * b
             n_after = self.n_merging[t + 1]  # rows still merging after this step
-            g_new_scores = g_final[:n] if g_prev is None else torch.cat([g_prev, g_final[n_after:n]])
+            g_new_scores = g_final[:n] if g_prev is None else g_prev if n_after == n else torch.cat(
+                [g_prev, g_final[n_after:n]])
             # beam scores: new = scores[parent] + logp[src, j]
-            g_prev = torch.zeros(n, b, dtype=g_new_scores.dtype, device=dev)
-            g_prev.scatter_add_(1, parent, g_new_scores)
-            g_lp = torch.zeros(n, big_b * (w - 1), dtype=logp.dtype, device=dev)
-            g_lp.scatter_add_(1, lp_idx, g_new_scores)
-            g_lp = g_lp.view(n, big_b, w - 1)
+            g_prev = torch.zeros(n, self.b, dtype=g_new_scores.dtype, device=dev).scatter_add_(1, parent, g_new_scores)
+            g_lp = torch.zeros(n, big_b, w - 1, dtype=logp.dtype, device=dev)
+            g_lp.view(n, -1).scatter_add_(1, lp_idx, g_new_scores)
             g_ps = g_lp - logp.exp() * g_lp.sum(-1, keepdim=True)  # log_softmax backward
-            g_spool.index_add_(0, sid.reshape(-1), g_ps.reshape(-1))
-            # depth of the children of this step's compositions: a live one's children get at least its depth
-            # + 1, a dead one's -1 (no effect under amax); leaf children go to the trash slot
-            dv = depth[r0 : r0 + nb]
-            ch = buf["ids"][r0 : r0 + nb, 1:3] - off  # (nb, 2) composition rows of the children
-            ch = torch.where(ch >= 0, ch, trash).view(-1)
-            dd = torch.where(dv >= 0, dv + 1, -1)[:, None].expand(nb, 2).reshape(-1)
-            depth.scatter_reduce_(0, ch, dd, reduce="amax")
+            g_spool.put_(sid, g_ps, accumulate=True)
+            # depth of the children of this step's compositions: a live one's children get at least its depth + 1,
+            # a dead one's stays below 0 (no effect under amax); leaf children go to the trash slot
+            dd = step_depth[t] + 1
+            depth.scatter_reduce_(0, left[t], dd, reduce="amax").scatter_reduce_(0, right[t], dd, reduce="amax")
         n0 = self.n_merging[0]
         g_scores = g_final if g_prev is None else torch.cat([g_prev, g_final[n0:]])
 
         # live compositions grouped by depth: ONE host synchronisation (the per-depth counts decide the loop and
-        # the sizes of the batches below); the dead come first in the sort (depth -1) and are skipped
-        depth = depth[: self.n_rows]
+        # the sizes of the batches below); the dead come first in the sort (depth < 0) and are skipped
+        depth = depth[: self.n_rows].clamp_(min=-1)
         counts = torch.bincount(depth + 1, minlength=1).tolist() if self.n_rows else [0]  # [dead, depth 0, 1, ...]
         n_dead, counts = counts[0], counts[1:]
         live = depth.sort(stable=True).indices[n_dead:]  # (K,) live compositions, by depth, then by row
         k_all = live.numel()
-        ids = buf["ids"].index_select(0, live)  # (K, 4) left neighbour, children, right neighbour
+        pids = torch.cat(self.saved["pids"]).view(-1, 4).index_select(0, live)  # (K, 4) left, new, new, right
         # 2. scorer of the two new pairs of every live composition; a masked right pair is a constant
         srows = (2 * live)[:, None] + torch.arange(2, device=dev)  # (K, 2)
         g_two = g_spool.index_select(0, srows.view(-1) + self.n_sc0).view(k_all, 2)
-        g_two[:, 1].masked_fill_(buf["right_bad"].index_select(0, live), 0.0)
+        g_two[:, 1].masked_fill_(torch.cat(self.saved["right_bad"]).view(-1).index_select(0, live), 0.0)
         srows = srows.view(-1)
-        g_sin = self.score_backward(g_two.view(-1), buf["sin"].index_select(0, srows),
-                                    buf["shp"].index_select(0, srows), buf["sha"].index_select(0, srows))
-        sin_ids = torch.stack([ids[:, 0], live + off, live + off, ids[:, 3]], 1)  # [left, new] [new, right]
-        g_pool[:, :ds].index_add_(0, sin_ids.view(-1), g_sin.view(4 * k_all, ds))
+        sin = F.embedding(pids, self.pool_ds).view(2 * k_all, 2 * ds)  # the scorer's inputs, re-read
+        g_sin = self.score_backward(g_two.view(-1), sin, buf["shp"].index_select(0, srows),
+                                    buf["sha"].index_select(0, srows))
+        g_pool[:, :ds].index_add_(0, pids.view(-1), g_sin.view(4 * k_all, ds))
+        # 3. GRC cells by depth; what does not depend on the output gradients is gathered for all live rows at once
+        g_gh, g_h1, pair, act, g_new = self.cells_backward(g_pool, ids.index_select(0, live)[:, 1:3], live, counts)
+        _, g_gamma, g_beta = _ln_backward(g_new, buf["mixed"].index_select(0, live), [d], buf["mean"].index_select(
+            0, live), buf["rstd"].index_select(0, live), self.gamma, self.beta, [False, True, True])
+        return self.input_and_weight_grads(g_pool, g_spool, g_scores, g_gamma, g_beta, g_gh, act, g_h1, pair)
 
-        # 3. GRC cells by depth
-        c = self.w1.size(0)
-        g_gh, g_h1 = self.pool.new_empty(k_all, 4 * d), self.pool.new_empty(k_all, c)
-        pair_live, act_live = self.pool.new_empty(k_all, 2 * d), self.pool.new_empty(k_all, c)
-        g_gamma = torch.zeros_like(self.gamma)
-        g_beta = torch.zeros_like(self.beta)
-        a = 0
-        for k in counts:
-            rows = live[a : a + k]
-            children = ids[a : a + k, 1:3].reshape(-1)
-            # children and the cell's hidden layer: re-read from the node pool and recomputed from h1
-            pair = pair_live[a : a + k]
-            torch.index_select(self.pool, 0, children, out=pair.view(2 * k, d))
-            h1k = buf["h1"].index_select(0, rows)
-            act = torch.ops.aten.gelu.out(h1k, out=act_live[a : a + k])
-            keep = self.noise.keep.index_select(0, rows) if self.p > 0 else None
-            if keep is not None:
-                act.mul_(keep)
-            gg, gb, _ = self.cell_backward(g_pool, g_pool.index_select(0, rows + off), children, pair, h1k, keep,
-                                        *(buf[z].index_select(0, rows) for z in ("mixed", "mean", "rstd", "gh")),
-                                        g_gh[a : a + k], g_h1[a : a + k])
-            g_gamma += gg
-            g_beta += gb
-            a += k
-        return self.input_and_weight_grads(g_pool, g_spool, g_scores, g_gamma, g_beta, g_gh, act_live, g_h1, pair_live)
+    def cells_backward(self, g_pool, children, live, counts):
+        """The GRC cells (eq. 10-11) of the ``live`` compositions (children ``children`` (K, 2)), one batch per depth
+        (``counts`` rows each, shallowest first), backward into the node pool: the cell's algebra of
+        :meth:`cell_backward` with every factor that does not depend on the output gradient computed once for all
+        K rows, and each batch's slices of them cut by one ``split`` per tensor. Returns the rows the weights'
+        products read (gate/content and hidden gradients, children, hidden activations) and the output gradients
+        (for the LayerNorm weights)."""
+        d, off, buf, k_all = self.d, self.n_leaf, self.buf, live.numel()
+        pair = F.embedding(children, self.pool).view(k_all, 2 * d)  # (K, 2D) [c_l; c_r]
+        h1 = buf["h1"].index_select(0, live)
+        act = F.gelu(h1)
+        keep = self.noise.keep.index_select(0, live) if self.p > 0 else None
+        if keep is not None:
+            act.mul_(keep)
+        gh = buf["gh"].index_select(0, live).view(k_all, 4, d)  # sigma(l), sigma(r), sigma(g), h
+        dsig = gh[:, :3] * (1 - gh[:, :3])  # sigmoid'
+        # d mixed -> d (l, r, g, h) pre-activation: [c_l sigma'(l), c_r sigma'(r), h sigma'(g), sigma(g)] * d mixed
+        coef = torch.cat([pair.view(k_all, 2, d) * dsig[:, :2], gh[:, 3:] * dsig[:, 2:], gh[:, 2:3]], 1)  # (K, 4, D)
+        g_gh, g_h1, g_new = self.pool.new_empty(k_all, 4, d), torch.empty_like(h1), self.pool.new_empty(k_all, d)
+        rows = live + off
+        parts = (z.split(counts) for z in (rows, buf["mixed"].index_select(0, live),
+                                           buf["mean"].index_select(0, live), buf["rstd"].index_select(0, live),
+                                           coef, gh[:, :2], h1, g_gh, g_h1, g_new))
+        parts = zip(*parts, children.reshape(-1).split([2 * k for k in counts]),
+                    *(() if keep is None else (keep.split(counts),)))
+        for k, (rows_k, mixed, mean, rstd, coef_k, sig_lr, h1_k, go, g_h1_k, g_new_k, ch, *keep_k) in zip(counts,
+                                                                                                          parts):
+            torch.index_select(g_pool, 0, rows_k, out=g_new_k)
+            g_mixed = _ln_backward(g_new_k, mixed, [d], mean, rstd, self.gamma, self.beta, [True, False, False])[0]
+            gm = g_mixed.unsqueeze(1)  # (k, 1, D)
+            torch.mul(coef_k, gm, out=go)
+            g_act = torch.mm(go.view(k, 4 * d), self.w2)
+            if keep_k:
+                g_act.mul_(keep_k[0])
+            gh1 = torch.ops.aten.gelu_backward.grad_input(g_act, h1_k, grad_input=g_h1_k)
+            g_pair = torch.addmm((sig_lr * gm).view(k, 2 * d), gh1, self.w1, alpha=self.scale)
+            g_pool.index_add_(0, ch, g_pair.view(2 * k, d))
+        return g_gh.view(k_all, 4 * d), g_h1, pair, act, g_new
 
     def input_and_weight_grads(self, g_pool, g_spool, g_scores, g_gamma, g_beta, g_gh, act, g_h1, pair,
                                leaf_inputs: bool = True):

@@ -43,6 +43,8 @@ from rirlab.models.scorer import Scorer
 class GreedySearch(Search):
     """One greedy straight-through search over a batch of rows (beam 1, one input beam)."""
 
+    step_buffers = True  # its backward reads them step by step
+
     def run(self):
         """Per step: log-softmax of the cached pair scores, the (Gumbel-perturbed) argmax j, the cell on pair j,
         the straight-through factor, the two new pairs scored; the state update of the beam search."""
@@ -67,7 +69,7 @@ class GreedySearch(Search):
             at4 = (jj.view(n, 1) + offsets).clamp_(0, w - 1)  # (n, 4) j-1 .. j+2
             ids4 = torch.gather(flat, 1, at4, out=ids)
             four, new = self.compose(r0, n, ids4, self.noise and self.noise.keep_rows(n))  # (n, D) unscaled
-            node = torch.mul(new, (1.0 + pj) - pj, out=self.pool[self.n_leaf + r0 : self.n_leaf + r0 + n])
+            node = torch.mul(new, (1.0 + pj) - pj, out=self.new_nodes[r0])
             self.score_new_pairs(r0, four, node, jj, lim)
             if self.buf is not None:  # ("mask": the state's node ids too)
                 nodes = state[:, 0, :w] if self.tree.mask_select else None
