@@ -438,29 +438,34 @@ class Search:
         if keep is not None:
             act.mul_(keep)
         gh = buf["gh"].index_select(0, live).view(k_all, 4, d)  # sigma(l), sigma(r), sigma(g), h
-        dsig = gh[:, :3] * (1 - gh[:, :3])  # sigmoid'
-        # d mixed -> d (l, r, g, h) pre-activation: [c_l sigma'(l), c_r sigma'(r), h sigma'(g), sigma(g)] * d mixed
-        coef = torch.cat([pair.view(k_all, 2, d) * dsig[:, :2], gh[:, 3:] * dsig[:, 2:], gh[:, 2:3]], 1)  # (K, 4, D)
-        g_gh, g_h1, g_new = self.pool.new_empty(k_all, 4, d), torch.empty_like(h1), self.pool.new_empty(k_all, d)
+        # d mixed -> d (l, r, g, h) pre-activation: [c_l sigma'(l), c_r sigma'(r), h sigma'(g), sigma(g)] * d mixed;
+        # the factors in the gradient's own buffer, each batch multiplies its rows by its d mixed in place
+        g_gh = self.pool.new_empty(k_all, 4, d)
+        torch.mul(gh[:, :3], 1 - gh[:, :3], out=g_gh[:, :3])  # sigma'
+        g_gh[:, :2].mul_(pair.view(k_all, 2, d))
+        g_gh[:, 2].mul_(gh[:, 3])
+        g_gh[:, 3] = gh[:, 2]
+        sig_lr = gh[:, :2].clone()  # sigma(l), sigma(r): the children's direct share
+        del gh
+        g_new = self.pool.new_empty(k_all, d)
         rows = live + off
         parts = (z.split(counts) for z in (rows, buf["mixed"].index_select(0, live),
                                            buf["mean"].index_select(0, live), buf["rstd"].index_select(0, live),
-                                           coef, gh[:, :2], h1, g_gh, g_h1, g_new))
+                                           g_gh, sig_lr, h1, g_new))
         parts = zip(*parts, children.reshape(-1).split([2 * k for k in counts]),
                     *(() if keep is None else (keep.split(counts),)))
-        for k, (rows_k, mixed, mean, rstd, coef_k, sig_lr, h1_k, go, g_h1_k, g_new_k, ch, *keep_k) in zip(counts,
-                                                                                                          parts):
+        for k, (rows_k, mixed, mean, rstd, go, sig_lr_k, h1_k, g_new_k, ch, *keep_k) in zip(counts, parts):
             torch.index_select(g_pool, 0, rows_k, out=g_new_k)
             g_mixed = _ln_backward(g_new_k, mixed, [d], mean, rstd, self.gamma, self.beta, [True, False, False])[0]
             gm = g_mixed.unsqueeze(1)  # (k, 1, D)
-            torch.mul(coef_k, gm, out=go)
+            go.mul_(gm)
             g_act = torch.mm(go.view(k, 4 * d), self.w2)
             if keep_k:
                 g_act.mul_(keep_k[0])
-            gh1 = torch.ops.aten.gelu_backward.grad_input(g_act, h1_k, grad_input=g_h1_k)
-            g_pair = torch.addmm((sig_lr * gm).view(k, 2 * d), gh1, self.w1, alpha=self.scale)
+            gh1 = torch.ops.aten.gelu_backward.grad_input(g_act, h1_k, grad_input=h1_k)  # h1's rows: now d h1
+            g_pair = torch.addmm((sig_lr_k * gm).view(k, 2 * d), gh1, self.w1, alpha=self.scale)
             g_pool.index_add_(0, ch, g_pair.view(2 * k, d))
-        return g_gh.view(k_all, 4 * d), g_h1, pair, act, g_new
+        return g_gh.view(k_all, 4 * d), h1, pair, act, g_new
 
     def input_and_weight_grads(self, g_pool, g_spool, g_scores, g_gamma, g_beta, g_gh, act, g_h1, pair,
                                leaf_inputs: bool = True):
