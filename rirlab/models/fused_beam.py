@@ -8,8 +8,10 @@ small steps (29 for a chunk of 30, 999 for a non-RIR pass over 1000 tokens):
 - forward runs without autograd recording and keeps, per step, only the tensors the backward needs;
 - every node vector is written once into a node pool and every pair score once into a score
   pool; a beam is a row of node ids and a row of score ids, so keeping beams, deleting the right
-  child and shifting the cached pair scores are integer gathers, and a merge re-scores only the
-  two pairs touching the new node;
+  child and shifting the cached pair scores are integer gathers (ONE per merge step, through an index
+  table per width, :func:`merge_table`), and a merge re-scores only the two pairs touching the new node;
+- a step's ops are counted (``rirlab bench`` ``ops_per_step``): on a GPU each is a kernel launch and the
+  step is launch-bound, so per-step buffers are cut once (``split``), not sliced per step;
 - the random draws of a search (Gumbel noise of every step's per-beam top-k and survivor top-b,
   dropout masks of every composition) are the reference's :class:`~rirlab.models.beam_tree.Noise`
   stream, taken up front, and the survivors are kept by the reference's
@@ -67,6 +69,7 @@ def state_shift(w: int, device: torch.device) -> tuple[torch.Tensor, torch.Tenso
 
 
 LEAD = 8  # columns before a beam's state in the beam search's merge rows: the 4 ids the cell reads, 4 the scorer reads
+TABLE_MAX = 64  # widest merge step indexed through a table (b B (W-1) rows of 2W + 6: O(W^2) memory per width)
 
 
 @functools.lru_cache(maxsize=8192)
@@ -97,6 +100,26 @@ def merge_table(w: int, big_b: int, b: int, device: torch.device) -> torch.Tenso
 def kept_rows(w: int, big_b: int, b: int, device: torch.device) -> torch.Tensor:
     """(b,) the first :func:`merge_table` row of each kept beam i: i B (W-1)."""
     return torch.arange(0, b * big_b * (w - 1), big_b * (w - 1), device=device)
+
+
+def merge_index(w: int, big_b: int, b: int, lp_idx: torch.Tensor, jj: torch.Tensor, parent: torch.Tensor):
+    """The :func:`merge_table` rows (n, b, LEAD + 2W - 2) of the kept beams (merged pair ``jj`` (n, b), parent beam
+    ``parent``, ``lp_idx`` = p (W-1) + j, or j where B = 1): one lookup up to :data:`TABLE_MAX`, the same indices
+    computed from j and p above it (a non-RIR pass over a long sequence)."""
+    dev = jj.device
+    if w <= TABLE_MAX:
+        return F.embedding(lp_idx + kept_rows(w, big_b, b, dev), merge_table(w, big_b, b, dev))
+    stride = LEAD + 2 * w  # one beam's merge row
+    j = jj.unsqueeze(2)  # (n, b, 1)
+    beam = (parent.unsqueeze(2) if big_b > 1 else torch.zeros_like(j)) * stride + LEAD  # (n, b, 1) its state
+    four = (j + torch.arange(-1, 3, device=dev)).clamp_(0, w - 1).add_(beam)  # (n, b, 4) j-1 .. j+2
+    new = big_b * stride + 3 * torch.arange(b, device=dev)[:, None]  # (b, 1) the kept beam's new ids
+    source, key = state_shift(w, dev)
+    nxt = (source + beam).add_(key > j)  # (n, b, 2W-2) the parent beam, shifted
+    where = torch.cat([j, (j - 1).remainder_(w - 1).add_(w - 1), j + (w - 1)], 2)  # as next_state's scatter
+    nxt.scatter_(2, where, (new + torch.arange(3, device=dev)).expand_as(where))
+    node = new.expand_as(j)
+    return torch.cat([four, four[..., :1], node, node, four[..., 3:], nxt], 2)
 
 
 class Search:
@@ -256,8 +279,7 @@ class Search:
             else:
                 jj = top_pos.view(n, b * k1).gather(1, sel)  # (n, b) merged pair = (j, j+1)
                 lp_idx = torch.add(jj, parent, alpha=w - 1)  # (n, b) the chosen log-probability in (B, W-1)
-            table = merge_table(w, big_b, b, dev)
-            at = F.embedding(lp_idx + kept_rows(w, big_b, b, dev), table)  # (n, b, LEAD + 2W - 2)
+            at = merge_index(w, big_b, b, lp_idx, jj, parent)  # (n, b, LEAD + 2W - 2)
             src = torch.cat([state.view(n, -1), new3[r0].view(n, 3 * b)], 1)  # (n, B (LEAD + 2W) + 3b)
             state = src.gather(1, at.view(n, -1)).view(n, b, -1)  # (n, b, LEAD + 2W - 2)
             ids4, pids = state[..., :4], state[..., 4:LEAD]  # (n, b, 4) j-1 .. j+2; (n, b, 4) the scored pairs

@@ -211,3 +211,24 @@ def test_fused_path_refuses_a_cell_or_scorer_it_does_not_implement(cell, scorer,
         fused_search(tree, x, lengths, initial_scores(3, 2, x))
     roots, scores = tree(x, lengths)
     assert roots.shape == (3, 2, 8) and torch.isfinite(roots).all()
+
+
+@pytest.mark.parametrize("big_b", [1, 3])
+def test_merge_index_table_equals_the_indices_computed_for_wide_steps(big_b, monkeypatch):
+    """A merge step up to TABLE_MAX wide reads its gather indices from a table, a wider one (a non-RIR pass over a
+    long sequence) computes them from the merged pair and parent beam: the two agree at every width, pair and beam."""
+    import rirlab.models.fused_beam as fb
+
+    b, n = 3, 40
+    torch.manual_seed(0)
+    for w in (2, 3, 6, 11):
+        jj = torch.randint(0, w - 1, (n, b))
+        parent = torch.randint(0, big_b, (n, b)) if big_b > 1 else torch.randint(0, b, (n, b))  # B=1: ignored
+        lp_idx = jj + (w - 1) * parent if big_b > 1 else jj
+        table = fb.merge_index(w, big_b, b, lp_idx, jj, parent)
+        monkeypatch.setattr(fb, "TABLE_MAX", 1)
+        computed = fb.merge_index(w, big_b, b, lp_idx, jj, parent)
+        monkeypatch.undo()
+        if w == 2:  # the spare column takes both new pair scores there; the table keeps the right one, as the scatter
+            table, computed = table[..., :-1], computed[..., :-1]
+        assert torch.equal(table, computed)
