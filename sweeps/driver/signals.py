@@ -5,9 +5,12 @@ Before Ray Tune runs (Ray starting, the parent run being written) a signal must 
 handler alone was not enough: a Ctrl-C sent while ``ray.init`` started Ray's processes could vanish (the sweep
 then ran every trial and exited 0). So, from the start of the driver until Tune takes over (``startup_window``),
 SIGINT is blocked in the main thread, and so in every thread started meanwhile (Ray's, MLflow's), and a watcher
-thread takes it with ``sigtimedwait``: the kernel keeps a blocked signal pending until taken, whatever handler
-or library code runs at that moment. The watcher records it (``raise_if_interrupted`` raises it at the next
-check) and interrupts the main thread at once. SIGTERM is handled as Ctrl-C (exit 143 rather than 130); Ray's
+thread takes it: the kernel keeps a blocked signal pending until taken, whatever handler or library code runs
+at that moment. The watcher records it (``raise_if_interrupted`` raises it at the next check) and interrupts the
+main thread at once. It never sleeps inside ``signal.sigtimedwait``: CPython's (3.11 to 3.13 at least) returns
+the uninitialised ``siginfo_t`` on its stack when the wait ends in EINTR after its deadline (a thread that could
+not run for a moment on a loaded machine, a process stopped and continued), a SIGINT nobody sent "from process
+-1623728833"; it sleeps on an Event and takes a SIGINT only once ``sigpending`` shows one, without waiting. SIGTERM is handled as Ctrl-C (exit 143 rather than 130); Ray's
 own SIGTERM handler (``sys.exit``) is kept out during ``ray.init``."""
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ class SweepInterrupted(KeyboardInterrupt):
 
 _TERMINATED: list[int] = []
 _INTERRUPTED: list[int] = []
-_SENDERS: list[int] = []  # the sender's pid of each SIGINT the watcher took (0: the kernel, e.g. a terminal's Ctrl-C)
+_SENDERS: list[int] = []  # the sender's pid of each SIGINT the watcher took (0: the kernel or unknown, e.g. a terminal)
+SI_USER, SI_QUEUE, SI_TKILL = 0, -1, -6  # the si_code of kill / sigqueue / tgkill: only these carry the sender's pid
+POLL_S = 0.05  # how often the watcher looks for a pending SIGINT
 
 
 def terminated() -> bool:
@@ -110,12 +115,15 @@ class _Watcher:
         self.thread = threading.Thread(target=self._run, name="rirlab-signals", daemon=True)
 
     def _run(self) -> None:
-        while not self.stop.is_set():
-            taken = signal.sigtimedwait({signal.SIGINT}, 0.1)
-            if taken is not None:
-                _SENDERS.append(taken.si_pid)
-                _INTERRUPTED.append(signal.SIGINT)
-                _thread.interrupt_main()  # the main thread raises KeyboardInterrupt at its next bytecode
+        while not self.stop.wait(POLL_S):
+            if signal.SIGINT not in signal.sigpending():
+                continue
+            taken = signal.sigtimedwait({signal.SIGINT}, 0)  # a zero timeout never sleeps, so never ends in EINTR
+            if taken is None or taken.si_signo != signal.SIGINT:
+                continue
+            _SENDERS.append(taken.si_pid if taken.si_code in (SI_USER, SI_QUEUE, SI_TKILL) else 0)
+            _INTERRUPTED.append(signal.SIGINT)
+            _thread.interrupt_main()  # the main thread raises KeyboardInterrupt at its next bytecode
 
 
 _WINDOW: list[_Watcher] = []

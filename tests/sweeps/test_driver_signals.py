@@ -57,6 +57,53 @@ def test_sigterm_in_the_window_stops_like_ctrl_c_and_says_terminated():
     assert proc.returncode == 130 and proc.stdout.strip() == "interrupted terminated", proc.stdout + proc.stderr
 
 
+STOPPED = textwrap.dedent("""
+    import sys, time
+    from sweeps.driver import signals
+    signals.open_startup_window()
+    print("ready", flush=True)
+    try:
+        while sys.stdin.readline().strip() != "end":   # the test stops and continues this process meanwhile
+            print("still running", flush=True)
+        time.sleep(5)                                  # the test sends a real SIGINT here
+        print("not interrupted", flush=True)
+    except KeyboardInterrupt:
+        print("interrupted by", signals.sender(), flush=True)
+""")
+
+
+def test_a_driver_stopped_and_continued_in_the_window_sees_no_sigint_and_a_real_one_names_its_sender():
+    """CI's "interrupted by SIGINT from process -1623728833" with no signal sent: CPython's sigtimedwait, ending in
+    EINTR once its 0.1 s deadline had passed (a thread that could not run in time on a loaded machine; here the
+    process stopped for 0.3 s, as by Ctrl-Z or a scheduler's suspend, and continued), returned the uninitialised
+    siginfo on its stack as a SIGINT. The window must see nothing; a real SIGINT after it names this process."""
+    import os
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-c", STOPPED], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    try:
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
+        for _ in range(3):
+            proc.send_signal(signal.SIGSTOP)
+            time.sleep(0.3)
+            proc.send_signal(signal.SIGCONT)
+            time.sleep(0.3)
+            proc.stdin.write("go on\n")
+            proc.stdin.flush()
+            line = proc.stdout.readline().strip()
+            assert line == "still running", line + proc.stdout.read()
+        proc.stdin.write("end\n")
+        proc.stdin.flush()
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert out.startswith(f"interrupted by process {os.getpid()} ("), out + err
+
+
 def test_rays_sigterm_handler_is_kept_out_while_ray_starts():
     """ray.init installs a SIGTERM handler that calls sys.exit (status 15, no line, nothing marked)."""
     import signal
