@@ -12,7 +12,7 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from tests.helpers.cli import REPO, RIRLAB, stray_interrupt
+from tests.helpers.cli import REPO, RIRLAB
 
 TINY = yaml.safe_load((REPO / "tests" / "specs" / "tiny.yaml").read_text())
 
@@ -94,8 +94,6 @@ def test_ctrl_c_in_a_resumed_sweep_keeps_its_trial_unfinished(workdir, new_store
 
     proc = _start(workdir, spec)
     try:
-        if stray_interrupt(proc, lambda: child() is not None):
-            proc = _start(workdir, spec)
         _wait_for(lambda: child() is not None, proc, 300, "a trial reporting")
         proc.send_signal(signal.SIGINT)
     finally:

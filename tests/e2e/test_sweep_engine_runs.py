@@ -16,7 +16,7 @@ from rirlab.contract import FAILURE_REASON
 from rirlab.train import run_trial
 from sweeps.spec.load import load_spec
 from sweeps.spec.trials import expand
-from tests.helpers.cli import REPO, RIRLAB, run_cli, stray_interrupt
+from tests.helpers.cli import REPO, RIRLAB, run_cli
 from tests.helpers.sweep_runs import TINY, runs_of, write_spec
 
 
@@ -139,8 +139,6 @@ def test_driver_killed_mid_sweep_then_resume_gives_one_finished_run_per_trial(wo
 
     proc = start()
     try:
-        if stray_interrupt(proc, one_done_one_running):
-            proc = start()
         _wait_for(one_done_one_running, 600, "one finished and one running trial", proc)
         time.sleep(1.5)  # let Tune snapshot its state once more
     finally:

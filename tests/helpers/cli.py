@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
-import warnings
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,22 +38,3 @@ def invoke(*args, catch_exceptions=True):
 
 def sqlite_uri(path: Path) -> str:
     return f"sqlite:///{path}"
-
-
-def stray_interrupt(proc: subprocess.Popen, ready, timeout: float = 300) -> bool:
-    """Whether the sweep ``proc`` (started by the test, which has sent no signal yet) ended on a SIGINT the test did
-    not send, before it recorded anything: exit 130 "interrupted before the sweep started" (seen twice in CI under
-    load, sender unknown then; the message names it now). Waits until ``ready()``, the sweep's end or ``timeout``.
-    The tests that use it are about what comes after, so they start the sweep once more; the stray signal is
-    reported as a warning. Any other early end fails the test with the sweep's output."""
-    end = time.time() + timeout
-    while time.time() < end and proc.poll() is None and not ready():
-        time.sleep(0.1)
-    if proc.poll() is None:
-        return False
-    out, err = proc.communicate()
-    text = (out or "") + (err or "")
-    assert proc.returncode == 130 and "before the sweep started; nothing was recorded" in text, \
-        f"the sweep exited {proc.returncode} before the test was ready: {text[-3000:]}"
-    warnings.warn(f"a stray SIGINT stopped the sweep before it started; started again: {text.strip()[-500:]}")
-    return True

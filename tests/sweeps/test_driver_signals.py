@@ -164,28 +164,3 @@ def test_a_keyboard_interrupt_no_signal_explains_is_an_error_with_its_traceback(
     assert result.exit_code == 1, result.output
     assert "no signal explains" in result.stderr and "in raised_by_code" in result.stderr, result.stderr
     assert "interrupted before" not in result.stderr
-
-
-def test_the_tests_stray_interrupt_guard_restarts_only_on_that_exit():
-    """tests.helpers.cli.stray_interrupt (used by the e2e signal tests): True, with a warning, only for a sweep that
-    ended 130 "before the sweep started"; any other early end fails with its output; a sweep still running once
-    the test is ready is left alone."""
-    import pytest
-
-    from tests.helpers.cli import stray_interrupt
-
-    def ends(code, text):
-        return subprocess.Popen([sys.executable, "-c", f"import sys; sys.stderr.write({text!r}); sys.exit({code})"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-    stray = "interrupted by SIGINT from process 1 (x) before the sweep started; nothing was recorded: run it again\n"
-    with pytest.warns(UserWarning, match="stray SIGINT"):
-        assert stray_interrupt(ends(130, stray), lambda: False, timeout=60)
-    with pytest.raises(AssertionError, match="exited 1"):
-        stray_interrupt(ends(1, "Traceback ...\n"), lambda: False, timeout=60)
-    running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    try:
-        assert not stray_interrupt(running, lambda: True, timeout=60)
-    finally:
-        running.kill()
-        running.wait()
