@@ -63,14 +63,15 @@ class Records:
             try:
                 sweeps = json.loads(meta[SWEEPS_KEY])["sweeps"]
                 experiment = meta[b"rirlab.experiment"].decode()
-            except (KeyError, ValueError, TypeError):
+                assert all(isinstance(s["run_id"], str) for s in sweeps)
+            except (KeyError, ValueError, TypeError, AssertionError):
                 raise UserError(f"{path} has no record of its sweeps (a file from an older `rirlab export`, or not "
                                 f"an export): export the sweep again with `rirlab export --experiment NAME --run "
                                 f"RUN_ID --out FILE`") from None
             self.experiments.add(experiment)
             for s in sweeps:
                 self.sweeps.setdefault(s["run_id"], {**s, "experiment": experiment})
-            frames.append(self._runs(table))
+            frames.append(self._runs(table, path))
             hist = history_path(path)
             if meta.get(HISTORY_ROWS_KEY) == b"none":  # exported with --no-history: a file there is another export's
                 self.no_history.update(dict.fromkeys(frames[-1]["run_id"], f"{path} was exported with --no-history"))
@@ -104,16 +105,24 @@ class Records:
         return table.to_pandas()
 
     @staticmethod
-    def _runs(table: pa.Table) -> pd.DataFrame:
-        """The file's runs in :func:`analysis.runs.child_runs`' columns."""
+    def _runs(table: pa.Table, path: Path) -> pd.DataFrame:
+        """The file's runs in :func:`analysis.runs.child_runs`' columns (a column it cannot hold: one line)."""
         df = table.to_pandas()
         missing = [c for c in RUN_COLUMNS if c not in df.columns]
         if missing:
             raise UserError(f"the records file lacks the column(s) {', '.join(missing)}: export the sweep again with "
                             f"`rirlab export`")
+        again = "export the sweep again with `rirlab export`"
+        text = [c for c in df.columns if c.startswith("metric.") and not pd.api.types.is_numeric_dtype(df[c])]
+        if text:
+            raise UserError(f"{path}: column {text[0]} holds values that are not numbers: {again}")
+        try:
+            swept = [contract.swept_of({contract.SWEPT: s}) for s in df["swept"]]
+            assert all(isinstance(v, dict) for v in swept)
+        except (ValueError, TypeError, AssertionError):
+            raise UserError(f"{path}: column swept holds a value that is not a JSON object: {again}") from None
         out = pd.DataFrame({
-            "run_id": df["run_id"], "name": df["run_name"], "status": df["status"],
-            "swept": [contract.swept_of({contract.SWEPT: s}) for s in df["swept"]],
+            "run_id": df["run_id"], "name": df["run_name"], "status": df["status"], "swept": swept,
             "early_stopped": df["early_stopped"].fillna(False).astype(bool), "parent_id": df["parent_id"],
             "failure_reason": [v if isinstance(v, str) else None for v in df["failure_reason"]],
             "start_time": [_ms(v) for v in df["start_time"]], "end_time": [_ms(v) for v in df["end_time"]],

@@ -131,6 +131,33 @@ def test_bad_records_are_one_line_and_exit_2(exported, tmp_path):
     assert not (tmp_path / "x.db").exists()
 
 
+def test_damaged_records_are_one_line_naming_what_is_wrong(exported, tmp_path):
+    """Wrong sweeps metadata, a metric column of strings, a swept value that is not JSON: four tracebacks before."""
+    import json
+
+    import pyarrow as pa
+
+    spec, path, _, _ = exported["golden"]
+    table = pq.read_table(path)
+    meta = dict(table.schema.metadata)
+    metric = next(c for c in table.column_names if c.startswith("metric."))
+    swept = table.column_names.index("swept")
+    damaged = {
+        "meta_list": (table.replace_schema_metadata({**meta, b"rirlab.sweeps": json.dumps({"sweeps": [1]})}),
+                      "has no record of its sweeps"),
+        "meta_text": (table.replace_schema_metadata({**meta, b"rirlab.sweeps": b'{"sweeps": "x"}'}),
+                      "has no record of its sweeps"),
+        "metric": (table.set_column(table.column_names.index(metric), metric,
+                                    pa.array(["x"] * len(table))), f"column {metric} holds values that are not numbers"),
+        "swept": (table.set_column(swept, "swept", pa.array(["{not json"] * len(table))),
+                  "column swept holds a value that is not a JSON object")}
+    for name, (bad, words) in damaged.items():
+        pq.write_table(bad, tmp_path / f"{name}.parquet")
+        r = cli("tables", spec, "--records", tmp_path / f"{name}.parquet")
+        assert r.exit_code == 2 and words in r.output, (name, r.output[-2000:])
+        assert len(r.output.strip().splitlines()) == 1, r.output
+
+
 def test_export_records_the_device_and_every_sweep(exported):
     _, path, _, _ = exported["golden"]
     t = pq.read_table(path)
