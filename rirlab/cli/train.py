@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from rirlab.cli.options import set_option, tracking_option
@@ -30,6 +32,7 @@ def train(model, task, quick, sets, tracking_uri, experiment):
     from rirlab.config import field_names, parse_overrides
     from rirlab.trial import resolve
     from rirlab.models import registry as models
+    from rirlab.tasks import cache
     from rirlab.tasks import registry as tasks
 
     config = {"model": model, "task": task}
@@ -46,29 +49,55 @@ def train(model, task, quick, sets, tracking_uri, experiment):
     from sweeps.record.tracker import Tracker, resolve_tracking_uri
 
     tasks.get(trial.task).preflight_all([trial.task_cfg])  # e.g. a bad GloVe file: before any run is recorded
-    tracker = Tracker(resolve_tracking_uri(tracking_uri))
-    exp_id = tracker.experiment_id(experiment)
-    run_id = tracker.create_run(exp_id, f"{model}-{task}").info.run_id  # with MLflow's context tags
-    tracker.log_params(run_id, flat)
-    click.echo(f"run {run_id} in experiment '{experiment}'")
-
-    def report(metrics, checkpoint=None):
-        tracker.log_result(run_id, metrics, int(metrics.get("step", 0)))
-        shown = {k: round(v, 4) if isinstance(v, float) else v for k, v in metrics.items()}
-        click.echo(" ".join(f"{k}={v}" for k, v in shown.items()))
+    cache.check_writable(getattr(trial.task_cfg, "cache_dir", None))
+    check_memory(trial)  # a model far too big: refused here, as by `rirlab sweep`, not killed by the kernel
 
     from rirlab.errors import UserError
     from rirlab.train import NonFiniteLoss
+    from sweeps.driver.signals import sigterm_like_ctrl_c, terminated
 
-    try:
-        run_trial(config, report)
-    except NonFiniteLoss as err:  # a property of the settings, not a bug: one line that says what to change
-        tracker.finish(run_id, "FAILED", str(err))
-        raise UserError(diverged_hint(err, flat, run_id)) from None
-    except BaseException as err:
-        tracker.finish(run_id, "FAILED" if not isinstance(err, KeyboardInterrupt) else "KILLED", repr(err))
-        raise
-    tracker.finish(run_id, "FINISHED")
+    tracker = Tracker(resolve_tracking_uri(tracking_uri))
+    exp_id = tracker.experiment_id(experiment)
+    with sigterm_like_ctrl_c():  # SIGTERM (a scheduler's, `kill`) ends the run as Ctrl-C does
+        run_id = tracker.create_run(exp_id, f"{model}-{task}").info.run_id  # with MLflow's context tags
+
+        def report(metrics, checkpoint=None):
+            tracker.log_result(run_id, metrics, int(metrics.get("step", 0)))
+            shown = {k: round(v, 4) if isinstance(v, float) else v for k, v in metrics.items()}
+            click.echo(" ".join(f"{k}={v}" for k, v in shown.items()))
+
+        try:
+            tracker.log_params(run_id, flat)
+            click.echo(f"run {run_id} in experiment '{experiment}'")
+            run_trial(config, report)
+        except NonFiniteLoss as err:  # a property of the settings, not a bug: one line that says what to change
+            tracker.finish(run_id, "FAILED", str(err))
+            raise UserError(diverged_hint(err, flat, run_id)) from None
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the run ends KILLED in one line (not click's "Aborted!")
+            tracker.finish(run_id, "KILLED", "interrupted")
+            click.echo(f"interrupted by {'SIGTERM' if terminated() else 'Ctrl-C'}; run {run_id} marked KILLED",
+                       err=True)
+            sys.exit(143 if terminated() else 130)
+        except BaseException as err:
+            tracker.finish(run_id, "FAILED", repr(err))
+            raise
+        tracker.finish(run_id, "FINISHED")
+
+
+def check_memory(trial) -> None:
+    """Refuse a trial whose memory lower bound (the sweep's estimate) exceeds this machine's or its container's
+    memory, or its GPU's where it trains on one."""
+    from rirlab.errors import UserError
+    from rirlab.limits import memory_limit_gb
+    from sweeps.spec.load import memory_estimate_gb
+
+    need = memory_estimate_gb(trial)
+    limit, what = memory_limit_gb(gpu=trial.train.device != "cpu")
+    if need > limit:
+        sizes = ", ".join(f"{k}={getattr(trial.model_cfg, k)}" for k in ("hidden_size", "beam_size")
+                          if hasattr(trial.model_cfg, k))
+        raise UserError(f"a trial of {trial.model} ({sizes}, batch_size={trial.train.batch_size}) needs at least "
+                        f"{need:,.1f} GB, more than {what} ({limit:,.1f} GB); lower hidden_size or batch_size")
 
 
 def diverged_hint(err, flat: dict, run_id: str) -> str:

@@ -74,13 +74,39 @@ def write_atomic(table: pa.Table, path: Path) -> None:
         pq.write_table(table, tmp)
         os.replace(tmp, path)
     except OSError as err:
-        why = err.strerror or str(err).splitlines()[0]
-        raise UserError(f"cannot write the data cache {path.parent} ({why}); point $RIRLAB_CACHE (or the "
-                        f"cache_dir setting) at a writable folder with free space") from None
+        raise UserError(_unwritable(path.parent, err.strerror or str(err).splitlines()[0])) from None
     finally:
         with contextlib.suppress(OSError):
             if tmp.exists():
                 tmp.unlink()
+
+
+def _unwritable(folder: Path, why: str) -> str:
+    return (f"cannot write the data cache {folder} ({why}); point $RIRLAB_CACHE (or the cache_dir setting) at a "
+            f"writable folder with free space")
+
+
+LOW_SPACE_BYTES = 2 * 2**20  # a cache disk with less free space than this counts as full
+
+
+def check_writable(root: Optional[str] = None) -> None:
+    """The cache folder takes a file and has free space: checked before the first trial (a trial finding out
+    fails only after Ray started, and its retries too); UserError in one line naming the folder otherwise."""
+    import shutil
+
+    folder = cache_root(root)
+    probe = folder / f".probe.{os.getpid()}.{uuid.uuid4().hex}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"rirlab")
+        free = shutil.disk_usage(folder).free
+    except OSError as err:
+        raise UserError(_unwritable(folder, err.strerror or str(err).splitlines()[0])) from None
+    finally:
+        with contextlib.suppress(OSError):
+            probe.unlink()
+    if free < LOW_SPACE_BYTES:
+        raise UserError(_unwritable(folder, f"its disk is full: {free / 2**20:.1f} MB free"))
 
 
 IMPORT_META = b"rirlab.import"

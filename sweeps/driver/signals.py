@@ -70,6 +70,20 @@ def stop_on_sigterm_like_ctrl_c() -> None:
         sys.unraisablehook = _unraisable
 
 
+@contextlib.contextmanager
+def sigterm_like_ctrl_c():
+    """``stop_on_sigterm_like_ctrl_c`` for a block (`rirlab train`); the SIGINT and SIGTERM handlers come back
+    after it, so a command run in-process leaves its caller's own."""
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    stop_on_sigterm_like_ctrl_c()
+    try:
+        yield
+    finally:
+        if _main_thread():
+            signal.signal(signal.SIGINT, before[0])
+            signal.signal(signal.SIGTERM, before[1])
+
+
 def _unraisable(info) -> None:
     """A KeyboardInterrupt Python had to drop is raised again by ``raise_if_interrupted``: no traceback for it."""
     if not (info.exc_type is KeyboardInterrupt and interrupted()):

@@ -71,7 +71,8 @@ def _run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str], resum
                output_root: str, progress: str, system_metrics: bool, report, held: contextlib.ExitStack) -> dict:
     raise_if_interrupted()
     check_address(address)
-    _preflight(plan)  # e.g. a GloVe file a text task needs: missing, refused before Ray starts or MLflow is written
+    _preflight(plan, local=address in (None, "local"))  # e.g. a GloVe file a text task needs: missing, refused
+    # before Ray starts or MLflow is written
     os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", "1")
@@ -178,11 +179,17 @@ def _end_interrupted(tracker: Tracker, parent_id: str, counts: dict) -> None:
     tracker.finish(parent_id, "KILLED")
 
 
-def _preflight(plan: SweepPlan) -> None:
+def _preflight(plan: SweepPlan, local: bool = True) -> None:
     """Each task's checks of the user's input (``Task.preflight_all``) over the distinct task configs of the trials
     a real sweep will run, before any trial: e.g. a GloVe file missing, of another dimension than its name says,
-    with a bad line of a wanted word, or with no word of the vocabulary (read once here for all the trials)."""
+    with a bad line of a wanted word, or with no word of the vocabulary (read once here for all the trials); on a
+    local Ray, every data cache folder the trials write takes a file."""
+    from rirlab.tasks import cache
     from rirlab.tasks import registry as tasks
+
+    if local:
+        for root in {getattr(r.task_cfg, "cache_dir", None) for r in plan.resolved}:
+            cache.check_writable(root)
 
     configs: dict[str, dict] = {}
     for resolved in plan.resolved:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 from pathlib import Path
 
 from ray import tune
@@ -259,7 +260,7 @@ class MLflowTrialCallback(DriverCallback):
         full = tune_folder_full(self.tune_path) if self.tune_path else None
         if full or disk_full(error):  # the machine's fault, not the trial's: the run stays unfinished
             self.state[key] = "running"
-            self.stop_for(full or f"the disk of the sweep's Ray Tune folder is full ({error[:200]})")
+            self.stop_for(full or f"a disk a trial writes to is full ({_full_line(error)})")  # the data cache's too
             return
         self.tracker.finish(run_id, "FAILED", error)
         self.state[key] = "failed"
@@ -308,3 +309,11 @@ def early_note(last: dict) -> str:
     return (f"**{contract.STOPPED_EARLY_WORD.capitalize()}** (by the scheduler, ASHA, or the time limit)"
             + (f" at step {step}" if step is not None else "") + ": its last values are not final; tables, the best "
             f"trial and the Pareto plot leave it out.")
+
+
+def _full_line(error: str) -> str:
+    """The line of a trial's error text that says which disk is full (e.g. the data cache's), without its type."""
+    from sweeps.record.faults import MARKERS
+
+    line = next((ln for ln in error.splitlines() if any(m in ln.lower() for m in MARKERS)), error)
+    return re.sub(r"^[\w.]*(Error|Exception)\w*: ", "", line.strip())[:300]

@@ -316,12 +316,9 @@ def check_memory(loaded: LoadedSpec, resolved: list) -> None:
         except ValueError:
             raise UserError(f"${MEMORY_ENV}={env!r} is not a number of GB") from None
     else:
-        import psutil
-        import torch
+        from rirlab.limits import memory_limit_gb
 
-        limit, what = psutil.virtual_memory().total / 2**30, "this machine's memory"
-        if loaded.spec.resources.gpu > 0 and torch.cuda.is_available():
-            limit, what = torch.cuda.get_device_properties(0).total_memory / 2**30, "this machine's GPU memory"
+        limit, what = memory_limit_gb(gpu=loaded.spec.resources.gpu > 0)  # a container's cgroup limit counts
     worst = max(resolved, key=memory_estimate_gb)
     need = memory_estimate_gb(worst)
     sizes = ", ".join(f"{k}={getattr(worst.model_cfg, k)}" for k in ("hidden_size", "beam_size")
