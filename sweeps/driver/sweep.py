@@ -245,6 +245,21 @@ def _start_parent(tracker: Tracker, exp_id: str, plan: SweepPlan, tune_path: str
     return parent_id
 
 
+def _damaged_tuner_state(tune_path: str) -> bool:
+    """Whether the sweep's ``tuner.pkl`` (Tune's settings, not its trials' states) cannot be read (a truncated
+    write, a full disk): ``--resume`` then writes it again from the spec, with a warning naming it."""
+    import pickle
+
+    path = Path(tune_path) / "tuner.pkl"
+    try:
+        pickle.loads(path.read_bytes())
+        return False
+    except Exception as err:  # noqa: BLE001 - a damaged pickle raises almost anything
+        print(f"warning: Ray Tune's {path} is damaged ({type(err).__name__}); written again from the spec, the "
+              f"trials' own states kept", file=sys.stderr, flush=True)
+        return True
+
+
 def _recorded_ends(tracker: Tracker, exp_id: str, parent_id: str) -> dict:
     """Trials whose end MLflow holds (run FINISHED or FAILED, or its final result logged): trial key -> the
     result that ends them again."""
@@ -312,6 +327,8 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
                 if restore:
                     # the space again: Tune does not keep it, and where the driver died before Tune first saved its
                     # state (a full disk, a kill at startup) the restored run starts its searcher afresh on this space
+                    if _damaged_tuner_state(tune_path):  # Tune's state stays readable: rebuilt from the plan
+                        new_tuner(plan, train_fn, tune_path, callbacks, tracking_uri=raw(tracker.uri))
                     tuner = tune.Tuner.restore(tune_path, trainable=train_fn, param_space=plan.param_space(),
                                                resume_unfinished=True, resume_errored=True)
                 else:

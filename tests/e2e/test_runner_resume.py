@@ -110,3 +110,20 @@ def test_resume_when_tune_had_not_saved_its_state_runs_the_trials_left(workdir, 
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
     assert len(children) == 2 and all(r.info.status == "FINISHED" for r in children), runs
     assert histories(client, done.info.run_id) == before  # the finished trial did not run again
+
+
+def test_resume_with_a_truncated_tuner_pkl_writes_it_again_and_runs_the_trials_left(workdir, new_store):
+    """Ray Tune's tuner.pkl cut short (a full disk, a kill mid-write): --resume failed with 43 lines ending in
+    UnpicklingError, every time, so the sweep could never be continued. It is Tune's settings only (the trials'
+    states are elsewhere): written again from the spec, named in one warning, and the sweep goes on."""
+    spec, client, exp, done, before = killed_after_first_trial(workdir, new_store, "bad_pkl")
+    (pkl,) = workdir.glob("rirlab_runs/*/tuner.pkl")
+    pkl.write_bytes(pkl.read_bytes()[:40])
+
+    resumed = run_cli(["sweep", spec, "--resume", "--no-checkpoint-artifacts"], cwd=workdir, env=FAULTS, check=True)
+    assert "2 finished, 0 failed" in resumed.stdout, resumed.stdout + resumed.stderr
+    assert f"warning: Ray Tune's {pkl} is damaged (" in resumed.stderr, resumed.stderr
+    assert "Traceback" not in resumed.stderr, resumed.stderr
+    children = [r for r in client.search_runs([exp.experiment_id]) if "mlflow.parentRunId" in r.data.tags]
+    assert len(children) == 2 and all(r.info.status == "FINISHED" for r in children), children
+    assert histories(client, done.info.run_id) == before  # the finished trial did not run again
