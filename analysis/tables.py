@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import math
+import re
 from typing import Optional
 
 import pandas as pd
@@ -504,13 +505,14 @@ def render(grid: Grid, fmt: str = "markdown") -> str:
 
 
 LATEX_SUBS = [("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#"),
+              ("$", r"\$"), ("{", r"\{"), ("}", r"\}"), ("~", r"\textasciitilde{}"), ("^", r"\textasciicircum{}"),
               ("±", r"$\pm$"), ("Δ", r"$\Delta$"), (MINUS, "$-$"), ("–", "--"), ("—", "---")]
+_LATEX = re.compile("|".join(re.escape(a) for a, _ in LATEX_SUBS))
 
 
 def latex_escape(s: str) -> str:
-    for a, b in LATEX_SUBS:
-        s = s.replace(a, b)
-    return s
+    """In one pass: a substitution's own ``$`` or braces are never escaped again."""
+    return _LATEX.sub(lambda m: dict(LATEX_SUBS)[m.group()], s)
 
 
 def render_latex(grid: Grid) -> str:

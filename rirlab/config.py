@@ -168,11 +168,15 @@ def _override_value(pair: str, value: str):
     if not value:
         return ""
     try:
-        return yaml.safe_load(value)
+        parsed = yaml.safe_load(value)
     except yaml.YAMLError as err:
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise UserError(f"--set {pair!r}: the value is not valid YAML ({problem}); give a number, true/false, a "
                         f"string or a list such as [1, 2], and quote it for the shell") from None
+    if any(isinstance(v, int) and abs(v) > 2**63 - 1 for v in (parsed if isinstance(parsed, list) else [parsed])):
+        raise UserError(f"--set {pair!r}: the number is beyond 64 bits (torch, numpy and MLflow hold at most "
+                        f"{2**63 - 1}); give a smaller one")
+    return parsed
 
 
 def build(cls, values: dict[str, Any], what: str):

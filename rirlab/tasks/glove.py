@@ -148,8 +148,11 @@ def _read(path: Path, wanted: set[str]) -> Vectors:
             parts = text.split()  # the authors' line.strip().split()
             own = not text[:1].isspace()  # the word opens the line (no white-space word stripped away before it)
             name = word.decode("utf-8", "replace")
-            if len(parts) - 1 != dim:  # the authors skip the line; one of a wanted word is refused
-                if own and (len(parts) - 1 < dim or numbers(parts[1:])):  # else a word with spaces in it (". . .")
+            # a word with spaces in it (". . .") ends in dim numbers: a line that does not is its word's, damaged
+            if own and len(parts) - 1 > dim and not numbers(parts[-dim:]):
+                parts = parts[:1] + [b"x"]  # (refused below: a value that is not a number)
+            elif len(parts) - 1 != dim:  # the authors skip the line; one of a wanted word is refused
+                if own and (len(parts) - 1 < dim or numbers(parts[1:])):
                     raise UserError(f"{path}:{no}: {len(parts) - 1} values for {name!r}; the file's vectors have {dim} "
                                     f"(fix or delete the line)")
                 continue

@@ -309,8 +309,16 @@ class TextTask(Task):
         self._check_split(split)
         self.paths(cfg, split)  # one line for the first missing file
         params = self.split_params(cfg, split)
-        return cache.cached(self.name, split, params, lambda: self.to_table(self.lowered(cfg, self.read_split(
-            cfg, self.root(cfg), split))), cfg.cache_dir)
+        return cache.cached(self.name, split, params, lambda: self.to_table(self.lowered(cfg, self._nonempty(
+            split, self.read_split(cfg, self.root(cfg), split), self.paths(cfg, split)))), cfg.cache_dir)
+
+    def _nonempty(self, split: str, rows: list, paths) -> list:
+        """A split with no example (a file with its header only) would score 0.0 on nothing: one line instead."""
+        if not rows:
+            files = ", ".join(str(p) for _, p in paths)
+            raise UserError(f"{self.name}: split '{split}' has no example in {files} (only a header, or no row "
+                            f"with a label?); give the complete file")
+        return rows
 
     @staticmethod
     def lowered(cfg, rows: list) -> list:

@@ -374,3 +374,13 @@ def test_the_cli_offers_the_statistics_analysis_computes():
 
     assert STAT_CHOICES == STATS and STAT_DEFAULT == DEFAULT_STAT
     assert (CI_CHOICES, CI_DEFAULT, CORRECTION_CHOICES) == (CIS, DEFAULT_CI, CORRECTIONS)
+
+
+def test_latex_escapes_every_special_character_once():
+    """A variant named 'k=$5$ {fast} ~x^2' broke the LaTeX ($ opened math mode); escaping in sequence also escaped
+    the $ of its own $\\pm$ again."""
+    from analysis.tables import latex_escape
+
+    assert latex_escape("k=$5$ {fast} ~x^2 & 50%_a#") == \
+        r"k=\$5\$ \{fast\} \textasciitilde{}x\textasciicircum{}2 \& 50\%\_a\#"
+    assert latex_escape("55.00 ± 5.00 \\") == r"55.00 $\pm$ 5.00 \textbackslash{}"

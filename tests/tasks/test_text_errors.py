@@ -277,3 +277,15 @@ def test_the_preflight_streams_glove_once_for_every_vocabulary_and_trials_read_i
     assert [v[1][2:, 0].tolist() for v in vocabularies] == [[0.0, 2.0, 1.0], [0.0]]
     task.preflight_all(configs)  # again (a --resume): nothing to read
     assert len(passes) == 1
+
+
+@pytest.mark.parametrize("where", ["among", "after"])
+def test_glove_line_of_a_wanted_word_with_an_extra_field_that_is_no_number_is_refused(tmp_path, cli, where):
+    """'film' with 300 numbers and an extra field that is not one was skipped as a word with spaces: film became
+    <unk>, silently. A word with spaces keeps its 300 numbers at the end; this line does not."""
+    numbers = vector().split()
+    extra = " ".join(numbers[:5] + ["x"] + numbers[5:]) if where == "among" else " ".join(numbers + ["x"])
+    lines = [f"good {vector()}", f"film {extra}", f"bad {vector()}", f". . . {vector()}"]
+    r, path, store = train_sst5_on(tmp_path, lines, cli)
+    assert one_error_line(r) == f"{path}:2: a value of 'film' is not a number (fix or delete the line)"
+    assert not store.exists()

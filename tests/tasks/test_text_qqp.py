@@ -50,3 +50,15 @@ def test_ptb_tokens_and_no_filter_are_options(tmp_path):
         tmp_path, "dev", tokenizer="ptb", max_question_len=None) + rows(tmp_path, "test", tokenizer="ptb",
                                                                         max_question_len=None)
     assert len(every) == 21 and (1, "what 's q12 ?", "is it q12 ?") in every
+
+
+def test_a_paws_file_with_its_header_only_is_one_line_not_a_score_of_nothing(tmp_path):
+    """It recorded accuracy=0.0 and loss=0.0 for a split of no example (an SNLI train file whose labels are all
+    '-' ended in an IndexError: the same check)."""
+    from rirlab.errors import UserError
+
+    quora(tmp_path)
+    (tmp_path / "paws_qqp").mkdir()
+    (tmp_path / "paws_qqp" / "dev_and_test.tsv").write_text("id\tsentence1\tsentence2\tlabel\n")
+    with pytest.raises(UserError, match=r"qqp: split 'paws_qqp' has no example in .*dev_and_test.tsv \(only a header"):
+        rows(tmp_path, "paws_qqp")

@@ -136,3 +136,12 @@ def test_parse_overrides_reads_yaml_scalars():
         "a": 20, "b": True, "c": ["x", "y"], "d": "", "e": 0.5}
     with pytest.raises(UserError, match="expected key=value"):
         parse_overrides(["chunk_size"])
+
+
+def test_a_number_beyond_64_bits_is_refused_naming_the_set():
+    """--set steps=99999999999999999999999 was accepted (and overflowed later, in torch or MLflow)."""
+    with pytest.raises(UserError, match=r"--set 'steps=99999999999999999999999': the number is beyond 64 bits"):
+        parse_overrides(["steps=99999999999999999999999"])
+    with pytest.raises(UserError, match="beyond 64 bits"):
+        parse_overrides(["seeds=[1, -99999999999999999999999]"])
+    assert parse_overrides([f"steps={2**63 - 1}"]) == {"steps": 2**63 - 1}
