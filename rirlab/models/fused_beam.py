@@ -393,7 +393,10 @@ class Search:
         self.sc_rows = []
         g_roots, g_final = g_roots[self.order], g_final[self.order]  # sorted order
         g_pool.index_add_(0, self.root_ids.reshape(-1), g_roots.reshape(-1, d))
-        ids = torch.cat(self.saved["ids"]).view(-1, 4)  # (R, 4) left neighbour, children, right neighbour
+        def cat(key: str, dtype) -> torch.Tensor:  # no merge step at all (every sequence one token): nothing saved
+            return torch.cat(self.saved[key]) if self.saved[key] else torch.empty(0, dtype=dtype, device=dev)
+
+        ids = cat("ids", torch.long).view(-1, 4)  # (R, 4) left neighbour, children, right neighbour
         # depth per composition, below 0: dead; one trash slot at n_rows takes the writes aimed at leaves, so every
         # update below is a fixed-shape scatter (no host synchronisation inside the step loop)
         trash, dead = self.n_rows, -self.n_rows - 2  # dead + 1 + steps stays below 0
@@ -429,11 +432,11 @@ class Search:
         n_dead, counts = counts[0], counts[1:]
         live = depth.sort(stable=True).indices[n_dead:]  # (K,) live compositions, by depth, then by row
         k_all = live.numel()
-        pids = torch.cat(self.saved["pids"]).view(-1, 4).index_select(0, live)  # (K, 4) left, new, new, right
+        pids = cat("pids", torch.long).view(-1, 4).index_select(0, live)  # (K, 4) left, new, new, right
         # 2. scorer of the two new pairs of every live composition; a masked right pair is a constant
         srows = (2 * live)[:, None] + torch.arange(2, device=dev)  # (K, 2)
         g_two = g_spool.index_select(0, srows.view(-1) + self.n_sc0).view(k_all, 2)
-        g_two[:, 1].masked_fill_(torch.cat(self.saved["right_bad"]).view(-1).index_select(0, live), 0.0)
+        g_two[:, 1].masked_fill_(cat("right_bad", torch.bool).view(-1).index_select(0, live), 0.0)
         srows = srows.view(-1)
         sin = F.embedding(pids, self.pool_ds).view(2 * k_all, 2 * ds)  # the scorer's inputs, re-read
         g_sin = self.score_backward(g_two.view(-1), sin, buf["shp"].index_select(0, srows),

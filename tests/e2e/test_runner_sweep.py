@@ -38,7 +38,8 @@ def test_quick_sweep_parent_and_children_carry_the_sweep(workdir, new_store):
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     assert len(children) == 2
     p = parent.data
-    assert p.tags["mlflow.note.content"] == "lr probe for the runner test"
+    note = p.tags["mlflow.note.content"]  # the description, then the report the parent opens on (issue 54 item 2)
+    assert note.startswith("lr probe for the runner test\n") and "| configuration |" in note, note
     assert p.params["spec.name"] == "carry" and p.params["spec.fixed.steps"] == "20"
     assert yaml.safe_load(p.params["spec.search.lr"]) == {"grid": [0.003, 0.001]}
     assert {a.path for a in client.list_artifacts(parent.info.run_id, "spec")} >= {"spec/carry.yaml"}

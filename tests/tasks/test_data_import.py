@@ -67,7 +67,7 @@ def test_listops_training_file_becomes_the_papers_dev_and_filtered_train(cli, tm
     r = cli("data", "import", "listops", src, "--split", "train")
     assert r.exit_code == 0, r.output
     assert "split 'train'" in r.output and "split 'dev'" in r.output and "first 1000 lines" in r.output
-    assert "--set imported=[train,dev]" in r.output
+    assert "--set 'imported=[train,dev]'" in r.output
     dev = cache.read_imported("listops", "dev")
     train = cache.read_imported("listops", "train")
     assert list(LISTOPS.to_lines(dev)) == lines[:1000]  # unfiltered, in file order
