@@ -99,7 +99,35 @@ def _on_term(signum, frame):
 
 def _on_int(signum, frame):
     _INTERRUPTED.append(signum)
-    raise KeyboardInterrupt
+    if not _SHIELD:  # inside ``shielded`` it is raised at the block's end
+        raise KeyboardInterrupt
+
+
+_SHIELD: list[int] = []  # open ``shielded`` blocks (the main thread's only)
+_SHIELD_LOCK = threading.Lock()  # the watcher decides "interrupt now" and the main thread enters a block atomically
+
+
+@contextlib.contextmanager
+def shielded(raise_at_end: bool = True):
+    """A block a Ctrl-C or SIGTERM must not cut in two: a write to the tracking store. A KeyboardInterrupt raised
+    inside a SQLite statement (the watcher's ``interrupt_main`` lands at the main thread's next bytecode, which may
+    be inside SQLAlchemy) left that connection holding the database's lock, so marking the parent run KILLED then
+    failed with "database is locked" after SQLite's timeout and the sweep exited 1 with a traceback instead of 130.
+    A signal arriving during the block is recorded and, with ``raise_at_end``, raised as KeyboardInterrupt when the
+    block ends normally; without it (the clean-up after a first Ctrl-C) it is only recorded."""
+    if not _main_thread():
+        yield
+        return
+    before = len(_INTERRUPTED) + len(_TERMINATED)
+    depth = len(_SHIELD)
+    try:
+        with _SHIELD_LOCK:
+            _SHIELD.append(1)
+        yield
+    finally:
+        del _SHIELD[depth:]
+    if raise_at_end and len(_INTERRUPTED) + len(_TERMINATED) > before:
+        raise KeyboardInterrupt
 
 
 def sender() -> Optional[str]:
@@ -136,8 +164,10 @@ class _Watcher:
             if taken is None or taken.si_signo != signal.SIGINT:
                 continue
             _SENDERS.append(taken.si_pid if taken.si_code in (SI_USER, SI_QUEUE, SI_TKILL) else 0)
-            _INTERRUPTED.append(signal.SIGINT)
-            _thread.interrupt_main()  # the main thread raises KeyboardInterrupt at its next bytecode
+            with _SHIELD_LOCK:
+                _INTERRUPTED.append(signal.SIGINT)
+                if not _SHIELD:  # inside ``shielded`` the block's end raises it
+                    _thread.interrupt_main()  # the main thread raises KeyboardInterrupt at its next bytecode
 
 
 _WINDOW: list[_Watcher] = []

@@ -19,7 +19,7 @@ from rirlab.redact import redact_all, redact_uri
 from sweeps.driver.cluster import check_address, check_resources, detach_ray_log, ray_init
 from sweeps.driver.lock import sweep_lock
 from sweeps.record.faults import SweepFault, disk_full, store_full, tune_folder_full
-from sweeps.driver.signals import (SweepInterrupted, close_startup_window, keep_sigterm_handler,
+from sweeps.driver.signals import (SweepInterrupted, close_startup_window, keep_sigterm_handler, shielded,
                                    raise_if_interrupted, startup_window, stop_on_sigterm_like_ctrl_c)
 from sweeps.plan.plan import SweepPlan
 from sweeps.record.store import raw
@@ -134,7 +134,8 @@ def _run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str], resum
             exp_id = tracker.experiment_id(spec.name)
             started = time.time()
             try:
-                parent_id = _start_parent(tracker, exp_id, plan, tune_path, time.strftime("%Y%m%d-%H%M%S"))
+                with shielded():  # a Ctrl-C meanwhile is raised once the parent is written, its id known
+                    parent_id = _start_parent(tracker, exp_id, plan, tune_path, time.strftime("%Y%m%d-%H%M%S"))
             except BaseException:
                 # Ctrl-C (or an error) while the parent was being written: the run may exist before its id reached
                 # us; found by its spec hash and start time, it is ended like any other (and --resume continues it)
@@ -160,8 +161,9 @@ def _run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str], resum
             raise
         # whatever stops the driver (Ctrl-C before Tune took over, an error) leaves no parent run RUNNING
         try:
-            tracker.set_tags(parent_id, {contract.INTERRUPTED: contract.TRUE})
-            tracker.finish(parent_id, "KILLED")
+            with shielded(raise_at_end=False):  # a second Ctrl-C must not cut the marking in two either
+                tracker.set_tags(parent_id, {contract.INTERRUPTED: contract.TRUE})
+                tracker.finish(parent_id, "KILLED")
         except Exception as mark_err:  # noqa: BLE001
             if not (full or disk_full(mark_err)):
                 raise
@@ -174,9 +176,10 @@ def _run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str], resum
 
 
 def _end_interrupted(tracker: Tracker, parent_id: str, counts: dict) -> None:
-    tracker.set_tags(parent_id, {contract.TRIALS_FINISHED: str(counts["finished"]),
-                                 contract.TRIALS_FAILED: str(counts["failed"]), contract.INTERRUPTED: contract.TRUE})
-    tracker.finish(parent_id, "KILLED")
+    with shielded(raise_at_end=False):  # a second Ctrl-C must not cut the marking in two
+        tracker.set_tags(parent_id, {contract.TRIALS_FINISHED: str(counts["finished"]),
+                                     contract.TRIALS_FAILED: str(counts["failed"]), contract.INTERRUPTED: contract.TRUE})
+        tracker.finish(parent_id, "KILLED")
 
 
 def _preflight(plan: SweepPlan, local: bool = True) -> None:

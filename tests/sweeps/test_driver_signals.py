@@ -9,6 +9,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from tests.helpers.cli import REPO
 
 SCRIPT = textwrap.dedent("""
@@ -55,6 +57,41 @@ def test_without_the_window_the_same_ctrl_c_is_lost():
 def test_sigterm_in_the_window_stops_like_ctrl_c_and_says_terminated():
     proc = _run("window", "SIGTERM")
     assert proc.returncode == 130 and proc.stdout.strip() == "interrupted terminated", proc.stdout + proc.stderr
+
+
+SHIELDED = textwrap.dedent("""
+    import os, signal, sys, time
+    from sweeps.driver import signals
+    if sys.argv[1] == "window":
+        signals.open_startup_window()
+    else:
+        signals.stop_on_sigterm_like_ctrl_c()
+    steps = []
+    try:
+        with signals.shielded(raise_at_end=sys.argv[2] == "raise"):
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(10):          # the watcher takes the signal within 50 ms: this is the store's write
+                time.sleep(0.05)
+                steps.append(1)
+        print("after", len(steps), flush=True)
+        time.sleep(0.2)
+    except KeyboardInterrupt:
+        print("interrupted after", len(steps), flush=True)
+        sys.exit(130)
+""")
+
+
+@pytest.mark.parametrize("mode", ["window", "handler"])
+def test_a_ctrl_c_inside_a_shielded_store_write_is_raised_when_the_write_ends(mode):
+    """A KeyboardInterrupt raised inside a SQLite statement while the sweep's parent run was being written left the
+    store locked: marking the run KILLED then failed ("database is locked") and the sweep exited 1, not 130 (a CI
+    failure of test_ctrl_c_while_the_parent_run_is_written...). The write runs to its end; the Ctrl-C comes after."""
+    proc = subprocess.run([sys.executable, "-c", SHIELDED, mode, "raise"], cwd=REPO, capture_output=True, text=True,
+                          timeout=60, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 130 and proc.stdout.strip() == "interrupted after 10", proc.stdout + proc.stderr
+    kept = subprocess.run([sys.executable, "-c", SHIELDED, mode, "keep"], cwd=REPO, capture_output=True, text=True,
+                          timeout=60, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert kept.returncode == 0 and kept.stdout.strip() == "after 10", kept.stdout + kept.stderr  # clean-up: recorded
 
 
 STOPPED = textwrap.dedent("""
