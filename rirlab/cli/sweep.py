@@ -76,9 +76,9 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
         counts = run_sweep(plan, uri, address=address, resume=resume,
                            checkpoint_artifacts=not no_checkpoint_artifacts, output_root=output_dir,
                            progress=progress, system_metrics=system_metrics, report=log_parent_report)
-    except SweepFault as err:  # a full disk: the sweep stopped as on Ctrl-C
-        then = (f"free space there, then continue with: {_resume_command(spec, quick, sets, where)}" if err.parent_id else
-                "nothing was recorded: free space there and run the same command again")
+    except SweepFault as err:  # a full disk, a store locked too long: the sweep stopped as on Ctrl-C
+        then = (f"{err.fix}, then continue with: {_resume_command(spec, quick, sets, where)}" if err.parent_id else
+                f"nothing was recorded: {err.fix} and run the same command again")
         click.echo(f"error: {err.why}; {then}", err=True)
         sys.exit(err.exit_code)
     except SweepInterrupted:

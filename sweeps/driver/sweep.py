@@ -18,7 +18,7 @@ from rirlab.errors import UserError
 from rirlab.redact import redact_all, redact_uri
 from sweeps.driver.cluster import check_address, check_resources, detach_ray_log, ray_init
 from sweeps.driver.lock import sweep_lock
-from sweeps.record.faults import SweepFault, disk_full, store_full, tune_folder_full
+from sweeps.record.faults import SweepFault, disk_full, store_fault, tune_folder_full
 from sweeps.driver.signals import (SweepInterrupted, close_startup_window, keep_sigterm_handler, shielded,
                                    raise_if_interrupted, startup_window, stop_on_sigterm_like_ctrl_c)
 from sweeps.plan.plan import SweepPlan
@@ -144,8 +144,9 @@ def _run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str], resum
         return _fit(plan, tracker, exp_id, parent_id, tune_path, restore, checkpoint_artifacts, progress,
                     system_metrics, report)
     except BaseException as err:
-        full = not isinstance(err, SweepFault) and disk_full(err)
-        if full and tune_folder_full(tune_path):  # Tune's own writes failed (its folder's disk is full)
+        # the machine's fault in the driver's own writes (the store's disk full, its lock held past the wait)
+        fault = None if isinstance(err, SweepFault) else store_fault(tracker.uri, err)
+        if fault is not None and disk_full(err) and tune_folder_full(tune_path):  # Tune's own writes failed
             if parent_id is not None:
                 with contextlib.suppress(Exception):
                     tracker.set_tags(parent_id, {contract.INTERRUPTED: contract.TRUE})
@@ -154,8 +155,8 @@ def _run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str], resum
         if parent_id is None:  # nothing recorded (the CLI says so): a fresh sweep leaves no folder either
             if parent is None:
                 _discard(tune_path)
-            if full:
-                raise SweepFault(store_full(tracker.uri, err)) from None
+            if fault is not None:
+                raise fault from None
             raise
         if isinstance(err, SweepFault):
             raise
@@ -165,11 +166,12 @@ def _run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str], resum
                 tracker.set_tags(parent_id, {contract.INTERRUPTED: contract.TRUE})
                 tracker.finish(parent_id, "KILLED")
         except Exception as mark_err:  # noqa: BLE001
-            if not (full or disk_full(mark_err)):
+            fault = fault or store_fault(tracker.uri, mark_err)
+            if fault is None:
                 raise
-            full = True
-        if full:
-            raise SweepFault(store_full(tracker.uri, err), parent_id) from None
+        if fault is not None:
+            fault.parent_id = parent_id
+            raise fault from None
         if isinstance(err, KeyboardInterrupt) and not isinstance(err, SweepInterrupted):
             raise SweepInterrupted(parent_id) from None
         raise
@@ -359,7 +361,7 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
         with contextlib.suppress(Exception):
             if mlflow_cb.mark_interrupted():
                 _end_interrupted(tracker, parent_id, counts)
-        raise SweepFault(mlflow_cb.fault, parent_id)
+        raise SweepFault(mlflow_cb.fault, parent_id, mlflow_cb.fault_fix)
     if not counts["interrupted"] and plan.evaluations:  # evaluation-only rows: once the trials they test finished
         from sweeps.driver.evaluations import evaluation_banner, run_evaluations
 

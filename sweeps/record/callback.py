@@ -12,25 +12,30 @@ from ray import tune
 from rirlab import contract
 from sweeps.plan.plan import SweepPlan
 from sweeps.record.artifacts import config_yaml, log_model
-from sweeps.record.faults import disk_full, store_full
+from sweeps.record.faults import FREE_SPACE, disk_full, store_fault
+from sweeps.driver.signals import shielded
 from sweeps.record.tracker import Tracker
 
 
 def _faults_stop_the_sweep(method):
-    """A full disk under the store (or a trial's error saying the Tune folder's disk is full) stops the sweep as
-    Ctrl-C does instead of killing the driver with tracebacks: nothing more is written, the driver ends with one
-    line (``SweepFault``) and ``--resume`` continues every unfinished trial."""
+    """A full disk under the store, a store another process keeps locked past the stated wait (or a trial's error
+    saying the Tune folder's disk is full) stops the sweep as Ctrl-C does instead of killing the driver with
+    tracebacks: nothing more is written, the driver ends with one line (``SweepFault``) and ``--resume`` continues
+    every unfinished trial. A second Ctrl-C lands after the callback's writes, never inside a SQLite statement
+    (which left the store locked: the runs stayed RUNNING and the driver ended in tracebacks)."""
 
     @functools.wraps(method)
     def guarded(self, *args, **kwargs):
         if self.fault is not None:
             return None
         try:
-            return method(self, *args, **kwargs)
-        except Exception as err:  # noqa: BLE001 - only a full disk is handled; anything else is raised
-            if not disk_full(err):
+            with shielded():
+                return method(self, *args, **kwargs)
+        except Exception as err:  # noqa: BLE001 - only the machine's faults are handled; anything else is raised
+            fault = store_fault(self.tracker.uri, err)
+            if fault is None:
                 raise
-            self.stop_for(store_full(self.tracker.uri, err))
+            self.stop_for(fault.why, fault.fix)
             return None
 
     return guarded
@@ -117,7 +122,8 @@ class MLflowTrialCallback(DriverCallback):
         self.unclosed: set[str] = set()  # trials whose final result was logged but whose run was not closed
         self.resumed: set[str] = set()  # trials whose run this driver reopened (metrics logged before it)
         self.early: set[str] = set()  # trials stopped early (ASHA or a time limit): ended, neither finished nor failed
-        self.fault: str | None = None  # why the sweep stopped on a full disk (nothing is written after it)
+        self.fault: str | None = None  # why the sweep stopped on a machine's fault (nothing is written after it)
+        self.fault_fix = FREE_SPACE  # what the user does about it before --resume
         for run in tracker.children(exp_id, parent_id):
             key = run.data.tags.get(contract.TRIAL_KEY)
             if key and not run.data.tags.get(contract.EVALUATES):  # (an evaluation-only row's run is no trial)
@@ -165,12 +171,13 @@ class MLflowTrialCallback(DriverCallback):
     def _last_step(self, run_id: str, metric: str) -> int:
         return max((p.step for p in self.tracker.client.get_metric_history(run_id, metric)), default=-1)
 
-    def stop_for(self, why: str) -> None:
-        """Stop the sweep as Ctrl-C does, once, for a fault of the machine (``why`` says which)."""
+    def stop_for(self, why: str, fix: str = FREE_SPACE) -> None:
+        """Stop the sweep as Ctrl-C does, once, for a fault of the machine (``why`` says which, ``fix`` what the
+        user does before --resume)."""
         if self.fault is None:
             from sweeps.record.faults import stop_tune
 
-            self.fault = why
+            self.fault, self.fault_fix = why, fix
             stop_tune()
 
     def on_step_begin(self, iteration, trials, **info):
@@ -282,16 +289,15 @@ class MLflowTrialCallback(DriverCallback):
 
     def mark_interrupted(self) -> bool:
         """Ctrl-C: trials still running end as KILLED in MLflow; --resume reopens them. False when the store
-        could not take it (its disk is full: the runs stay RUNNING, which --resume continues as well)."""
-        from sweeps.record.faults import disk_full
-
+        could not take it (its disk is full, another process holds it: the runs stay RUNNING, which --resume
+        continues as well)."""
         for key, st in self.state.items():
             if st == "running" and key in self.runs:
                 try:
                     self.tracker.set_tags(self.runs[key], {contract.INTERRUPTED: contract.TRUE})
                     self.tracker.finish(self.runs[key], "KILLED")
                 except Exception as err:  # noqa: BLE001
-                    if not disk_full(err):
+                    if store_fault(self.tracker.uri, err) is None:
                         raise
                     return False
         return True

@@ -6,22 +6,92 @@ full disk and the command that continues the sweep once space is freed."""
 from __future__ import annotations
 
 import errno
+import os
 import re
 import signal
+from pathlib import Path
 from typing import Optional
 
 MARKERS = ("database or disk is full", "no space left on device", "disk quota exceeded")
 
 
+FREE_SPACE = "free space there"
+
+
 class SweepFault(Exception):
     """The sweep stopped on a fault of the machine, not of the spec: ``--resume`` continues it once it is fixed
-    (the CLI prints the reason and that command on one line, exit 2)."""
+    (the CLI prints the reason, ``fix`` and that command on one line, exit 2)."""
 
     exit_code = 2
 
-    def __init__(self, why: str, parent_id: Optional[str] = None):
+    def __init__(self, why: str, parent_id: Optional[str] = None, fix: str = FREE_SPACE):
         super().__init__(why)
-        self.why, self.parent_id = why, parent_id
+        self.why, self.parent_id, self.fix = why, parent_id, fix
+
+
+LOCK_MARKER = "database is locked"
+STORE_WAIT_ENV = "RIRLAB_STORE_WAIT_S"
+STORE_WAIT_S = 120.0  # how long a write waits for a SQLite store another process holds before the sweep stops
+
+
+def store_wait_s() -> float:
+    """Seconds the driver's writes wait for a SQLite store's lock ($RIRLAB_STORE_WAIT_S, default 120): another
+    process writing it (a second sweep, `mlflow gc`, a backup holding a transaction) is waited for, not an error."""
+    try:
+        value = float(os.environ.get(STORE_WAIT_ENV, STORE_WAIT_S))
+    except ValueError:
+        return STORE_WAIT_S
+    return value if value > 0 else STORE_WAIT_S
+
+
+def store_locked(err: BaseException | None) -> bool:
+    """Whether an exception (or its causes) is SQLite's "database is locked": the wait for the lock ran out."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if LOCK_MARKER in str(err).lower():
+            return True
+        err = err.__cause__ or err.__context__
+    return False
+
+
+def lock_holders(path: Path) -> list[str]:
+    """Other processes of this machine that have the SQLite file ``path`` open ("process PID (command)"), read
+    from /proc (Linux; elsewhere, or for processes of other users, none are found)."""
+    found = []
+    target = str(path.resolve())
+    for proc in Path("/proc").glob("[0-9]*"):
+        if proc.name == str(os.getpid()):
+            continue
+        try:
+            if not any(os.readlink(fd) == target for fd in (proc / "fd").iterdir()):
+                continue
+            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        found.append(f"process {proc.name}" + (f" ({command[:80]})" if command else ""))
+    return found
+
+
+def store_lock_held(uri: str) -> SweepFault:
+    """The fault of a store whose lock another process held past ``store_wait_s``: who holds it, where known."""
+    from sweeps.record.store import sqlite_path
+
+    path = sqlite_path(uri)
+    holders = lock_holders(path) if path is not None else []
+    held = f" (open in {', '.join(holders[:3])})" if holders else ""
+    return SweepFault(f"the MLflow store {uri} stayed locked by another process for {store_wait_s():g} s{held}",
+                      fix=f"let that process finish or stop it (or wait longer: ${STORE_WAIT_ENV})")
+
+
+def store_fault(uri: str, err: BaseException) -> Optional[SweepFault]:
+    """The machine's fault that made a write to the MLflow store at ``uri`` fail (its disk is full, or another
+    process held its lock past the wait), as the SweepFault that stops the sweep; None for any other error."""
+    if disk_full(err):
+        return SweepFault(store_full(uri, err))
+    if store_locked(err):
+        return store_lock_held(uri)
+    return None
 
 
 def disk_full(err: BaseException | str | None) -> bool:
