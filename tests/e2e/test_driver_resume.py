@@ -19,7 +19,7 @@ def histories(client, run_id):
     return {k: [(m.step, m.value) for m in client.get_metric_history(run_id, k)] for k in run.data.metrics}
 
 
-FAULTS = {"RIRLAB_PLUGINS": "tests.helpers.runner_faults", "PYTHONPATH": str(REPO)}
+FAULTS = {"RIRLAB_PLUGINS": "tests.helpers.driver_faults", "PYTHONPATH": str(REPO)}
 
 
 def killed_after_first_trial(workdir, new_store, name):
