@@ -1,5 +1,5 @@
-"""Driver faults for the resume tests (tests/e2e/test_driver_resume.py), loaded through $RIRLAB_PLUGINS (set only in the driver's environment: Ray
-workers never see them):
+"""Driver faults for the resume tests (tests/e2e/test_driver_resume.py), loaded through $RIRLAB_PLUGINS (set only
+in the driver's environment: Ray workers never see them):
 
 - $RIRLAB_TEST_KILL_AFTER_COMPLETE: the driver and its local Ray die by SIGKILL right after the first trial's
   completion reached MLflow, before Ray Tune could snapshot its state again.
