@@ -6,7 +6,7 @@ the CLI puts its heavy and higher-layer imports, nor ``if TYPE_CHECKING:`` block
 cycle whatever the import order. The dynamic check catches what a static read cannot (``importlib`` calls,
 ``__init__`` side effects): one interpreter imports the third-party packages the project uses, then forks a
 child per project module that imports that module before any other project module, so a module that only
-works when something else was imported first fails here. The same static read checks DESIGN.md's layering:
+works when something else was imported first fails here. The same static read checks the layering (docs/layout.md):
 the library never imports sweeps, analysis, ray or mlflow outside the CLI; tasks never import models; analysis
 never imports torch; the CLI imports heavy modules only inside its commands.
 """
@@ -172,7 +172,7 @@ def _under(name: str, prefixes) -> bool:
     return any(name == p or name.startswith(p + ".") for p in prefixes)
 
 
-# (modules, except these, must not import) -- DESIGN.md: lower layers never import higher ones
+# (modules, except these, must not import) -- docs/layout.md: lower layers never import higher ones
 LAYERS = [
     (("rirlab",), ("rirlab.cli",), ("sweeps", "analysis", "ray", "mlflow", "optuna")),  # the library: CLI wiring only
     (("rirlab.tasks",), (), ("rirlab.models", "rirlab.train")),  # tasks do not import models
