@@ -207,12 +207,8 @@ def startup_window():
 @contextlib.contextmanager
 def keep_sigterm_handler():
     """``ray.init`` replaces the SIGTERM handler with one that exits at once (exit 15, nothing marked): keep ours
-    while it runs."""
-    import ray._private.utils as ray_utils
+    while it runs (the patch of Ray's private function lives in sweeps/compat/ray.py)."""
+    from sweeps.compat import ray as compat_ray
 
-    original = ray_utils.set_sigterm_handler
-    ray_utils.set_sigterm_handler = lambda handler: None
-    try:
+    with compat_ray.keep_sigterm_handler():
         yield
-    finally:
-        ray_utils.set_sigterm_handler = original

@@ -20,6 +20,7 @@ from typing import Iterator, Optional
 
 from rirlab.errors import UserError, command
 from rirlab.redact import mask_url, redact_uri
+from sweeps.compat import mlflow as compat_mlflow  # MLflow's private schema functions (none imports mlflow here)
 
 PROBE_TIMEOUT_S = 5
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -99,6 +100,7 @@ def sqlite_path(uri: str) -> Optional[Path]:
 def check_store(uri: str, create: bool) -> None:
     """Probe the store of ``uri`` (in seconds); with ``create`` build it when there is none (a SQLite store
     atomically, under a lock), without ``create`` never write anything and fail when there is no store."""
+    compat_mlflow.check()  # what follows calls MLflow's private schema functions: one line if it is out of range
     uri = validate_uri(uri)
     kind = scheme(uri)
     if kind == "sqlite":
@@ -145,9 +147,7 @@ def _check_sqlite(path: Path, create: bool) -> None:
 
 
 def _latest_revision() -> str:
-    from mlflow.store.db.utils import _get_latest_schema_revision
-
-    return _get_latest_schema_revision()
+    return compat_mlflow.latest_schema_revision()
 
 
 def _verify_sqlite(path: Path) -> Optional[str]:
@@ -183,13 +183,7 @@ def _verify_sqlite(path: Path) -> Optional[str]:
     head = _latest_revision()
     if rev[0] == head:
         return None
-    from mlflow.store.db.utils import _get_alembic_config
-    from alembic.script import ScriptDirectory
-
-    script = ScriptDirectory.from_config(_get_alembic_config(db_url=""))
-    try:
-        script.get_revision(rev[0])
-    except Exception:
+    if not compat_mlflow.knows_schema_revision(rev[0]):
         import mlflow
 
         raise UserError(f"{where} was written by a newer MLflow (schema {rev[0]}) than this one ({mlflow.__version__}); "
@@ -200,6 +194,7 @@ def _verify_sqlite(path: Path) -> Optional[str]:
 def can_create(uri: str) -> None:
     """Probe, writing nothing lasting, that a command could create the (missing) store of ``uri`` later: for
     SQLite, that the nearest existing directory on the file's path is writable."""
+    compat_mlflow.check()
     uri = validate_uri(uri)
     path = sqlite_path(uri)
     if path is None:
@@ -249,10 +244,9 @@ def _build(tmp: Path, source: Optional[Path] = None) -> None:
     import shutil
 
     import sqlalchemy
-    from mlflow.store.db.utils import _initialize_tables, _upgrade_db
     from sqlalchemy.pool import NullPool
 
-    for noisy in ("mlflow.store.db.utils", "alembic"):
+    for noisy in (compat_mlflow.DB_LOGGER, "alembic"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     if source is not None:
         shutil.copy2(source, tmp)
@@ -261,9 +255,9 @@ def _build(tmp: Path, source: Optional[Path] = None) -> None:
         with warnings.catch_warnings():  # alembic's notes on old constraints: nothing for the user to act on
             warnings.simplefilter("ignore")
             if source is None:
-                _initialize_tables(engine)
+                compat_mlflow.initialize_tables(engine)
             else:
-                _upgrade_db(engine)
+                compat_mlflow.upgrade_db(engine)
     finally:
         engine.dispose()
 
@@ -320,13 +314,10 @@ def _migrate_sqlite(path: Path, revision: str) -> None:
 
 def _probe_server(uri: str) -> None:
     """One request to the tracking server's REST API, no retries, a short timeout."""
-    from mlflow.utils.credentials import get_default_host_creds
-    from mlflow.utils.rest_utils import http_request
-
     shown = mask_url(raw(uri))
     try:
-        resp = http_request(get_default_host_creds(raw(uri)), "/api/2.0/mlflow/experiments/search", "GET",
-                            params={"max_results": 1}, max_retries=0, timeout=PROBE_TIMEOUT_S, raise_on_status=False)
+        resp = compat_mlflow.probe_server(raw(uri), "/api/2.0/mlflow/experiments/search", params={"max_results": 1},
+                                          timeout=PROBE_TIMEOUT_S)
     except Exception as err:  # connection refused, DNS, TLS, timeout (MLflow wraps them)
         reason = _first_line(err)
         raise UserError(f"the MLflow tracking server {shown} does not answer ({reason}); start it or fix "

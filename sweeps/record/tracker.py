@@ -23,6 +23,7 @@ from mlflow.tracking import MlflowClient
 import rirlab
 from rirlab import contract
 from rirlab.redact import mask_url, redact_uri, strip_credentials
+from sweeps.compat import mlflow as compat_mlflow
 from sweeps.record.store import StoreURI, can_create, check_store, raw, sqlite_path, validate_uri
 
 DEFAULT_URI_FILE = "mlruns.db"
@@ -89,9 +90,7 @@ def split_result(result: dict) -> tuple[dict[str, float], dict[str, str]]:
 def context_tags() -> dict[str, str]:
     """MLflow's own run-context tags (mlflow.user, mlflow.source.name/type, mlflow.source.git.commit, ...), as
     ``mlflow.start_run`` would set them."""
-    from mlflow.tracking.context.registry import resolve_tags
-
-    return {k: str(v) for k, v in resolve_tags().items()}
+    return {k: str(v) for k, v in compat_mlflow.run_context_tags().items()}
 
 
 def wait_for_locks(client: MlflowClient) -> MlflowClient:
@@ -124,12 +123,12 @@ class Tracker:
     store (read-only commands)."""
 
     def __init__(self, uri: str, create: bool = True):
-        for noisy in ("mlflow.store.db.utils", "alembic"):  # schema-creation chatter on a new store
+        for noisy in (compat_mlflow.DB_LOGGER, "alembic"):  # schema-creation chatter on a new store
             logging.getLogger(noisy).setLevel(logging.WARNING)
         # MLflow logs every failed statement (SQL, parameters, traceback) before raising it; the driver handles the
         # exception itself (a full disk: one line and the resume command), so the log would only bury that line
         # (a filter: MLflow's logging set-up, run again on later imports, resets the levels of its loggers)
-        db_log = logging.getLogger("mlflow.store.db.utils")
+        db_log = logging.getLogger(compat_mlflow.DB_LOGGER)
         if _quiet_db_errors not in db_log.filters:
             db_log.addFilter(_quiet_db_errors)
         # MLflow prints "View run ... at: <server URL>" on stdout for every run ended on a tracking server: with a

@@ -86,8 +86,9 @@ def _system_metrics(monitor: Optional[dict], trial_key: str):
 
 
 def _start_sampler(monitor: dict, trial_key: str):
-    from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
     from mlflow.tracking import MlflowClient
+
+    from sweeps.compat import mlflow as compat_mlflow
 
     client = MlflowClient(monitor["uri"])
     flt = f"{contract.children_filter(monitor['parent_id'])} and tags.`{contract.TRIAL_KEY}` = '{trial_key}'"
@@ -95,8 +96,7 @@ def _start_sampler(monitor: dict, trial_key: str):
     while time.time() < end:
         runs = client.search_runs([monitor["exp_id"]], filter_string=flt, max_results=1)
         if runs:
-            sampler = SystemMetricsMonitor(runs[0].info.run_id, sampling_interval=monitor["interval"],
-                                           resume_logging=True, tracking_uri=monitor["uri"])
+            sampler = compat_mlflow.system_metrics_sampler(runs[0].info.run_id, monitor["interval"], monitor["uri"])
             sampler.start()
             return sampler
         time.sleep(0.5)

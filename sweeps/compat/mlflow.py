@@ -1,0 +1,118 @@
+"""Every use rirlab makes of MLflow below its public API, and the MLflow versions that use was checked on.
+
+Checked on MLflow 3.17.2 (the version ``tests/sweeps`` and ``tests/e2e`` ran on); 2.10 is the oldest rirlab has
+claimed to support since its first setup.cfg. A sweep refuses an MLflow outside ``SUPPORTED`` before it touches
+the store (``check()``), and ``tests/sweeps/test_compat.py`` fails naming any attribute or keyword below that a new
+MLflow removed.
+
+The private parts, and why no public API does their job:
+
+- ``mlflow.store.db.utils._initialize_tables`` / ``_upgrade_db``: build a SQLite store's schema, or migrate an
+  earlier MLflow's, on a temporary copy that is then linked into place (``sweeps/record/store.py``), so a Ctrl-C
+  leaves a complete store or none. MLflow's public path creates or upgrades the store in place, on first use.
+- ``_get_latest_schema_revision`` / ``_get_alembic_config``: tell a current store from one of an earlier MLflow
+  (migrate it) and from one of a newer MLflow (refuse it: a migration would fail half-way) without writing.
+- ``mlflow.tracking.context.registry.resolve_tags``: the run-context tags (user, source, git commit) that
+  ``mlflow.start_run`` sets; the driver creates runs through ``MlflowClient``, which sets none.
+- ``mlflow.system_metrics.system_metrics_monitor.SystemMetricsMonitor`` with ``resume_logging``/``tracking_uri``:
+  system metrics of a run created by another process (the driver) on another store than the default one;
+  ``mlflow.enable_system_metrics_logging`` covers only runs this process started with ``mlflow.start_run``.
+- ``mlflow.utils.rest_utils.http_request`` with ``max_retries=0``: one probe of a tracking server in seconds;
+  ``MlflowClient`` retries for minutes before it reports an unreachable server.
+- the logger ``mlflow.store.db.utils``: quieted while a schema is built, and filtered of failed statements.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sweeps.compat import Supported
+
+SUPPORTED = Supported("mlflow", lowest="2.10", below="3.18")
+
+# (module, attribute, keyword arguments rirlab passes) of every private name used below: each must exist on the
+# installed MLflow, with those keywords (test_compat.py)
+PRIVATE = (
+    ("mlflow.store.db.utils", "_initialize_tables", ()),
+    ("mlflow.store.db.utils", "_upgrade_db", ()),
+    ("mlflow.store.db.utils", "_get_latest_schema_revision", ()),
+    ("mlflow.store.db.utils", "_get_alembic_config", ("db_url",)),
+    ("mlflow.tracking.context.registry", "resolve_tags", ()),
+    ("mlflow.system_metrics.system_metrics_monitor", "SystemMetricsMonitor",
+     ("sampling_interval", "resume_logging", "tracking_uri")),
+    ("mlflow.utils.rest_utils", "http_request", ("max_retries", "timeout", "raise_on_status")),
+    ("mlflow.utils.credentials", "get_default_host_creds", ()),
+)
+
+DB_LOGGER = "mlflow.store.db.utils"  # MLflow's logger of schema creation, migrations and failed statements
+
+
+def check() -> None:
+    """Raise one line (UnsupportedVersion) when the installed MLflow is outside ``SUPPORTED``."""
+    SUPPORTED.check()
+
+
+# ---- the SQLite store's schema (sweeps/record/store.py) ----------------------------------------------------
+
+def latest_schema_revision() -> str:
+    """The alembic revision of this MLflow's store schema (what a current store's ``alembic_version`` holds)."""
+    from mlflow.store.db.utils import _get_latest_schema_revision
+
+    return _get_latest_schema_revision()
+
+
+def knows_schema_revision(revision: str) -> bool:
+    """Whether ``revision`` is one of this MLflow's schema migrations (False: a store of a newer MLflow)."""
+    from alembic.script import ScriptDirectory
+    from mlflow.store.db.utils import _get_alembic_config
+
+    script = ScriptDirectory.from_config(_get_alembic_config(db_url=""))
+    try:
+        script.get_revision(revision)
+    except Exception:  # alembic raises its own ResolutionError / CommandError kinds, which vary by version
+        return False
+    return True
+
+
+def initialize_tables(engine) -> None:
+    """Create this MLflow's complete schema through the SQLAlchemy ``engine`` (an empty database)."""
+    from mlflow.store.db.utils import _initialize_tables
+
+    _initialize_tables(engine)
+
+
+def upgrade_db(engine) -> None:
+    """Migrate the store behind ``engine`` from an earlier MLflow's schema to this one's."""
+    from mlflow.store.db.utils import _upgrade_db
+
+    _upgrade_db(engine)
+
+
+# ---- runs (sweeps/record/tracker.py, sweeps/tune/trainable.py) -----------------------------------------
+
+def run_context_tags() -> dict[str, Any]:
+    """MLflow's run-context tags (mlflow.user, mlflow.source.name/type, mlflow.source.git.commit, ...), as
+    ``mlflow.start_run`` would set them."""
+    from mlflow.tracking.context.registry import resolve_tags
+
+    return resolve_tags()
+
+
+def system_metrics_sampler(run_id: str, interval: float, tracking_uri: str):
+    """An unstarted sampler logging this machine's system metrics into the existing run ``run_id`` of the store
+    at ``tracking_uri`` every ``interval`` seconds (``.start()``, then ``.finish()``)."""
+    from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+    return SystemMetricsMonitor(run_id, sampling_interval=interval, resume_logging=True, tracking_uri=tracking_uri)
+
+
+# ---- tracking servers (sweeps/record/store.py) ---------------------------------------------------------
+
+def probe_server(uri: str, endpoint: str, params: dict, timeout: float):
+    """One GET of ``endpoint`` on the tracking server ``uri`` with MLflow's credentials from the environment, no
+    retries; returns the response whatever its status (connection errors raise, as MLflow wraps them)."""
+    from mlflow.utils.credentials import get_default_host_creds
+    from mlflow.utils.rest_utils import http_request
+
+    return http_request(get_default_host_creds(uri), endpoint, "GET", params=params, max_retries=0,
+                        timeout=timeout, raise_on_status=False)

@@ -1,0 +1,59 @@
+"""Every use rirlab makes of Ray below its public API, and the Ray versions that use was checked on.
+
+Checked on Ray 2.60.0 (the version ``tests/sweeps`` and ``tests/e2e`` ran on); 2.40 is the oldest rirlab has
+claimed to support since its first setup.cfg. A Ray outside ``SUPPORTED`` is refused before Ray starts
+(``check()``), and ``tests/sweeps/test_compat.py`` fails naming any attribute below that a new Ray removed.
+
+The private parts, and why no public API does their job:
+
+- ``ray.tune.execution.class_cache.ENV_VARS_TO_PROPAGATE``: the environment variables Tune copies from the driver
+  into every trainable's runtime_env, which Ray writes into its world-readable ``runtime_env_agent.log``. Tune has
+  no option to leave a variable out; cloud credentials the driver needs for its own artifact uploads must not be
+  copied (``drop_propagated_env``).
+- ``ray._private.utils.set_sigterm_handler``: ``ray.init`` installs a SIGTERM handler that exits at once (status
+  15: no line, no run marked KILLED, nothing to resume from). ``ray.init`` has no option to keep the caller's
+  handler, so the function is made a no-op while it runs (``keep_sigterm_handler``). This works because Ray
+  calls it through the module (``ray._private.utils.set_sigterm_handler(...)`` in ``ray._private.worker``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterable
+
+from sweeps.compat import Supported
+
+SUPPORTED = Supported("ray", lowest="2.40", below="2.61", extras="[tune]")
+
+# (module, attribute) of every private name used below: each must exist on the installed Ray (test_compat.py)
+PRIVATE = (
+    ("ray.tune.execution.class_cache", "ENV_VARS_TO_PROPAGATE"),
+    ("ray._private.utils", "set_sigterm_handler"),
+)
+
+
+def check() -> None:
+    """Raise one line (UnsupportedVersion) when the installed Ray is outside ``SUPPORTED``."""
+    SUPPORTED.check()
+
+
+def drop_propagated_env(names: Iterable[str]) -> None:
+    """Stop Ray Tune from copying the driver's environment variables ``names`` into the trials' runtime_env (and
+    so into Ray's logs); the driver's own environment keeps them. Applies to Tuners created afterwards in this
+    process."""
+    from ray.tune.execution import class_cache
+
+    class_cache.ENV_VARS_TO_PROPAGATE = frozenset(class_cache.ENV_VARS_TO_PROPAGATE) - set(names)
+
+
+@contextlib.contextmanager
+def keep_sigterm_handler():
+    """While this block runs (around ``ray.init``), Ray cannot replace the process's SIGTERM handler."""
+    import ray._private.utils as ray_utils
+
+    original = ray_utils.set_sigterm_handler
+    ray_utils.set_sigterm_handler = lambda handler: None
+    try:
+        yield
+    finally:
+        ray_utils.set_sigterm_handler = original
