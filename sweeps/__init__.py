@@ -10,9 +10,9 @@
   driver/  one sweep from start to end (``sweep``): Ray and the cluster (``cluster``), Ctrl-C / SIGTERM
            (``signals``), the progress line (``progress``)
   compat/  every private attribute, patch and version-dependent call on Ray (``ray``), MLflow (``mlflow``) and
-           Optuna, with the versions each was checked on (``check()``); the lowest layer, importing no other
+           Optuna, with the versions each was checked on (``check()``)
 
-Layers (tests/train/test_imports.py checks them): spec < plan < tune, record < driver. The names every writer and
-reader of MLflow uses are in ``rirlab.contract``. Nothing here imports ``analysis``; the CLI passes the parent
-run's report in.
+Layers (tests/train/test_imports.py checks them): spec < plan < tune, record < driver; compat below them all
+(tests/sweeps/test_compat.py). The names every writer and reader of MLflow uses are in ``rirlab.contract``.
+Nothing here imports ``analysis``; the CLI passes the parent run's report in.
 """

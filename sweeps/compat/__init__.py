@@ -8,8 +8,9 @@ that no longer migrates. Gathered here, an upgrade is one file to read per libra
 ``tests/sweeps/test_compat.py`` fails naming the attribute that went missing.
 
 Each module declares ``SUPPORTED`` (a :class:`Supported`: the oldest version believed to work, inclusive, and the
-first version not checked, exclusive) and ``check()``; ``setup.cfg``'s ``install_requires`` states the same range
-(a test keeps them equal). To adopt a new release: install it, run ``tests/sweeps/test_compat.py`` and the e2e sweep
+first version not checked, exclusive), ``check()``, and ``PRIVATE``: the (module, attribute[, keywords passed]) of
+every private name it uses, which the tests look up on the installed library. ``setup.cfg``'s ``install_requires``
+states the same range (a test keeps them equal). To adopt a new release: install it, run ``tests/sweeps/test_compat.py`` and the e2e sweep
 tests, then move ``SUPPORTED.below`` and ``setup.cfg`` together.
 
 Nothing here imports the libraries themselves at module level (``check()`` reads installed metadata only), so the
