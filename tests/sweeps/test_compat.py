@@ -31,7 +31,10 @@ def _fake_version(monkeypatch, version):
 
 # ---- the range check -------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("module", [compat_ray, compat_mlflow], ids=["ray", "mlflow"])
+PRESENT = compat.modules()  # ray, mlflow, and optuna once sweeps/compat/optuna.py is written
+
+
+@pytest.mark.parametrize("module", list(PRESENT.values()), ids=list(PRESENT))
 @pytest.mark.parametrize("where", ["below", "above", "prerelease-of-upper"])
 def test_a_version_outside_the_range_is_refused_in_one_line_naming_library_version_and_range(monkeypatch, module,
                                                                                              where):
@@ -101,8 +104,8 @@ def test_a_store_command_refuses_an_out_of_range_mlflow(monkeypatch, workdir):
 # ---- the private parts still exist -----------------------------------------------------------------------
 
 def _private_parts():
-    for module in (compat_ray, compat_mlflow):
-        for entry in module.PRIVATE:
+    for module in PRESENT.values():
+        for entry in getattr(module, "PRIVATE", ()):
             where, attribute, keywords = (*entry, ())[:3]
             yield pytest.param(module, where, attribute, keywords, id=f"{where}.{attribute}")
 
@@ -129,7 +132,7 @@ def test_every_private_name_the_compat_modules_import_is_listed():
     would go unchecked."""
     from tests.train.test_imports import all_imports
 
-    for module in (compat_ray, compat_mlflow):
+    for module in PRESENT.values():
         listed = {f"{m}.{a}" for m, a, *_ in module.PRIVATE} | {m for m, *_ in module.PRIVATE}
         root = module.SUPPORTED.distribution
         used = {i for i in all_imports(Path(module.__file__)) if i.split(".")[0] == root}
