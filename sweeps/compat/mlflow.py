@@ -19,6 +19,9 @@ The private parts, and why no public API does their job:
   ``mlflow.enable_system_metrics_logging`` covers only runs this process started with ``mlflow.start_run``.
 - ``mlflow.utils.rest_utils.http_request`` with ``max_retries=0``: one probe of a tracking server in seconds;
   ``MlflowClient`` retries for minutes before it reports an unreachable server.
+- ``MlflowClient._tracking_client.store.engine`` and the ``PRAGMA busy_timeout = 20000`` MLflow's SQLite sessions
+  start with (``wait_for_locks``): a store another process holds is waited for as long as rirlab states, not 20 s;
+  MLflow has no setting for it and its pragma overrides any connect timeout.
 - the logger ``mlflow.store.db.utils``: quieted while a schema is built, and filtered of failed statements.
 """
 
@@ -116,3 +119,27 @@ def probe_server(uri: str, endpoint: str, params: dict, timeout: float):
 
     return http_request(get_default_host_creds(uri), endpoint, "GET", params=params, max_retries=0,
                         timeout=timeout, raise_on_status=False)
+
+
+# ---- the driver's SQLite sessions (sweeps/record/tracker.py) -------------------------------------------------
+
+def wait_for_locks(client, wait_s: float):
+    """``client`` whose SQLite store's statements wait ``wait_s`` seconds for a lock another process holds (a
+    second sweep writing the same store, a backup) instead of the 20 s MLflow sets at the start of every session
+    (``PRAGMA busy_timeout = 20000`` in ``mlflow.store.db.utils``, which overrides any connect timeout): that
+    pragma is rewritten on its way to SQLite. Other stores are left as they are."""
+    from sqlalchemy import event
+
+    engine = getattr(getattr(client._tracking_client, "store", None), "engine", None)  # SqlAlchemyStore only
+    if engine is None or engine.dialect.name != "sqlite" or getattr(engine, "rirlab_waits", False):
+        return client
+    pragma = f"PRAGMA busy_timeout = {int(wait_s * 1000)};"
+
+    def longer_wait(conn, cursor, statement, parameters, context, executemany):
+        if statement.lstrip().upper().startswith("PRAGMA BUSY_TIMEOUT"):
+            statement = pragma
+        return statement, parameters
+
+    event.listen(engine, "before_cursor_execute", longer_wait, retval=True)
+    engine.rirlab_waits = True  # (MLflow caches one store, so one engine, per URI)
+    return client

@@ -66,7 +66,7 @@ def lock_holders(path: Path) -> list[str]:
         try:
             if not any(os.readlink(fd) == target for fd in (proc / "fd").iterdir()):
                 continue
-            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            command = " ".join((proc / "cmdline").read_bytes().decode(errors="replace").replace("\0", " ").split())
         except OSError:
             continue
         found.append(f"process {proc.name}" + (f" ({command[:80]})" if command else ""))

@@ -24,6 +24,7 @@ import rirlab
 from rirlab import contract
 from rirlab.redact import mask_url, redact_uri, strip_credentials
 from sweeps.compat import mlflow as compat_mlflow
+from sweeps.record.faults import store_wait_s
 from sweeps.record.store import StoreURI, can_create, check_store, raw, sqlite_path, validate_uri
 
 DEFAULT_URI_FILE = "mlruns.db"
@@ -93,30 +94,6 @@ def context_tags() -> dict[str, str]:
     return {k: str(v) for k, v in compat_mlflow.run_context_tags().items()}
 
 
-def wait_for_locks(client: MlflowClient) -> MlflowClient:
-    """A SQLite store's writes wait ``store_wait_s`` (120 s) for a lock another process holds (a second sweep
-    writing the same store, a backup) instead of the 20 s MLflow sets at the start of every session (``PRAGMA
-    busy_timeout = 20000``, mlflow/store/db/utils.py, which overrides any connect timeout): the statement is
-    rewritten on its way to SQLite. Past the wait the sweep stops in one line (``faults.store_lock_held``)."""
-    from sqlalchemy import event
-
-    from sweeps.record.faults import store_wait_s
-
-    engine = getattr(getattr(client._tracking_client, "store", None), "engine", None)  # SqlAlchemyStore only
-    if engine is None or engine.dialect.name != "sqlite" or getattr(engine, "rirlab_waits", False):
-        return client
-    pragma = f"PRAGMA busy_timeout = {int(store_wait_s() * 1000)};"
-
-    def longer_wait(conn, cursor, statement, parameters, context, executemany):
-        if statement.lstrip().upper().startswith("PRAGMA BUSY_TIMEOUT"):
-            statement = pragma
-        return statement, parameters
-
-    event.listen(engine, "before_cursor_execute", longer_wait, retval=True)
-    engine.rirlab_waits = True  # (MLflow caches one store, so one engine, per URI)
-    return client
-
-
 class Tracker:
     """MLflow writes of the driver. The store is probed (and, with ``create``, built safely) first: a wrong,
     unreachable, read-only or foreign store is a one-line UserError in seconds; ``create=False`` never makes a
@@ -153,7 +130,7 @@ class Tracker:
             if self._deferred:
                 check_store(self.uri, create=True)  # builds it (atomically, under a lock) unless someone did
                 self._deferred = False
-            self._client = wait_for_locks(MlflowClient(tracking_uri=self.uri.raw))
+            self._client = compat_mlflow.wait_for_locks(MlflowClient(tracking_uri=self.uri.raw), store_wait_s())
         return self._client
 
     def store_exists(self) -> bool:

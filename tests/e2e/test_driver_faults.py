@@ -45,3 +45,54 @@ def test_a_local_rays_trials_run_at_the_sweeps_niceness(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     driver, worker = map(int, proc.stdout.split()[-2:])
     assert worker == driver >= 3, proc.stdout
+
+
+HOLD = """
+import sqlite3, sys, time
+con = sqlite3.connect(sys.argv[1], isolation_level=None)
+con.execute("BEGIN EXCLUSIVE")
+print("holding", flush=True)
+time.sleep(float(sys.argv[2]))
+con.execute("COMMIT")
+"""
+
+
+def test_a_store_held_past_the_stated_wait_stops_in_one_line_and_resume_finishes_it(workdir, new_store):
+    """Another process holding the SQLite store (here 25 s, past a stated wait of 2 s) ended a sweep in 262 lines
+    and 7 tracebacks with runs RUNNING (issue 53 item 2): now one line naming the holder and the resume command,
+    exit 2; once the holder is gone, --resume finishes the sweep and no run stays RUNNING."""
+    import yaml
+    from mlflow.tracking import MlflowClient
+
+    spec = workdir / "held.yaml"
+    tiny = yaml.safe_load(TINY.read_text())
+    spec.write_text(yaml.safe_dump({**tiny, "name": "held", "seeds": 1, "search": {}, "checkpoint_every": 20,
+                                    "fixed": {**tiny["fixed"], "steps": 400}}, sort_keys=False))
+    uri = new_store(workdir / "mlruns.db")
+    env = {**os.environ, "RIRLAB_STORE_WAIT_S": "2", "PYTHONUNBUFFERED": "1"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    from tests.helpers.cli import RIRLAB
+
+    sweep = subprocess.Popen([*RIRLAB, "sweep", str(spec), "--no-checkpoint-artifacts", "--progress", "trials"],
+                             cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    for line in sweep.stdout:  # once the trial runs (its child run exists), another process takes the store
+        lines.append(line)
+        if ": running" in line:
+            break
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(workdir / "mlruns.db"), "25"], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        out, err = sweep.communicate(timeout=600)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert sweep.returncode == 2, "".join(lines) + out + err
+    assert "Traceback" not in out + err, err
+    errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and "stayed locked by another process for 2 s" in errors[0], err
+    assert f"process {holder.pid}" in errors[0] and "--resume" in errors[0], errors[0]
+    resumed = run_cli(["sweep", spec, "--resume", "--no-checkpoint-artifacts"], cwd=workdir, check=True)
+    assert "done: 1 finished" in resumed.stdout, resumed.stdout
+    runs = MlflowClient(uri).search_runs([MlflowClient(uri).get_experiment_by_name("held").experiment_id])
+    assert runs and all(r.info.status == "FINISHED" for r in runs), [r.info.status for r in runs]
