@@ -167,7 +167,8 @@ class Trainer:
             torch.set_num_threads(t.num_threads)
         seed_everything(t.seed)
         self.device = pick_device(t.device)
-        self.data = tasks.get(cfg.task).load(cfg.task_cfg)
+        self.task = tasks.get(cfg.task)
+        self.data = self.task.load(cfg.task_cfg)
         self.model = models.get(cfg.model).build(cfg.model_cfg, self.data.info).to(self.device)
         self.opt = make_optimizer(self.model, t)
         # fp16 (the dynamic-halt code's float16 autocast): a dynamic loss scale; disabled, it passes everything through
@@ -294,7 +295,7 @@ class Trainer:
         # loader (its ``eval_batches``: TLB/GUTLB "file", the RIR models "buckets" of bucket_factor batches)
         order = getattr(self.cfg.model_cfg, "eval_batches", "length")
         sums, count = [], 0  # per batch: its summed loss and correct count, on the device until the end
-        for idx in eval_batches(examples, t.eval_batch_size, order, t.bucket_factor, self.cfg.task == "mnli"):
+        for idx in eval_batches(examples, t.eval_batch_size, order, t.bucket_factor, self.task.bucket_cuts):
             batch = self.to_device(self.data.collate([examples[i] for i in idx]))
             _, loss, c, n, _ = self.loss_of(batch)
             sums += [loss.double() * n, c]
@@ -482,7 +483,7 @@ def evaluate_checkpoint(config: dict, state: dict, weights: str = "auto", splits
     that checkpoint. On a trial's final checkpoint it reproduces the trial's own test metrics. Returns
     ``{"step", "epoch", "weights", "best": {...}, "splits": {split: {"accuracy", "loss"}}}``."""
     cfg = resolve(config)
-    names = ["dev", *getattr(cfg.task_cfg, "eval_splits", ())]  # what Trainer loads (Task.load), known before it
+    names = ["dev", *tasks.get(cfg.task).eval_split_names(cfg.task_cfg)]  # what Trainer loads, known before it
     unknown = [s for s in splits or [] if s not in names]
     if unknown:  # refused before the data and the model are built
         raise UserError(f"split {unknown[0]!r} is not one of this trial's splits ({', '.join(names)}); "

@@ -11,11 +11,29 @@ import pyarrow as pa
 import torch
 
 from rirlab.errors import UserError
+from rirlab.tasks.batching import PAIR_CUTS
 
 PAD = "<pad>"
 # deepest nesting a data file's line may have (ListOps operators, logic formulas): the real data stays below 25
 # levels; thousands mean a wrong file, and are refused with file:line instead of failing deep in a recursion
 MAX_NESTING = 1000
+# the quantiles at which a task states its training sequences' lengths (:meth:`Task.train_lengths`)
+LENGTH_Q = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1.0)
+
+
+def scaled_lengths(q, factor: float) -> tuple:
+    """Length quantiles ``q`` stretched by ``factor`` (at least one token each)."""
+    return tuple(max(1.0, v * factor) for v in q)
+
+
+def clipped_lengths(q, top) -> tuple:
+    """Length quantiles ``q`` cut at ``top`` tokens (a task's length limit; None or 0: none)."""
+    return tuple(q) if not top else tuple(min(v, top) for v in q)
+
+
+def constant_lengths(n) -> tuple:
+    """The quantiles of sequences that are all ``n`` tokens long."""
+    return (float(n),) * len(LENGTH_Q)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +104,10 @@ class Task(abc.ABC):
     collate: ClassVar[Callable]  # examples -> padded batch dict (collate_classify, collate_pair, ...)
     quick: ClassVar[tuple] = ()  # (key, value) pairs of a small, fast setting used by `rirlab train --quick`
     splits: ClassVar[tuple] = ()  # (split name, paper column label) of the test splits, in the papers' order
+    # How the RIR authors' dev/test loader cuts a run of pair examples whose longest sentence is long:
+    # (threshold in tokens, divisor), the first that applies (rirlab.tasks.batching.bucket_batches). A fact of the
+    # authors' per-dataset collater, so the task states it (MNLI has its own); classify tasks' runs are never cut.
+    bucket_cuts: ClassVar[tuple] = PAIR_CUTS
 
     def preflight(self, cfg) -> None:
         """Cheap checks of a trial's task config before its run is recorded (e.g. a file it needs exists);
@@ -102,6 +124,37 @@ class Task(abc.ABC):
         """Facts of a trial's data, known once it is loaded, that its run records as params (text tasks: the OOV
         rate of each split, ``contract.OOV_PARAM``). Default: none."""
         return {}
+
+    # --- facts of a trial's task config every task answers (the sweep side asks these, never the config) ---
+
+    def eval_split_names(self, cfg) -> tuple[str, ...]:
+        """The test splits a trial of ``cfg`` evaluates besides dev (its ``eval_splits``), in the config's order:
+        what it reports ``<split>/accuracy`` for. Default: the config's ``eval_splits`` field, () without one."""
+        return tuple(getattr(cfg, "eval_splits", ()) or ())
+
+    def imported_splits(self, cfg) -> tuple[str, ...]:
+        """The splits a trial of ``cfg`` reads from files imported with ``rirlab data import`` (its ``imported``
+        field; () for a task without one)."""
+        return tuple(getattr(cfg, "imported", ()) or ())
+
+    def cache_dir(self, cfg) -> Optional[str]:
+        """The data cache root a trial of ``cfg`` writes (its ``cache_dir`` field), None for the default one
+        ($RIRLAB_CACHE, else ~/.cache/rirlab; ``rirlab.tasks.cache.cache_root``) or a task that caches nothing."""
+        return getattr(cfg, "cache_dir", None)
+
+    def train_lengths(self, cfg) -> tuple:
+        """How long the training sequences of a trial of ``cfg`` are, in tokens as the model reads them: their
+        quantiles at LENGTH_Q, one tuple per sequence of an example (two for a pair task). The dry run times a
+        training step on a batch drawn from it (``sweeps.plan.dryrun.padded_batch``), since step time grows with a
+        batch's padded length. A task states its own from its data; this default, for a task that does not, takes
+        every sequence as its ``train_len`` when the config has one, else half its ``max_train_len`` /
+        ``max_len`` (50 tokens when it has neither)."""
+        if getattr(cfg, "train_len", None):
+            q = constant_lengths(cfg.train_len)
+        else:
+            top = getattr(cfg, "max_train_len", None) or getattr(cfg, "max_len", None) or 100
+            q = constant_lengths(max(1, int(top) // 2))
+        return (q,) * (2 if self.kind == "pair" else 1)
 
     @property
     def doc(self) -> str:
@@ -125,7 +178,8 @@ class Task(abc.ABC):
             return self.examples(cfg, self.split_table(cfg, name))
 
         data = TaskData(vocab=self.vocab, num_classes=self.num_classes, kind=self.kind, train=split("train"),
-                        eval_splits={s: split(s) for s in ("dev", *cfg.eval_splits)}, collate=self.collate)
+                        eval_splits={s: split(s) for s in ("dev", *self.eval_split_names(cfg))},
+                        collate=self.collate)
         empty = [name for name, rows in (("train", data.train), *data.eval_splits.items()) if len(rows) == 0]
         if empty:  # an empty split would train on nothing or be recorded as accuracy 0 and loss 0
             raise UserError(f"{self.name}: split '{empty[0]}' has no examples (a file with only a header, or whose "
@@ -197,9 +251,9 @@ class Task(abc.ABC):
 
         from rirlab.tasks import cache
 
-        root, imported = getattr(cfg, "cache_dir", None), list(getattr(cfg, "imported", []) or [])
+        root, imported = self.cache_dir(cfg), list(self.imported_splits(cfg))
         out = []
-        for split in ("train", "dev", *getattr(cfg, "eval_splits", ())):
+        for split in ("train", "dev", *self.eval_split_names(cfg)):
             if split in imported:
                 rec = cache.imported_record(self.name, split, root)
                 params = {k: v for k, v in rec.items() if k not in ("path", "digest", "rows")}

@@ -19,6 +19,9 @@ from torch.utils.data import DataLoader, Dataset
 
 # the evaluation batch orders of :func:`eval_batches` (a model config's ``eval_batches``)
 EvalOrder = Literal["buckets", "file", "length"]
+# the RIR authors' sentence-pair collater: a run whose longest sentence has 70 tokens or more is cut in halves
+# ((threshold, divisor), first match wins); a task with another rule states it (``Task.bucket_cuts``: MNLI's)
+PAIR_CUTS = ((70, 2),)
 
 
 def example_length(example) -> int:
@@ -37,7 +40,8 @@ def pool_length(example) -> int:
     return len(example[0])
 
 
-def bucket_batches(examples: Sequence, batch_size: int, bucket_factor: int, mnli: bool = False) -> list[list[int]]:
+def bucket_batches(examples: Sequence, batch_size: int, bucket_factor: int,
+                   cuts: Optional[Sequence[tuple[int, int]]] = None) -> list[list[int]]:
     """The RIR authors' dev/test batches (BeamRecursionFamily): train.py's ``load_dataloaders`` reads the split in
     order (``shuffle=False``) in pools of ``dev_batch_size * bucket_size_factor``; the collater
     (collaters/classifier_collater.py, sentence_pair_collater.py) sorts a pool by :func:`pool_length`
@@ -57,11 +61,13 @@ def bucket_batches(examples: Sequence, batch_size: int, bucket_factor: int, mnli
             ...
         while j < i + inr:  # batches sequences[j:j + inr_]
 
-    (``max_len1``/``2``: the run's longest premise / hypothesis; ``mnli``: the MNLIdev rule). The classifier
-    collater never cuts a run; a cut of an odd ``batch_size`` reaches into the next run, as theirs (a cut below one
-    example, where theirs loops for ever, is one). Batch order does not matter (the code shuffles the pool's batches)."""
+    (``max_len1``/``2``: the run's longest premise / hypothesis). ``cuts`` is that rule as (threshold, divisor)
+    pairs, the first that applies: the task's (``Task.bucket_cuts``; MNLI's ``((100, 4), (70, 2))``), default the
+    other datasets' PAIR_CUTS. The classifier collater never cuts a run; a cut of an odd ``batch_size`` reaches into
+    the next run, as theirs (a cut below one example, where theirs loops for ever, is one). Batch order does not
+    matter (the code shuffles the pool's batches)."""
     pair = bool(examples) and len(examples[0]) == 3
-    cuts = ((100, 4), (70, 2)) if mnli else ((70, 2),)
+    cuts = PAIR_CUTS if cuts is None else tuple(cuts)
     batches = []
     for start in range(0, len(examples), batch_size * bucket_factor):
         pool = list(range(start, min(start + batch_size * bucket_factor, len(examples))))
@@ -75,16 +81,17 @@ def bucket_batches(examples: Sequence, batch_size: int, bucket_factor: int, mnli
 
 
 def eval_batches(examples: Sequence, batch_size: int, order: str = "length", bucket_factor: int = 1,
-                 mnli: bool = False) -> list[list[int]]:
+                 cuts: Optional[Sequence[tuple[int, int]]] = None) -> list[list[int]]:
     """The evaluation batches of a split, as lists of example indices. "length": sorted by
     :func:`example_length` (for pairs the longer sentence, the batch's padded length under joint pair batching) so
     padding stays small; "file": consecutive runs of ``batch_size`` in the split's order, as the dynamic-halt code's
     dev/test loaders (shuffle off; its collater only reorders within a batch); "buckets": the RIR authors' loader,
-    pools of ``bucket_factor`` batches in the split's order, each sorted by length (:func:`bucket_batches`). The
+    pools of ``bucket_factor`` batches in the split's order, each sorted by length, long pair runs cut by the task's
+    ``cuts`` (:func:`bucket_batches`). The
     metric depends on the order only for a model whose output depends on the batch's padded length (TLB/GUTLB's
     torch chunking, the RIR models' chunk_by batch)."""
     if order == "buckets":
-        return bucket_batches(examples, batch_size, bucket_factor, mnli)
+        return bucket_batches(examples, batch_size, bucket_factor, cuts)
     idx = list(range(len(examples)))
     if order == "length":
         idx.sort(key=lambda i: example_length(examples[i]))

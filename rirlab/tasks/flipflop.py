@@ -55,7 +55,7 @@ from pydantic.dataclasses import dataclass
 from rirlab.config import STRICT
 from rirlab.errors import UserError
 from rirlab.tasks import cache, summary
-from rirlab.tasks.base import PAD, Task, TaskData, pad, split_validator
+from rirlab.tasks.base import PAD, Task, TaskData, constant_lengths, pad, split_validator
 from rirlab.tasks.registry import register
 
 VOCAB = [PAD, "w", "r", "i", "0", "1"]  # the stored ids (cache, data files) and input_layout "plain"
@@ -229,6 +229,9 @@ class FlipFlop(Task):
     split_table = staticmethod(split_table)
     parse_line = staticmethod(parse_line)
     to_lines, to_table = staticmethod(to_lines), staticmethod(to_table)
+
+    def train_lengths(self, cfg: FlipFlopConfig) -> tuple:
+        return (constant_lengths(cfg.train_len),)  # every training sequence is train_len long
 
     def examples(self, cfg: FlipFlopConfig, table: pa.Table) -> list:
         return examples(table, read_target=cfg.read_target, input_layout=cfg.input_layout)

@@ -43,6 +43,7 @@ from pydantic.dataclasses import dataclass
 from rirlab.config import STRICT
 from rirlab.errors import UserError
 from rirlab.tasks.registry import register
+from rirlab.tasks.base import clipped_lengths
 from rirlab.tasks.text import (TextConfig, TextTask, bad, columns, expect, label_of, read_text, sample_balanced,
                                tsv)
 from rirlab.tasks.treebank import tokenize
@@ -116,6 +117,9 @@ class IMDB(TextTask):
 
     name, config, kind, labels = "imdb", IMDBConfig, "classify", LABELS
     version = 2  # 2: word_tokenize's rules (rirlab.tasks.treebank)
+    # training lengths (Task.train_lengths; no data here to measure): rough quantiles at LENGTH_Q after the
+    # published statistics: reviews of mean ~290 tokens, a long tail
+    TRAIN_LENGTHS = (10, 120, 150, 215, 350, 570, 760, 1200, 2800)
     files = {"train": "aclImdb/train", "test": "aclImdb/test",
              "contrast": "contrast-sets/IMDb/data/test_contrast.tsv",
              "contrast_dev": "contrast-sets/IMDb/data/dev_contrast.tsv",
@@ -124,6 +128,9 @@ class IMDB(TextTask):
     needs = {"train": ("train",), "dev": ("train", "dev_original"), "test": ("test",), "test_full": ("test",),
              "contrast": ("contrast",), "contrast_dev": ("contrast_dev",), "counterfactual": ("counterfactual",)}
     vocab_splits, min_count = ("train", "test"), 5  # the authors' vocabulary (rirlab.tasks.text)
+
+    def train_lengths(self, cfg) -> tuple:
+        return (clipped_lengths(self.TRAIN_LENGTHS, cfg.max_train_len),)
 
     def split_needs(self, cfg, split: str) -> tuple:
         if split == "dev" and cfg.length_protocol != "authors":

@@ -40,7 +40,7 @@ from pydantic.dataclasses import dataclass
 from rirlab.config import STRICT
 from rirlab.errors import UserError
 from rirlab.tasks import listops
-from rirlab.tasks.base import PAD
+from rirlab.tasks.base import PAD, clipped_lengths, constant_lengths
 from rirlab.tasks.imdb import review_files  # the same reviews as the IMDB task reads
 from rirlab.tasks.registry import register
 from rirlab.tasks.text import TextTask, bad, clip, columns, known_splits, read_text, tsv
@@ -83,8 +83,16 @@ class LRATask(TextTask):
     max_len: int = 0
     vocab = BYTES
 
+    # training lengths (Task.train_lengths; no data here to measure): rough quantiles at LENGTH_Q after the
+    # published statistics, in the task's tokens (bytes / pixels), one per sequence of an example, before
+    # the task's length (max_len) clips them
+    TRAIN_LENGTHS: tuple = ()
+
     def length(self, cfg) -> int:
         return cfg.max_len or self.max_len
+
+    def train_lengths(self, cfg) -> tuple:
+        return tuple(clipped_lengths(q, self.length(cfg)) for q in self.TRAIN_LENGTHS)
 
     def protocol(self, cfg, split: str) -> dict:
         return {"max_len": self.length(cfg)}
@@ -119,6 +127,7 @@ class LRAListOps(LRATask):
     labels = tuple(str(d) for d in range(10))
     vocab = listops.VOCAB
     max_len = 2000
+    TRAIN_LENGTHS = ((500, 560, 650, 850, 1150, 1500, 1700, 1900, 2000),)  # 500 to 2,000 tokens
     files = {"train": "lra_release/listops-1000/basic_train.tsv", "dev": "lra_release/listops-1000/basic_val.tsv",
              "test": "lra_release/listops-1000/basic_test.tsv"}
     needs = {s: (s,) for s in files}
@@ -149,6 +158,7 @@ class LRAText(LRATask):
     name, kind = "lra_text", "classify"
     labels = ("negative", "positive")
     max_len = 4096  # the authors' code (LRA: 4,000)
+    TRAIN_LENGTHS = ((50, 530, 700, 980, 1600, 2600, 3400, 5800, 13700),)  # the IMDB reviews as bytes
     files = {"train": "aclImdb/train", "test": "aclImdb/test"}
     needs = {"train": ("train",), "dev": ("test",), "test": ("test",)}
 
@@ -170,6 +180,7 @@ class LRARetrieval(LRATask):
     name, kind = "lra_retrieval", "pair"
     labels = ("0", "1")
     max_len = 4096  # the authors' code (LRA: 4,000)
+    TRAIN_LENGTHS = ((400, 2000, 3200, 5000, 8000, 12000, 15000, 25000, 60000),) * 2  # AAN papers, mostly > 4,000
     files = {"train": "lra_release/tsv_data/new_aan_pairs.train.tsv",
              "dev": "lra_release/tsv_data/new_aan_pairs.eval.tsv",
              "test": "lra_release/tsv_data/new_aan_pairs.test.tsv"}
@@ -240,6 +251,9 @@ class LRAImage(LRATask):
     config = LRAImageConfig
     labels = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
     max_len = 1024
+
+    def train_lengths(self, cfg) -> tuple:
+        return (constant_lengths(self.length(cfg)),)  # 32 x 32 pixels, every image
     files = {**{f"data_batch_{i}": f"cifar-10-batches-py/data_batch_{i}" for i in range(1, 6)},
              "test_batch": "cifar-10-batches-py/test_batch"}
     _train = tuple(f"data_batch_{i}" for i in range(1, 6))

@@ -39,6 +39,7 @@ from pydantic.dataclasses import dataclass
 
 from rirlab.config import STRICT
 from rirlab.tasks.registry import register
+from rirlab.tasks.base import clipped_lengths
 from rirlab.tasks.text import TextConfig, TextTask, bad, columns, field, jsonl, keep_short, label_of, tsv
 from rirlab.tasks.treebank import tokenize
 
@@ -126,6 +127,12 @@ class NLITask(TextTask):
     kind = "pair"
     labels = LABELS
     vocab_files: tuple[str, ...] = ()  # file keys whose words the authors' vocabulary counts, in their order
+    # training lengths (Task.train_lengths; no data here to measure): rough quantiles at LENGTH_Q of premise and
+    # hypothesis after the published statistics, before max_train_len clips them
+    TRAIN_LENGTHS: tuple[tuple, tuple] = ((), ())
+
+    def train_lengths(self, cfg) -> tuple:
+        return tuple(clipped_lengths(q, cfg.max_train_len) for q in self.TRAIN_LENGTHS)
 
     def vocab_tables(self, cfg, train):
         if getattr(cfg, "vocab_from", "train") != "authors":
@@ -155,6 +162,7 @@ class SNLI(NLITask):
              "counterfactual": "counterfactually-augmented-data/NLI/revised_combined/test.tsv"}
     needs = {s: (s,) for s in files}
     vocab_files, min_count = ("train", "dev", "test", "hard"), 2  # the authors' vocabulary (module doc)
+    TRAIN_LENGTHS = ((2, 7, 10, 13, 17, 22, 26, 36, 82), (1, 5, 6, 7, 10, 12, 14, 19, 62))  # mean 14.1, 8.3
 
     def read_split(self, cfg, root: Path, split: str) -> list:
         rows = read_any(root / self.files[split])
@@ -180,6 +188,10 @@ class MNLI(NLITask):
     vocab_files = ("train", "matched", "mismatched", "conjnli", "antonym_m", "antonym_mm", "lenm", "lenmm", "negm",
                    "negmm", "numerical", *list(STRESS_VOCAB)[3:])  # the authors' vocabulary, their order (module doc)
     min_count = 4
+    TRAIN_LENGTHS = ((1, 8, 12, 19, 29, 40, 48, 70, 200), (1, 5, 7, 10, 13, 17, 20, 28, 70))  # mean 22, 11
+    # the authors' dev/test loader cuts MNLIdev's long pair runs in quarters from 100 tokens, halves from 70
+    # (their sentence_pair_collater.py's ``if self.config["dataset"] == "MNLIdev"``; rirlab.tasks.batching)
+    bucket_cuts = ((100, 4), (70, 2))
 
     def protocol(self, cfg, split: str) -> dict:
         if split in ("train", "dev"):

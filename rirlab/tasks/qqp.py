@@ -41,6 +41,7 @@ from pydantic.dataclasses import dataclass
 from rirlab.config import STRICT
 from rirlab.errors import UserError
 from rirlab.tasks.registry import register
+from rirlab.tasks.base import clipped_lengths
 from rirlab.tasks.text import TextConfig, TextTask, bad, columns, keep_short, label_of, tsv
 from rirlab.tasks.treebank import tokenize
 
@@ -105,6 +106,12 @@ class QQP(TextTask):
              "paws_wiki": ("paws_wiki",)}
     # the authors' vocabulary (rirlab.tasks.text): the whole Quora file and both PAWS sets, words seen 6+ times
     vocab_splits, min_count = ("train", "dev", "test", "paws_qqp", "paws_wiki"), 6
+    # training lengths (Task.train_lengths; no data here to measure): rough quantiles at LENGTH_Q after the
+    # published statistics, each question of a pair: mean 12 tokens, a few very long ones
+    TRAIN_LENGTHS = (1, 6, 8, 11, 15, 21, 26, 40, 270)
+
+    def train_lengths(self, cfg) -> tuple:
+        return (clipped_lengths(self.TRAIN_LENGTHS, cfg.max_train_len),) * 2
 
     def protocol(self, cfg, split: str) -> dict:
         out = {"tokenizer": cfg.tokenizer}

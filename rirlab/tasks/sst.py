@@ -27,6 +27,7 @@ from pydantic.dataclasses import dataclass
 
 from rirlab.config import STRICT
 from rirlab.tasks.registry import register
+from rirlab.tasks.base import clipped_lengths
 from rirlab.tasks.text import TextConfig, TextTask, bad, read_lines
 
 LABELS = ("0", "1", "2", "3", "4")
@@ -89,6 +90,12 @@ class SST5(TextTask):
     files = {"train": "trees/train.txt", "dev": "trees/dev.txt", "test": "trees/test.txt"}
     needs = {"train": ("train",), "dev": ("dev",), "test": ("test",)}
     vocab_splits, min_count = ("train", "dev", "test"), 1  # the authors' vocabulary (rirlab.tasks.text)
+    # training lengths (Task.train_lengths; no data here to measure): rough quantiles at LENGTH_Q after the
+    # published statistics, PTB-style words: sentences of mean 19 tokens, at most 56
+    TRAIN_LENGTHS = (2, 8, 12, 18, 25, 32, 36, 45, 56)
+
+    def train_lengths(self, cfg) -> tuple:
+        return (clipped_lengths(self.TRAIN_LENGTHS, cfg.max_train_len),)
 
     def protocol(self, cfg, split: str) -> dict:
         return {"brackets": cfg.brackets, **({"train_phrases": cfg.train_phrases} if split == "train" else {})}

@@ -193,7 +193,7 @@ def _preflight(plan: SweepPlan, local: bool = True) -> None:
     from rirlab.tasks import registry as tasks
 
     if local:
-        for root in {getattr(r.task_cfg, "cache_dir", None) for r in plan.resolved}:
+        for root in {tasks.get(r.task).cache_dir(r.task_cfg) for r in plan.resolved}:
             cache.check_writable(root)
 
     configs: dict[str, dict] = {}

@@ -10,6 +10,7 @@ from typing import Optional
 
 from rirlab.contract import short_value
 from rirlab.errors import command
+from rirlab.tasks.base import LENGTH_Q
 from sweeps.plan.plan import SweepPlan
 from sweeps.spec.schema import Spec
 
@@ -30,78 +31,18 @@ BENCHMARKS_DIR = "benchmarks"  # `rirlab bench --device cuda --json` figures (st
 # --- how long a task's training sequences are, for the batch the dry run times ---
 #
 # Step time grows with the padded length of a batch, so the timed batch must be as long as the trial's batches
-# will be. TRAIN_LENGTHS holds, per task name, the distribution of one training sequence's length in tokens as
-# the model reads it: its quantiles at LENGTH_Q, one tuple per sequence of an example (two for a pair task).
-# ``padded_batch`` draws lengths from it and cuts them into batches as rirlab.tasks.batching.BatchPlan does.
-# The figures are a fact of each task's data; they belong on the Task classes (a method such as
-# ``train_lengths(cfg)``, which could also read an imported or cached training split); they live here while
-# those files change for other reasons. A task missing here gets ``_fallback_lengths``.
-LENGTH_Q = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1.0)
+# will be. Each task states the distribution of its training sequences' lengths (``Task.train_lengths``: quantiles
+# at LENGTH_Q, one tuple per sequence of an example); ``padded_batch`` draws lengths from it and cuts them into
+# batches as rirlab.tasks.batching.BatchPlan does.
 GLOVE_DIM = 300  # the text tasks' frozen GloVe 840B-300d vectors (rirlab.tasks.text)
 
 
-def _scaled(q, factor: float) -> tuple:
-    return tuple(max(1.0, v * factor) for v in q)
-
-
-def _clipped(q, top) -> tuple:
-    return tuple(q) if not top else tuple(min(v, top) for v in q)
-
-
-def _constant(n) -> tuple:
-    return (float(n),) * len(LENGTH_Q)
-
-
-# measured on this repository's generators: 20,000 distinct draws of rirlab.tasks.listops.generate at the defaults
-# (max_args 5, max_depth 20, max_len 100; mean 20 tokens), and the cached default logic training split
-# (121,977 pairs, train_max_ops 6; mean 13.5 tokens with parentheses, 5.2 without), each formula of a pair
-_LISTOPS_100 = (1, 5, 7, 12, 25, 49, 67, 92, 100)
-_LOGIC = (1, 1, 4, 13, 22, 28, 28, 31, 37)
-_LOGIC_NO_PARENS = (1, 1, 2, 5, 8, 10, 10, 11, 13)
-# user-file tasks (no data here to measure): rough quantiles after the datasets' published statistics, in the
-# tasks' own tokens (PTB-style words; LRA: bytes / pixels), before the tasks' length limits clip them
-_SST = (2, 8, 12, 18, 25, 32, 36, 45, 56)  # SST sentences: mean 19 tokens, at most 56
-_SNLI = ((2, 7, 10, 13, 17, 22, 26, 36, 82), (1, 5, 6, 7, 10, 12, 14, 19, 62))  # premise 14.1, hypothesis 8.3
-_MNLI = ((1, 8, 12, 19, 29, 40, 48, 70, 200), (1, 5, 7, 10, 13, 17, 20, 28, 70))  # premise 22, hypothesis 11
-_QQP = (1, 6, 8, 11, 15, 21, 26, 40, 270)  # questions: mean 12 tokens, a few very long ones
-_IMDB = (10, 120, 150, 215, 350, 570, 760, 1200, 2800)  # reviews: mean ~290 tokens, a long tail
-_IMDB_BYTES = (50, 530, 700, 980, 1600, 2600, 3400, 5800, 13700)  # LRA Text: the same reviews as bytes
-_LRA_LISTOPS = (500, 560, 650, 850, 1150, 1500, 1700, 1900, 2000)  # LRA ListOps: 500 to 2,000 tokens
-_AAN_BYTES = (400, 2000, 3200, 5000, 8000, 12000, 15000, 25000, 60000)  # LRA Retrieval: papers, mostly > 4,000
-
-TRAIN_LENGTHS = {  # task name -> (task, task config) -> quantiles at LENGTH_Q per sequence of an example
-    "listops": lambda task, cfg: (_scaled(_LISTOPS_100, cfg.max_train_len / 100),),  # other limits: rough
-    "logic": lambda task, cfg: (_LOGIC if cfg.keep_parens else _LOGIC_NO_PARENS,) * 2,
-    "flipflop": lambda task, cfg: (_constant(cfg.train_len),),  # every training sequence is train_len long
-    "sst5": lambda task, cfg: (_clipped(_SST, cfg.max_train_len),),
-    "imdb": lambda task, cfg: (_clipped(_IMDB, cfg.max_train_len),),
-    "snli": lambda task, cfg: tuple(_clipped(q, cfg.max_train_len) for q in _SNLI),
-    "mnli": lambda task, cfg: tuple(_clipped(q, cfg.max_train_len) for q in _MNLI),
-    "qqp": lambda task, cfg: (_clipped(_QQP, cfg.max_train_len),) * 2,
-    "lra_listops": lambda task, cfg: (_clipped(_LRA_LISTOPS, task.length(cfg)),),
-    "lra_text": lambda task, cfg: (_clipped(_IMDB_BYTES, task.length(cfg)),),
-    "lra_retrieval": lambda task, cfg: (_clipped(_AAN_BYTES, task.length(cfg)),) * 2,
-    "lra_image": lambda task, cfg: (_constant(task.length(cfg)),),  # 32 x 32 pixels, every image
-}
-
-
-def _fallback_lengths(task, cfg) -> tuple:
-    """A task TRAIN_LENGTHS does not know: its ``train_len`` when it has one (every sequence that long), else
-    half its ``max_train_len`` / ``max_len`` (50 tokens when it has neither), one per sequence of an example."""
-    if getattr(cfg, "train_len", None):
-        q = _constant(cfg.train_len)
-    else:
-        top = getattr(cfg, "max_train_len", None) or getattr(cfg, "max_len", None) or 100
-        q = _constant(max(1, int(top) // 2))
-    return (q,) * (2 if task.kind == "pair" else 1)
-
-
 def train_lengths(resolved) -> tuple:
-    """The quantiles (at LENGTH_Q) of a trial's training sequence lengths, one tuple per sequence of an example."""
+    """The quantiles (at LENGTH_Q) of a trial's training sequence lengths, one tuple per sequence of an example:
+    the task's own figures (``Task.train_lengths``)."""
     from rirlab.tasks import registry as tasks
 
-    task = tasks.get(resolved.task)
-    return TRAIN_LENGTHS.get(resolved.task, _fallback_lengths)(task, resolved.task_cfg)
+    return tasks.get(resolved.task).train_lengths(resolved.task_cfg)
 
 
 def padded_batch(resolved, seed: int = 0) -> list:

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from rirlab.models import registry
-from rirlab.tasks.batching import eval_batches
+from rirlab.tasks import registry as tasks
+from rirlab.tasks.batching import PAIR_CUTS, eval_batches
 from tests.helpers.models import batch_of, build, random_seqs
 
 SINGLE = [5, 3, 9, 1, 7, 2, 8, 4, 6, 10, 11, 12, 13]  # lengths, split order
@@ -37,7 +38,7 @@ def as_code(batches):
 def test_buckets_are_the_authors_dev_batches():
     assert as_code(eval_batches(single(), 3, "buckets", 2)) == CODE_SINGLE
     assert as_code(eval_batches(pairs(), 4, "buckets", 2)) == CODE_PAIRS
-    assert as_code(eval_batches(pairs(), 4, "buckets", 2, mnli=True)) == CODE_MNLI
+    assert as_code(eval_batches(pairs(), 4, "buckets", 2, tasks.get("mnli").bucket_cuts)) == CODE_MNLI
     assert as_code(eval_batches(single(), 3, "length")) != CODE_SINGLE  # rirlab before: the split sorted
 
 
@@ -64,11 +65,11 @@ def test_trainer_evaluates_in_the_models_order(tmp_path, monkeypatch):
 
     seen = []
     monkeypatch.setattr("rirlab.train.eval_batches",
-                        lambda ex, size, order, factor, mnli: seen.append((size, order, factor, mnli)) or [[0]])
+                        lambda ex, size, order, factor, cuts: seen.append((size, order, factor, cuts)) or [[0]])
     tiny = {"task": "logic", "hidden_size": 8, "n_train": 8, "n_dev": 4, "n_eval": 4, "eval_splits": ["ops_7"],
             "device": "cpu", "cache_dir": str(tmp_path), "recipe": "paper", "eval_batch_size": 32}
     for extra, order in (({"model": "rir_grc"}, "buckets"), ({"model": "rir_ebt_grc", "eval_batches": "length"},
                                                                   "length")):
         trainer = Trainer(resolve({**tiny, **extra}))
         trainer.evaluate(trainer.dev_split())
-        assert seen.pop() == (32, order, 5, False)
+        assert seen.pop() == (32, order, 5, PAIR_CUTS)  # logic's pair rule, not MNLI's
