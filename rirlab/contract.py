@@ -73,6 +73,11 @@ EVALUATES_TRIAL = "rirlab.evaluates_trial"
 MODEL_ERROR = "rirlab.model_error"  # the trial's weights could not be logged as an MLflow model: why
 CHECKPOINT_ARTIFACT = "checkpoint"
 CHECKPOINT_STATE_FILE = "state.pt"  # inside a checkpoint: the trainer's state dict (torch.save)
+CHECKPOINT_DIR = re.compile(r"checkpoint_(\d+)")  # a trial folder's numbered checkpoints (Ray Tune's names)
+# keys of that state dict that say what it is (absent from checkpoints written before): the trial's resolved flat
+# config (plain JSON types, URL passwords masked) and, in a sweep's checkpoint, the trial's run name
+STATE_CONFIG = "config"
+STATE_TRIAL = "trial"
 CONFIG_ARTIFACT = "config.yaml"  # the trial's resolved flat config
 MODEL_ARTIFACT = "model"  # its final weights as an MLflow PyTorch model (and as a logged model of that name)
 TRIAL_NAME_TAG = "rirlab.trial"  # on a trial's logged model: the trial's run name

@@ -46,12 +46,14 @@ metric                                unit    meaning
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
 import re
 import resource
 import time
+from pathlib import Path
 from typing import Callable, Optional
 
 import torch
@@ -64,6 +66,7 @@ from rirlab.optim import Ranger
 from rirlab.models import registry as models
 from rirlab.models.base import autocast
 from rirlab.perf import TensorMemory, tune_allocator
+from rirlab.redact import redact_all
 from rirlab.tasks import registry as tasks
 from rirlab.tasks.batching import BatchPlan, eval_batches, example_length, loader
 from rirlab.trial import TrialConfig, resolve
@@ -154,6 +157,14 @@ def host_values(values: list) -> list[float]:
     tensors = [v for v in values if isinstance(v, torch.Tensor)]
     read = iter(torch.stack([v.detach().reshape(()).to(torch.float64) for v in tensors]).tolist() if tensors else [])
     return [next(read) if isinstance(v, torch.Tensor) else float(v) for v in values]
+
+
+def checkpoint_config(cfg: TrialConfig) -> dict:
+    """The trial's resolved flat config as its checkpoints carry it (``contract.STATE_CONFIG``), so that a checkpoint
+    says what it is and ``rirlab evaluate CHECKPOINT`` needs no spec: plain JSON types only (what torch's
+    weights-only loader reads; ``resolve`` of it gives the same config back), passwords in URLs masked as in every
+    record of a trial (rirlab.redact)."""
+    return json.loads(json.dumps(redact_all(cfg.flat()), default=str))
 
 
 class Trainer:
@@ -361,6 +372,7 @@ class Trainer:
             "torch_rng": torch.get_rng_state(),
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
             "py_rng": random.getstate(),
+            C.STATE_CONFIG: checkpoint_config(self.cfg),  # read by `rirlab evaluate`, never by a resume
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -400,6 +412,14 @@ def load_checkpoint(path) -> dict:
     unpickler: tensors and plain data (dicts, lists, tuples, numbers, strings) and nothing else, so a crafted file
     cannot run code; it raises ``pickle.UnpicklingError`` for a file that names any other class or function."""
     return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def latest_checkpoint(folder) -> Optional[Path]:
+    """The state file of a trial folder's latest checkpoint (``checkpoint_<n>/state.pt`` of the highest n, as Ray
+    Tune numbers them); None when it holds none. What `rirlab evaluate TRIAL_DIR` and an evaluation-only row read."""
+    numbered = [(int(m.group(1)), p) for p in Path(folder).glob("checkpoint_*")
+                if (m := C.CHECKPOINT_DIR.fullmatch(p.name)) and (p / C.CHECKPOINT_STATE_FILE).is_file()]
+    return max(numbered)[1] / C.CHECKPOINT_STATE_FILE if numbered else None
 
 
 def unreadable_checkpoint(path, err: Exception) -> str:

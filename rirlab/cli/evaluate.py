@@ -1,17 +1,18 @@
-"""`rirlab evaluate`: the test splits of a sweep trial from one of its checkpoints (a trial that did not finish)."""
+"""`rirlab evaluate`: the test splits of a sweep trial from one of its checkpoints (a trial that did not finish). The
+checkpoint says which trial it is (its resolved config, rirlab.train.checkpoint_config); for one written before it
+did, the spec the sweep ran and Ray Tune's params.json say it."""
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import click
 
 
 @click.command()
-@click.argument("spec", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.argument("checkpoint", type=click.Path(exists=True, path_type=Path))
+@click.argument("first", metavar="[SPEC] CHECKPOINT", type=click.Path(exists=True, path_type=Path))
+@click.argument("second", metavar="", required=False, type=click.Path(exists=True, path_type=Path))
 @click.option("--weights", type=click.Choice(["auto", "best", "last"]), default="auto", show_default=True,
               help="auto: what the trial's end uses (the best dev evaluation's weights unless its recipe selects "
                    "the last); best; last (the weights at the checkpoint's step).")
@@ -23,7 +24,7 @@ import click
                    "imported from real files with `rirlab data import`), --set inference=rir, --set n_eval=5000. The "
                    "checkpoint's weights must fit the model the changed config builds.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
-def evaluate(spec, checkpoint, weights, splits, threads, sets, as_json):
+def evaluate(first, second, weights, splits, threads, sets, as_json):
     """Evaluate a sweep trial's CHECKPOINT on its splits: the cells of a trial that did not finish.
 
     A trial evaluates its test splits only when it ends. When it is stopped first (Ctrl-C, a lost machine, the end
@@ -33,28 +34,67 @@ def evaluate(spec, checkpoint, weights, splits, threads, sets, as_json):
     with other settings as a row of its table: an evaluation-only row of the spec, `evaluates:`, see the README).
 
     CHECKPOINT is a trial's folder in the sweep's output directory (its latest checkpoint is used), one of its
-    checkpoint_* folders, or a state.pt; SPEC is the spec the sweep ran (for the trial's variant).
+    checkpoint_* folders, or a state.pt. A checkpoint carries its trial's config, so it is all the command needs;
+    one written before checkpoints did needs SPEC, the spec the sweep ran (for the trial's variant, with the
+    trial folder's params.json). Given SPEC, the trial's config is always read from it and params.json.
 
     \b
-    rirlab evaluate search_spaces/ebt_table4_logic.yaml rirlab_runs/ebt_table4_logic-*/trial_506b1_00000
-    rirlab evaluate SPEC TRIAL_DIR/checkpoint_000009 --weights last --split ops_12 --json
-    rirlab evaluate SPEC TRIAL_DIR --split ops_12 --set imported=[ops_12]   # after: rirlab data import logic test12 --split ops_12
+    rirlab evaluate rirlab_runs/ebt_table4_logic-*/trial_506b1_00000
+    rirlab evaluate TRIAL_DIR/checkpoint_000009 --weights last --split ops_12 --json
+    rirlab evaluate TRIAL_DIR --split ops_12 --set imported=[ops_12]   # after: rirlab data import logic test12 --split ops_12
+    rirlab evaluate search_spaces/ebt_table4_logic.yaml TRIAL_DIR      # a checkpoint written before it held its config
 
     --set changes the trial's config for this evaluation only (the data it is tested on, the inference mode, the
     evaluation batches, ...); the report names every change. The trial's weights are evaluated as they are.
     """
-    import torch
-
     from rirlab import contract
     from rirlab.config import parse_overrides
     from rirlab.errors import UserError
-    from rirlab.train import evaluate_checkpoint, load_checkpoint, unreadable_checkpoint
+    from rirlab.train import evaluate_checkpoint
+
+    spec, checkpoint = (first, second) if second is not None else (None, first)
+    if spec is not None and not spec.is_file():
+        raise UserError(f"{spec} is not a spec file; give the spec and then the checkpoint (rirlab evaluate SPEC "
+                        f"CHECKPOINT), or the checkpoint alone")
+    overrides = parse_overrides(sets)
+    if spec is not None:  # the trial's config from the spec and Ray's params.json (checkpoints of any age)
+        state_file = _state_file(checkpoint)
+        name, config = _spec_config(spec, state_file)
+    else:  # the trial's config from its checkpoint
+        state_file = None
+    if spec is not None and overrides:
+        _check_overrides(config, overrides)  # an unknown key or a bad value: one line, before any data is built
+    state, state_file = _read_state(checkpoint, state_file)
+    if spec is None:
+        config = state.get(contract.STATE_CONFIG)
+        if not isinstance(config, dict):
+            raise UserError(f"{state_file} was written before checkpoints carried their trial's config; name the "
+                            f"spec the sweep ran: rirlab evaluate SPEC {checkpoint}")
+        config = dict(config)
+        name = str(state.get(contract.STATE_TRIAL) or _trial_folder(state_file).name)
+        if overrides:
+            _check_overrides(config, overrides)
+    changed = {k: v for k, v in overrides.items() if config.get(k, object()) != v}  # what differs from the trial
+    config.update(overrides)
+    if threads:
+        config["num_threads"] = threads
+    result = evaluate_checkpoint(config, state, weights, list(splits) or None)
+    result.update({"trial": name, "checkpoint": str(state_file), "overrides": changed})
+    if as_json:
+        click.echo(json.dumps(result, default=float))
+        return
+    click.echo(_report(result))
+
+
+def _spec_config(spec: Path, state_file: Path) -> tuple[str, dict]:
+    """(run name, flat config) of the trial a checkpoint belongs to, from the spec the sweep ran and the trial
+    folder's params.json (Ray Tune's record of the trial's Tune config)."""
+    from rirlab import contract
+    from rirlab.errors import UserError
     from sweeps.spec.load import load_spec
     from sweeps.spec.trials import TrialSpace
 
-    overrides = parse_overrides(sets)
-    state_file = _state_file(checkpoint)
-    params = state_file.parent.parent / "params.json"
+    params = _trial_folder(state_file) / "params.json"
     if not params.is_file():
         raise UserError(f"{params} not found: CHECKPOINT must lie in a trial folder of a sweep's output directory "
                         f"(trial_*/checkpoint_*/{contract.CHECKPOINT_STATE_FILE}, next to the trial's params.json)")
@@ -67,15 +107,27 @@ def evaluate(spec, checkpoint, weights, splits, threads, sets, as_json):
     if variant and variant not in space.variants:
         raise UserError(f"{spec} has no variant {variant!r} (the trial's); name the spec the sweep ran")
     trial = space.trial(tune_config)
-    config = dict(trial.config)
-    changed = {k: v for k, v in overrides.items() if config.get(k, object()) != v}  # what differs from the trial
-    config.update(overrides)
-    if threads:
-        config["num_threads"] = threads
-    if overrides:
-        from rirlab.trial import resolve
+    return trial.name, dict(trial.config)
 
-        resolve(config, where="evaluate --set")  # an unknown key or a bad value: one line, before any data is built
+
+def _check_overrides(config: dict, overrides: dict) -> None:
+    from rirlab.trial import resolve
+
+    resolve({**config, **overrides}, where="evaluate --set")
+
+
+def _trial_folder(state_file: Path) -> Path:
+    """The trial folder of a checkpoint_*/state.pt."""
+    return state_file.parent.parent
+
+
+def _read_state(checkpoint: Path, state_file=None) -> tuple[dict, Path]:
+    """The trainer state of CHECKPOINT (weights and plain data only: a file naming code is refused, not run) and the
+    file it was read from. A running sweep may delete the latest checkpoint as it is read: then the new latest."""
+    from rirlab.errors import UserError
+    from rirlab.train import load_checkpoint, unreadable_checkpoint
+
+    state_file = state_file or _state_file(checkpoint)
     for attempt in range(3):
         try:
             state = load_checkpoint(state_file)
@@ -89,29 +141,24 @@ def evaluate(spec, checkpoint, weights, splits, threads, sets, as_json):
             raise UserError(unreadable_checkpoint(state_file, err)) from None
     if not isinstance(state, dict) or "model" not in state:
         raise UserError(f"{state_file} is not a rirlab trial checkpoint (no trainer state in it)")
-    result = evaluate_checkpoint(config, state, weights, list(splits) or None)
-    result.update({"trial": trial.name, "checkpoint": str(state_file), "overrides": changed})
-    if as_json:
-        click.echo(json.dumps(result, default=float))
-        return
-    click.echo(_report(result))
+    return state, state_file
 
 
 def _state_file(path: Path) -> Path:
     """The state.pt of CHECKPOINT: itself, inside it, or inside the trial folder's latest checkpoint_*."""
     from rirlab import contract
     from rirlab.errors import UserError
+    from rirlab.train import latest_checkpoint
 
     if path.is_file():
         return path
     if (path / contract.CHECKPOINT_STATE_FILE).is_file():
         return path / contract.CHECKPOINT_STATE_FILE
-    numbered = [(int(m.group(1)), p) for p in path.glob("checkpoint_*")
-                if (m := re.fullmatch(r"checkpoint_(\d+)", p.name)) and (p / contract.CHECKPOINT_STATE_FILE).is_file()]
-    if not numbered:
+    latest = latest_checkpoint(path)
+    if latest is None:
         raise UserError(f"{path} holds no checkpoint (no checkpoint_*/{contract.CHECKPOINT_STATE_FILE}); a sweep "
                         f"checkpoints a trial every `checkpoint_every` steps (the spec's key)")
-    return max(numbered)[1] / contract.CHECKPOINT_STATE_FILE
+    return latest
 
 
 def _report(r: dict) -> str:

@@ -16,7 +16,6 @@ import contextlib
 import glob
 import io
 import os
-import re
 import tempfile
 import time
 from pathlib import Path
@@ -75,9 +74,10 @@ def missing_sources(plan: SweepPlan, tracker: Tracker) -> list:
 
 
 def _latest_checkpoint(trial_dir: str) -> Optional[Path]:
-    numbered = [(int(m.group(1)), p) for p in Path(trial_dir).glob("checkpoint_*")
-                if (m := re.fullmatch(r"checkpoint_(\d+)", p.name)) and (p / contract.CHECKPOINT_STATE_FILE).is_file()]
-    return max(numbered)[1] / contract.CHECKPOINT_STATE_FILE if numbered else None
+    """The trial folder's latest state file: the one search `rirlab evaluate` makes too (rirlab.train)."""
+    from rirlab.train import latest_checkpoint
+
+    return latest_checkpoint(trial_dir)
 
 
 def checkpoint_bytes(tracker: Tracker, run) -> bytes:

@@ -4,7 +4,9 @@ sweep's wrapper around it (``trial_fn``: a trial MLflow already holds the end of
 
 Sweep-level settings (how a Tune config maps to a trial, how often to checkpoint) are bound with
 ``tune.with_parameters``, never carried as config keys. Checkpoints travel as a torch-saved state dict
-inside a Ray Tune Checkpoint directory; a retried or resumed trial starts from the last one.
+inside a Ray Tune Checkpoint directory; a retried or resumed trial starts from the last one. The state carries
+the trial's resolved config and run name, so ``rirlab evaluate CHECKPOINT`` needs neither the spec nor Ray's
+params.json.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ def trainable(config: dict, space: TrialSpace = TrialSpace(), checkpoint_every: 
         if checkpoint is None:
             tune.report(metrics)
             return
+        checkpoint = {**checkpoint, contract.STATE_TRIAL: trial.name}  # with its config: what it is (rirlab evaluate)
         with tempfile.TemporaryDirectory() as d:
             torch.save(checkpoint, Path(d) / contract.CHECKPOINT_STATE_FILE)
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(d))

@@ -213,3 +213,110 @@ def test_every_trainer_state_loads_weights_only(tmp_path, train):
     state = load_checkpoint(tmp_path / "state.pt")
     trainer.load_state_dict(state)
     assert state["step"] == 1 and set(state["model"]) == set(trainer.model.state_dict())
+
+
+# --- checkpoints that say what they are (issue 48 item 6) ---
+
+def test_the_checkpoint_alone_gives_the_same_metrics_as_with_the_spec(trial_dir):
+    """A checkpoint carries its trial's resolved config: `rirlab evaluate CHECKPOINT` needs no spec, no params.json."""
+    spec, folder, final = trial_dir
+    with_spec = json.loads(evaluate(spec, folder, "--json").output)
+    alone = json.loads(evaluate(folder, "--json").output)
+    for key in ("step", "epoch", "weights", "best", "stopped", "total_steps", "splits", "checkpoint", "overrides"):
+        assert alone[key] == with_spec[key], key
+    assert alone["splits"]["test"]["accuracy"] == final["test/accuracy"]
+    text, text_spec = evaluate(folder).output, evaluate(spec, folder).output
+    assert text.splitlines()[1:] == text_spec.splitlines()[1:]  # every line but the trial's name (next test)
+    early = evaluate(folder / "checkpoint_000000", "--split", "dev", "--set", "max_eval_examples=4", "--json").output
+    assert json.loads(early)["overrides"] == {"max_eval_examples": 4} and json.loads(early)["step"] == 10
+
+
+def test_the_checkpoints_config_is_plain_json_with_passwords_masked(trial_dir):
+    from rirlab.train import checkpoint_config
+    from rirlab.trial import resolve
+
+    spec, folder, _ = trial_dir
+    state = load_checkpoint(folder / "checkpoint_000002" / "state.pt")  # weights only: the config is plain data
+    config = state["config"]
+    assert json.loads(json.dumps(config)) == config and resolve(config) == resolve(
+        TrialSpace.of(load_spec(spec).spec).trial(json.loads((folder / "params.json").read_text())).config)
+    secret = checkpoint_config(resolve({**config, "cache_dir": "https://me:hunter2secret@cache.example/x"}))
+    assert secret["cache_dir"] == "https://me:***@cache.example/x" and "hunter2secret" not in json.dumps(secret)
+
+
+def test_a_checkpoint_written_before_it_held_its_config_says_to_name_the_spec(trial_dir, tmp_path):
+    spec, folder, final = trial_dir
+    state = load_checkpoint(folder / "checkpoint_000002" / "state.pt")
+    del state["config"]
+    old = tmp_path / "trial_old" / "checkpoint_000002"
+    old.mkdir(parents=True)
+    torch.save(state, old / "state.pt")
+    (tmp_path / "trial_old" / "params.json").write_text((folder / "params.json").read_text())
+    result = invoke("evaluate", tmp_path / "trial_old")
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()
+    assert "was written before checkpoints carried their trial's config" in line and "rirlab evaluate SPEC" in line
+    out = json.loads(evaluate(spec, tmp_path / "trial_old", "--split", "test", "--json").output)  # the old way
+    assert out["splits"]["test"]["accuracy"] == final["test/accuracy"]
+
+
+@pytest.mark.parametrize("args, expect", [
+    (["--set", "hiden_size=16"], "evaluate --set: unknown parameter 'hiden_size'"),
+    (["--set", "hidden_size=16"], "the checkpoint does not fit the model"),
+    (["--split", "ood_width"], "split 'ood_width' is not one of this trial's splits"),
+])
+def test_bad_input_with_the_checkpoint_alone_is_one_line_and_exit_2(trial_dir, args, expect):
+    _, folder, _ = trial_dir
+    result = invoke("evaluate", folder, *args)
+    assert result.exit_code == 2, result.output
+    assert expect in result.output and len(result.output.strip().splitlines()) == 1, result.output
+
+
+def test_a_folder_as_spec_is_one_line_and_exit_2(trial_dir):
+    _, folder, _ = trial_dir
+    result = invoke("evaluate", folder, folder)
+    assert result.exit_code == 2 and "is not a spec file" in result.output, result.output
+
+
+def test_a_sweep_trials_checkpoint_names_its_trial(tmp_path, monkeypatch):
+    """The trainable saves the trial's run name beside its config; the checkpoint alone names it as the spec does."""
+    import shutil
+    import types
+
+    from sweeps.tune import trainable as tr
+
+    spec = write_spec(tmp_path / "spec.yaml", name="ev", search={}, seeds=1, fixed={**FIXED, "steps": 4},
+                      variants=[{"name": "B", "set": {"lr": 0.003}}])
+    loaded = load_spec(spec).spec
+    tune_config = {**base_config(loaded), **grid_points(loaded)[0]}
+    folder = tmp_path / "trial_0000"
+    folder.mkdir()
+    (folder / "params.json").write_text(json.dumps(tune_config))
+    saved = []
+
+    def from_directory(d):
+        saved.append(folder / f"checkpoint_{len(saved):06d}")
+        shutil.copytree(d, saved[-1])
+
+    fake = types.SimpleNamespace(get_checkpoint=lambda: None, report=lambda metrics, checkpoint=None: None,
+                                 Checkpoint=types.SimpleNamespace(from_directory=from_directory))
+    monkeypatch.setattr(tr, "tune", fake)
+    tr.trainable(tune_config, space=TrialSpace.of(loaded), checkpoint_every=2)
+    assert saved and load_checkpoint(saved[-1] / "state.pt")["trial"] == "B,seed=0"
+    alone, with_spec = evaluate(folder).output, evaluate(spec, folder).output
+    assert alone == with_spec and alone.startswith("trial B,seed=0: checkpoint at step 4")
+
+
+def test_one_search_finds_a_trial_folders_latest_checkpoint(tmp_path):
+    """`rirlab evaluate TRIAL_DIR` and an evaluation-only row's reader pick the same state file: the highest number."""
+    from rirlab.cli.evaluate import _state_file
+    from rirlab.train import latest_checkpoint
+    from sweeps.driver.evaluations import _latest_checkpoint
+
+    for name in ("checkpoint_000009", "checkpoint_000010", "checkpoint_000011", "checkpoint_x"):
+        (tmp_path / name).mkdir()
+        if name != "checkpoint_000011":  # a folder without its state file is not a checkpoint
+            (tmp_path / name / "state.pt").write_bytes(b"")
+    want = tmp_path / "checkpoint_000010" / "state.pt"
+    assert latest_checkpoint(tmp_path) == _latest_checkpoint(str(tmp_path)) == _state_file(tmp_path) == want
+    assert latest_checkpoint(tmp_path / "checkpoint_x") is None
