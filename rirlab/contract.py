@@ -3,8 +3,9 @@ sweep driver) or a reader (analysis, the CLI) uses, spelled here and nowhere els
 swept values, config) and the split labels.
 
 Plain Python (no torch, Ray or MLflow import), so the trainer (``rirlab.train``), the sweep side and the
-torch-free analysis all import it. ``docs/metrics.md`` documents ``METRICS`` (tests/train/test_contract.py checks
-that the page and this table agree).
+torch-free analysis all import it. ``docs/metrics.md``'s metric table is generated from ``METRICS``
+(``metrics_table``, written by scripts/metrics_doc.py; tests/train/test_contract.py checks that the page and this
+table agree).
 
 One sweep = one parent run (``SWEEP_TAG: PARENT``) and one child run per trial (MLflow's parent tag),
 all in the experiment named after the spec.
@@ -130,33 +131,69 @@ EXAMPLES = "examples"  # and <split>/examples at the end: N, the examples its ac
 RUN_METRICS = (STEP, TIME_PER_STEP_MS, CPU_TIME_PER_STEP_MS, PEAK_MEM_MB, PROCESS_RSS_MB, LR, EPOCH, NUM_PARAMS,
                STOPPED_EPOCH, EARLY_STOPPED_METRIC, *BEST_METRICS)  # reported by every trial; never a table column
 
-# What each metric means, in one unit per kind (accuracy %, loss nats, time ms, memory MiB): docs/metrics.md's
-# table lists exactly these names, and every trial reports only these (tests/train/test_contract.py checks both).
+# What each metric means, in one unit per kind (accuracy %, loss nats, time ms, memory MiB): the one source of the
+# metric list. Every trial reports only these (tests/train/test_contract.py), rirlab.train's docstring points here,
+# and docs/metrics.md's table is generated from it (``metrics_table``; scripts/metrics_doc.py writes it, a test
+# fails while the page and this table differ). Metric -> (unit, meaning), in the page's order; "—": no unit.
+# Meanings are Markdown (backticks) and hold no "|".
 METRICS = {
     TRAIN_LOSS: ("nats", "cross-entropy of the training batches since the last report (mean)"),
-    TRAIN_ACCURACY: ("%", "correct predictions of those batches, 0-100"),
-    TRAIN_AUX_LOSS: ("--", "halting models: the ACT penalty L_ACT of those batches"),
-    HALTING_STATS[0]: ("--", "halting models: the model's own L_ACT"),
-    HALTING_STATS[1]: ("layers", "halting models: mean kept layers per halting unit"),
-    HALTING_STATS[2]: ("--", "halting models: block applications in the forward"),
-    "<split>/accuracy": ("%", "dev while training, every evaluation split at the end"),
+    TRAIN_ACCURACY: ("%", "correct predictions of those batches, 0–100 (the same unit as every evaluation split)"),
+    TRAIN_AUX_LOSS: ("—", "halting models: the ACT penalty L_ACT of those batches, the auxiliary loss the training "
+                          "loss adds times `halt_loss_weight` (GUTLB: per sequence over its chunks, then over the "
+                          "batch)"),
+    HALTING_STATS[0]: ("—", "halting models: the same L_ACT as the model reports it among its own statistics"),
+    HALTING_STATS[1]: ("layers", "halting models: mean number of *kept* layers per halting unit (the layer that "
+                                 "crosses the halting threshold is computed and discarded, as the paper's code does, "
+                                 "so it is not counted)"),
+    HALTING_STATS[2]: ("—", "halting models: block applications in the forward"),
+    "<split>/accuracy": ("%", "`dev/accuracy` while training (per epoch or every `eval_every` steps), every "
+                              "split's at the end (with the best-dev weights under the `paper` recipe)"),
     "<split>/loss": ("nats", "cross-entropy on that split"),
-    "<split>/examples": ("count", "examples that split's accuracy and loss were computed on"),
-    TIME_PER_STEP_MS: ("ms", "mean wall time of one training step (evaluation and checkpointing excluded)"),
-    CPU_TIME_PER_STEP_MS: ("ms", "mean CPU time of the trial's process per training step, summed over its threads"),
-    PEAK_MEM_MB: ("MiB", "the memory the model's training uses"),
-    PROCESS_RSS_MB: ("MiB", "peak resident set size of the whole process"),
-    LR: ("--", "learning rate of the last parameter group"),
-    EPOCH: ("--", "epochs done (a fraction)"),
-    STEP: ("--", "steps done"),
+    "<split>/examples": ("count", "N, the examples of that split its accuracy and loss were computed on (at the end, "
+                                  "every split): `rirlab tables` gives each accuracy its binomial standard error from "
+                                  "it. Runs recorded before it: derived from the logged config where the task fixes "
+                                  "the split's size (generated splits: `n_eval`, ListOps' `n_test`; logic's test "
+                                  "splits at the real files' sizes), else unknown"),
+    TIME_PER_STEP_MS: ("ms", "mean wall time of one **training** step — data, forward, backward, optimiser — since "
+                             "the trial (or its resume) started. Evaluation and checkpointing are **not** included, "
+                             "so a trial that evaluates often is not charged for it. Wall clock: when trials share "
+                             "the CPU cores it counts the time others hold them too (below)"),
+    CPU_TIME_PER_STEP_MS: ("ms", "the same training steps' **CPU time** of the trial's own process "
+                                 "(`time.process_time`: user + system time summed over all its threads), per step. "
+                                 "Trials that share the cores do not inflate it: the time to compare between CPU "
+                                 "trials of a sweep (below)"),
+    PEAK_MEM_MB: ("MiB", "the memory the model's training uses: on CUDA the allocator's peak over the trial, on CPU "
+                         "the tensor-level high-water mark of `rirlab.perf.TensorMemory` (below)"),
+    PROCESS_RSS_MB: ("MiB", "peak resident set size of the whole process: the Python interpreter, torch's "
+                            "libraries, the datasets and heap the allocator keeps after freeing (several hundred MB "
+                            "whatever the model). Kept as its own metric; never plot it as the model's memory"),
+    **{m: ("—", "the best dev evaluation of a recipe that selects by dev: its step, epoch, accuracy (%) and loss "
+                "(nats)") for m in BEST_METRICS},
+    STOPPED_EPOCH: ("—", "the epoch the trial stopped in (a recipe that selects by dev)"),
+    EARLY_STOPPED_METRIC: ("—", "1 when early stopping ended the trial (a recipe that selects by dev)"),
+    LR: ("—", "learning rate of the last parameter group"),
+    EPOCH: ("—", "epochs done (a fraction)"),
+    STEP: ("—", "steps done"),
     NUM_PARAMS: ("count", "parameters of the model"),
-    STOPPED_EPOCH: ("--", "the epoch the trial stopped in"),
-    EARLY_STOPPED_METRIC: ("--", "1 when early stopping ended the trial"),
-    **{m: ("--", "the best dev evaluation (accuracy %, loss nats) and its step / epoch") for m in BEST_METRICS},
 }
 # A trial that ends on a deterministic failure (a NaN loss) reports this string as its last result: the
 # child run ends FAILED with it as FAILURE_REASON (never a metric, never retried).
 FAILURE_RESULT = "failure_reason"
+
+
+def metrics_table() -> str:
+    """docs/metrics.md's metric table (Markdown) from METRICS, so the page cannot drift from the contract: one row
+    per metric, consecutive metrics of the same unit and meaning in one row."""
+    rows: list[list] = []
+    for name, (unit, meaning) in METRICS.items():
+        if rows and rows[-1][1:] == [unit, meaning]:
+            rows[-1][0].append(name)
+        else:
+            rows.append([[name], unit, meaning])
+    lines = ["| metric | unit | meaning |", "|---|---|---|"]
+    lines += [f"| {', '.join(f'`{n}`' for n in names)} | {unit} | {meaning} |" for names, unit, meaning in rows]
+    return "\n".join(lines) + "\n"
 
 
 def is_documented(metric: str) -> bool:

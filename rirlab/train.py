@@ -12,36 +12,8 @@ as the papers' code) is kept and every split is evaluated with it at the end. Th
 ``best/step``, ``best/epoch``, ``best/dev_accuracy``, ``best/dev_loss``, ``stopped_epoch`` and ``early_stopped``
 (1 when early stopping ended the trial).
 
-Metrics (one unit per kind; their names are spelled in rirlab.contract, whose METRICS table docs/metrics.md
-documents for users):
-
-====================================  ======  ==================================================================
-metric                                unit    meaning
-====================================  ======  ==================================================================
-``train/loss``                        nats    cross-entropy of the training batches since the last report (mean)
-``train/accuracy``                    %       correct predictions of those batches, 0-100 (as every eval split)
-``train/aux_loss``, ``train/act_loss``  --    halting models: L_ACT of those batches (``act_loss``: the model's)
-``train/mean_layers``                 layers  halting models: mean kept layers per halting unit (the crossing
-                                              layer is not kept); ``train/max_layers_used``: block applications
-``<split>/accuracy``                  %       dev (while training) and every split at the end, 0-100
-``<split>/loss``                      nats    cross-entropy on that split
-``time_per_step_ms``                  ms      mean wall time of one training step (data, forward, backward,
-                                              optimiser) since the trial (or its resume) started; evaluation and
-                                              checkpointing excluded
-``cpu_time_per_step_ms``              ms      the same steps' CPU time of the trial's process (``process_time``,
-                                              summed over its threads): what trials sharing the cores do not
-                                              inflate, as they do the wall time
-``peak_mem_mb``                       MiB     what the model's training uses: CUDA -- the allocator's peak
-                                              (``torch.cuda.max_memory_allocated``, whole trial); CPU -- the
-                                              tensor-level high-water mark of :class:`rirlab.perf.TensorMemory`
-                                              (parameters + gradients + optimiser state + the activations saved
-                                              for backward by the largest step)
-``process_rss_mb``                    MiB     peak resident set size of the whole process (interpreter, torch,
-                                              data, freed heap kept by the allocator): a separate metric
-``lr``, ``epoch``, ``step``           --      learning rate of the last group; epochs done (fraction); steps done
-``best/*``, ``stopped_epoch``         --      the best dev evaluation (accuracy in %, loss in nats) and its step
-``num_params``                        count   parameters of the model
-====================================  ======  ==================================================================
+Metrics: the names in rirlab.contract, whose ``METRICS`` says what each means and in which unit (one unit per kind:
+accuracy %, loss nats, time ms, memory MiB); docs/metrics.md's table is generated from it. Only those are reported.
 """
 
 from __future__ import annotations

@@ -27,6 +27,40 @@ def test_docs_metrics_table_lists_exactly_the_contracts_metrics():
                                                  sorted(set(contract.METRICS) - documented))
 
 
+def metrics_doc():
+    """scripts/metrics_doc.py, the page's generator, as a module."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("metrics_doc", REPO / "scripts" / "metrics_doc.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_docs_metrics_table_is_the_one_generated_from_the_contract():
+    """The contract is the one source of the metric list (issue 48 item 7): the page's table is what
+    scripts/metrics_doc.py writes from contract.METRICS, names, units and meanings alike."""
+    doc = metrics_doc()
+    page = doc.PAGE.read_text(encoding="utf-8")
+    assert doc.with_table(page) == page, "docs/metrics.md is out of date: run python scripts/metrics_doc.py"
+    assert page.count(contract.metrics_table()) == 1 and doc.main(["--check"]) == 0
+
+
+def test_a_metric_added_to_the_contract_but_not_the_page_fails_the_check(monkeypatch):
+    doc = metrics_doc()
+    monkeypatch.setitem(contract.METRICS, "train/grad_norm", ("—", "norm of the gradients"))
+    page = doc.PAGE.read_text(encoding="utf-8")
+    assert "| `train/grad_norm` | — | norm of the gradients |" in doc.with_table(page)
+    assert doc.main(["--check"]) == 1  # the page lacks it: the check (and the test above) fails
+
+
+def test_the_trainer_spells_no_metric_table_of_its_own():
+    """rirlab.train's docstring pointed to the contract but wrote the table a third time; it points only now."""
+    import rirlab.train
+
+    assert "====" not in rirlab.train.__doc__ and "METRICS" in rirlab.train.__doc__
+
+
 @pytest.mark.parametrize("model,extra", [("rir_grc", {"chunk_size": 5}), ("gut", {"num_heads": 2, "halt_loss_weight": 0.01})])
 def test_every_reported_metric_is_in_the_contract(model, extra):
     reported: set[str] = set()
