@@ -15,6 +15,7 @@ import types
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -116,6 +117,11 @@ class Records:
         text = [c for c in df.columns if c.startswith("metric.") and not pd.api.types.is_numeric_dtype(df[c])]
         if text:
             raise UserError(f"{path}: column {text[0]} holds values that are not numbers: {again}")
+        infinite = [c for c in df.columns if c.startswith("metric.") and np.isinf(df[c].to_numpy(float)).any()]
+        if infinite:  # MLflow never stores one (nor does the tracker log one): an edited or foreign file
+            run = df["run_id"][np.isinf(df[infinite[0]].to_numpy(float))].iloc[0]
+            raise UserError(f"{path}: column {infinite[0]} holds an infinite value (run {run}), which no recorded "
+                            f"metric can be: {again}")
         try:
             swept = [contract.swept_of({contract.SWEPT: s}) for s in df["swept"]]
             assert all(isinstance(v, dict) for v in swept)

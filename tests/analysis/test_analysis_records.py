@@ -132,7 +132,8 @@ def test_bad_records_are_one_line_and_exit_2(exported, tmp_path):
 
 
 def test_damaged_records_are_one_line_naming_what_is_wrong(exported, tmp_path):
-    """Wrong sweeps metadata, a metric column of strings, a swept value that is not JSON: four tracebacks before."""
+    """Wrong sweeps metadata, a metric column of strings, a swept value that is not JSON: four tracebacks before;
+    an infinite metric, a cell reading "inf"."""
     import json
 
     import pyarrow as pa
@@ -150,7 +151,11 @@ def test_damaged_records_are_one_line_naming_what_is_wrong(exported, tmp_path):
         "metric": (table.set_column(table.column_names.index(metric), metric,
                                     pa.array(["x"] * len(table))), f"column {metric} holds values that are not numbers"),
         "swept": (table.set_column(swept, "swept", pa.array(["{not json"] * len(table))),
-                  "column swept holds a value that is not a JSON object")}
+                  "column swept holds a value that is not a JSON object"),
+        # issue 53 item 8: an infinite metric printed as a table cell ("inf")
+        "inf": (table.set_column(table.column_names.index(metric), metric,
+                                 pa.array([float("inf")] + table.column(metric).to_pylist()[1:], pa.float64())),
+                f"column {metric} holds an infinite value")}
     for name, (bad, words) in damaged.items():
         pq.write_table(bad, tmp_path / f"{name}.parquet")
         r = cli("tables", spec, "--records", tmp_path / f"{name}.parquet")
