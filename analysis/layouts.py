@@ -12,6 +12,7 @@ import dataclasses
 import json
 from typing import Any, Optional
 
+from sweeps import algorithms
 from sweeps.spec.trials import evaluations, expand
 
 
@@ -66,9 +67,10 @@ def label_rows(configs: list[dict], model: Optional[str] = None, flat: Optional[
 
 
 def expected_configs(spec, with_config: bool = False):
-    """The swept configurations (without seed) a grid spec runs, in spec order; [] for random search.
-    ``with_config``: (swept values, the trial's flat config without seed) pairs."""
-    if spec.algorithm != "grid":
+    """The swept configurations (without seed) a grid spec runs, in spec order; [] for a search whose rows are only
+    the configurations that ran (random, optuna: ``Algorithm.spec_rows``). ``with_config``: (swept values, the
+    trial's flat config without seed) pairs."""
+    if not algorithms.get(spec.algorithm).spec_rows:
         return []
     out, seen = [], set()
     order = {v.name: i for i, v in enumerate(spec.variants)}  # evaluation-only rows in their place among the others

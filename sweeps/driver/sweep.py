@@ -310,9 +310,7 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
     trainable = tune.with_parameters(trial_fn, space=space, checkpoint_every=spec.checkpoint_every,
                                      driver_cwd=os.getcwd(), done=done, monitor=monitor)
     train_fn = tune.with_resources(trainable, resources)
-    link = None
-    if spec.algorithm == "optuna":  # each run names its Optuna trial, and the Optuna trial its runs
-        from sweeps.tune.optuna import link_run as link
+    link = plan.algorithm.run_linker()  # optuna: each run names its Optuna trial, and the Optuna trial its runs
     mlflow_cb = MLflowTrialCallback(tracker, exp_id, parent_id, plan, checkpoint_artifacts=checkpoint_artifacts,
                                     tune_path=tune_path, link=link)
     n_trials = plan.n_trials

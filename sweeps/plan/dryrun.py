@@ -150,9 +150,7 @@ def dry_run(plan: SweepPlan, out=None, timing: Optional[bool] = None) -> None:
     stream (default: sys.stdout as it is at the call, not at import: a redirected stdout gets the table)."""
     out = out or sys.stdout
     spec, trials, resolved = plan.spec, plan.trials, plan.resolved
-    how = {"grid": "grid", "random": f"random search ({spec.num_samples} configurations drawn here, each run per seed)",
-           "optuna": f"Optuna ({spec.num_samples} suggestions, each run per seed; the values below are a preview, "
-                     f"Optuna chooses the real ones)"}[spec.algorithm]
+    how = plan.algorithm.describe(spec)
     print(f"{spec.name}: {len(trials)} trials (spec hash {plan.hash}) by {how}", file=out)
     steps = [trial_steps(r) for r in resolved]
     columns = list(dict.fromkeys(k for t in trials for k in t.swept))

@@ -16,9 +16,10 @@ from typing import Optional
 from rirlab.config import TrainConfig
 from rirlab.trial import TrialConfig, resolve
 from rirlab.contract import TrialRecord
-from sweeps.spec.trials import VARIANT_KEY, Evaluation, TrialSpace, grid_points, random_points, swept_keys
+from sweeps import algorithms
+from sweeps.spec.trials import Evaluation, TrialSpace, swept_keys
 from sweeps.spec.load import LoadedSpec
-from sweeps.spec.schema import Spec, base_config, training_variants
+from sweeps.spec.schema import Spec, base_config
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -34,9 +35,7 @@ class SweepPlan:
 
     @classmethod
     def of(cls, loaded: LoadedSpec) -> "SweepPlan":
-        spec = loaded.spec
-        points = grid_points(spec) if spec.algorithm == "grid" else \
-            random_points(spec) if spec.algorithm == "random" else []
+        points = algorithms.get(loaded.spec.algorithm).points(loaded.spec)
         return cls(loaded, tuple(loaded.trials), tuple(loaded.resolved), tuple(points), tuple(loaded.evaluations),
                    tuple(loaded.evaluated))
 
@@ -60,9 +59,15 @@ class SweepPlan:
         return len(self.trials)
 
     @property
+    def algorithm(self):
+        """The spec's search algorithm (``sweeps.algorithms``): what every later stage asks instead of its name."""
+        return algorithms.get(self.spec.algorithm)
+
+    @property
     def num_samples(self) -> int:
-        """Tune's num_samples: one per grid trial; configurations (each run once per seed) otherwise."""
-        return len(self.points) if self.spec.algorithm == "grid" else self.spec.num_samples
+        """Tune's num_samples: one per grid trial; configurations (each run once per seed) for random; Optuna's
+        suggestions x seeds for optuna (its searcher runs each suggestion once per seed)."""
+        return self.algorithm.tune_num_samples(self.spec, list(self.points))
 
     @property
     def swept_keys(self) -> list[str]:
@@ -80,7 +85,7 @@ class SweepPlan:
     def _planned(self) -> dict[str, TrialConfig]:
         """Exact config -> resolved config of the trials that run as planned. Not by run name (which rounds floats),
         and not the preview of an optuna sweep, whose real values differ."""
-        if self.spec.algorithm == "optuna":
+        if not self.algorithm.planned:
             return {}
         return {_config_key(t.config): r for t, r in zip(self.trials, self.resolved)}
 
@@ -96,19 +101,9 @@ class SweepPlan:
     def param_space(self) -> dict:
         """The Tune search space, as data: a flat dict of real config keys. Constants, a domain per searched
         key, the seeds; a grid names its variants under ``variant`` (their overrides apply in TrialSpace.trial)."""
-        from ray import tune
-
         spec = self.spec
         space = {**self.base, **{key: _domain(axis) for key, axis in spec.search.items()}}
-        if spec.algorithm == "grid":  # every trial is one of the points (the searcher): the domains declare the keys
-            if spec.variants:  # (an evaluation-only row trains nothing: no trial of it is in the grid)
-                space[VARIANT_KEY] = tune.choice([v.name for v in training_variants(spec)])
-            space["seed"] = tune.choice(spec.seed_list)
-        elif spec.algorithm == "random":  # each drawn configuration runs once per seed
-            space["seed"] = tune.grid_search(spec.seed_list)
-        else:  # optuna: the Repeater's index picks the seed of each repeat
-            space["seed"] = spec.seed_list[0]
-        return space
+        return {**space, **self.algorithm.tune_space(spec)}  # how each trial gets its seed (and a grid its variant)
 
 
 def _config_key(config: dict) -> str:

@@ -21,9 +21,9 @@ from rirlab import contract
 from rirlab.trial import TrialConfig, resolve
 from rirlab.errors import UserError, command
 from rirlab.redact import mask_url, redact_all, redact_uri
+from sweeps import algorithms
 from sweeps.spec.trials import VARIANT_KEY, evaluations, expand
-from sweeps.spec.schema import (Budget, Optuna, Resources, Scheduler, Spec, _union_member, base_config, closest,
-                                distinct_errors, parse_spec)
+from sweeps.spec.schema import (SECTIONS, Spec, _union_member, base_config, closest, distinct_errors, parse_spec)
 
 
 class LoadedSpec:
@@ -46,7 +46,9 @@ class LoadedSpec:
         """Hash of the effective spec (file content + --quick + --set) and of the content of every imported split
         its trials read (re-importing a changed file makes another sweep), 12 hex digits."""
         dump = self.spec.model_dump(mode="json")
-        for field in ("max_trials", "optuna"):  # newer fields: left unset they keep the hash of earlier sweeps
+        # newer fields, an algorithm's section among them (optuna:, any registered later): left unset they keep the
+        # hash of earlier sweeps
+        for field in ("max_trials", *algorithms.sections()):
             if field not in self.spec.model_fields_set:
                 dump.pop(field)
         for variant in dump["variants"]:  # likewise a training row's evaluates: (None) and trains: (True)
@@ -68,7 +70,13 @@ class LoadedSpec:
 
 SPEC_FIELDS = ("seeds", "num_samples", "max_concurrent", "algorithm", "metric", "mode", "checkpoint_every",
                "max_failures", "max_trials", "description")  # spec-level fields --set may replace
-SPEC_SECTIONS = ("resources", "scheduler", "budget", "optuna")  # --set resources.cpu=2 or --set resources={cpu: 2}
+
+
+def spec_sections() -> dict:
+    """Spec sections --set may change a field of (--set resources.cpu=2 or --set resources={cpu: 2}): the fixed
+    ones and every registered algorithm's (--set optuna.sampler=random)."""
+    return {**SECTIONS, **algorithms.sections()}
+
 NOT_OVERRIDABLE = ("name", "fixed", "search", "variants", "quick")  # structure: edit the spec file
 
 
@@ -120,7 +128,7 @@ def _revalidate_lines(e: dict, where: str) -> list[str]:
     loc = [str(p) for p in e["loc"] if not _union_member(p)]
     key = ".".join(loc) or "spec"
     if e["type"] == "extra_forbidden":
-        section = {"resources": Resources, "scheduler": Scheduler, "budget": Budget, "optuna": Optuna}.get(loc[0])
+        section = spec_sections().get(loc[0])
         valid = list(section.model_fields) if section else []
         return [f"{where} {key}: unknown key '{loc[-1]}'{closest(loc[-1], valid)}"
                 f"{'; ' + loc[0] + ' has ' + ', '.join(valid) if valid else ''}"]
@@ -179,7 +187,7 @@ def _override_update(spec: Spec, overrides: dict) -> dict:
                                for v in spec.variants if v.name in names or v.name in sources]
         elif key in SPEC_FIELDS:
             upd[key] = value
-        elif head in SPEC_SECTIONS:
+        elif head in spec_sections():
             current = getattr(spec, head).model_dump(exclude_unset=True)
             if not sub:
                 if not isinstance(value, dict):
@@ -224,8 +232,8 @@ def validate_params(loaded: LoadedSpec) -> None:
     then the checks a dataclass cannot make: ``when:`` keys, counts given as true/false, the metric."""
     spec = loaded.spec
     _check_when_keys(loaded)
-    if spec.algorithm == "optuna" and spec.optuna.storage:
-        _check_storage_url(loaded, spec.optuna.storage)
+    algorithm = algorithms.get(spec.algorithm)
+    algorithm.check_loaded(loaded)  # (optuna: a storage URL no database driver takes, before any trial is resolved)
     trials = loaded.trials = expand(spec, sample_random=True)
     loaded.resolved = []
     reported: Optional[set] = None
@@ -247,11 +255,7 @@ def validate_params(loaded: LoadedSpec) -> None:
             raise UserError(f"{loaded.where('metric')}: metric '{metric}' is not reported by every trial, so the "
                             f"search and the scheduler would never see it{near}; trials report "
                             f"{', '.join(sorted(m for m in reported if '/' in m))}")
-    if spec.algorithm == "grid":
-        for key, axis in spec.search.items():
-            if axis.when and not any(key in t.swept for t in trials):
-                raise UserError(f"{loaded.where('search', key, 'when')}: search.{key}.when: {axis.when} holds in no "
-                                f"trial, so {key} would never be searched; fix the condition or drop the axis")
+    algorithm.check_trials(loaded)
 
 
 def _resolved(loaded: LoadedSpec, config: dict) -> TrialConfig:
@@ -334,21 +338,6 @@ def check_memory(loaded: LoadedSpec, resolved: list) -> None:
     if need > limit / 2:
         print(f"warning: a trial of {worst.model} ({sizes}) needs at least {need:,.1f} GB of the {limit:,.1f} GB of "
               f"{what}", file=sys.stderr)
-
-
-def _check_storage_url(loaded: LoadedSpec, url: str) -> None:
-    """optuna.storage must be a database URL SQLAlchemy can load a driver for (checked without connecting)."""
-    from sqlalchemy.engine import make_url
-
-    shown = mask_url(url)  # and its password known from now on: masked in the spec's recorded text as well
-    try:
-        make_url(url).get_dialect()
-    except Exception as err:
-        where = "--set optuna.storage" if "optuna.storage" in loaded.overrides or "optuna" in loaded.overrides \
-            else loaded.where("optuna", "storage")
-        raise UserError(f"{where}: {shown!r} is not a database URL Optuna can use "
-                        f"({redact_uri(str(err).splitlines()[0])}); "
-                        f"e.g. sqlite:///optuna.db or postgresql://user@host/db") from None
 
 
 def _check_when_keys(loaded: LoadedSpec) -> None:

@@ -22,7 +22,6 @@ through this module, so a table's layout needs neither torch nor the model regis
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
@@ -31,14 +30,13 @@ from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, fiel
 
 from rirlab.config import EVALUATION_KEYS, closest  # torch-free: the config layer imports no model or task
 from rirlab.errors import UserError
+from sweeps import algorithms
 from sweeps.spec.lines import load_with_lines
 
 SEARCH_KINDS = ("grid", "choice", "uniform", "loguniform", "randint")
 Count = Annotated[int, Strict()]  # counts take integers only: YAML's true is not 1
 MAX_TRIALS = 10_000  # default cap on the trials of one sweep; max_trials: in the spec or $RIRLAB_MAX_TRIALS raises it
 MAX_TRIALS_ENV = "RIRLAB_MAX_TRIALS"
-SAMPLERS = ("tpe", "random", "qmc", "gp", "nsgaii")  # Optuna samplers a spec may name (optuna.sampler)
-PRUNERS = ("none", "median", "hyperband", "successive_halving")  # Optuna pruners (optuna.pruner)
 
 
 class _Strict(BaseModel):
@@ -129,18 +127,7 @@ class Quick(_Strict):
     max_concurrent: Optional[Count] = Field(None, ge=1)
 
 
-class Optuna(_Strict):
-    """The Optuna study of ``algorithm: optuna``: persistent, so optuna-dashboard and Optuna's parameter
-    importances read it. ``storage`` is an Optuna storage URL (default: a SQLite file beside the MLflow store
-    when that is SQLite, else in the sweep's output directory); ``study_name`` defaults to the sweep's folder
-    name ``<spec>-<hash>-<time>``. ``pruner``: Optuna's pruner judges the metric each evaluation reports (of a
-    configuration's first seed) and a pruned configuration stops on every seed (sweeps.tune.search.pruning_scheduler);
-    single-metric only, instead of ``scheduler: asha``."""
-
-    study_name: Optional[str] = Field(None, min_length=1)
-    storage: Optional[str] = Field(None, min_length=1)
-    sampler: Literal[SAMPLERS] = "tpe"
-    pruner: Literal[PRUNERS] = "none"
+SECTIONS = {"scheduler": Scheduler, "resources": Resources, "budget": Budget}  # (the algorithms' own: theirs)
 
 
 class Spec(_Strict):
@@ -157,7 +144,9 @@ class Spec(_Strict):
     seeds: Union[Count, list[Count]] = 1
     metric: Union[str, list[str]] = "dev/accuracy"
     mode: Union[Literal["max", "min"], list[Literal["max", "min"]]] = "max"
-    algorithm: Literal["grid", "random", "optuna"] = "grid"
+    # one of sweeps.algorithms.names(): the annotation is set, with each algorithm's section (e.g. optuna:) as a
+    # field of its own, when the algorithms register (_install_algorithm at the end of this module)
+    algorithm: str = "grid"
     scheduler: Scheduler = Field(default_factory=Scheduler)
     num_samples: Count = Field(1, ge=1)
     max_concurrent: Optional[Count] = Field(None, ge=1)
@@ -166,7 +155,6 @@ class Spec(_Strict):
     checkpoint_every: Count = Field(0, ge=0)  # steps; 0 = only at the end
     max_failures: Count = Field(2, ge=0)
     max_trials: Optional[Count] = Field(None, ge=1)  # refuse a sweep of more trials (default MAX_TRIALS)
-    optuna: Optuna = Field(default_factory=Optuna)
     quick: Optional[Quick] = None
 
     @field_validator("name")
@@ -203,33 +191,29 @@ class Spec(_Strict):
                             f"the limit with max_trials: N in the spec (or ${MAX_TRIALS_ENV}=N)")
         metrics = self.metric if isinstance(self.metric, list) else [self.metric]
         modes = self.mode if isinstance(self.mode, list) else [self.mode]
+        algorithm = algorithms.get(self.algorithm)
         if len(metrics) != len(modes):
             problems.append(f"metric has {len(metrics)} entries but mode has {len(modes)}; give one mode per metric")
-        if len(metrics) > 1 and self.algorithm != "optuna":
-            problems.append("several metrics (multi-objective) need algorithm: optuna")
+        if len(metrics) > 1 and not algorithm.multi_objective:
+            problems.append(f"several metrics (multi-objective) need algorithm: "
+                            f"{' or '.join(n for n in algorithms.names() if algorithms.get(n).multi_objective)}")
         if len(metrics) > 1 and self.scheduler.type == "asha":
             problems.append("asha needs a single metric")
-        if self.optuna.pruner != "none" and (self.algorithm != "optuna" or len(metrics) > 1 or self.scheduler.type != "fifo"):
-            problems.append("optuna.pruner needs algorithm: optuna, a single metric and scheduler fifo (it stops the "
-                            "trials itself)")
-        if self.variants and self.algorithm != "grid":
-            problems.append("variants need algorithm: grid")
         given = set() if (info.context or {}).get("recorded") else self.model_fields_set  # (a record sets all)
-        if self.algorithm != "optuna" and "optuna" in given and self.optuna.model_fields_set:  # settings that would
-            problems.append(f"optuna: settings have no effect under algorithm: {self.algorithm}; drop them or use "
-                            f"algorithm: optuna")  # change nothing, the defaults' values too (optuna.sampler=tpe)
-        if self.algorithm == "grid" and "num_samples" in given:
-            problems.append("num_samples has no effect under algorithm: grid (every grid point runs once per seed); "
-                            "drop it or use algorithm: random or optuna")
+        for name in algorithms.names():  # each algorithm's own rules (its section's settings under another one too)
+            problems += algorithms.get(name).problems(self, given)
+        if self.variants and not algorithm.variants:
+            problems.append(f"variants need algorithm: {' or '.join(n for n in algorithms.names() if algorithms.get(n).variants)}")
         by_epochs = [w for w, d in [("fixed", self.fixed), *((f"variant '{v.name}'", v.set) for v in self.variants)]
                      if d.get("epochs") is not None]
         if self.budget.steps is not None and by_epochs:
             problems.append(f"budget.steps would change nothing: {by_epochs[0]} sets epochs, which overrides steps; "
                             f"give budget.epochs instead (or epochs: null there to train by steps)")
-        if self.algorithm == "grid":
-            bad = [k for k, a in self.search.items() if a.kind not in ("grid", "choice")]
-            if bad:
-                problems.append(f"algorithm grid cannot search {bad[0]} by {self.search[bad[0]].kind}; use algorithm: random or optuna")
+        bad = [k for k, a in self.search.items() if a.kind not in algorithm.kinds]
+        if bad:
+            others = [n for n in algorithms.names() if self.search[bad[0]].kind in algorithms.get(n).kinds]
+            problems.append(f"algorithm {self.algorithm} cannot search {bad[0]} by {self.search[bad[0]].kind}; use "
+                            f"algorithm: {' or '.join(others)}")
         names = [v.name for v in self.variants]
         if len(set(names)) != len(names):
             problems.append("variant names must be unique")
@@ -286,9 +270,7 @@ def len_seeds(spec: Spec) -> int:
 def trial_count(spec: Spec) -> int:
     """How many trials the spec asks for, counted without expanding anything: variants x grid x seeds (an upper
     bound: a grid value whose ``when:`` fails is run once), or num_samples x seeds for random / optuna."""
-    if spec.algorithm != "grid":
-        return spec.num_samples * len_seeds(spec)
-    return max(len(training_variants(spec)), 1) * math.prod(len(a.values) for a in spec.search.values()) * len_seeds(spec)
+    return algorithms.get(spec.algorithm).trial_count(spec)
 
 
 def trial_limit(spec: Spec) -> int:
@@ -339,7 +321,7 @@ def _error_lines(e: dict, path: Path, lines: dict) -> list[str]:
     line = next((lines[loc[:n]] for n in range(len(loc), 0, -1) if loc[:n] in lines), None)
     where = f"{path}:{line}" if line else str(path)
     if e["type"] == "extra_forbidden":
-        sections = {"scheduler": Scheduler, "resources": Resources, "budget": Budget, "quick": Quick, "optuna": Optuna}
+        sections = {**SECTIONS, "quick": Quick, **algorithms.sections()}
         valid: list = []
         if len(loc) == 1:
             valid = list(Spec.model_fields)
@@ -382,3 +364,29 @@ def base_config(spec: Spec) -> dict[str, Any]:
     if spec.budget.epochs is not None:
         cfg["epochs"] = spec.budget.epochs
     return cfg
+
+
+def _install_algorithm(name: str, algorithm) -> None:
+    """A registered algorithm (``sweeps.algorithms``) in the schema: its name among ``algorithm:``'s values and its
+    section, if any, as a field ``<name>:`` of Spec (defaults: left out of the spec hash, see LoadedSpec.hash).
+    ``algorithm`` None: it was removed (a test's throwaway). Pydantic rebuilds the validator from the fields."""
+    from pydantic.fields import FieldInfo
+
+    fields = Spec.model_fields
+    section = getattr(algorithm, "section", None)
+    if algorithm is None or section is None:
+        if name in fields and name not in _CORE_FIELDS:
+            del fields[name]
+    else:
+        if name in _CORE_FIELDS:
+            raise ValueError(f"algorithm {name!r} names a section that is a spec field already")
+        fields[name] = FieldInfo.from_annotated_attribute(section, Field(default_factory=section))
+    fields["quick"] = fields.pop("quick")  # (the --quick overrides stay the last field)
+    known = tuple(algorithms.names())
+    fields["algorithm"] = FieldInfo.from_annotated_attribute(Literal[known], "grid")
+    Spec.model_rebuild(force=True)
+
+
+_CORE_FIELDS = frozenset(Spec.model_fields)
+algorithms.watch(_install_algorithm)
+algorithms.load()

@@ -13,6 +13,7 @@ import random
 from typing import Optional
 
 from rirlab.contract import TrialRecord
+from sweeps import algorithms
 from sweeps.spec.schema import Axis, Spec, base_config, training_variants
 
 
@@ -104,14 +105,10 @@ def random_points(spec: Spec, seed: int = 0) -> list[dict]:
 
 
 def expand(spec: Spec, sample_random: bool = False, seed: int = 0) -> list[TrialRecord]:
-    """The trials. Grid: variants x grid x seeds. Random: the ``random_points`` x seeds (what the sweep runs).
-    Optuna with ``sample_random``: a local preview of num_samples x seeds (Optuna chooses the real values)."""
-    space, base = TrialSpace.of(spec), base_config(spec)
-    if spec.algorithm == "grid":
-        return [space.trial({**base, **point}) for point in grid_points(spec)]
-    if spec.algorithm == "optuna" and not sample_random:
-        return []
-    return [space.trial({**base, **point, "seed": s}) for point in random_points(spec, seed) for s in spec.seed_list]
+    """The trials, as the spec's algorithm expands them (``sweeps.algorithms``). Grid: variants x grid x seeds.
+    Random: the ``random_points`` x seeds (what the sweep runs). Optuna with ``sample_random``: a local preview of
+    num_samples x seeds (Optuna chooses the real values); without it, none."""
+    return algorithms.get(spec.algorithm).trials(spec, preview=sample_random, seed=seed)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,7 +137,7 @@ def evaluations(spec: Spec) -> list[Evaluation]:
     space, base = TrialSpace.of(spec), base_config(spec)
     out = []
     for v in spec.variants:
-        if v.evaluates is None or spec.algorithm != "grid":
+        if v.evaluates is None or not algorithms.get(spec.algorithm).variants:
             continue
         for point in grid_points(spec, [v.evaluates]):  # (its trials: this sweep's, or trained before: trains false)
             source = space.trial({**base, **point})

@@ -17,7 +17,7 @@ def new_tuner(plan: SweepPlan, train_fn, tune_path: str, callbacks: list, tracki
     spec = plan.spec
     # an Optuna study lives beside the MLflow store (sqlite) or in the sweep's folder, named after the sweep
     search = search_alg(plan, tracking_uri=tracking_uri, tune_path=tune_path)
-    single = len(spec.metrics) == 1
+    metric, mode = plan.algorithm.tune_metric(spec)
     run_config = tune.RunConfig(
         name=Path(tune_path).name, storage_path=str(Path(tune_path).parent),
         failure_config=tune.FailureConfig(max_failures=spec.max_failures),
@@ -27,11 +27,9 @@ def new_tuner(plan: SweepPlan, train_fn, tune_path: str, callbacks: list, tracki
     return tune.Tuner(
         train_fn, param_space=plan.param_space(),
         tune_config=tune.TuneConfig(
-            metric=spec.metrics[0] if single and spec.algorithm != "optuna" else None,
-            mode=spec.modes[0] if single and spec.algorithm != "optuna" else None,
-            search_alg=search, scheduler=scheduler(plan) or pruning_scheduler(search),
+            metric=metric, mode=mode, search_alg=search, scheduler=scheduler(plan) or pruning_scheduler(plan, search),
             num_samples=plan.num_samples,
-            max_concurrent_trials=spec.max_concurrent if spec.algorithm != "grid" else None,  # grid: in search_alg
+            max_concurrent_trials=plan.algorithm.tune_max_concurrent(spec),  # (grid: its search_alg limits it)
             trial_dirname_creator=lambda t: f"trial_{t.trial_id}"),
         run_config=run_config)
 

@@ -59,24 +59,25 @@ def test_optuna_searcher_ignores_reports_without_the_metric(tmp_path):
     """A trial reports train/loss every log_every steps and dev/accuracy only when it evaluates; Ray's
     OptunaSearch raised KeyError on the first report without the metric (seeds: 1, no Repeater in between)."""
     from sweeps.plan.plan import SweepPlan
-    from sweeps.tune.optuna import OptunaSearchEvalOnly
+    from sweeps.tune.optuna import OptunaSearcher
     from sweeps.tune.search import search_alg
 
     plan = SweepPlan.of(load_spec(write_spec(tmp_path / "o.yaml", algorithm="optuna", num_samples=2, seeds=1,
                                              search={"lr": {"loguniform": [1e-4, 1e-2]}})))
     gen = search_alg(plan, tune_path=str(tmp_path / "out" / "o-hash-time"))
-    optuna_search = gen.searcher.searcher
-    assert isinstance(optuna_search, OptunaSearchEvalOnly)
+    optuna_search = gen.searcher
+    assert isinstance(optuna_search, OptunaSearcher)
     optuna_search.set_search_properties(None, None, plan.param_space())
     assert "lr" in gen.searcher.suggest("t1")
     optuna_search.on_trial_result("t1", {"train/loss": 1.0, "training_iteration": 1})  # no KeyError
     optuna_search.on_trial_result("t1", {"train/loss": 1.0, "dev/accuracy": 50.0, "training_iteration": 2})
-    assert optuna_search._ot_trials["t1"].storage.get_trial(optuna_search._ot_trials["t1"]._trial_id).intermediate_values == {2: 50.0}
+    number = optuna_search.optuna_trial("t1").number
+    assert optuna_search.study.trials[number].intermediate_values == {2: 50.0}
     assert (tmp_path / "out" / "optuna.db").exists()  # persistent: in the output directory by default
 
 
 def test_optuna_study_storage_defaults_beside_a_sqlite_mlflow_store(tmp_path):
-    from sweeps.tune.search import optuna_study
+    from sweeps.tune.optuna import optuna_study
 
     spec = load_spec(write_spec(tmp_path / "o.yaml", algorithm="optuna", search={"lr": {"uniform": [0.1, 0.2]}})).spec
     name, url = optuna_study(spec, f"sqlite:///{tmp_path}/store/mlruns.db", str(tmp_path / "runs" / "o-abc-1"))
@@ -104,7 +105,7 @@ def test_multi_objective_optuna_tells_the_seed_mean_of_each_objective(tmp_path):
     assert first["lr"] == second["lr"] and {first["__trial_index__"], second["__trial_index__"]} == {0, 1}
     repeater.on_trial_complete("t1", {"dev/accuracy": 40.0, "time_per_step_ms": 10.0})
     repeater.on_trial_complete("t2", {"dev/accuracy": 60.0, "time_per_step_ms": 30.0})
-    study = repeater.searcher._ot_study
+    study = repeater.study
     assert [t.values for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE] == [[50.0, 20.0]]
 
 
@@ -115,7 +116,8 @@ def test_optuna_pruner_is_the_studys_and_stops_every_seed_of_a_pruned_configurat
     from ray.tune.schedulers import TrialScheduler
 
     from sweeps.plan.plan import SweepPlan
-    from sweeps.tune.search import pruning_scheduler, search_alg
+    from sweeps.tune.optuna import pruning_scheduler
+    from sweeps.tune.search import search_alg
 
     plan = SweepPlan.of(load_spec(write_spec(tmp_path / "p.yaml", algorithm="optuna", num_samples=2, seeds=2,
                                              optuna={"pruner": "median"}, search={"lr": {"loguniform": [1e-4, 1e-2]}})))
@@ -126,12 +128,12 @@ def test_optuna_pruner_is_the_studys_and_stops_every_seed_of_a_pruned_configurat
     ids = ["a0", "a1", "b0", "b1"]
     for i in ids:
         gen.searcher.suggest(i)
-    optuna_search = gen.searcher.searcher
-    assert isinstance(optuna_search._ot_study.pruner, optuna.pruners.MedianPruner)
+    optuna_search = gen.searcher
+    assert isinstance(optuna_search.study.pruner, optuna.pruners.MedianPruner)
     gen.searcher.on_trial_result("a0", {"dev/accuracy": 10.0, "training_iteration": 1})  # first seed: to Optuna
     gen.searcher.on_trial_result("a1", {"dev/accuracy": 90.0, "training_iteration": 1})  # other seeds: not
-    trial_a = optuna_search._ot_trials["a0"]
-    assert trial_a.storage.get_trial(trial_a._trial_id).intermediate_values == {1: 10.0}
+    trial_a = optuna_search.optuna_trial("a0")
+    assert optuna_search.study.trials[trial_a.number].intermediate_values == {1: 10.0}
     trial_a.should_prune = lambda: True  # Optuna's pruner decided against configuration a
     result = {"dev/accuracy": 1.0}
     assert [sched.on_trial_result(None, types.SimpleNamespace(trial_id=i), result) for i in ids] == \

@@ -1,0 +1,21 @@
+"""``algorithm: random``: ``num_samples`` configurations drawn on the driver from an RNG seeded with 0 (so the dry run
+shows exactly what runs), each run once per seed with identical values. Everything is the ``Algorithm`` defaults
+but the points: Tune's BasicVariantGenerator hands out the drawn configurations, and the seed is a grid_search."""
+
+from __future__ import annotations
+
+from sweeps.algorithms import register
+from sweeps.algorithms.base import Algorithm
+
+
+@register
+class Random(Algorithm):
+    name = "random"
+
+    def points(self, spec) -> list[dict]:
+        from sweeps.spec.trials import random_points
+
+        return random_points(spec)
+
+    def describe(self, spec) -> str:
+        return f"random search ({spec.num_samples} configurations drawn here, each run per seed)"
