@@ -14,38 +14,29 @@ The searcher (``sweeps.tune.optuna.OptunaSearcher``) drives Optuna through its p
   classes below keep those names importable and turn what they unpickle into the new searcher, so that such a
   sweep still resumes (tests/sweeps/test_optuna_searcher.py restores one recorded by the old code).
 
-``check()`` raises one line when the installed Optuna is outside the versions this was checked on.
+``check()`` raises one line when the installed Optuna is outside ``SUPPORTED``.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Optional
 
-from rirlab.errors import UserError
+from sweeps.compat import Supported
 
-LIBRARY = "optuna"
-CHECKED = ("5.1.0", "5.2")  # [lowest checked, first unchecked): trial_of and the legacy unpickling were run on 5.1.0
+# trial_of and the legacy unpickling were run on 5.1.0; 3.5 is the oldest rirlab has claimed (setup.cfg)
+SUPPORTED = Supported("optuna", lowest="3.5", below="5.2")
+
+# (module, attribute[, keywords passed]) of every non-public name used below, looked up by tests/sweeps/test_compat.py
+PRIVATE = (
+    ("optuna.trial", "Trial"),  # constructed directly (documented as not meant to be)
+    ("ray.tune.search.search_generator", "SearchGenerator"),  # its _total_samples (old sweeps only)
+)
 
 
-def _version_tuple(text: str) -> tuple:
-    """(major, minor, patch) of a version string; a pre-release counts as the release it leads to (5.2.0rc1: 5.2.0)."""
-    match = re.match(r"(\d+)(?:\.(\d+))?(?:\.(\d+))?", text.strip())
-    return tuple(int(g or 0) for g in match.groups()) if match else (0, 0, 0)
-
-
-def check(installed: Optional[str] = None) -> None:
-    """Raise UserError (one line naming Optuna and its version) unless the installed Optuna is one this module was
-    checked on: an upgrade may have changed what ``trial_of`` and the legacy state rely on."""
-    if installed is None:
-        from importlib.metadata import version
-
-        installed = version(LIBRARY)
-    low, high = CHECKED
-    if not _version_tuple(low) <= _version_tuple(installed) < _version_tuple(high):
-        raise UserError(f"{LIBRARY} {installed} is outside the versions rirlab's sweeps were checked on (>={low}, "
-                        f"<{high}); install one of those (pip install '{LIBRARY}>={low},<{high}') or check "
-                        f"sweeps/compat/{LIBRARY}.py against it and widen CHECKED")
+def check() -> None:
+    """Raise one line (UnsupportedVersion) when the installed Optuna is outside ``SUPPORTED``: an upgrade may have
+    changed what ``trial_of`` and the legacy state rely on."""
+    SUPPORTED.check()
 
 
 def trial_of(study, storage, number: int):

@@ -312,7 +312,7 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
     train_fn = tune.with_resources(trainable, resources)
     link = plan.algorithm.run_linker()  # optuna: each run names its Optuna trial, and the Optuna trial its runs
     mlflow_cb = MLflowTrialCallback(tracker, exp_id, parent_id, plan, checkpoint_artifacts=checkpoint_artifacts,
-                                    tune_path=tune_path, link=link)
+                                    tune_path=tune_path, link=link, shield=shielded)
     n_trials = plan.n_trials
     progress = ProgressCallback(spec.name, n_trials, spec.metrics, spec.modes, space, trials=progress_mode == "trials")
     progress.seed(mlflow_cb.existing.values())

@@ -13,7 +13,6 @@ from rirlab import contract
 from sweeps.plan.plan import SweepPlan
 from sweeps.record.artifacts import config_yaml, log_model
 from sweeps.record.faults import FREE_SPACE, disk_full, store_fault
-from sweeps.driver.signals import shielded
 from sweeps.record.tracker import Tracker
 
 
@@ -29,7 +28,7 @@ def _faults_stop_the_sweep(method):
         if self.fault is not None:
             return None
         try:
-            with shielded():
+            with self.shield():
                 return method(self, *args, **kwargs)
         except Exception as err:  # noqa: BLE001 - only the machine's faults are handled; anything else is raised
             fault = store_fault(self.tracker.uri, err)
@@ -109,8 +108,10 @@ class MLflowTrialCallback(DriverCallback):
     slot = "mlflow"
 
     def __init__(self, tracker: Tracker, exp_id: str, parent_id: str, plan: SweepPlan,
-                 checkpoint_artifacts: bool = True, tune_path: str | None = None, link=None):
+                 checkpoint_artifacts: bool = True, tune_path: str | None = None, link=None,
+                 shield=contextlib.nullcontext):
         self.tracker, self.exp_id, self.parent_id, self.plan = tracker, exp_id, parent_id, plan
+        self.shield = shield  # a block a Ctrl-C must not cut in two (the driver's signals.shielded)
         self.link = link  # (trial id, run id) -> tags for a new run: the searcher's side of it (Optuna's trial)
         self.tune_path = tune_path  # watched for a full disk (Tune's state, checkpoints and results live there)
         self.checkpoint_artifacts = checkpoint_artifacts
