@@ -9,8 +9,6 @@ import shutil
 import types
 from pathlib import Path
 
-
-
 FIXTURE = Path(__file__).parent / "fixtures" / "optuna_v1"
 
 
