@@ -61,14 +61,15 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
             from sweeps.plan.dryrun import dry_run as show
 
             show(plan)
-            if plan.spec.algorithm == "optuna" and plan.spec.optuna.study_name:
-                from sweeps.record.tracker import resolve_tracking_uri
-                from sweeps.tune.search import study_before
 
-                before = study_before(plan.spec, resolve_tracking_uri(tracking_uri).raw)
-                click.echo(f"continues the Optuna study: its {before}; these trials add to them (`rirlab tables` "
-                           f"reads every sweep of the study as one)" if before else
-                           f"a new Optuna study '{plan.spec.optuna.study_name}' (later sweeps naming it continue it)")
+            def store() -> str:  # (resolved only if the algorithm asks: it imports MLflow, and checks the URI)
+                from sweeps.record.tracker import resolve_tracking_uri
+
+                return resolve_tracking_uri(tracking_uri).raw
+
+            note = plan.algorithm.dry_run_note(plan.spec, store)
+            if note:
+                click.echo(note)
             return
         from analysis.report import log_parent_report
         from sweeps.driver.sweep import run_sweep

@@ -142,6 +142,24 @@ class Task(abc.ABC):
         ($RIRLAB_CACHE, else ~/.cache/rirlab; ``rirlab.tasks.cache.cache_root``) or a task that caches nothing."""
         return getattr(cfg, "cache_dir", None)
 
+    def max_train_len(self, cfg) -> int:
+        """The longest training sequence of a trial of ``cfg`` that the sweep's memory check assumes, in tokens:
+        the config's ``max_train_len``, 100 without one."""
+        return int(getattr(cfg, "max_train_len", 100) or 100)
+
+    def planned_vocab(self, cfg) -> tuple[int, bool]:
+        """(vocabulary size, whether it uses frozen GloVe vectors) of a trial of ``cfg`` as known before its data
+        is read (the dry run's step shape): a text task keeps at most ``max_vocab`` words plus padding and unknown;
+        other tasks have a fixed vocabulary."""
+        if getattr(cfg, "max_vocab", None):
+            return cfg.max_vocab + 2, getattr(cfg, "embeddings", None) == "glove"
+        return len(self.vocab), False
+
+    def generated_corpus(self, cfg) -> bool:
+        """Whether a trial of ``cfg`` trains on a generated stand-in for a corpus the user did not give (written by
+        the first trial, so its size is unknown to a dry run): the config's ``generated`` flag."""
+        return bool(getattr(cfg, "generated", False))
+
     def train_lengths(self, cfg) -> tuple:
         """How long the training sequences of a trial of ``cfg`` are, in tokens as the model reads them: their
         quantiles at LENGTH_Q, one tuple per sequence of an example (two for a pair task). The dry run times a

@@ -113,6 +113,11 @@ class Algorithm:
         """A line saying what this sweep continues (e.g. ``study 'st' already holds 4 trials``), or ""."""
         return ""
 
+    def dry_run_note(self, spec, store: Callable[[], str]) -> str:
+        """A line the dry run prints after its table about what the sweep would continue or start (e.g. a named
+        Optuna study), or "". ``store()`` gives the tracking URI (resolved on demand: it imports MLflow)."""
+        return ""
+
     def run_linker(self) -> Optional[Callable[[str, str], dict]]:
         """A function (Tune trial id, MLflow run id) -> tags for the run, linking it with the searcher's own
         record of the trial; None when there is nothing to link."""

@@ -103,6 +103,14 @@ class Optuna(Algorithm):
 
         return study_before(spec, tracking_uri)
 
+    def dry_run_note(self, spec, store) -> str:
+        if not spec.optuna.study_name:
+            return ""
+        before = self.continued(spec, store())
+        return (f"continues the Optuna study: its {before}; these trials add to them (`rirlab tables` reads every "
+                f"sweep of the study as one)" if before else
+                f"a new Optuna study '{spec.optuna.study_name}' (later sweeps naming it continue it)")
+
     def run_linker(self):
         from sweeps.tune.optuna import link_run
 

@@ -117,11 +117,8 @@ def step_shape(resolved) -> StepShape:
     from rirlab.tasks.base import TaskInfo
 
     task, cfg = tasks.get(resolved.task), resolved.task_cfg
-    vocab, vectors = len(task.vocab), None
-    if getattr(cfg, "max_vocab", None):
-        vocab = cfg.max_vocab + 2
-        if getattr(cfg, "embeddings", None) == "glove":
-            vectors = np.zeros((vocab, GLOVE_DIM), np.float32)
+    vocab, glove = task.planned_vocab(cfg)
+    vectors = np.zeros((vocab, GLOVE_DIM), np.float32) if glove else None
     info = TaskInfo(vocab, task.num_classes, task.kind, embeddings=vectors)
     return StepShape(resolved.task, info, padded_batch(resolved))
 
@@ -186,7 +183,7 @@ def train_rows(resolved) -> Optional[int]:
     from rirlab.tasks import registry as tasks
 
     task = tasks.get(resolved.task)
-    if getattr(resolved.task_cfg, "generated", False):
+    if task.generated_corpus(resolved.task_cfg):
         return None
     try:
         info = next(d for d in task.datasets(resolved.task_cfg) if d.split == "train")

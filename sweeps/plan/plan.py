@@ -130,6 +130,9 @@ def asha_max_t(base: dict, task_cfg=None) -> int:
         return int(base.get("steps", TrainConfig().steps))  # budget.steps is folded in there
     n_train = base.get("n_train")
     if n_train is None:  # the task's default, when the task has a training-set size (from a planned trial's config)
-        n_train = getattr(task_cfg if task_cfg is not None else resolve(base).task_cfg, "n_train", None)
+        from rirlab.tasks import registry as tasks
+
+        resolved = resolve(base)  # (the task's name; its config when no planned trial's is given)
+        n_train = tasks.get(resolved.task).split_rows(task_cfg if task_cfg is not None else resolved.task_cfg, "train")
     batch = int(base.get("batch_size", TrainConfig().batch_size))
     return int(base["epochs"]) * -(-int(n_train) // batch) if n_train else 10**9

@@ -230,6 +230,8 @@ def _key_location(loaded: LoadedSpec, key: str) -> str:
 def validate_params(loaded: LoadedSpec) -> None:
     """Resolve every trial config (grid) or the bounds of every axis (random/optuna) against the dataclasses;
     then the checks a dataclass cannot make: ``when:`` keys, counts given as true/false, the metric."""
+    from rirlab.tasks import registry as tasks
+
     spec = loaded.spec
     _check_when_keys(loaded)
     algorithm = algorithms.get(spec.algorithm)
@@ -244,7 +246,7 @@ def validate_params(loaded: LoadedSpec) -> None:
         for key, value in trial.config.items():  # pydantic takes true as 1 for an int field: not in a spec
             if isinstance(value, bool) and key in flat and not isinstance(flat[key], bool):
                 raise UserError(f"{_key_location(loaded, key)}: {key}: {value!r} is not a number; give an integer")
-        mine = set(contract.reported_metrics(getattr(resolved.task_cfg, "eval_splits", ())))
+        mine = set(contract.reported_metrics(tasks.get(resolved.task).eval_split_names(resolved.task_cfg)))
         reported = mine if reported is None else reported & mine
     loaded.evaluations = evaluations(spec)  # an evaluation-only row's settings (e.g. an inference mode) checked too
     loaded.evaluated = [_resolved(loaded, ev.record.config) for ev in loaded.evaluations]
@@ -300,7 +302,7 @@ def memory_estimate_gb(resolved) -> float:
     except Exception:  # a builder that needs a real device: count the states only
         params = 0
     width = models.get(resolved.model).memory_width(cfg)  # fp32 values per token: the model entry's hook
-    length = int(getattr(resolved.task_cfg, "max_train_len", 100) or 100)
+    length = tasks.get(resolved.task).max_train_len(resolved.task_cfg)
     states = resolved.train.batch_size * length * width * 4 * 2
     return (params * BYTES_PER_PARAM + states) / 2**30
 
@@ -357,10 +359,10 @@ def imported_digests(resolved) -> dict[str, str]:
     """Path -> content digest of each imported split a resolved trial config reads (from its Parquet footer
     only); UserError naming the import command when one was never imported."""
     from rirlab.tasks import cache
+    from rirlab.tasks import registry as tasks
 
-    cfg = resolved.task_cfg
-    records = [cache.imported_record(resolved.task, split, getattr(cfg, "cache_dir", None))
-               for split in getattr(cfg, "imported", None) or ()]
+    task, cfg = tasks.get(resolved.task), resolved.task_cfg
+    records = [cache.imported_record(resolved.task, split, task.cache_dir(cfg)) for split in task.imported_splits(cfg)]
     empty = next((r for r in records if not r.get("rows")), None)
     if empty is not None:  # imported before `data import` refused empty files
         raise UserError(f"the imported {resolved.task} split '{empty.get('split', '?')}' ({empty['path']}) has no "
