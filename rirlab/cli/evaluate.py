@@ -31,7 +31,7 @@ def evaluate(first, second, weights, splits, threads, sets, as_json):
     of a working session) its checkpoints keep the weights of its best dev evaluation; this command evaluates them
     as the trial's end would, and says at which step and epoch the trial stood. The figures are interim, not a
     finished trial's: nothing is written to MLflow and `rirlab tables` does not count them (a finished trial evaluated
-    with other settings as a row of its table: an evaluation-only row of the spec, `evaluates:`, see the README).
+    with other settings as a row of its table: an evaluation-only row of the spec, `evaluates:`, see docs/spec.md).
 
     CHECKPOINT is a trial's folder in the sweep's output directory (its latest checkpoint is used), one of its
     checkpoint_* folders, or a state.pt. A checkpoint carries its trial's config, so it is all the command needs;
