@@ -8,7 +8,7 @@ logged value). History table (``<out stem>.history.parquet``): ``run_id, key, st
 The runs file's schema metadata ``rirlab.sweeps`` holds, per sweep (parent run) of the exported trials, what
 `rirlab tables` reads from the parent run: its id, times, status, tags and the spec it ran (its
 ``spec/effective_spec.json``). So the file alone is the sweep's record: ``rirlab tables SPEC --records FILE``
-(:mod:`analysis.records`) prints the same table as the store did, after the store is gone.
+(:mod:`rirlab.analysis.records`) prints the same table as the store did, after the store is gone.
 
 The two files of one export are written whole or not at all: each to a temporary name beside it, then both
 renamed into place (the history file first). Both carry the export's random id in their schema metadata
@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from mlflow.tracking import MlflowClient
 
-from analysis.runs import effective_spec_json
+from rirlab.analysis.runs import effective_spec_json
 from rirlab import contract
 from rirlab.errors import UserError
 from rirlab.redact import redact_paths, redact_uri
@@ -184,7 +184,7 @@ def export_runs(client: MlflowClient, experiment: str, out, parent_id: Optional[
 def write_together(files: list) -> None:
     """Each ``(table, path)`` to a temporary file beside its path, then all renamed into place, the last first: a
     full disk, Ctrl-C or a kill while writing leaves the files there were; a kill between the renames leaves a pair
-    of two exports, which :class:`analysis.records.Records` refuses (their export ids differ)."""
+    of two exports, which :class:`rirlab.analysis.records.Records` refuses (their export ids differ)."""
     temps = []
     try:
         for table, path in files:

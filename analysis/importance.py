@@ -18,7 +18,7 @@ import pandas as pd
 
 from rirlab import contract
 from rirlab.errors import UserError
-from sweeps.spec.trials import VARIANT_KEY  # the swept key naming a grid trial's variant
+from rirlab.sweeps.spec.trials import VARIANT_KEY  # the swept key naming a grid trial's variant
 
 EVALUATORS = ("ped-anova", "fanova", "mdi")
 SEED = 0  # the tree-based evaluators' forests are seeded: the same runs give the same importances

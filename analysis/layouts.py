@@ -3,7 +3,7 @@
 Ablation layout (RIR Table 5): one row per swept configuration in spec order, named by the
 variant's ``name`` and every searched value it sets, rounded to 4 significant digits
 (``chunk 20, beam 5``, ``GUT, halt loss weight 0.1``). Each row also carries the configuration it
-runs (the spec's values; the trial runs' logged resolved config replaces it in ``analysis.tables``).
+runs (the spec's values; the trial runs' logged resolved config replaces it in ``rirlab.analysis.tables``).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import dataclasses
 import json
 from typing import Any, Optional
 
-from sweeps import algorithms
-from sweeps.spec.trials import evaluations, expand
+from rirlab.sweeps import algorithms
+from rirlab.sweeps.spec.trials import evaluations, expand
 
 
 @dataclasses.dataclass

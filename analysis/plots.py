@@ -1,5 +1,5 @@
 """Plots of a sweep (matplotlib): the Pareto frontier of accuracy against cost (RIR Appendix F,
-Figure 2 a and b) and training curves per configuration (the tables' statistic over seeds, ``analysis.stats``,
+Figure 2 a and b) and training curves per configuration (the tables' statistic over seeds, ``rirlab.analysis.stats``,
 the band its 95% interval over seeds, named in the legend).
 
 Pareto points are numbered; the key beside the axes names each number's full configuration, and numbers
@@ -17,9 +17,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from analysis.layouts import ablation_rows, signature  # noqa: E402
-from analysis.stats import DEFAULT_CI, DEFAULT_STAT, centre, summarise  # noqa: E402
-from analysis.tables import metric_column, split_columns, usable  # noqa: E402
+from rirlab.analysis.layouts import ablation_rows, signature  # noqa: E402
+from rirlab.analysis.stats import DEFAULT_CI, DEFAULT_STAT, centre, summarise  # noqa: E402
+from rirlab.analysis.tables import metric_column, split_columns, usable  # noqa: E402
 from rirlab import contract  # noqa: E402
 from rirlab.errors import UserError  # noqa: E402
 

@@ -1,10 +1,10 @@
 """Sweeps read back from `rirlab export` files instead of an MLflow store.
 
-A runs file (:mod:`analysis.export`) holds every exported trial run and, in its schema metadata, the parent run of
+A runs file (:mod:`rirlab.analysis.export`) holds every exported trial run and, in its schema metadata, the parent run of
 each sweep they belong to; its ``.history.parquet`` twin holds the logged metric histories. :class:`Records` reads
 one or more such files (refusing a runs file beside the history file of another export) and gives what the commands
-read from a store: :meth:`Records.load` the :class:`~analysis.runs.Sweep` (the same DataFrame columns as
-:func:`~analysis.runs.child_runs`) and :meth:`Records.get_metric_history` the curves, so `rirlab tables`, `plot` and
+read from a store: :meth:`Records.load` the :class:`~rirlab.analysis.runs.Sweep` (the same DataFrame columns as
+:func:`~rirlab.analysis.runs.child_runs`) and :meth:`Records.get_metric_history` the curves, so `rirlab tables`, `plot` and
 `importance` print from a committed file what they printed from the store it was exported from (``--records FILE``).
 """
 
@@ -20,8 +20,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.export import EXPORT_ID_KEY, HISTORY_ROWS_KEY, SWEEPS_KEY, history_path
-from analysis.runs import Sweep, combine, recorded_sweep, spec_of
+from rirlab.analysis.export import EXPORT_ID_KEY, HISTORY_ROWS_KEY, SWEEPS_KEY, history_path
+from rirlab.analysis.runs import Sweep, combine, recorded_sweep, spec_of
 from rirlab import contract
 from rirlab.errors import UserError
 
@@ -42,7 +42,7 @@ def _ms(value) -> Optional[int]:
 
 
 def _parent(record: dict):
-    """A parent record of a runs file as the run object :func:`analysis.runs.describe_parent` and the tables read."""
+    """A parent record of a runs file as the run object :func:`rirlab.analysis.runs.describe_parent` and the tables read."""
     info = types.SimpleNamespace(run_id=record["run_id"], start_time=record.get("start_time"),
                                  end_time=record.get("end_time"), status=record.get("status"))
     return types.SimpleNamespace(info=info, data=types.SimpleNamespace(tags=dict(record.get("tags") or {})))
@@ -107,7 +107,7 @@ class Records:
 
     @staticmethod
     def _runs(table: pa.Table, path: Path) -> pd.DataFrame:
-        """The file's runs in :func:`analysis.runs.child_runs`' columns (a column it cannot hold: one line)."""
+        """The file's runs in :func:`rirlab.analysis.runs.child_runs`' columns (a column it cannot hold: one line)."""
         df = table.to_pandas()
         missing = [c for c in RUN_COLUMNS if c not in df.columns]
         if missing:
@@ -142,7 +142,7 @@ class Records:
 
     def load(self, experiment: str, parent_ids=(), spec=None) -> Sweep:
         """The sweep(s) of EXPERIMENT in the files: those of ``parent_ids``, else every one, read as one
-        (:func:`analysis.runs.combine`; one sweep alone is returned as itself)."""
+        (:func:`rirlab.analysis.runs.combine`; one sweep alone is returned as itself)."""
         if experiment not in self.experiments:
             raise UserError(f"the records file(s) hold the experiment(s) {', '.join(sorted(self.experiments))}, not "
                             f"'{experiment}': give the spec those sweeps ran, or --experiment NAME")

@@ -13,8 +13,8 @@ from typing import Optional
 
 from mlflow.tracking import MlflowClient
 
-from analysis import tables as T
-from analysis.runs import load_sweep
+from rirlab.analysis import tables as T
+from rirlab.analysis.runs import load_sweep
 from rirlab import contract
 from rirlab.errors import UserError
 
@@ -48,7 +48,7 @@ def log_parent_report(tracking_uri: str, parent_run_id: str) -> None:
     except Exception as err:  # noqa: BLE001
         _warn(f"no table: {err}")
     try:
-        from analysis.plots import pareto_plot
+        from rirlab.analysis.plots import pareto_plot
 
         with tempfile.TemporaryDirectory() as tmp:
             png = Path(tmp) / "pareto.png"

@@ -14,7 +14,7 @@ from mlflow.tracking import MlflowClient
 
 from rirlab import contract
 from rirlab.errors import UserError, command
-from sweeps.spec.schema import Spec, read_spec
+from rirlab.sweeps.spec.schema import Spec, read_spec
 
 __all__ = ["Sweep", "child_runs", "describe_parent", "effective_spec", "latest_parent", "load_sweep", "open_store",
            "require_store", "read_spec", "sweeps_of"]
@@ -42,7 +42,7 @@ def require_store(uri: str) -> None:
 def open_store(uri: str) -> MlflowClient:
     """A client of an existing store: reading never creates an empty ``mlruns.db`` (MLflow would)."""
     require_store(uri)
-    return MlflowClient(getattr(uri, "raw", uri))  # a masked URI (sweeps.record.store.StoreURI) prints masked: the real one
+    return MlflowClient(getattr(uri, "raw", uri))  # a masked URI (rirlab.sweeps.record.store.StoreURI) prints masked: the real one
 
 
 def _experiment(client: MlflowClient, experiment: str):
@@ -184,7 +184,7 @@ class Sweep:
     experiment: str
     parent: object
     runs: pd.DataFrame
-    spec: object  # sweeps.contract.Spec or None
+    spec: object  # rirlab.sweeps.spec.schema.Spec or None
     n_expected: int
     splits: list = dataclasses.field(default_factory=list)  # [(split, paper label)] in the papers' order
     n_sweeps: int = 0  # sweeps of the experiment (parent runs), this one included
@@ -255,7 +255,7 @@ def study_parents(client: MlflowClient, exp_id: str, runs: pd.DataFrame) -> tupl
 
 
 def recorded_sweep(experiment: str, parent, runs: pd.DataFrame, ran, spec, n_sweeps: int) -> Sweep:
-    """The Sweep of a parent run (from a store, or an export's record of it: :mod:`analysis.records`) and its trial
+    """The Sweep of a parent run (from a store, or an export's record of it: :mod:`rirlab.analysis.records`) and its trial
     ``runs``: laid out by the spec it ran (``ran``, else the given ``spec``), its seed count and splits from its tags."""
     tags = parent.data.tags
     n = int(tags.get(contract.SEEDS, "0") or 0) or (len(spec.seed_list) if spec is not None else 0)

@@ -1,13 +1,13 @@
 """Tables from a sweep's runs, in the papers' style: ``99.72 ± 0.10`` per cell, one column per split.
 
-* ablation layout (RIR Table 5): one row per swept configuration (``analysis.layouts``), one
+* ablation layout (RIR Table 5): one row per swept configuration (``rirlab.analysis.layouts``), one
   column per evaluation split in the papers' order (as the sweep recorded them on its parent run;
   by name for an older sweep), optional "paper" rows with the published numbers and our difference
-  (``analysis.references``);
+  (``rirlab.analysis.references``);
 * pivot layout: two swept axes (rows x columns) for one split's metric.
 
 Each cell aggregates the final ``<split>/<metric>`` of FINISHED, not early-stopped trial runs over
-seeds (``analysis.stats``): centre = median or mean, ± the sample std (ddof 1), and a 95% interval that counts
+seeds (``rirlab.analysis.stats``): centre = median or mean, ± the sample std (ddof 1), and a 95% interval that counts
 the seeds and the test split's sampling error (N = ``<split>/examples``), ``81.67 ± 9.06 [58.74, 104.60]``.
 A cell with fewer seeds than the sweep asked for shows ``(n=2)``; failed runs are counted in the footer. With a
 reference, each published cell carries its test (``Δ +5.88; p 0.42, consistent``); ``compare_to`` adds each
@@ -24,10 +24,10 @@ from typing import Optional
 
 import pandas as pd
 
-from analysis import references as refs
-from analysis import stats as S
-from analysis.layouts import RowKey, ablation_rows, describe, signature
-from analysis.stats import DEFAULT_CI, DEFAULT_STAT, Summary
+from rirlab.analysis import references as refs
+from rirlab.analysis import stats as S
+from rirlab.analysis.layouts import RowKey, ablation_rows, describe, signature
+from rirlab.analysis.stats import DEFAULT_CI, DEFAULT_STAT, Summary
 from rirlab import contract
 from rirlab.errors import UserError
 

@@ -127,7 +127,7 @@ BEST_METRICS = tuple(BEST_PREFIX_METRIC + k for k in ("step", "epoch", "dev_accu
 NON_EVAL_SPLITS = ("train", "dev")
 EVAL_METRICS = ("accuracy", "loss")  # what every evaluated split reports: <split>/accuracy, <split>/loss
 EXAMPLES = "examples"  # and <split>/examples at the end: N, the examples its accuracy was computed on (the tables'
-# binomial standard error; analysis.stats derives it for runs recorded before, where the config fixes it)
+# binomial standard error; rirlab.analysis.stats derives it for runs recorded before, where the config fixes it)
 RUN_METRICS = (STEP, TIME_PER_STEP_MS, CPU_TIME_PER_STEP_MS, PEAK_MEM_MB, PROCESS_RSS_MB, LR, EPOCH, NUM_PARAMS,
                STOPPED_EPOCH, EARLY_STOPPED_METRIC, *BEST_METRICS)  # reported by every trial; never a table column
 

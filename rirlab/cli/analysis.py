@@ -23,14 +23,14 @@ records_option = click.option("--records", multiple=True, type=click.Path(dir_ok
                                     "the same table and curves after its store is gone.")
 latest_full_option = click.option("--latest-full", is_flag=True, default=False,
                                   help="Read the latest sweep run without --quick (default: the latest of any kind).")
-# analysis.stats.STATS and its default, spelled here because the CLI imports the analysis layer only inside its
+# rirlab.analysis.stats.STATS and its default, spelled here because the CLI imports the analysis layer only inside its
 # commands (tests/train/test_imports.py); tests/analysis/test_analysis.py checks that the two agree
 STAT_CHOICES, STAT_DEFAULT = ("median", "mean"), "median"
 stat_option = click.option("--stat", type=click.Choice(STAT_CHOICES), default=None,
                            help=f"Centre over seeds of every table cell, Pareto point and curve (default: "
                                 f"{STAT_DEFAULT}, as the papers on ListOps; for tables with --reference, the statistic "
                                 f"the reference table reports, e.g. the EBT and dynamic-halt tables' mean).")
-CI_CHOICES, CI_DEFAULT, CORRECTION_CHOICES = ("t", "bootstrap"), "t", ("none", "holm")  # analysis.stats' own (tested)
+CI_CHOICES, CI_DEFAULT, CORRECTION_CHOICES = ("t", "bootstrap"), "t", ("none", "holm")  # rirlab.analysis.stats' own (tested)
 ci_option = click.option("--ci", type=click.Choice(CI_CHOICES), default=CI_DEFAULT, show_default=True,
                          help="95% interval over seeds: t (Student t of the mean) or bootstrap (percentile bootstrap of "
                               "the --stat over seeds, fixed seed); tables add the test split's binomial error to it.")
@@ -61,8 +61,8 @@ def _inputs_of(tracking_uri, inputs) -> list:
     is). The store of --tracking-uri (else $MLFLOW_TRACKING_URI, else ./mlruns.db, read or not): a SQLite file with
     its journal and lock files and the mlartifacts/ folder beside it, or a file store's folder; then INPUTS,
     ``(path, what)`` pairs (the spec, records files and their history twins)."""
-    from sweeps.record.store import sqlite_path
-    from sweeps.record.tracker import artifact_root, resolve_tracking_uri
+    from rirlab.sweeps.record.store import sqlite_path
+    from rirlab.sweeps.record.tracker import artifact_root, resolve_tracking_uri
 
     found = []
     try:
@@ -94,7 +94,7 @@ def _same(a: Path, b: Path, tree: bool) -> bool:
 
 def read_files(spec, records) -> list:
     """The files a sweep-reading command reads besides the store: SPEC, the --records files and their history files."""
-    from analysis.export import history_path
+    from rirlab.analysis.export import history_path
 
     found = [(spec, f"the spec {spec}")] if spec else []
     for r in records:
@@ -136,14 +136,14 @@ def _write(text: str, out) -> None:
 
 def _client(tracking_uri, must_exist: bool = True):
     """A client of the store (None when it does not exist and ``must_exist`` is false)."""
-    from analysis.runs import require_store, store_exists
-    from sweeps.record.tracker import resolve_tracking_uri
+    from rirlab.analysis.runs import require_store, store_exists
+    from rirlab.sweeps.record.tracker import resolve_tracking_uri
 
     uri = resolve_tracking_uri(tracking_uri)
     if not must_exist and not store_exists(uri):
         return None
     require_store(uri)  # no store: one line naming the fix (reading never creates one)
-    from sweeps.record.tracker import Tracker
+    from rirlab.sweeps.record.tracker import Tracker
 
     return Tracker(uri, create=False).client  # probed first: unreachable, foreign, older schema: one line
 
@@ -153,7 +153,7 @@ def _experiment_of(spec, experiment):
         raise UserError("give a SPEC file or --experiment NAME")
     loaded = None
     if spec is not None:
-        from analysis.runs import read_spec
+        from rirlab.analysis.runs import read_spec
 
         loaded = read_spec(spec)
         experiment = experiment or loaded.name
@@ -163,15 +163,15 @@ def _experiment_of(spec, experiment):
 def _sweep(spec, experiment, tracking_uri, parent, allow_empty=False, latest_full=False, records=()):
     """(client, Sweep) for SPEC or --experiment; ``allow_empty``: a SPEC with no store or sweep yet gives its layout.
     ``records``: `rirlab export` files to read instead of the store (the "client" is then their
-    :class:`analysis.records.Records`, which gives the metric histories too)."""
-    from analysis.runs import load_sweep
+    :class:`rirlab.analysis.records.Records`, which gives the metric histories too)."""
+    from rirlab.analysis.runs import load_sweep
 
     loaded, experiment = _experiment_of(spec, experiment)
     if records:
         if tracking_uri or latest_full:
             raise UserError("--records reads the sweeps from export files, not a store: drop "
                             f"{'--tracking-uri' if tracking_uri else '--latest-full'} (--run picks sweeps in the files)")
-        from analysis.records import Records
+        from rirlab.analysis.records import Records
 
         rec = Records(records)
         return rec, rec.load(experiment, parent, spec=loaded)
@@ -179,8 +179,8 @@ def _sweep(spec, experiment, tracking_uri, parent, allow_empty=False, latest_ful
     client = _client(tracking_uri, must_exist=not (allow_empty and not parent and not latest_full))
     sw = load_sweep(client, experiment, parent, spec=loaded, allow_empty=allow_empty, latest_full=latest_full)
     if client is None:
-        from analysis.runs import store_path
-        from sweeps.record.tracker import resolve_tracking_uri
+        from rirlab.analysis.runs import store_path
+        from rirlab.sweeps.record.tracker import resolve_tracking_uri
 
         click.echo(f"note: no MLflow store at {store_path(resolve_tracking_uri(tracking_uri))}", err=True)
     elif sw.study is not None:
@@ -238,7 +238,7 @@ def tables(spec, experiment, tracking_uri, parent, latest_full, records, layout,
     rirlab tables search_spaces/ebt_table4_logic.yaml --records docs/results/ebt_table4_logic_egt_grc_seed2.parquet
     rirlab tables search_spaces/rir_ablation.yaml --compare-to RIR-EBT-GRC --ci bootstrap
     """
-    from analysis import tables as T
+    from rirlab.analysis import tables as T
 
     check_out(out)
     guard_out(out, tracking_uri, read_files(spec, records))
@@ -290,7 +290,7 @@ def export(experiment, tracking_uri, parent, out, history, redact):
     rirlab export --experiment chunk_beam --out chunk_beam.parquet
     rirlab export --experiment ebt_table4_logic --run RUN_ID --redact --out docs/results/ebt_table4_logic.parquet
     """
-    from analysis.export import export_runs, history_path
+    from rirlab.analysis.export import export_runs, history_path
 
     from rirlab import contract
 
@@ -345,7 +345,7 @@ def plot():
 @read_only
 def pareto(spec, experiment, tracking_uri, parent, latest_full, records, x, split, clock, stat, out):
     """OOD accuracy against time per sample and peak memory, a point per configuration, Pareto frontier drawn."""
-    from analysis.plots import pareto_plot
+    from rirlab.analysis.plots import pareto_plot
 
     check_out(out)
     guard_out(out, tracking_uri, read_files(spec, records))
@@ -365,7 +365,7 @@ def pareto(spec, experiment, tracking_uri, parent, latest_full, records, x, spli
 def curves(spec, experiment, tracking_uri, parent, latest_full, records, metric, stat, ci, out):
     """Training curves per configuration: the tables' statistic over seeds (--stat), the band its 95% interval
     over seeds (--ci), as the tables' cells."""
-    from analysis.plots import curves_plot
+    from rirlab.analysis.plots import curves_plot
 
     check_out(out)
     guard_out(out, tracking_uri, read_files(spec, records))
@@ -391,7 +391,7 @@ def importance(spec, experiment, tracking_uri, parent, latest_full, records, met
     rirlab importance search_spaces/chunk_beam.yaml
     rirlab importance search_spaces/chunk_beam.yaml --metric test/accuracy --evaluator fanova
     """
-    from analysis.importance import param_importances, render
+    from rirlab.analysis.importance import param_importances, render
     from rirlab import contract
 
     check_out(out)
@@ -423,8 +423,8 @@ def runs(spec, experiment, tracking_uri, fmt):
     rirlab runs search_spaces/chunk_beam.yaml
     rirlab tables search_spaces/chunk_beam.yaml --run RUN_ID     # the table of one of them
     """
-    from analysis.runs import sweeps_of
-    from analysis.tables import fmt_num
+    from rirlab.analysis.runs import sweeps_of
+    from rirlab.analysis.tables import fmt_num
     from rirlab import contract
 
     _, experiment = _experiment_of(spec, experiment)

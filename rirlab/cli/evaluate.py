@@ -91,8 +91,8 @@ def _spec_config(spec: Path, state_file: Path) -> tuple[str, dict]:
     folder's params.json (Ray Tune's record of the trial's Tune config)."""
     from rirlab import contract
     from rirlab.errors import UserError
-    from sweeps.spec.load import load_spec
-    from sweeps.spec.trials import TrialSpace
+    from rirlab.sweeps.spec.load import load_spec
+    from rirlab.sweeps.spec.trials import TrialSpace
 
     params = _trial_folder(state_file) / "params.json"
     if not params.is_file():

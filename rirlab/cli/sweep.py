@@ -42,28 +42,28 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
     SIGTERM stops the sweep: running trials end KILLED in MLflow and the command that continues it is printed
     (exit 130 for Ctrl-C, 143 for SIGTERM).
     """
-    from sweeps.record.faults import SweepFault
-    from sweeps.driver.signals import (SweepInterrupted, close_startup_window, interrupted, open_startup_window, sender,
+    from rirlab.sweeps.record.faults import SweepFault
+    from rirlab.sweeps.driver.signals import (SweepInterrupted, close_startup_window, interrupted, open_startup_window, sender,
                                        terminated)
 
     open_startup_window()  # no Ctrl-C or SIGTERM is lost before Ray Tune runs (closed before Tuner.fit)
     where = _where_flags(tracking_uri, output_dir, address)  # repeated in the hints: --resume needs the same store
     try:
-        from sweeps.compat import check_all
+        from rirlab.sweeps.compat import check_all
 
         check_all()  # a Ray or MLflow outside the versions checked: one line, before the spec, Ray or the store
         from rirlab.config import parse_overrides
-        from sweeps.plan.plan import SweepPlan
-        from sweeps.spec.load import load_spec
+        from rirlab.sweeps.plan.plan import SweepPlan
+        from rirlab.sweeps.spec.load import load_spec
 
         plan = SweepPlan.of(load_spec(spec, quick=quick, overrides=parse_overrides(sets)))
         if dry_run:
-            from sweeps.plan.dryrun import dry_run as show
+            from rirlab.sweeps.plan.dryrun import dry_run as show
 
             show(plan)
 
             def store() -> str:  # (resolved only if the algorithm asks: it imports MLflow, and checks the URI)
-                from sweeps.record.tracker import resolve_tracking_uri
+                from rirlab.sweeps.record.tracker import resolve_tracking_uri
 
                 return resolve_tracking_uri(tracking_uri).raw
 
@@ -71,9 +71,9 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
             if note:
                 click.echo(note)
             return
-        from analysis.report import log_parent_report
-        from sweeps.driver.sweep import run_sweep
-        from sweeps.record.tracker import resolve_tracking_uri
+        from rirlab.analysis.report import log_parent_report
+        from rirlab.sweeps.driver.sweep import run_sweep
+        from rirlab.sweeps.record.tracker import resolve_tracking_uri
 
         uri = resolve_tracking_uri(tracking_uri)
         click.echo(f"sweep {plan.spec.name} (spec hash {plan.hash}) -> MLflow {uri}")

@@ -46,7 +46,7 @@ def train(model, task, quick, sets, tracking_uri, experiment):
     flat = trial.flat()
 
     from rirlab.train import run_trial
-    from sweeps.record.tracker import Tracker, resolve_tracking_uri
+    from rirlab.sweeps.record.tracker import Tracker, resolve_tracking_uri
 
     tasks.get(trial.task).preflight_all([trial.task_cfg])  # e.g. a bad GloVe file: before any run is recorded
     cache.check_writable(getattr(trial.task_cfg, "cache_dir", None))
@@ -54,7 +54,7 @@ def train(model, task, quick, sets, tracking_uri, experiment):
 
     from rirlab.errors import UserError
     from rirlab.train import NonFiniteLoss
-    from sweeps.driver.signals import sigterm_like_ctrl_c, terminated
+    from rirlab.sweeps.driver.signals import sigterm_like_ctrl_c, terminated
 
     tracker = Tracker(resolve_tracking_uri(tracking_uri))
     exp_id = tracker.experiment_id(experiment)
@@ -89,7 +89,7 @@ def check_memory(trial) -> None:
     memory, or its GPU's where it trains on one."""
     from rirlab.errors import UserError
     from rirlab.limits import memory_limit_gb
-    from sweeps.spec.load import memory_estimate_gb
+    from rirlab.sweeps.spec.load import memory_estimate_gb
 
     need = memory_estimate_gb(trial)
     limit, what = memory_limit_gb(gpu=trial.train.device != "cpu")

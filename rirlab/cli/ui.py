@@ -49,8 +49,8 @@ def ui(spec, tracking_uri, port, host, allow_remote, experiment):
     rirlab ui --tracking-uri http://mlflow:5000  # a tracking server: its UI is already there
     """
     from rirlab.redact import strip_credentials
-    from sweeps.record.store import scheme
-    from sweeps.record.tracker import Tracker, artifact_root, resolve_tracking_uri
+    from rirlab.sweeps.record.store import scheme
+    from rirlab.sweeps.record.tracker import Tracker, artifact_root, resolve_tracking_uri
 
     if beyond_loopback(host):  # before anything is read or written
         if not allow_remote:
@@ -60,7 +60,7 @@ def ui(spec, tracking_uri, port, host, allow_remote, experiment):
         click.echo(f"warning: the MLflow UI on {host} has no authentication; anyone who reaches port {port} can "
                    f"read and delete runs unless {AUTH_HINT} stands in front", err=True)
     if spec is not None and experiment is None:
-        from sweeps.spec.schema import read_spec
+        from rirlab.sweeps.spec.schema import read_spec
 
         experiment = read_spec(spec).name
     uri = resolve_tracking_uri(tracking_uri)

@@ -163,7 +163,7 @@ class Task(abc.ABC):
     def train_lengths(self, cfg) -> tuple:
         """How long the training sequences of a trial of ``cfg`` are, in tokens as the model reads them: their
         quantiles at LENGTH_Q, one tuple per sequence of an example (two for a pair task). The dry run times a
-        training step on a batch drawn from it (``sweeps.plan.dryrun.padded_batch``), since step time grows with a
+        training step on a batch drawn from it (``rirlab.sweeps.plan.dryrun.padded_batch``), since step time grows with a
         batch's padded length. A task states its own from its data; this default, for a task that does not, takes
         every sequence as its ``train_len`` when the config has one, else half its ``max_train_len`` /
         ``max_len`` (50 tokens when it has neither)."""

@@ -1,4 +1,4 @@
-"""Search algorithms as a registry: name -> ``Algorithm`` (``sweeps.algorithms.base``), one module per algorithm in
+"""Search algorithms as a registry: name -> ``Algorithm`` (``rirlab.sweeps.algorithms.base``), one module per algorithm in
 this package.
 
 Why a registry: the algorithm used to be branched on in nine files, and a new spec section had to be added by
@@ -28,16 +28,16 @@ from rirlab.config import closest
 from rirlab.errors import UserError
 
 
-_ENTRIES: dict[str, Any] = {}  # name -> its sweeps.algorithms.base.Algorithm
+_ENTRIES: dict[str, Any] = {}  # name -> its rirlab.sweeps.algorithms.base.Algorithm
 _WATCHERS: list[Callable[[str, Any], None]] = []  # (name, the algorithm or None when removed): the spec schema's
 _imported = False
 HOME = __name__  # the package whose modules register the built-in algorithms
 
 
 def register(cls):
-    """Class decorator: register one instance of a ``sweeps.algorithms.base.Algorithm`` subclass under ``cls.name``."""
+    """Class decorator: register one instance of a ``rirlab.sweeps.algorithms.base.Algorithm`` subclass under ``cls.name``."""
     if not isinstance(cls, type) or not all(hasattr(cls, a) for a in ("name", "section", "trials", "search_alg")):
-        raise TypeError(f"@register takes a subclass of sweeps.algorithms.base.Algorithm, got {cls!r}")
+        raise TypeError(f"@register takes a subclass of rirlab.sweeps.algorithms.base.Algorithm, got {cls!r}")
     add(cls())
     return cls
 

@@ -1,6 +1,6 @@
-"""The interface of a search algorithm (``sweeps.algorithms``): what the spec schema, the plan, the dry run, the
+"""The interface of a search algorithm (``rirlab.sweeps.algorithms``): what the spec schema, the plan, the dry run, the
 Tuner, the driver and the table layout ask of it. Its own module, apart from the registry: its defaults read the
-spec's trial expansion (``sweeps.spec.trials``), which the schema, and so the registry, sits below."""
+spec's trial expansion (``rirlab.sweeps.spec.trials``), which the schema, and so the registry, sits below."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ class Algorithm:
     """What a search algorithm supplies. Subclass it in a module of this package and decorate with ``@register``.
 
     The defaults describe a search that samples ``num_samples`` configurations and runs each once per seed;
-    an algorithm overrides what differs. ``spec`` arguments are ``sweeps.spec.schema.Spec``, ``plan`` ones
-    ``sweeps.plan.plan.SweepPlan``, ``loaded`` ones ``sweeps.spec.load.LoadedSpec`` (duck-typed here: this module
+    an algorithm overrides what differs. ``spec`` arguments are ``rirlab.sweeps.spec.schema.Spec``, ``plan`` ones
+    ``rirlab.sweeps.plan.plan.SweepPlan``, ``loaded`` ones ``rirlab.sweeps.spec.load.LoadedSpec`` (duck-typed here: this module
     is below all of them)."""
 
     name: str = ""  # the spec's ``algorithm:`` value
@@ -24,7 +24,7 @@ class Algorithm:
     planned: bool = True  # whether the trials are known before the sweep (False: the searcher chooses as it runs)
     spec_rows: bool = False  # whether a table lists the spec's configurations as rows (in spec order) before any ran
 
-    # ---- the spec (torch-free, Ray-free: sweeps.spec)
+    # ---- the spec (torch-free, Ray-free: rirlab.sweeps.spec)
     def problems(self, spec, given: set[str]) -> list[str]:
         """Spec-wide problems of this algorithm's own rules, one line each; called for every registered algorithm
         (``spec.algorithm`` may be another one: a section's settings may only be given under its own algorithm).
@@ -54,8 +54,8 @@ class Algorithm:
     def trials(self, spec, preview: bool = False, seed: int = 0) -> list:
         """The trials (``rirlab.contract.TrialRecord``) the sweep runs, in order; an unplanned search gives []
         unless ``preview`` (a local draw of the same size, what the dry run shows)."""
-        from sweeps.spec.schema import base_config
-        from sweeps.spec.trials import TrialSpace, random_points
+        from rirlab.sweeps.spec.schema import base_config
+        from rirlab.sweeps.spec.trials import TrialSpace, random_points
 
         if not self.planned and not preview:
             return []
@@ -73,7 +73,7 @@ class Algorithm:
     def check_trials(self, loaded) -> None:
         """Checks once the trials are expanded and resolved (``loaded.trials``): raise UserError, one line."""
 
-    # ---- the Tune side (sweeps.plan, sweeps.tune): imports of Ray / Optuna inside these methods only
+    # ---- the Tune side (rirlab.sweeps.plan, rirlab.sweeps.tune): imports of Ray / Optuna inside these methods only
     def tune_num_samples(self, spec, points: list) -> int:
         """Tune's ``num_samples``."""
         return spec.num_samples

@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-from sweeps.algorithms import register
-from sweeps.algorithms.base import Algorithm
+from rirlab.sweeps.algorithms import register
+from rirlab.sweeps.algorithms.base import Algorithm
 
 
 @register
@@ -27,19 +27,19 @@ class Grid(Algorithm):
 
     def trial_count(self, spec) -> int:
         """variants x grid x seeds: an upper bound (a grid value whose ``when:`` fails is run once)."""
-        from sweeps.spec.schema import len_seeds, training_variants
+        from rirlab.sweeps.spec.schema import len_seeds, training_variants
 
         return max(len(training_variants(spec)), 1) * math.prod(len(a.values) for a in spec.search.values()) * \
             len_seeds(spec)
 
     def points(self, spec) -> list[dict]:
-        from sweeps.spec.trials import grid_points
+        from rirlab.sweeps.spec.trials import grid_points
 
         return grid_points(spec)
 
     def trials(self, spec, preview: bool = False, seed: int = 0) -> list:
-        from sweeps.spec.schema import base_config
-        from sweeps.spec.trials import TrialSpace, grid_points
+        from rirlab.sweeps.spec.schema import base_config
+        from rirlab.sweeps.spec.trials import TrialSpace, grid_points
 
         space, base = TrialSpace.of(spec), base_config(spec)
         return [space.trial({**base, **point}) for point in grid_points(spec)]
@@ -60,8 +60,8 @@ class Grid(Algorithm):
         """Every trial is one of the points (the searcher): the domains only declare the keys."""
         from ray import tune
 
-        from sweeps.spec.schema import training_variants
-        from sweeps.spec.trials import VARIANT_KEY
+        from rirlab.sweeps.spec.schema import training_variants
+        from rirlab.sweeps.spec.trials import VARIANT_KEY
 
         space = {}
         if spec.variants:  # (an evaluation-only row trains nothing: no trial of it is in the grid)

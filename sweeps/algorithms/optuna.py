@@ -1,7 +1,7 @@
 """``algorithm: optuna``: each configuration comes from a persistent Optuna study (``optuna:`` section) as the
 sweep runs, and runs once per seed; Optuna is told the seed mean of each metric. The only multi-objective
 algorithm, and the only one with a pruner. The searcher itself (Optuna's public ask/tell behind one Ray Tune
-Searcher) and the study's storage are in ``sweeps.tune.optuna``; this module says what the rest of the sweep needs
+Searcher) and the study's storage are in ``rirlab.sweeps.tune.optuna``; this module says what the rest of the sweep needs
 of them."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sweeps.algorithms import register
-from sweeps.algorithms.base import Algorithm
+from rirlab.sweeps.algorithms import register
+from rirlab.sweeps.algorithms.base import Algorithm
 
 SAMPLERS = ("tpe", "random", "qmc", "gp", "nsgaii")  # Optuna samplers a spec may name (optuna.sampler)
 PRUNERS = ("none", "median", "hyperband", "successive_halving")  # Optuna pruners (optuna.pruner)
@@ -22,7 +22,7 @@ class OptunaSection(BaseModel):
     importances read it. ``storage`` is an Optuna storage URL (default: a SQLite file beside the MLflow store
     when that is SQLite, else in the sweep's output directory); ``study_name`` defaults to the sweep's folder
     name ``<spec>-<hash>-<time>``. ``pruner``: Optuna's pruner judges the metric each evaluation reports (of a
-    configuration's first seed) and a pruned configuration stops on every seed (sweeps.tune.optuna.OptunaPruning);
+    configuration's first seed) and a pruned configuration stops on every seed (rirlab.sweeps.tune.optuna.OptunaPruning);
     single-metric only, instead of ``scheduler: asha``."""
 
     model_config = ConfigDict(extra="forbid")
@@ -83,23 +83,23 @@ class Optuna(Algorithm):
         return None, None  # the searcher is given the metrics and modes itself
 
     def search_alg(self, plan, tracking_uri: Optional[str] = None, tune_path: Optional[str] = None):
-        from sweeps.tune.optuna import search_alg
+        from rirlab.sweeps.tune.optuna import search_alg
 
         return search_alg(plan, tracking_uri, tune_path)
 
     def scheduler(self, search_alg):
-        from sweeps.tune.optuna import pruning_scheduler
+        from rirlab.sweeps.tune.optuna import pruning_scheduler
 
         return pruning_scheduler(search_alg)
 
     # ---- the driver
     def preflight(self, plan, tracking_uri: str, tune_path: str) -> None:
-        from sweeps.tune.optuna import check_storage
+        from rirlab.sweeps.tune.optuna import check_storage
 
         check_storage(plan.spec, tracking_uri, tune_path)
 
     def continued(self, spec, tracking_uri: Optional[str] = None) -> str:
-        from sweeps.tune.optuna import study_before
+        from rirlab.sweeps.tune.optuna import study_before
 
         return study_before(spec, tracking_uri)
 
@@ -112,6 +112,6 @@ class Optuna(Algorithm):
                 f"a new Optuna study '{spec.optuna.study_name}' (later sweeps naming it continue it)")
 
     def run_linker(self):
-        from sweeps.tune.optuna import link_run
+        from rirlab.sweeps.tune.optuna import link_run
 
         return link_run

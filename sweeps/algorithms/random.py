@@ -4,8 +4,8 @@ but the points: Tune's BasicVariantGenerator hands out the drawn configurations,
 
 from __future__ import annotations
 
-from sweeps.algorithms import register
-from sweeps.algorithms.base import Algorithm
+from rirlab.sweeps.algorithms import register
+from rirlab.sweeps.algorithms.base import Algorithm
 
 
 @register
@@ -13,7 +13,7 @@ class Random(Algorithm):
     name = "random"
 
     def points(self, spec) -> list[dict]:
-        from sweeps.spec.trials import random_points
+        from rirlab.sweeps.spec.trials import random_points
 
         return random_points(spec)
 

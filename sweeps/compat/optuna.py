@@ -1,14 +1,14 @@
 """Everything of Optuna (and of Ray's Optuna glue, for sweeps recorded before) that is not its public API, in one
 place, with the versions it was checked on.
 
-The searcher (``sweeps.tune.optuna.OptunaSearcher``) drives Optuna through its public ask/tell API. What remains:
+The searcher (``rirlab.sweeps.tune.optuna.OptunaSearcher``) drives Optuna through its public ask/tell API. What remains:
 
 - ``trial_of``: after a --resume, the Optuna trial of a configuration still running is needed again (its pruner
   judges its reports, its runs are linked to it). ``Study.ask`` only creates trials; the way back from a trial's
   number is the storage API (public, for storage implementers) plus ``optuna.trial.Trial(study, trial_id)``, a
   documented constructor that Optuna says is not meant to be called directly.
 - The legacy classes: a sweep recorded before the ask/tell searcher saved Ray's ``OptunaSearch`` under a
-  ``Repeater`` (pickled in Tune's ``tuner.pkl`` by class name, ``sweeps.tune.optuna.OptunaSearchEvalOnly`` /
+  ``Repeater`` (pickled in Tune's ``tuner.pkl`` by class name, ``rirlab.sweeps.tune.optuna.OptunaSearchEvalOnly`` /
   ``SeedRepeater`` / ``PerSeedGenerator``), and its searcher state as Ray's private attributes (``_ot_trials``,
   ``_completed_trials``, ``_trial_id_to_group``, ``_groups``; ``_total_samples`` of Ray's SearchGenerator). The
   classes below keep those names importable and turn what they unpickle into the new searcher, so that such a
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from sweeps.compat import Supported
+from rirlab.sweeps.compat import Supported
 
 # trial_of and the legacy unpickling were run on 5.1.0; 3.5 is the oldest rirlab has claimed (setup.cfg)
 SUPPORTED = Supported("optuna", lowest="3.5", below="5.2")
@@ -49,7 +49,7 @@ def trial_of(study, storage, number: int):
 
 
 # ---- sweeps recorded before the ask/tell searcher (Ray's OptunaSearch under a Repeater). The classes that unpickle
-# them keep their old names in sweeps.tune.optuna (pickles name them there); what they read of Ray's state is here.
+# them keep their old names in rirlab.sweeps.tune.optuna (pickles name them there); what they read of Ray's state is here.
 
 def _listed(value) -> list:
     return list(value) if isinstance(value, (list, tuple)) else [value]

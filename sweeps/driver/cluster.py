@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Optional
 
 from rirlab.errors import UserError
-from sweeps.record.tracker import worker_env
-from sweeps.spec.schema import Spec
+from rirlab.sweeps.record.tracker import worker_env
+from rirlab.sweeps.spec.schema import Spec
 
 
 def ray_init(address: Optional[str], log_dir: Path, tracking_uri: Optional[str] = None) -> None:
@@ -44,16 +44,14 @@ def ray_init(address: Optional[str], log_dir: Path, tracking_uri: Optional[str] 
         _log_ray_to(handler)
         return
     # a running cluster (ray start, `ray up`, KubeRay, Slurm): workers need only the Python environment; the
-    # trial code travels as py_modules (this checkout's rirlab and sweeps, so every node runs the driver's
-    # version) with the top-level packages of $RIRLAB_PLUGINS, MLflow's URI and credentials as env_vars (the
-    # trial configs themselves travel with the trials)
+    # trial code travels as py_modules (the driver's rirlab package, rirlab.sweeps inside it, so every node runs the
+    # driver's version) with the top-level packages of $RIRLAB_PLUGINS, MLflow's URI and credentials as env_vars
+    # (the trial configs themselves travel with the trials)
     import importlib
 
-    import rirlab
-    import sweeps
-
     plugins = {m.strip().split(".")[0] for m in os.environ.get("RIRLAB_PLUGINS", "").split(",") if m.strip()}
-    modules = [rirlab, sweeps] + [importlib.import_module(p) for p in sorted(plugins - {"rirlab", "sweeps"})]
+    modules = [str(package_for_workers(log_dir / "rirlab_package"))]
+    modules += [importlib.import_module(p) for p in sorted(plugins - {"rirlab"})]
     runtime_env = {"py_modules": modules, "excludes": ["__pycache__", "*.pyc"], "env_vars": worker_env(tracking_uri)}
     try:
         ray.init(address=address, runtime_env=runtime_env, **kwargs)
@@ -64,6 +62,28 @@ def ray_init(address: Optional[str], log_dir: Path, tracking_uri: Optional[str] 
         raise UserError(f"cannot join the Ray cluster at {address} ({why}); check the address "
                         f"and give this process the cluster's token: RAY_AUTH_MODE=token with RAY_AUTH_TOKEN or "
                         f"RAY_AUTH_TOKEN_PATH (see cluster/README.md)") from None
+
+
+def package_for_workers(staging: Path) -> Path:
+    """The rirlab package as a cluster's workers import it: installed from a wheel it is one folder (rirlab.sweeps
+    inside it), shipped as it is; in a source checkout rirlab.sweeps lives in the top-level ``sweeps/`` folder
+    (setup.cfg's package_dir), so the package is assembled under ``staging`` as a wheel would install it (Ray
+    uploads a py_module by its content hash: unchanged code is not uploaded twice). rirlab.analysis, which trials
+    never import, stays behind."""
+    import shutil
+
+    import rirlab
+    import rirlab.sweeps
+
+    root, sweeps_dir = Path(rirlab.__file__).parent, Path(rirlab.sweeps.__file__).parent
+    if sweeps_dir.parent == root:  # (installed: already one folder)
+        return root
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    target = staging / "rirlab"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(root, target, ignore=ignore)
+    shutil.copytree(sweeps_dir, target / "sweeps", ignore=ignore)
+    return target
 
 
 WORKER_NICENESS_ENV = "RAY_worker_niceness"  # how much nicer than the raylet Ray starts a worker (Ray: 15)

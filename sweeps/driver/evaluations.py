@@ -23,8 +23,8 @@ from typing import Callable, Optional
 
 from rirlab import contract
 from rirlab.config import EVALUATION_KEYS
-from sweeps.plan.plan import SweepPlan
-from sweeps.record.tracker import Tracker
+from rirlab.sweeps.plan.plan import SweepPlan
+from rirlab.sweeps.record.tracker import Tracker
 
 
 def _usable(run) -> bool:

@@ -7,8 +7,8 @@ import sys
 import time
 
 from rirlab import contract
-from sweeps.spec.trials import TrialSpace
-from sweeps.record.callback import DriverCallback, trial_error, failure_of
+from rirlab.sweeps.spec.trials import TrialSpace
+from rirlab.sweeps.record.callback import DriverCallback, trial_error, failure_of
 
 EARLY = contract.STOPPED_EARLY_WORD
 ENDED = ("finished", EARLY, "failed")

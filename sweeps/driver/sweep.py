@@ -16,14 +16,15 @@ from typing import Callable, Optional
 from rirlab import contract
 from rirlab.errors import UserError
 from rirlab.redact import redact_all, redact_uri
-from sweeps.driver.cluster import check_address, check_resources, detach_ray_log, ray_init
-from sweeps.driver.lock import sweep_lock
-from sweeps.record.faults import SweepFault, disk_full, store_fault, tune_folder_full
-from sweeps.driver.signals import (SweepInterrupted, close_startup_window, keep_sigterm_handler, shielded,
+from rirlab.sweeps.driver.cluster import check_address, check_resources, detach_ray_log, ray_init
+from rirlab.sweeps.driver.legacy import legacy_module_names
+from rirlab.sweeps.driver.lock import sweep_lock
+from rirlab.sweeps.record.faults import SweepFault, disk_full, store_fault, tune_folder_full
+from rirlab.sweeps.driver.signals import (SweepInterrupted, close_startup_window, keep_sigterm_handler, shielded,
                                    raise_if_interrupted, startup_window, stop_on_sigterm_like_ctrl_c)
-from sweeps.plan.plan import SweepPlan
-from sweeps.record.store import raw
-from sweeps.record.tracker import Tracker
+from rirlab.sweeps.plan.plan import SweepPlan
+from rirlab.sweeps.record.store import raw
+from rirlab.sweeps.record.tracker import Tracker
 
 OUTPUT_ROOT = "rirlab_runs"
 
@@ -90,7 +91,7 @@ def _run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str], resum
     if resume and parent is None:
         raise UserError(_no_parent_message(tracker, exp_id, plan, tracking_uri))
     if plan.evaluations:  # rows it evaluates but does not train: trained before, or refused
-        from sweeps.driver.evaluations import missing_sources
+        from rirlab.sweeps.driver.evaluations import missing_sources
 
         missing = missing_sources(plan, tracker)
         if missing:
@@ -118,7 +119,7 @@ def _run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str], resum
         raise_if_interrupted()  # a Ctrl-C or SIGTERM during ray.init: stop before anything is recorded
         check_resources(spec, address)  # a trial no node can hold: refused before MLflow is written
         if parent is None:  # an Optuna storage that cannot serve: refused before MLflow is written
-            from sweeps.tune.search import check_storage
+            from rirlab.sweeps.tune.search import check_storage
 
             check_storage(plan, raw(tracking_uri), tune_path)
     except BaseException:
@@ -244,7 +245,7 @@ def _start_parent(tracker: Tracker, exp_id: str, plan: SweepPlan, tune_path: str
     tracker.client.log_text(parent_id, redact_uri(loaded.text), f"{contract.SPEC_ARTIFACT_DIR}/{loaded.path.name}")
     effective = redact_all(spec.model_dump(mode="json"))
     tracker.client.log_text(parent_id, json.dumps(effective, indent=2), contract.EFFECTIVE_SPEC_ARTIFACT)
-    from sweeps.record import artifacts
+    from rirlab.sweeps.record import artifacts
 
     artifacts.record_spec(tracker.client, exp_id, parent_id, effective)
     return parent_id
@@ -288,11 +289,11 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
     import ray
     from ray import tune
 
-    from sweeps.driver.progress import ProgressCallback
-    from sweeps.record.callback import MLflowTrialCallback, bound
-    from sweeps.tune.trainable import trial_fn
-    from sweeps.tune.search import study_before
-    from sweeps.tune.tuner import keep_secrets_out_of_tune, new_tuner
+    from rirlab.sweeps.driver.progress import ProgressCallback
+    from rirlab.sweeps.record.callback import MLflowTrialCallback, bound
+    from rirlab.sweeps.tune.trainable import trial_fn
+    from rirlab.sweeps.tune.search import study_before
+    from rirlab.sweeps.tune.tuner import keep_secrets_out_of_tune, new_tuner
 
     spec = plan.spec
     raise_if_interrupted()
@@ -326,7 +327,10 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
         else:
             # Tune saves its callbacks with the experiment (pickle; deep copies too): while bound, they load back
             # as these two live ones, in a fresh Tuner and in a restored one alike
-            with bound(mlflow_cb, progress) as callbacks:
+            # a sweep recorded before the sweep side moved into the rirlab package names its pickled classes
+            # sweeps.*: reachable while its Tune state is read (restore, then the searcher's state inside fit)
+            with bound(mlflow_cb, progress) as callbacks, \
+                    (legacy_module_names() if restore else contextlib.nullcontext()):
                 if restore:
                     # the space again: Tune does not keep it, and where the driver died before Tune first saved its
                     # state (a full disk, a kill at startup) the restored run starts its searcher afresh on this space
@@ -361,7 +365,7 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
                 _end_interrupted(tracker, parent_id, counts)
         raise SweepFault(mlflow_cb.fault, parent_id, mlflow_cb.fault_fix)
     if not counts["interrupted"] and plan.evaluations:  # evaluation-only rows: once the trials they test finished
-        from sweeps.driver.evaluations import evaluation_banner, run_evaluations
+        from rirlab.sweeps.driver.evaluations import evaluation_banner, run_evaluations
 
         print(evaluation_banner(plan), flush=True)
         counts.update(run_evaluations(plan, tracker, exp_id, parent_id, lambda line: print(line, flush=True)))
@@ -373,7 +377,7 @@ def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_pa
         mlflow_cb.mark_interrupted()
         _end_interrupted(tracker, parent_id, counts)
     else:
-        from sweeps.record import artifacts
+        from rirlab.sweeps.record import artifacts
 
         def warn(msg: str) -> None:
             print(msg, file=sys.stderr, flush=True)

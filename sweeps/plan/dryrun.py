@@ -11,8 +11,8 @@ from typing import Optional
 from rirlab.contract import short_value
 from rirlab.errors import command
 from rirlab.tasks.base import LENGTH_Q
-from sweeps.plan.plan import SweepPlan
-from sweeps.spec.schema import Spec
+from rirlab.sweeps.plan.plan import SweepPlan
+from rirlab.sweeps.spec.schema import Spec
 
 
 TIMING_BUDGET_S = 8.0  # the dry run spends about this long timing training steps (all model configs together)
@@ -327,7 +327,7 @@ def early_stopping_note(spec: Spec, resolved: list, steps: list, hours: Optional
     notes = []
     sch = spec.scheduler
     if sch.type == "asha":
-        from sweeps.plan.plan import asha_max_t
+        from rirlab.sweeps.plan.plan import asha_max_t
 
         max_t = asha_max_t(resolved[0].flat() if resolved else {}, resolved[0].task_cfg if resolved else None)
         frac = asha_fraction(sch.grace_period, sch.reduction_factor, max_t)

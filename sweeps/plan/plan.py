@@ -16,10 +16,10 @@ from typing import Optional
 from rirlab.config import TrainConfig
 from rirlab.trial import TrialConfig, resolve
 from rirlab.contract import TrialRecord
-from sweeps import algorithms
-from sweeps.spec.trials import Evaluation, TrialSpace, swept_keys
-from sweeps.spec.load import LoadedSpec
-from sweeps.spec.schema import Spec, base_config
+from rirlab.sweeps import algorithms
+from rirlab.sweeps.spec.trials import Evaluation, TrialSpace, swept_keys
+from rirlab.sweeps.spec.load import LoadedSpec
+from rirlab.sweeps.spec.schema import Spec, base_config
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -60,7 +60,7 @@ class SweepPlan:
 
     @property
     def algorithm(self):
-        """The spec's search algorithm (``sweeps.algorithms``): what every later stage asks instead of its name."""
+        """The spec's search algorithm (``rirlab.sweeps.algorithms``): what every later stage asks instead of its name."""
         return algorithms.get(self.spec.algorithm)
 
     @property

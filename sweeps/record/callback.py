@@ -10,10 +10,10 @@ from pathlib import Path
 from ray import tune
 
 from rirlab import contract
-from sweeps.plan.plan import SweepPlan
-from sweeps.record.artifacts import config_yaml, log_model
-from sweeps.record.faults import FREE_SPACE, disk_full, store_fault
-from sweeps.record.tracker import Tracker
+from rirlab.sweeps.plan.plan import SweepPlan
+from rirlab.sweeps.record.artifacts import config_yaml, log_model
+from rirlab.sweeps.record.faults import FREE_SPACE, disk_full, store_fault
+from rirlab.sweeps.record.tracker import Tracker
 
 
 def _faults_stop_the_sweep(method):
@@ -101,7 +101,7 @@ class MLflowTrialCallback(DriverCallback):
     """One MLflow child run per Tune trial, nested under the sweep's parent run; logs every result.
 
     A resumed sweep continues its own runs. A run that already ended (FINISHED or FAILED) is left exactly as
-    it is: the trial reports its recorded end again (``sweeps.tune.trainable.trial_fn``) and nothing is logged. No
+    it is: the trial reports its recorded end again (``rirlab.sweeps.tune.trainable.trial_fn``) and nothing is logged. No
     metric is ever logged twice at one step: a trial replaying the steps since its checkpoint (a retry, a
     resume) logs only what its run does not hold yet."""
 
@@ -176,7 +176,7 @@ class MLflowTrialCallback(DriverCallback):
         """Stop the sweep as Ctrl-C does, once, for a fault of the machine (``why`` says which, ``fix`` what the
         user does before --resume)."""
         if self.fault is None:
-            from sweeps.record.faults import stop_tune
+            from rirlab.sweeps.record.faults import stop_tune
 
             self.fault, self.fault_fix = why, fix
             stop_tune()
@@ -184,7 +184,7 @@ class MLflowTrialCallback(DriverCallback):
     def on_step_begin(self, iteration, trials, **info):
         """Before Tune writes checkpoints and results into a Tune folder whose disk is full (trials failing one
         by one, half-written files that --resume cannot read), stop the sweep."""
-        from sweeps.record.faults import tune_folder_full
+        from rirlab.sweeps.record.faults import tune_folder_full
 
         if self.fault is None and self.tune_path:
             why = tune_folder_full(self.tune_path)
@@ -258,7 +258,7 @@ class MLflowTrialCallback(DriverCallback):
 
     @_faults_stop_the_sweep
     def on_trial_error(self, iteration, trials, trial, **info):
-        from sweeps.record.faults import tune_folder_full
+        from rirlab.sweeps.record.faults import tune_folder_full
 
         run_id, key = self._open_run(trial), trial.trial_id
         if run_id is None:
@@ -320,7 +320,7 @@ def early_note(last: dict) -> str:
 
 def _full_line(error: str) -> str:
     """The line of a trial's error text that says which disk is full (e.g. the data cache's), without its type."""
-    from sweeps.record.faults import MARKERS
+    from rirlab.sweeps.record.faults import MARKERS
 
     line = next((ln for ln in error.splitlines() if any(m in ln.lower() for m in MARKERS)), error)
     return re.sub(r"^[\w.]*(Error|Exception)\w*: ", "", line.strip())[:300]

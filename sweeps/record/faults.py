@@ -75,7 +75,7 @@ def lock_holders(path: Path) -> list[str]:
 
 def store_lock_held(uri: str) -> SweepFault:
     """The fault of a store whose lock another process held past ``store_wait_s``: who holds it, where known."""
-    from sweeps.record.store import sqlite_path
+    from rirlab.sweeps.record.store import sqlite_path
 
     path = sqlite_path(uri)
     holders = lock_holders(path) if path is not None else []

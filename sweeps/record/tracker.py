@@ -23,9 +23,9 @@ from mlflow.tracking import MlflowClient
 import rirlab
 from rirlab import contract
 from rirlab.redact import mask_url, redact_uri, strip_credentials
-from sweeps.compat import mlflow as compat_mlflow
-from sweeps.record.faults import store_wait_s
-from sweeps.record.store import StoreURI, can_create, check_store, raw, sqlite_path, validate_uri
+from rirlab.sweeps.compat import mlflow as compat_mlflow
+from rirlab.sweeps.record.faults import store_wait_s
+from rirlab.sweeps.record.store import StoreURI, can_create, check_store, raw, sqlite_path, validate_uri
 
 DEFAULT_URI_FILE = "mlruns.db"
 SUPPRESS_URL_PRINTING = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"

@@ -1,7 +1,7 @@
-"""Loading a sweep spec for a run: the file's schema (``sweeps.spec.schema``), then --quick and --set, then
-the trials expanded (``sweeps.spec.trials``) and every trial config validated against the library's config
+"""Loading a sweep spec for a run: the file's schema (``rirlab.sweeps.spec.schema``), then --quick and --set, then
+the trials expanded (``rirlab.sweeps.spec.trials``) and every trial config validated against the library's config
 dataclasses. This is the one expansion and the one resolution of the trials on the driver: the result
-(``LoadedSpec.trials`` / ``.resolved``) is what ``sweeps.plan.SweepPlan`` hands to every later stage.
+(``LoadedSpec.trials`` / ``.resolved``) is what ``rirlab.sweeps.plan.SweepPlan`` hands to every later stage.
 
 Everything is validated before Ray or MLflow is touched: unknown keys name file:line and the closest
 valid key, values out of range name the rule.
@@ -21,9 +21,9 @@ from rirlab import contract
 from rirlab.trial import TrialConfig, resolve
 from rirlab.errors import UserError, command
 from rirlab.redact import mask_url, redact_all, redact_uri
-from sweeps import algorithms
-from sweeps.spec.trials import VARIANT_KEY, evaluations, expand
-from sweeps.spec.schema import (SECTIONS, Spec, _union_member, base_config, closest, distinct_errors, parse_spec)
+from rirlab.sweeps import algorithms
+from rirlab.sweeps.spec.trials import VARIANT_KEY, evaluations, expand
+from rirlab.sweeps.spec.schema import (SECTIONS, Spec, _union_member, base_config, closest, distinct_errors, parse_spec)
 
 
 class LoadedSpec:
@@ -37,7 +37,7 @@ class LoadedSpec:
         # each one's resolved config, filled by validate_params
         self.trials: list = []
         self.resolved: list[TrialConfig] = []
-        # the cells of evaluation-only rows (``evaluates:``: sweeps.spec.trials.Evaluation), each one's config resolved
+        # the cells of evaluation-only rows (``evaluates:``: rirlab.sweeps.spec.trials.Evaluation), each one's config resolved
         self.evaluations: list = []
         self.evaluated: list[TrialConfig] = []
 
@@ -181,7 +181,7 @@ def _override_update(spec: Spec, overrides: dict) -> dict:
                 raise UserError(f"--set {key}: no variant named '{missing[0]}'{closest(missing[0], known)}; the spec's "
                                 f"variants are {', '.join(known)}")
             # the row an evaluation-only row evaluates stays in the spec (its config), but trains only when named too:
-            # --set variant='+RIR inference' tests the weights of trials trained before (sweeps.driver.evaluations)
+            # --set variant='+RIR inference' tests the weights of trials trained before (rirlab.sweeps.driver.evaluations)
             sources = {v.evaluates for v in spec.variants if v.name in names and v.evaluates}
             upd["variants"] = [v.model_dump(exclude_unset=True) | ({} if v.name in names else {"trains": False})
                                for v in spec.variants if v.name in names or v.name in sources]

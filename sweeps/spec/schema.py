@@ -1,5 +1,5 @@
 """The sweep spec file, torch-free: its YAML schema (pydantic), its expansion into trials, and ``base_config`` (what every
-trial shares). How a spec becomes trials is ``sweeps.plan``.
+trial shares). How a spec becomes trials is ``rirlab.sweeps.plan``.
 
 A spec is data, not code::
 
@@ -15,7 +15,7 @@ A spec is data, not code::
     mode: max
     quick: {fixed: {hidden_size: 16, steps: 200}, search: {chunk_size: {grid: [10, 30]}}, seeds: 1}
 
-This module checks the schema only; ``sweeps.spec.load.load_spec`` also applies --quick / --set and validates
+This module checks the schema only; ``rirlab.sweeps.spec.load.load_spec`` also applies --quick / --set and validates
 every trial config against the library's config dataclasses. Torch-free and Ray-free: analysis reads specs
 through this module, so a table's layout needs neither torch nor the model registry.
 """
@@ -30,8 +30,8 @@ from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, fiel
 
 from rirlab.config import EVALUATION_KEYS, closest  # torch-free: the config layer imports no model or task
 from rirlab.errors import UserError
-from sweeps import algorithms
-from sweeps.spec.lines import load_with_lines
+from rirlab.sweeps import algorithms
+from rirlab.sweeps.spec.lines import load_with_lines
 
 SEARCH_KINDS = ("grid", "choice", "uniform", "loguniform", "randint")
 Count = Annotated[int, Strict()]  # counts take integers only: YAML's true is not 1
@@ -144,7 +144,7 @@ class Spec(_Strict):
     seeds: Union[Count, list[Count]] = 1
     metric: Union[str, list[str]] = "dev/accuracy"
     mode: Union[Literal["max", "min"], list[Literal["max", "min"]]] = "max"
-    # one of sweeps.algorithms.names(): the annotation is set, with each algorithm's section (e.g. optuna:) as a
+    # one of rirlab.sweeps.algorithms.names(): the annotation is set, with each algorithm's section (e.g. optuna:) as a
     # field of its own, when the algorithms register (_install_algorithm at the end of this module)
     algorithm: str = "grid"
     scheduler: Scheduler = Field(default_factory=Scheduler)
@@ -367,7 +367,7 @@ def base_config(spec: Spec) -> dict[str, Any]:
 
 
 def _install_algorithm(name: str, algorithm) -> None:
-    """A registered algorithm (``sweeps.algorithms``) in the schema: its name among ``algorithm:``'s values and its
+    """A registered algorithm (``rirlab.sweeps.algorithms``) in the schema: its name among ``algorithm:``'s values and its
     section, if any, as a field ``<name>:`` of Spec (defaults: left out of the spec hash, see LoadedSpec.hash).
     ``algorithm`` None: it was removed (a test's throwaway). Pydantic rebuilds the validator from the fields."""
     from pydantic.fields import FieldInfo

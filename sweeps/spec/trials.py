@@ -13,8 +13,8 @@ import random
 from typing import Optional
 
 from rirlab.contract import TrialRecord
-from sweeps import algorithms
-from sweeps.spec.schema import Axis, Spec, base_config, training_variants
+from rirlab.sweeps import algorithms
+from rirlab.sweeps.spec.schema import Axis, Spec, base_config, training_variants
 
 
 def condition_holds(when: Optional[dict], config: dict) -> bool:
@@ -105,7 +105,7 @@ def random_points(spec: Spec, seed: int = 0) -> list[dict]:
 
 
 def expand(spec: Spec, sample_random: bool = False, seed: int = 0) -> list[TrialRecord]:
-    """The trials, as the spec's algorithm expands them (``sweeps.algorithms``). Grid: variants x grid x seeds.
+    """The trials, as the spec's algorithm expands them (``rirlab.sweeps.algorithms``). Grid: variants x grid x seeds.
     Random: the ``random_points`` x seeds (what the sweep runs). Optuna with ``sample_random``: a local preview of
     num_samples x seeds (Optuna chooses the real values); without it, none."""
     return algorithms.get(spec.algorithm).trials(spec, preview=sample_random, seed=seed)

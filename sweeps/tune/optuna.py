@@ -1,4 +1,4 @@
-"""The Tune side of ``algorithm: optuna`` (``sweeps.algorithms.optuna``): one Ray Tune Searcher that drives a
+"""The Tune side of ``algorithm: optuna`` (``rirlab.sweeps.algorithms.optuna``): one Ray Tune Searcher that drives a
 persistent Optuna study through Optuna's public ask/tell API, the scheduler that carries out its pruner, the study's
 storage and the link between MLflow runs and Optuna trials.
 
@@ -12,7 +12,7 @@ the study, which lives in its storage) is what Tune's searcher save/restore keep
 
 The classes ``OptunaSearchEvalOnly``, ``SeedRepeater`` and ``PerSeedGenerator`` are kept only so that Tune can
 unpickle a sweep recorded before (it names them in tuner.pkl): they turn into this searcher
-(``sweeps.compat.optuna`` reads the old state).
+(``rirlab.sweeps.compat.optuna`` reads the old state).
 
 Imported only by optuna sweeps (Ray Tune and Optuna are slow to import) and by Tune itself when --resume unpickles.
 """
@@ -33,12 +33,12 @@ from ray.tune.search import ConcurrencyLimiter, SearchGenerator, Searcher
 
 from rirlab.errors import UserError
 from rirlab.redact import mask_url, redact_uri
-from sweeps.compat import optuna as compat
-from sweeps.spec.trials import REPEATER_INDEX
+from rirlab.sweeps.compat import optuna as compat
+from rirlab.sweeps.spec.trials import REPEATER_INDEX
 
 logger = logging.getLogger(__name__)
 TRAINING_ITERATION = "training_iteration"  # ray.tune.result: the step Optuna's intermediate values are keyed by
-STATE_VERSION = 2  # of OptunaSearcher's saved state (1: Ray's OptunaSearch under a Repeater, sweeps.compat.optuna)
+STATE_VERSION = 2  # of OptunaSearcher's saved state (1: Ray's OptunaSearch under a Repeater, rirlab.sweeps.compat.optuna)
 
 _LIVE: list["OptunaSearcher"] = []  # the optuna searcher of this driver's sweep (a fresh or a restored one)
 
@@ -46,7 +46,7 @@ _LIVE: list["OptunaSearcher"] = []  # the optuna searcher of this driver's sweep
 class OptunaSearcher(Searcher):
     """Asks a persistent Optuna study for each configuration and runs it once per seed (``repeat``): Tune trial
     ids -> seed groups -> Optuna trial numbers. Suggested configs carry ``REPEATER_INDEX``, the seed's index
-    (``sweeps.spec.trials.TrialSpace`` turns it into the seed)."""
+    (``rirlab.sweeps.spec.trials.TrialSpace`` turns it into the seed)."""
 
     def __init__(self, metrics: list[str], modes: list[str], study_name: str, storage: str, sampler=None,
                  pruner=None, repeat: int = 1):
@@ -174,7 +174,7 @@ class OptunaSearcher(Searcher):
             self.__setstate__({**state, "pending_legacy_groups": None})
 
     def adopt(self, settings: dict, groups: list[dict]) -> None:
-        """Take an old sweep's settings and seed groups (``sweeps.compat.optuna``)."""
+        """Take an old sweep's settings and seed groups (``rirlab.sweeps.compat.optuna``)."""
         repeat = self.repeat
         self.__dict__.update({k: v for k, v in settings.items() if k in ("metrics", "modes", "study_name", "storage",
                                                                           "sampler", "pruner")})
@@ -186,7 +186,7 @@ class OptunaSearcher(Searcher):
 
 def distributions(config: dict) -> dict:
     """Optuna distributions of the searched keys of a Tune search space (tune.choice / uniform / loguniform /
-    randint, as ``sweeps.plan.plan._domain`` writes a spec's axes); constants are not searched."""
+    randint, as ``rirlab.sweeps.plan.plan._domain`` writes a spec's axes); constants are not searched."""
     from ray.tune.search.sample import Categorical, Domain, Float, Integer, LogUniform
 
     out = {}
@@ -350,7 +350,7 @@ def _trials_in_study(storage, study_name: str) -> int:
 
 
 def optuna_sampler(spec, done: int = 0):
-    """The spec's ``optuna.sampler`` (a name from ``sweeps.algorithms.optuna.SAMPLERS``), seeded with the first seed
+    """The spec's ``optuna.sampler`` (a name from ``rirlab.sweeps.algorithms.optuna.SAMPLERS``), seeded with the first seed
     plus the number of trials the study already holds: a sweep that continues a persistent study (the same
     ``optuna.study_name`` and storage) draws new configurations instead of re-proposing the first sweep's (a
     sampler seeded alike replays its random start-up draws), while a fresh study stays reproducible."""

@@ -1,13 +1,13 @@
-"""The Ray Tune search of a sweep plan, as the spec's algorithm supplies it (``sweeps.algorithms``): grid and random
-hand Tune the plan's points, optuna asks a persistent Optuna study (``sweeps.tune.optuna``). These functions are
+"""The Ray Tune search of a sweep plan, as the spec's algorithm supplies it (``rirlab.sweeps.algorithms``): grid and random
+hand Tune the plan's points, optuna asks a persistent Optuna study (``rirlab.sweeps.tune.optuna``). These functions are
 what the Tuner, the driver and the CLI call; none of them names an algorithm."""
 
 from __future__ import annotations
 
 from typing import Optional
 
-from sweeps import algorithms
-from sweeps.plan.plan import SweepPlan
+from rirlab.sweeps import algorithms
+from rirlab.sweeps.plan.plan import SweepPlan
 
 
 def search_alg(plan: SweepPlan, tracking_uri: Optional[str] = None, tune_path: Optional[str] = None):

@@ -24,7 +24,7 @@ from ray import tune
 
 from rirlab import contract
 from rirlab.train import NonFiniteLoss, load_checkpoint, run_trial
-from sweeps.spec.trials import TrialSpace
+from rirlab.sweeps.spec.trials import TrialSpace
 
 
 def trainable(config: dict, space: TrialSpace = TrialSpace(), checkpoint_every: int = 0, driver_cwd: str = "") -> None:
@@ -91,7 +91,7 @@ def _system_metrics(monitor: Optional[dict], trial_key: str):
 def _start_sampler(monitor: dict, trial_key: str):
     from mlflow.tracking import MlflowClient
 
-    from sweeps.compat import mlflow as compat_mlflow
+    from rirlab.sweeps.compat import mlflow as compat_mlflow
 
     client = MlflowClient(monitor["uri"])
     flt = f"{contract.children_filter(monitor['parent_id'])} and tags.`{contract.TRIAL_KEY}` = '{trial_key}'"

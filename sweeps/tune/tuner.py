@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Optional
 
 from rirlab import contract
-from sweeps.plan.plan import SweepPlan, asha_max_t
-from sweeps.tune.search import pruning_scheduler, search_alg
+from rirlab.sweeps.plan.plan import SweepPlan, asha_max_t
+from rirlab.sweeps.tune.search import pruning_scheduler, search_alg
 
 
 def new_tuner(plan: SweepPlan, train_fn, tune_path: str, callbacks: list, tracking_uri: Optional[str] = None):
@@ -55,6 +55,6 @@ SECRET_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SECURITY_TOKEN"
 def keep_secrets_out_of_tune() -> None:
     """Stop Ray Tune from copying cloud credentials of the driver's environment to the trials (and so into Ray's
     logs); the driver keeps them for its own MLflow artifact uploads."""
-    from sweeps.compat import ray as compat_ray
+    from rirlab.sweeps.compat import ray as compat_ray
 
     compat_ray.drop_propagated_env(SECRET_ENV)

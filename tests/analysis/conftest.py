@@ -8,7 +8,7 @@ import pytest
 @pytest.fixture
 def figures(monkeypatch):
     """The figures the plot functions close (kept for inspection)."""
-    from analysis import plots
+    from rirlab.analysis import plots
 
     kept = []
     real = plots.plt.close

@@ -13,10 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 from mlflow.tracking import MlflowClient
 
-from analysis import tables as T
-from analysis.layouts import ablation_rows
-from analysis.plots import pareto_front
-from analysis.runs import load_sweep
+from rirlab.analysis import tables as T
+from rirlab.analysis.layouts import ablation_rows
+from rirlab.analysis.plots import pareto_front
+from rirlab.analysis.runs import load_sweep
 from tests.helpers.analysis_store import make_sweep
 from tests.helpers.cli import invoke as cli
 
@@ -345,31 +345,31 @@ def test_rirlab_tables_imports_no_torch(request, store, args):
 
 
 def test_analysis_imports_only_the_contract_of_this_project():
-    """analysis/ imports, from this project, only the MLflow contract, the torch-free spec schema and trial
-    expansion (to lay out a table before any run exists), the error and key-matching helpers and the redaction of
+    """analysis/ imports, from this project, only the MLflow contract, the torch-free spec schema, trial
+    expansion and search-algorithm registry (to lay out a table before any run exists), the error and key-matching helpers and the redaction of
     passwords and paths (`rirlab export --redact`; re only), besides itself."""
     import ast
 
-    allowed = {"rirlab.contract", "rirlab.errors", "rirlab.config", "rirlab.redact", "sweeps.spec.schema",
-               "sweeps.spec.trials"}
+    allowed = {"rirlab.contract", "rirlab.errors", "rirlab.config", "rirlab.redact", "rirlab.sweeps.spec.schema",
+               "rirlab.sweeps.spec.trials", "rirlab.sweeps.algorithms"}
     for path in sorted((Path(__file__).resolve().parents[2] / "analysis").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module] if node.module not in ("sweeps", "rirlab") else \
+                names = [node.module] if node.module not in ("rirlab", "rirlab.sweeps") else \
                     [f"{node.module}.{a.name}" for a in node.names]
             elif isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             else:
                 continue
             for name in names:
-                if name.split(".")[0] in ("sweeps", "rirlab"):
+                if name.split(".")[0] in ("sweeps", "rirlab") and not name.startswith("rirlab.analysis"):
                     assert name in allowed, f"{path.name} imports {name}"
 
 
 def test_the_cli_offers_the_statistics_analysis_computes():
     """The CLI spells --stat's choices and default (it imports analysis only inside commands): they must be
-    analysis.stats' own."""
-    from analysis.stats import CIS, CORRECTIONS, DEFAULT_CI, DEFAULT_STAT, STATS
+    rirlab.analysis.stats' own."""
+    from rirlab.analysis.stats import CIS, CORRECTIONS, DEFAULT_CI, DEFAULT_STAT, STATS
     from rirlab.cli.analysis import CI_CHOICES, CI_DEFAULT, CORRECTION_CHOICES, STAT_CHOICES, STAT_DEFAULT
 
     assert STAT_CHOICES == STATS and STAT_DEFAULT == DEFAULT_STAT
@@ -379,7 +379,7 @@ def test_the_cli_offers_the_statistics_analysis_computes():
 def test_latex_escapes_every_special_character_once():
     """A variant named 'k=$5$ {fast} ~x^2' broke the LaTeX ($ opened math mode); escaping in sequence also escaped
     the $ of its own $\\pm$ again."""
-    from analysis.tables import latex_escape
+    from rirlab.analysis.tables import latex_escape
 
     assert latex_escape("k=$5$ {fast} ~x^2 & 50%_a#") == \
         r"k=\$5\$ \{fast\} \textasciitilde{}x\textasciicircum{}2 \& 50\%\_a\#"

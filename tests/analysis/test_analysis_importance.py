@@ -92,8 +92,8 @@ def test_a_random_sweep_with_float_ranges_and_a_loss_to_minimise(stores):
 def test_the_in_memory_study_holds_a_trial_per_finished_run_under_the_specs_distributions(stores):
     from optuna.distributions import CategoricalDistribution, FloatDistribution
 
-    from analysis.importance import study_of
-    from analysis.runs import load_sweep, open_store, read_spec
+    from rirlab.analysis.importance import study_of
+    from rirlab.analysis.runs import load_sweep, open_store, read_spec
 
     _, (uri, spec) = stores
     sw = load_sweep(open_store(uri), "imp_random", spec=read_spec(spec))

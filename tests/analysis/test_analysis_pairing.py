@@ -11,7 +11,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from analysis import references as refs
+from rirlab.analysis import references as refs
 from rirlab.cli import main
 from tests.helpers.analysis_store import make_sweep, registry_splits
 
@@ -22,8 +22,8 @@ def spec_store(root: Path, name: str, metric_of=lambda i, split: 50.0 + i):
     """A store holding one finished sweep of search_spaces/NAME.yaml: one run (seed 0) per configuration, its
     params the resolved config a real trial logs (model defaults included), a metric per recorded split."""
     from rirlab.trial import resolve
-    from sweeps.spec.trials import expand
-    from sweeps.spec.schema import read_spec
+    from rirlab.sweeps.spec.trials import expand
+    from rirlab.sweeps.spec.schema import read_spec
 
     raw = yaml.safe_load((REPO / "search_spaces" / f"{name}.yaml").read_text())
     raw.pop("quick", None)
@@ -180,8 +180,8 @@ def test_reference_cells_are_compared_with_ours_under_the_reference_tables_stati
     """EBT Table 4 reports means of 3 runs: with --reference our cells are means too (92.67, not the median 90),
     the footer says which statistic each side is; --stat still wins when given."""
     from rirlab.trial import resolve
-    from sweeps.spec.trials import expand
-    from sweeps.spec.schema import read_spec
+    from rirlab.sweeps.spec.trials import expand
+    from rirlab.sweeps.spec.schema import read_spec
 
     raw = yaml.safe_load((REPO / "search_spaces" / "ebt_table4_logic.yaml").read_text())
     raw.pop("quick", None)
@@ -205,8 +205,8 @@ def test_splits_neither_we_nor_the_paper_filled_are_not_columns(tmp_path):
     """The real EBT Table 4 run evaluates ops 10-12 of the task's six test splits: the table shows those three,
     not three columns of '—' for 7-9 as well."""
     from rirlab.trial import resolve
-    from sweeps.spec.trials import expand
-    from sweeps.spec.schema import read_spec
+    from rirlab.sweeps.spec.trials import expand
+    from rirlab.sweeps.spec.schema import read_spec
 
     raw = yaml.safe_load((REPO / "search_spaces" / "ebt_table4_logic.yaml").read_text())
     raw.pop("quick", None)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from analysis import plots
-from analysis import stats as S
-from analysis import tables as T
+from rirlab.analysis import plots
+from rirlab.analysis import stats as S
+from rirlab.analysis import tables as T
 from rirlab.cli import main
 from tests.helpers.analysis_store import make_sweep
 

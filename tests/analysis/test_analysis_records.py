@@ -233,7 +233,7 @@ def test_every_export_masks_the_stores_password(tmp_path):
     """A server store's URI is recorded in the runs file; its password is not, with or without --redact."""
     from mlflow.tracking import MlflowClient
 
-    from analysis.export import export_runs
+    from rirlab.analysis.export import export_runs
 
     store = tmp_path / "store"
     store.mkdir()

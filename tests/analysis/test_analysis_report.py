@@ -1,4 +1,4 @@
-"""The parent run's report (issue 17 item 8, the analysis part): ``analysis.report.log_parent_report`` logs the
+"""The parent run's report (issue 17 item 8, the analysis part): ``rirlab.analysis.report.log_parent_report`` logs the
 sweep's table (Markdown + CSV) and its Pareto plot to the parent run, and never raises, also for a sweep with
 failed trials, one whose trials all failed, and one whose runs logged a single metric."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-from analysis.report import log_parent_report
+from rirlab.analysis.report import log_parent_report
 from rirlab import contract
 from tests.helpers.analysis_store import make_sweep
 

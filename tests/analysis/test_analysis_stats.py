@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
-from analysis import stats as S
-from analysis import tables as T
+from rirlab.analysis import stats as S
+from rirlab.analysis import tables as T
 
 
 def test_the_spread_is_the_sample_std():
@@ -141,7 +141,7 @@ def test_a_split_size_derived_from_the_logged_config_is_the_tasks_own(config, sp
 
 
 def runs(cells: dict, task: str = "logic") -> pd.DataFrame:
-    """A runs DataFrame as analysis.runs reads it: ``{(variant, seed): {split: accuracy}}``."""
+    """A runs DataFrame as rirlab.analysis.runs reads it: ``{(variant, seed): {split: accuracy}}``."""
     rows = []
     for (variant, seed), metrics in cells.items():
         rows.append({"run_id": f"{variant}{seed}", "name": f"{variant},seed={seed}", "status": "FINISHED",

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
-from analysis.plots import objective_points, pareto_front
-from analysis.runs import load_sweep
+from rirlab.analysis.plots import objective_points, pareto_front
+from rirlab.analysis.runs import load_sweep
 from rirlab import contract
 from rirlab.cli import main
 from tests.helpers.analysis_store import make_sweep

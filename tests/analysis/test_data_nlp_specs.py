@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from analysis import references as refs
+from rirlab.analysis import references as refs
 from rirlab.tasks import registry as tasks
-from sweeps.spec.load import load_spec
-from sweeps.spec.trials import expand
+from rirlab.sweeps.spec.load import load_spec
+from rirlab.sweeps.spec.trials import expand
 from tests.helpers.cli import REPO, invoke
 from tests.helpers.nlp_specs import SPECS, TABLE_SPECS, spec_path
 
@@ -20,7 +20,7 @@ def test_every_reference_table_has_specs():
 
 @pytest.mark.parametrize("table_ref", sorted(TABLE_SPECS))
 def test_every_published_row_finds_a_row_of_ours(table_ref):
-    """Pairing by configuration (analysis.references.pair) over each spec's resolved trial configs: every
+    """Pairing by configuration (rirlab.analysis.references.pair) over each spec's resolved trial configs: every
     published row the specs can build is run by one of our rows, and each of our rows gets its own."""
     from rirlab.trial import resolve
 

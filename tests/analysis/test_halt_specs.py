@@ -1,6 +1,6 @@
 """The dynamic-halt specs and their published numbers ("Investigating Recurrent Transformers with Dynamic Halt",
 arXiv:2402.00976): every halting spec dry-runs through the CLI, every published row of ``analysis/references/
-halt.yaml`` finds a row of ours in the spec it belongs to (by ``analysis.references``' own matching), and the
+halt.yaml`` finds a row of ours in the spec it belongs to (by ``rirlab.analysis.references``' own matching), and the
 specs carry the paper's public code's settings the issue lists."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analysis import references as refs
-from analysis.layouts import ablation_rows
-from analysis.tables import our_configs
-from sweeps.spec.load import load_spec
+from rirlab.analysis import references as refs
+from rirlab.analysis.layouts import ablation_rows
+from rirlab.analysis.tables import our_configs
+from rirlab.sweeps.spec.load import load_spec
 from tests.helpers.cli import REPO, sqlite_uri
 
 LRA = [f"halt_table4_lra_{t}" for t in ("listops", "text", "retrieval", "image")]
@@ -96,7 +96,7 @@ def test_quick_profile_rows_still_match(name):
 
 
 def trial_configs(name: str, quick: bool = False) -> dict[str, dict]:
-    from sweeps.spec.trials import expand
+    from rirlab.sweeps.spec.trials import expand
 
     spec = load_spec(spec_path(name), quick=quick).spec
     return {t.swept.get("variant", str(t.swept)): t.config for t in expand(spec)}
@@ -194,7 +194,7 @@ def test_spec_dry_runs_and_tables_through_the_cli(name, tmp_path, cli):
 def test_lra_image_quick_rows_train_on_the_stand_in(tmp_path, monkeypatch):
     """Every row of the LRA Image spec's quick profile trains in-process on the generated CIFAR stand-in: head
     size 8 apart from d, START pooling, the held-out dev and the cosine schedule without gradient clip."""
-    from sweeps.spec.trials import expand
+    from rirlab.sweeps.spec.trials import expand
     from rirlab.train import run_trial
 
     monkeypatch.setenv("RIRLAB_CACHE", str(tmp_path / "cache"))

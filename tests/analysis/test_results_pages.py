@@ -14,8 +14,8 @@ RESULTS = REPO / "docs" / "results"
 PAGES = sorted(p for p in RESULTS.glob("*.md") if p.name != "README.md")
 NUM = r"\d+(\.\d+)?"
 INTERVAL = rf" \[−?{NUM}, −?{NUM}\]"  # the cell's 95% interval
-OURS = re.compile(rf"^(—|{NUM}( ± {NUM})?({INTERVAL})?( \(n=\d+\))?)$")  # analysis.tables.fmt_cell
-TEST = rf"; (p {NUM}|p < 0\.001), (consistent|above|below)|; untested: [^)]+"  # analysis.tables.fmt_paper
+OURS = re.compile(rf"^(—|{NUM}( ± {NUM})?({INTERVAL})?( \(n=\d+\))?)$")  # rirlab.analysis.tables.fmt_cell
+TEST = rf"; (p {NUM}|p < 0\.001), (consistent|above|below)|; untested: [^)]+"  # rirlab.analysis.tables.fmt_paper
 PAPER = re.compile(rf"^(—|{NUM}( ± {NUM})?( \(Δ [+−]{NUM}({TEST})?\))?)$")  # a published cell, Δ = ours − paper
 
 
@@ -40,7 +40,7 @@ def test_there_are_results_pages_and_the_readme_links_them():
 
 @pytest.mark.parametrize("page", PAGES, ids=[p.stem for p in PAGES])
 def test_a_results_page_names_a_spec_that_loads_and_its_table_parses(page):
-    from sweeps.spec.load import load_spec
+    from rirlab.sweeps.spec.load import load_spec
 
     text = page.read_text()
     specs = sorted(set(re.findall(r"search_spaces/[\w.-]+\.yaml", text)))

@@ -102,7 +102,7 @@ def test_the_readme_keeps_the_two_commands_that_setup_tests_and_ci_stand_behind(
 
 
 def test_the_readmes_minimal_spec_loads_with_and_without_quick(tmp_path):
-    from sweeps.spec.load import load_spec
+    from rirlab.sweeps.spec.load import load_spec
 
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     spec = re.search(r"^## A minimal spec\n+```yaml\n(.*?)^```", readme, re.S | re.M)

@@ -29,7 +29,7 @@ NICENESS_PROBE = """
 import os, sys
 from pathlib import Path
 import ray
-from sweeps.driver.cluster import ray_init
+from rirlab.sweeps.driver.cluster import ray_init
 ray_init(None, Path(sys.argv[1]))
 print(os.nice(0), ray.get(ray.remote(num_cpus=0)(lambda: os.nice(0)).remote()))
 ray.shutdown()

@@ -6,8 +6,8 @@ import re
 
 from mlflow.tracking import MlflowClient
 
-from sweeps.spec.load import load_spec
-from sweeps.spec.trials import expand
+from rirlab.sweeps.spec.load import load_spec
+from rirlab.sweeps.spec.trials import expand
 from tests.helpers.cli import REPO, run_cli
 
 SPEC = REPO / "search_spaces" / "chunk_beam.yaml"

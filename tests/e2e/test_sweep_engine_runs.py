@@ -14,8 +14,8 @@ from mlflow.tracking import MlflowClient
 
 from rirlab.contract import FAILURE_REASON
 from rirlab.train import run_trial
-from sweeps.spec.load import load_spec
-from sweeps.spec.trials import expand
+from rirlab.sweeps.spec.load import load_spec
+from rirlab.sweeps.spec.trials import expand
 from tests.helpers.cli import REPO, RIRLAB, run_cli
 from tests.helpers.sweep_runs import TINY, runs_of, write_spec
 

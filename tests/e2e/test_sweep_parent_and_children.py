@@ -25,7 +25,7 @@ def test_quick_sweep_parent_and_children_carry_the_sweep(workdir, new_store):
     assert "best final dev/accuracy" in proc.stdout
     assert proc.stdout.count("  trial lr=") == 4  # running + finished, per trial
     assert "Traceback" not in proc.stderr and "WARNING" not in proc.stderr, proc.stderr
-    # the parent's table/plot (analysis.report) is optional: when it cannot be attached, one warning line
+    # the parent's table/plot (rirlab.analysis.report) is optional: when it cannot be attached, one warning line
     assert all(line.startswith("warning: ") for line in proc.stderr.splitlines() if "report" in line), proc.stderr
     (log,) = (workdir / "rirlab_runs").glob("carry-*/ray_driver.log")
     assert "bottleneck" not in log.read_text()

@@ -14,7 +14,7 @@ from mlflow.entities import Metric, Param
 from mlflow.tracking import MlflowClient
 
 from rirlab import contract
-from sweeps.spec.schema import read_spec
+from rirlab.sweeps.spec.schema import read_spec
 
 REGISTRY = object()
 

@@ -13,7 +13,7 @@ import os
 import signal
 
 if os.environ.get("RIRLAB_TEST_KILL_AFTER_COMPLETE"):
-    from sweeps.record import callback
+    from rirlab.sweeps.record import callback
 
     _complete = callback.MLflowTrialCallback.on_trial_complete
 
@@ -25,7 +25,7 @@ if os.environ.get("RIRLAB_TEST_KILL_AFTER_COMPLETE"):
 
 
 if os.environ.get("RIRLAB_TEST_INTERRUPT_IN_PARENT"):
-    from sweeps.record import tracker
+    from rirlab.sweeps.record import tracker
 
     _start_parent = tracker.Tracker.start_parent
 

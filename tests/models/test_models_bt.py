@@ -114,11 +114,11 @@ def test_table2_specs_validate_and_every_row_matches_its_paper_row():
 
     import pandas as pd
 
-    from analysis.layouts import ablation_rows
-    from analysis.references import load, pair
-    from analysis.tables import our_configs
-    from sweeps.spec.load import load_spec
-    from sweeps.spec.trials import expand
+    from rirlab.analysis.layouts import ablation_rows
+    from rirlab.analysis.references import load, pair
+    from rirlab.analysis.tables import our_configs
+    from rirlab.sweeps.spec.load import load_spec
+    from rirlab.sweeps.spec.trials import expand
 
     from rirlab.models import registry
 

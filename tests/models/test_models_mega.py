@@ -178,8 +178,8 @@ def test_rir_specs_train_mega_with_the_rir_authors_adam_betas(spec):
     """The RIR authors' MEGA configs (ListOps and logical inference) set Adam betas (0.99, 0.98); every MEGA trial of
     the RIR Table 2 and 3 specs resolves to them."""
 
-    from sweeps.spec.load import load_spec
-    from sweeps.spec.trials import expand
+    from rirlab.sweeps.spec.load import load_spec
+    from rirlab.sweeps.spec.trials import expand
 
     loaded = load_spec(REPO / "search_spaces" / spec)
     megas = [t for t in expand(loaded.spec) if t.config["model"] == "mega"]

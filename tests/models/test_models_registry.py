@@ -122,7 +122,7 @@ def test_memory_width_is_hidden_times_beam():
 
 
 def test_memory_estimate_numbers():
-    from sweeps.spec.load import BYTES_PER_PARAM, memory_estimate_gb
+    from rirlab.sweeps.spec.load import BYTES_PER_PARAM, memory_estimate_gb
 
     for name, extra, width in (("rir_ebt_grc", {"beam_size": 3}, 16 * 3), ("s4d", {}, 16), ("gut", {}, 16)):
         resolved = resolve({"model": name, **TINY, "batch_size": 8, "max_train_len": 50, **extra})

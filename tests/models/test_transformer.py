@@ -52,8 +52,8 @@ def test_start_end_wrap_each_sequence():
 
 
 def test_halting_sweep_lists_24_trials_with_their_beta():
-    from sweeps.spec.load import load_spec
-    from sweeps.spec.trials import expand
+    from rirlab.sweeps.spec.load import load_spec
+    from rirlab.sweeps.spec.trials import expand
 
     trials = expand(load_spec(REPO / "search_spaces" / "halting.yaml").spec)
     assert len(trials) == 24
@@ -64,8 +64,8 @@ def test_halting_sweep_lists_24_trials_with_their_beta():
 
 @pytest.mark.parametrize("spec,n", [("gut_ablation.yaml", 24), ("flipflop.yaml", 18)])
 def test_paper_table_specs_validate(spec, n):
-    from sweeps.spec.load import load_spec
-    from sweeps.spec.trials import expand
+    from rirlab.sweeps.spec.load import load_spec
+    from rirlab.sweeps.spec.trials import expand
 
     loaded = load_spec(REPO / "search_spaces" / spec)  # resolves every trial config
     assert len(expand(loaded.spec)) == n

@@ -47,8 +47,8 @@ import yaml
 
 from rirlab.train import selection_metric
 from rirlab.trial import resolve
-from sweeps.spec.load import load_spec
-from sweeps.spec.trials import expand
+from rirlab.sweeps.spec.load import load_spec
+from rirlab.sweeps.spec.trials import expand
 from tests.helpers.cli import REPO
 
 # per configs/<file>_configs.py of JRC1995/BeamRecursionFamily: class -> [parent class, {rirlab key: value it sets}]

@@ -12,11 +12,11 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
 from rirlab.errors import UserError
-from sweeps import algorithms
-from sweeps.algorithms.base import Algorithm
-from sweeps.plan.plan import SweepPlan
-from sweeps.spec.load import load_spec
-from sweeps.spec.schema import Spec
+from rirlab.sweeps import algorithms
+from rirlab.sweeps.algorithms.base import Algorithm
+from rirlab.sweeps.plan.plan import SweepPlan
+from rirlab.sweeps.spec.load import load_spec
+from rirlab.sweeps.spec.schema import Spec
 from tests.helpers.cli import REPO, invoke
 from tests.helpers.sweep_runs import write_spec
 
@@ -55,8 +55,8 @@ class Strided(Algorithm):
         return [dict(zip(keys, c)) for c in combos[spec.strided.start:spec.strided.start + spec.num_samples]]
 
     def trials(self, spec, preview=False, seed=0):
-        from sweeps.spec.schema import base_config
-        from sweeps.spec.trials import TrialSpace
+        from rirlab.sweeps.spec.schema import base_config
+        from rirlab.sweeps.spec.trials import TrialSpace
 
         space, base = TrialSpace.of(spec), base_config(spec)
         return [space.trial({**base, **p, "seed": s}) for p in self.points(spec) for s in spec.seed_list]

@@ -21,8 +21,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from rirlab.contract import TRIAL_KEY
-from sweeps.spec.load import load_spec
-from sweeps.spec.trials import expand
+from rirlab.sweeps.spec.load import load_spec
+from rirlab.sweeps.spec.trials import expand
 from tests.helpers.cli import REPO, RIRLAB, run_cli, sqlite_uri
 
 pytestmark = pytest.mark.cluster
@@ -141,12 +141,12 @@ def test_runtime_env_ships_code_plugins_and_mlflow_settings(ray_cluster, tmp_pat
     script = f"""
 import os, ray
 from pathlib import Path
-from sweeps.driver.cluster import ray_init as _ray_init
+from rirlab.sweeps.driver.cluster import ray_init as _ray_init
 _ray_init({ray_cluster.address!r}, Path({str(tmp_path / 'log')!r}), "http://127.0.0.1:1/tracking")
 @ray.remote(num_cpus=1)
 def probe():
-    import rirlab, sweeps.tune.trainable, myplugin
-    return [rirlab.__file__, sweeps.tune.trainable.__file__, myplugin.MARK, os.environ.get("MLFLOW_TRACKING_URI"),
+    import rirlab, rirlab.sweeps.tune.trainable, myplugin
+    return [rirlab.__file__, rirlab.sweeps.tune.trainable.__file__, myplugin.MARK, os.environ.get("MLFLOW_TRACKING_URI"),
             os.environ.get("MLFLOW_TRACKING_USERNAME"), os.environ.get("MLFLOW_TRACKING_PASSWORD"),
             os.environ.get("RIRLAB_PLUGINS"), "PYTHONPATH_LEAK" if {str(tmp_path)!r} in os.environ.get("PYTHONPATH", "") else ""]
 print(repr(ray.get(probe.remote())))

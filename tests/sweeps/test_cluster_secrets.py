@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from rirlab.redact import mask_url, redact_uri, strip_credentials
-from sweeps.record.store import validate_uri
-from sweeps.record.tracker import redact_env, worker_env
+from rirlab.sweeps.record.store import validate_uri
+from rirlab.sweeps.record.tracker import redact_env, worker_env
 
 REPO = Path(__file__).resolve().parents[2]
 

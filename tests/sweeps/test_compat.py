@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-import sweeps.compat as compat
-from sweeps.compat import Supported, UnsupportedVersion
-from sweeps.compat import mlflow as compat_mlflow
-from sweeps.compat import ray as compat_ray
+import rirlab.sweeps.compat as compat
+from rirlab.sweeps.compat import Supported, UnsupportedVersion
+from rirlab.sweeps.compat import mlflow as compat_mlflow
+from rirlab.sweeps.compat import ray as compat_ray
 
 REPO = Path(__file__).resolve().parents[2]
 # every library with a compat surface or private use gets a tested upper bound in setup.cfg
@@ -93,7 +93,7 @@ def test_a_sweep_refuses_an_out_of_range_library_with_one_line_and_exit_2(monkey
 
 
 def test_a_store_command_refuses_an_out_of_range_mlflow(monkeypatch, workdir):
-    from sweeps.record.store import check_store
+    from rirlab.sweeps.record.store import check_store
 
     _fake_version(monkeypatch, "9.0.0")
     with pytest.raises(UnsupportedVersion, match=r"^mlflow 9\.0\.0 is outside"):
@@ -242,7 +242,7 @@ def test_setup_cfg_states_the_compat_modules_ranges():
     for name, module in present.items():  # optuna's once it is written
         supported = getattr(module, "SUPPORTED", None)
         assert isinstance(supported, Supported), \
-            f"sweeps/compat/{name}.py declares no SUPPORTED = sweeps.compat.Supported(...) range"
+            f"sweeps/compat/{name}.py declares no SUPPORTED = rirlab.sweeps.compat.Supported(...) range"
         assert requires.get(supported.distribution) == supported.requirement, \
             (f"setup.cfg requires {requires.get(supported.distribution)!r} but sweeps/compat/{name}.py was checked on "
              f"{supported.requirement!r}: change both together")
@@ -265,7 +265,7 @@ def test_the_compat_modules_import_no_library_when_imported():
     import subprocess
     import sys
 
-    code = ("import sys; import sweeps.compat as c; c.modules(); c.check_all(); "
+    code = ("import sys; import rirlab.sweeps.compat as c; c.modules(); c.check_all(); "
             "print(sorted(m for m in ('ray', 'mlflow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
                          env={**os.environ, "PYTHONPATH": str(REPO)})

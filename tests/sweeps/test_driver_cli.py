@@ -45,8 +45,8 @@ def test_texts_longer_than_mlflow_keeps_are_refused_before_anything_starts(workd
 
 
 def test_resume_after_the_spec_changed_says_so_and_how_to_go_on(workdir, cli):
-    from sweeps.spec.load import load_spec
-    from sweeps.record.tracker import Tracker
+    from rirlab.sweeps.spec.load import load_spec
+    from rirlab.sweeps.record.tracker import Tracker
 
     spec = workdir / "s.yaml"
     spec.write_text(TINY.read_text())
@@ -71,10 +71,10 @@ def test_a_resume_of_a_sweep_another_driver_runs_is_refused_in_one_line(workdir,
     """Two `--resume` of one killed sweep started together both ran it: a trial with two FINISHED runs, metric steps
     logged twice (issue 52 item 3). The driver that runs a sweep holds its lock; a second is refused before Ray."""
     from rirlab import contract
-    from sweeps.driver import sweep as runner
-    from sweeps.driver.lock import sweep_lock
-    from sweeps.record.tracker import Tracker
-    from sweeps.spec.load import load_spec
+    from rirlab.sweeps.driver import sweep as runner
+    from rirlab.sweeps.driver.lock import sweep_lock
+    from rirlab.sweeps.record.tracker import Tracker
+    from rirlab.sweeps.spec.load import load_spec
 
     spec = workdir / "s.yaml"
     spec.write_text(TINY.read_text())
@@ -96,7 +96,7 @@ def test_a_resume_of_a_sweep_another_driver_runs_is_refused_in_one_line(workdir,
 
 
 def test_two_sweeps_of_one_spec_in_the_same_second_get_their_own_tune_folders(tmp_path, monkeypatch):
-    from sweeps.driver import sweep as runner
+    from rirlab.sweeps.driver import sweep as runner
 
     monkeypatch.setattr(runner.time, "strftime", lambda fmt, *a: "20260101-000000")
     paths = {runner.new_tune_path(str(tmp_path), "tiny", "abc") for _ in range(20)}
@@ -111,9 +111,9 @@ def _trial(tid, lr):
 def test_progress_shows_the_best_final_value_per_objective_never_a_mid_training_one(tmp_path):
     import io
 
-    from sweeps.driver.progress import ProgressCallback
-    from sweeps.spec.load import load_spec
-    from sweeps.spec.trials import TrialSpace
+    from rirlab.sweeps.driver.progress import ProgressCallback
+    from rirlab.sweeps.spec.load import load_spec
+    from rirlab.sweeps.spec.trials import TrialSpace
 
     space = TrialSpace.of(load_spec(TINY).spec)
     out = io.StringIO()
@@ -128,7 +128,7 @@ def test_progress_shows_the_best_final_value_per_objective_never_a_mid_training_
     b.last_result = {"dev/accuracy": 6.0, "time_per_step_ms": 2.5, "step": 40, "final": True}
     cb.on_trial_result(0, [], b, b.last_result)
     cb.on_trial_complete(0, [], b)
-    cb.study = "study 'st' already holds 4 trials"  # a continued Optuna study (sweeps.tune.search.study_before)
+    cb.study = "study 'st' already holds 4 trials"  # a continued Optuna study (rirlab.sweeps.tune.search.study_before)
     cb.close()
     last = out.getvalue().strip().splitlines()[-1]
     assert "2 finished" in last and last.endswith(" | study 'st' already holds 4 trials"), last
@@ -138,7 +138,7 @@ def test_progress_shows_the_best_final_value_per_objective_never_a_mid_training_
 
 
 def test_spec_params_are_flat_and_the_best_trial_is_the_best_finished_one():
-    from sweeps.record.artifacts import best_trials, spec_params
+    from rirlab.sweeps.record.artifacts import best_trials, spec_params
 
     params = spec_params({"name": "t", "description": "d", "fixed": {"hidden_size": 8, "steps": 40},
                           "search": {"lr": {"grid": [0.1, 0.01]}}, "metric": "dev/accuracy", "seeds": 2,

@@ -26,7 +26,7 @@ def test_a_full_cache_disk_is_refused_and_a_trials_full_disk_named_as_its_error_
 
     from rirlab.errors import UserError
     from rirlab.tasks import cache
-    from sweeps.record.callback import _full_line
+    from rirlab.sweeps.record.callback import _full_line
 
     monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10**9, 10**9, 1000))
     with pytest.raises(UserError, match=r"cannot write the data cache .* \(its disk is full: 0.0 MB free\)"):

@@ -31,8 +31,8 @@ def test_the_check_wants_one_node_with_both_cpu_and_gpu_and_only_warns_on_a_clus
     import ray
 
     from rirlab.errors import UserError
-    from sweeps.driver.cluster import check_resources
-    from sweeps.spec.schema import Spec
+    from rirlab.sweeps.driver.cluster import check_resources
+    from rirlab.sweeps.spec.schema import Spec
 
     nodes = [{"Alive": True, "Resources": {"CPU": 2.0}}, {"Alive": True, "Resources": {"CPU": 1.0, "GPU": 1.0}},
              {"Alive": False, "Resources": {"CPU": 64.0, "GPU": 8.0}}]

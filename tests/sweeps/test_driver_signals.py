@@ -1,4 +1,4 @@
-"""The driver's start-up window (sweeps.driver.signals): a real SIGINT or SIGTERM sent to a real process while
+"""The driver's start-up window (rirlab.sweeps.driver.signals): a real SIGINT or SIGTERM sent to a real process while
 Ray's start-up has SIGINT ignored for a moment (what /proc/PID/status showed during ``ray.init``) is still taken
 and raised, and without the window the same signal is lost. A separate interpreter each, so pytest's own
 handlers stay untouched."""
@@ -15,7 +15,7 @@ from tests.helpers.cli import REPO
 
 SCRIPT = textwrap.dedent("""
     import os, signal, sys, time
-    from sweeps.driver import signals
+    from rirlab.sweeps.driver import signals
     window = sys.argv[1] == "window"
     if window:
         signals.open_startup_window()
@@ -61,7 +61,7 @@ def test_sigterm_in_the_window_stops_like_ctrl_c_and_says_terminated():
 
 SHIELDED = textwrap.dedent("""
     import os, signal, sys, time
-    from sweeps.driver import signals
+    from rirlab.sweeps.driver import signals
     if sys.argv[1] == "window":
         signals.open_startup_window()
     else:
@@ -96,7 +96,7 @@ def test_a_ctrl_c_inside_a_shielded_store_write_is_raised_when_the_write_ends(mo
 
 STOPPED = textwrap.dedent("""
     import sys, time
-    from sweeps.driver import signals
+    from rirlab.sweeps.driver import signals
     signals.open_startup_window()
     print("ready", flush=True)
     try:
@@ -147,7 +147,7 @@ def test_rays_sigterm_handler_is_kept_out_while_ray_starts():
 
     import ray._private.utils as ray_utils
 
-    from sweeps.driver.signals import keep_sigterm_handler
+    from rirlab.sweeps.driver.signals import keep_sigterm_handler
 
     before = signal.getsignal(signal.SIGTERM)
     with keep_sigterm_handler():
@@ -156,7 +156,7 @@ def test_rays_sigterm_handler_is_kept_out_while_ray_starts():
 
 
 def test_a_ray_start_up_timeout_names_the_limit_and_how_to_raise_it():
-    from sweeps.driver.cluster import local_start_failure
+    from rirlab.sweeps.driver.cluster import local_start_failure
 
     gcs = local_start_failure(RuntimeError("Timed out waiting for file /tmp/ray/session_x/gcs_server_port_ab12"))
     assert gcs.startswith("the local Ray did not start: its GCS server was not up within 30 s")
@@ -187,8 +187,8 @@ def test_a_keyboard_interrupt_no_signal_explains_is_an_error_with_its_traceback(
     """Every Ctrl-C and SIGTERM the driver gets is recorded; a KeyboardInterrupt raised by code (a library's) is not
     the user's: it must not read "interrupted ... run the same command again" (exit 130), which hid where it came
     from, but show its traceback and exit 1."""
-    import sweeps.driver.sweep as driver
-    from sweeps.driver import signals
+    import rirlab.sweeps.driver.sweep as driver
+    from rirlab.sweeps.driver import signals
     from tests.helpers.cli import TINY_SPEC
 
     def raised_by_code(*args, **kwargs):

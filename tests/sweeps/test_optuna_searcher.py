@@ -1,4 +1,4 @@
-"""The Optuna searcher drives Optuna through its public ask/tell API (sweeps.tune.optuna), and what remains of
+"""The Optuna searcher drives Optuna through its public ask/tell API (rirlab.sweeps.tune.optuna), and what remains of
 Optuna's (and Ray's) internals is one compat module, checked against the installed version. A sweep recorded by the
 code before (Ray's OptunaSearch under a Repeater, pickled by Tune) still resumes: tests/sweeps/fixtures/optuna_v1
 holds its saved state, written by tests/sweeps/fixtures/make_optuna_v1.py with that code."""
@@ -14,21 +14,25 @@ FIXTURE = Path(__file__).parent / "fixtures" / "optuna_v1"
 
 def _restored(folder: Path, plan):
     """The search algorithm as Tune restores it on --resume: unpickled from tuner.pkl (pickled before the sweep
-    started), given the search space, then its saved state."""
+    started), given the search space, then its saved state; as the driver does, with the module names of sweeps
+    recorded before the package moved (``sweeps.tune.optuna``) reachable."""
     import ray.cloudpickle as pickle
 
-    gen = pickle.loads((FIXTURE / "search_alg.pkl").read_bytes())
-    gen.set_search_properties(None, None, plan.param_space())
-    gen.restore_from_dir(str(folder))
+    from rirlab.sweeps.driver.legacy import legacy_module_names
+
+    with legacy_module_names():  # (the fixture names the modules as sweeps.*: recorded before rirlab.sweeps)
+        gen = pickle.loads((FIXTURE / "search_alg.pkl").read_bytes())
+        gen.set_search_properties(None, None, plan.param_space())
+        gen.restore_from_dir(str(folder))
     return gen
 
 
 def test_an_optuna_sweep_recorded_before_the_ask_tell_searcher_resumes(tmp_path, monkeypatch):
     import optuna
 
-    from sweeps.plan.plan import SweepPlan
-    from sweeps.spec.load import load_spec
-    from sweeps.tune.optuna import OptunaSearcher, link_run, pruning_scheduler
+    from rirlab.sweeps.plan.plan import SweepPlan
+    from rirlab.sweeps.spec.load import load_spec
+    from rirlab.sweeps.tune.optuna import OptunaSearcher, link_run, pruning_scheduler
 
     work = tmp_path / "old"
     shutil.copytree(FIXTURE, work)
@@ -67,9 +71,9 @@ def test_the_searcher_state_holds_no_study_and_restores_its_groups(tmp_path):
     its storage (opened again after a restore), the seed groups travel."""
     import ray.cloudpickle as pickle
 
-    from sweeps.plan.plan import SweepPlan
-    from sweeps.spec.load import load_spec
-    from sweeps.tune.search import search_alg
+    from rirlab.sweeps.plan.plan import SweepPlan
+    from rirlab.sweeps.spec.load import load_spec
+    from rirlab.sweeps.tune.search import search_alg
     from tests.helpers.sweep_runs import write_spec
 
     plan = SweepPlan.of(load_spec(write_spec(tmp_path / "o.yaml", algorithm="optuna", num_samples=2, seeds=2,

@@ -7,12 +7,12 @@ from __future__ import annotations
 import types
 
 from rirlab import contract
-from sweeps.record.callback import MLflowTrialCallback
-from sweeps.driver.sweep import _recorded_ends
-from sweeps.plan.plan import SweepPlan
-from sweeps.record.tracker import Tracker
-from sweeps.spec.load import load_spec
-from sweeps.spec.schema import base_config
+from rirlab.sweeps.record.callback import MLflowTrialCallback
+from rirlab.sweeps.driver.sweep import _recorded_ends
+from rirlab.sweeps.plan.plan import SweepPlan
+from rirlab.sweeps.record.tracker import Tracker
+from rirlab.sweeps.spec.load import load_spec
+from rirlab.sweeps.spec.schema import base_config
 from tests.helpers.cli import REPO
 
 

@@ -7,9 +7,9 @@ import io
 import pytest
 import yaml
 
-from sweeps.plan.dryrun import dry_run
-from sweeps.plan.plan import SweepPlan
-from sweeps.spec.load import load_spec
+from rirlab.sweeps.plan.dryrun import dry_run
+from rirlab.sweeps.plan.plan import SweepPlan
+from rirlab.sweeps.spec.load import load_spec
 from tests.helpers.cli import REPO
 
 TINY = yaml.safe_load((REPO / "tests" / "specs" / "tiny.yaml").read_text())
@@ -57,7 +57,7 @@ def test_dry_run_estimates_compute_from_a_measured_step(tmp_path):
 def test_every_distinct_model_config_is_timed_and_the_estimate_is_a_range(tmp_path, monkeypatch):
     """Six model configs (issue 33 item 4: one of six was timed); repeated timings that differ give a range of
     hours, not one figure that swings between two dry runs. Steps are not run (a fake clock)."""
-    import sweeps.plan.dryrun as space
+    import rirlab.sweeps.plan.dryrun as space
 
     spread = iter([10.0, 10.0, 8.0, 12.0] * 100)  # per config: the ladder's last timing, then the repeats
 
@@ -74,7 +74,7 @@ def test_every_distinct_model_config_is_timed_and_the_estimate_is_a_range(tmp_pa
 
 
 def test_a_config_not_timed_is_named(tmp_path, monkeypatch):
-    import sweeps.plan.dryrun as space
+    import rirlab.sweeps.plan.dryrun as space
 
     monkeypatch.setattr(space, "TIMING_MAX_S", 0.0)  # the timing budget is spent after the first config
     lines = show(tmp_path, True, seeds=1, search={"hidden_size": {"grid": [4, 8]}})
@@ -85,9 +85,9 @@ def test_a_config_not_timed_is_named(tmp_path, monkeypatch):
 def test_the_early_stopping_assumption_is_stated(tmp_path):
     lines = show(tmp_path, False, scheduler={"type": "asha", "grace_period": 10, "reduction_factor": 2})
     assert lines[-1].startswith("compute: ")  # (no timing: no early-stopping line either)
-    from sweeps.plan.dryrun import asha_fraction, early_stopping_note
-    from sweeps.plan.plan import SweepPlan
-    from sweeps.spec.load import load_spec
+    from rirlab.sweeps.plan.dryrun import asha_fraction, early_stopping_note
+    from rirlab.sweeps.plan.plan import SweepPlan
+    from rirlab.sweeps.spec.load import load_spec
 
     assert asha_fraction(100, 2, 1000) == pytest.approx((100 + 50 + 50 + 50 + 200 / 16) / 1000)
     plan = SweepPlan.of(load_spec(tmp_path / "s.yaml"))
@@ -100,9 +100,9 @@ def test_the_early_stopping_assumption_is_stated(tmp_path):
 def test_gpu_hours_are_projected_from_bench_figures_where_there_are_some(tmp_path):
     import json
 
-    import sweeps.plan.dryrun as space
-    from sweeps.plan.plan import SweepPlan
-    from sweeps.spec.load import load_spec
+    import rirlab.sweeps.plan.dryrun as space
+    from rirlab.sweeps.plan.plan import SweepPlan
+    from rirlab.sweeps.spec.load import load_spec
 
     show(tmp_path, False)
     plan = SweepPlan.of(load_spec(tmp_path / "s.yaml"))
@@ -152,7 +152,7 @@ def test_dry_run_times_a_batch_shaped_like_the_tasks_training_batches():
     classify batch of half the maximum length): logic pairs ~20-35 tokens a side at batch 128 in pools of 5,
     every flip-flop sequence train_len long with a label per token, SST with GloVe-sized frozen vectors."""
     from rirlab.tasks import logic
-    from sweeps.plan.dryrun import step_shape
+    from rirlab.sweeps.plan.dryrun import step_shape
 
     shape = step_shape(_trial(task="logic", model="ebt_grc", batch_size=128))
     batch = shape.batch(4)
@@ -176,7 +176,7 @@ def test_dry_run_extrapolates_a_step_with_a_fixed_cost_to_the_trial_batch(monkey
     """Timed at batch 1, 2, 8, ... up to the trial's batch (at most TIMING_MAX_BATCH) and extrapolated along the
     line through the two largest: a step of 40 ms plus 0.5 ms per token is 40 + 0.5 x 256 x S ms at batch 256,
     not 256x the batch-1 step. Steps are not run (a fake clock), so the test does not depend on this machine."""
-    import sweeps.plan.dryrun as space
+    import rirlab.sweeps.plan.dryrun as space
 
     calls = []
 
@@ -196,7 +196,7 @@ def test_dry_run_extrapolates_a_step_with_a_fixed_cost_to_the_trial_batch(monkey
 def test_a_busy_machine_is_timed_with_fewer_threads(monkeypatch):
     import os
 
-    from sweeps.plan.dryrun import _free_cores
+    from rirlab.sweeps.plan.dryrun import _free_cores
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     monkeypatch.setattr(os, "getloadavg", lambda: (0.9, 0.5, 0.3))  # this process alone
@@ -209,7 +209,7 @@ def test_gpu_step_time_is_interpolated_between_figures_and_never_below_the_small
     """A GPU step of a small batch is mostly fixed cost (an H100: RIR-EBT-GRC 64 ms at 128 x 100, 171 ms at 128 x
     1000): fewer tokens than the smallest figure keep its time, between two figures the time is interpolated, past
     the largest it grows with the tokens."""
-    from sweeps.plan.dryrun import step_ms_at
+    from rirlab.sweeps.plan.dryrun import step_ms_at
 
     figs = [{"batch": 128, "length": 1000, "median_ms": 171.0}, {"batch": 128, "length": 100, "median_ms": 64.0}]
     assert step_ms_at(figs, 128 * 33) == 64.0

@@ -7,9 +7,9 @@ import pytest
 import yaml
 
 from rirlab.errors import UserError
-from sweeps.plan.plan import SweepPlan
-from sweeps.spec.load import load_spec
-from sweeps.spec.trials import expand
+from rirlab.sweeps.plan.plan import SweepPlan
+from rirlab.sweeps.spec.load import load_spec
+from rirlab.sweeps.spec.trials import expand
 from tests.helpers.cli import REPO, invoke
 
 QUICK = {"hidden_size": 16, "steps": 4, "batch_size": 4, "n_train": 16, "n_dev": 8, "n_test": 8, "iid_pool": 200,

@@ -52,7 +52,7 @@ def test_directory_as_spec_is_not_file_not_found(tmp_path):
     from pathlib import Path
 
     from rirlab.errors import UserError
-    from sweeps.spec.lines import load_with_lines
+    from rirlab.sweeps.spec.lines import load_with_lines
 
     with pytest.raises(UserError, match="is a directory"):
         load_with_lines(Path(tmp_path))
@@ -78,20 +78,20 @@ def test_bad_set_value_is_one_line_naming_set(value, says):
 
 
 def load(tmp_path, text=TINY, quick=False, **overrides):
-    from sweeps.spec.load import load_spec
+    from rirlab.sweeps.spec.load import load_spec
 
     return load_spec(spec_file(tmp_path, text), quick=quick, overrides=overrides)
 
 
 def test_set_seed_runs_that_seed(tmp_path):
-    from sweeps.spec.trials import expand
+    from rirlab.sweeps.spec.trials import expand
 
     trials = expand(load(tmp_path, seed=3).spec)
     assert sorted(t.config["seed"] for t in trials) == [3, 3] and all(t.swept["seed"] == 3 for t in trials)
 
 
 def test_set_variant_runs_those_rows_only(tmp_path):
-    from sweeps.spec.trials import expand
+    from rirlab.sweeps.spec.trials import expand
 
     rows = TINY + "variants:\n  - {name: a, set: {}}\n  - {name: b, set: {lr: 0.5}}\n  - {name: c, set: {lr: 0.2}}\n"
     assert {t.swept["variant"] for t in expand(load(tmp_path, rows, variant="b").spec)} == {"b"}
@@ -109,7 +109,7 @@ def test_set_reaches_spec_level_fields(tmp_path):
 
 
 def test_set_steps_goes_to_the_budget_when_the_spec_budgets_steps(tmp_path):
-    from sweeps.spec.trials import expand
+    from rirlab.sweeps.spec.trials import expand
 
     loaded = load(tmp_path, TINY + "budget: {steps: 30}\n", steps=7)
     assert {t.config["steps"] for t in expand(loaded.spec)} == {7}
@@ -183,7 +183,7 @@ def test_metric_of_an_evaluated_split_is_accepted_and_one_not_evaluated_is_refus
 
 
 def test_when_may_name_the_variant(tmp_path):
-    from sweeps.spec.trials import expand
+    from rirlab.sweeps.spec.trials import expand
 
     text = TINY.replace("{grid: [0.003, 0.001]}", "{grid: [0.003, 0.001], when: {variant: b}}") + \
         "variants:\n  - {name: a, set: {}}\n  - {name: b, set: {hidden_size: 16}}\n"
@@ -257,7 +257,7 @@ def test_optuna_settings_are_validated_before_anything_starts(tmp_path):
 
 def test_a_recorded_grid_spec_reads_back(tmp_path):
     """The parent's record of the spec is a full dump (num_samples, optuna: all set): analysis reads it back."""
-    from analysis.runs import spec_of
+    from rirlab.analysis.runs import spec_of
 
     spec = load(tmp_path).spec
     assert spec_of(spec.model_dump(mode="json")) == spec

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from sweeps.spec.load import load_spec
-from sweeps.spec.trials import expand
+from rirlab.sweeps.spec.load import load_spec
+from rirlab.sweeps.spec.trials import expand
 from tests.helpers.cli import run_cli
 from tests.helpers.sweep_runs import write_spec
 
@@ -34,9 +34,9 @@ def test_ray_tune_runs_each_random_configuration_once_per_seed(tmp_path):
     import ray
     from ray import tune
 
-    from sweeps.plan.plan import SweepPlan
-    from sweeps.spec.trials import TrialSpace
-    from sweeps.tune.search import search_alg
+    from rirlab.sweeps.plan.plan import SweepPlan
+    from rirlab.sweeps.spec.trials import TrialSpace
+    from rirlab.sweeps.tune.search import search_alg
 
     plan = SweepPlan.of(load_spec(write_spec(tmp_path / "r.yaml", algorithm="random", num_samples=3, seeds=2, search=SEARCH)))
     spec = plan.spec
@@ -58,9 +58,9 @@ def test_ray_tune_runs_each_random_configuration_once_per_seed(tmp_path):
 def test_optuna_searcher_ignores_reports_without_the_metric(tmp_path):
     """A trial reports train/loss every log_every steps and dev/accuracy only when it evaluates; Ray's
     OptunaSearch raised KeyError on the first report without the metric (seeds: 1, no Repeater in between)."""
-    from sweeps.plan.plan import SweepPlan
-    from sweeps.tune.optuna import OptunaSearcher
-    from sweeps.tune.search import search_alg
+    from rirlab.sweeps.plan.plan import SweepPlan
+    from rirlab.sweeps.tune.optuna import OptunaSearcher
+    from rirlab.sweeps.tune.search import search_alg
 
     plan = SweepPlan.of(load_spec(write_spec(tmp_path / "o.yaml", algorithm="optuna", num_samples=2, seeds=1,
                                              search={"lr": {"loguniform": [1e-4, 1e-2]}})))
@@ -77,7 +77,7 @@ def test_optuna_searcher_ignores_reports_without_the_metric(tmp_path):
 
 
 def test_optuna_study_storage_defaults_beside_a_sqlite_mlflow_store(tmp_path):
-    from sweeps.tune.optuna import optuna_study
+    from rirlab.sweeps.tune.optuna import optuna_study
 
     spec = load_spec(write_spec(tmp_path / "o.yaml", algorithm="optuna", search={"lr": {"uniform": [0.1, 0.2]}})).spec
     name, url = optuna_study(spec, f"sqlite:///{tmp_path}/store/mlruns.db", str(tmp_path / "runs" / "o-abc-1"))
@@ -92,8 +92,8 @@ def test_multi_objective_optuna_tells_the_seed_mean_of_each_objective(tmp_path):
     """Ray's Repeater looked a list of metrics up as one key (TypeError); each objective is averaged over seeds."""
     import optuna
 
-    from sweeps.plan.plan import SweepPlan
-    from sweeps.tune.search import search_alg
+    from rirlab.sweeps.plan.plan import SweepPlan
+    from rirlab.sweeps.tune.search import search_alg
 
     plan = SweepPlan.of(load_spec(write_spec(tmp_path / "m.yaml", algorithm="optuna", num_samples=1, seeds=2,
                                              metric=["dev/accuracy", "time_per_step_ms"], mode=["max", "min"],
@@ -115,9 +115,9 @@ def test_optuna_pruner_is_the_studys_and_stops_every_seed_of_a_pruned_configurat
     import optuna
     from ray.tune.schedulers import TrialScheduler
 
-    from sweeps.plan.plan import SweepPlan
-    from sweeps.tune.optuna import pruning_scheduler
-    from sweeps.tune.search import search_alg
+    from rirlab.sweeps.plan.plan import SweepPlan
+    from rirlab.sweeps.tune.optuna import pruning_scheduler
+    from rirlab.sweeps.tune.search import search_alg
 
     plan = SweepPlan.of(load_spec(write_spec(tmp_path / "p.yaml", algorithm="optuna", num_samples=2, seeds=2,
                                              optuna={"pruner": "median"}, search={"lr": {"loguniform": [1e-4, 1e-2]}})))
@@ -182,9 +182,9 @@ def test_a_password_in_the_optuna_storage_is_recorded_masked(tmp_path):
     hold the password of an optuna.storage URL, given in the file or by --set."""
     from mlflow.tracking import MlflowClient
 
-    from sweeps.driver.sweep import _start_parent
-    from sweeps.plan.plan import SweepPlan
-    from sweeps.record.tracker import Tracker
+    from rirlab.sweeps.driver.sweep import _start_parent
+    from rirlab.sweeps.plan.plan import SweepPlan
+    from rirlab.sweeps.record.tracker import Tracker
 
     url = f"postgresql://alice:{SECRET}@db.internal:5432/optuna"
     spec = write_spec(tmp_path / "o.yaml", name="o_masked", algorithm="optuna", num_samples=1, seeds=1,
@@ -209,8 +209,8 @@ def test_a_sweep_that_continues_a_persistent_study_draws_new_configurations(tmp_
     sweep's configurations; the study also names its objectives after the metrics (optuna-dashboard)."""
     import optuna
 
-    from sweeps.plan.plan import SweepPlan
-    from sweeps.tune.search import search_alg
+    from rirlab.sweeps.plan.plan import SweepPlan
+    from rirlab.sweeps.tune.search import search_alg
 
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     plan = SweepPlan.of(load_spec(write_spec(tmp_path / "o.yaml", algorithm="optuna", num_samples=3, seeds=1,
@@ -226,7 +226,7 @@ def test_a_sweep_that_continues_a_persistent_study_draws_new_configurations(tmp_
             gen.searcher.on_trial_complete(f"{tag}{i}", {"dev/accuracy": 50.0 + i})
         return lrs
 
-    from sweeps.tune.search import study_before
+    from rirlab.sweeps.tune.search import study_before
 
     assert study_before(plan.spec) == ""  # not in its storage yet
     first, second = one_sweep("a"), one_sweep("b")

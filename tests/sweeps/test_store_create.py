@@ -21,7 +21,7 @@ CREATE = """
 import os, sys, time
 from pathlib import Path
 import alembic.command, sqlalchemy, mlflow.store.db.utils, mlflow.store.tracking.sqlalchemy_store  # imports: before go
-from sweeps.record.tracker import Tracker
+from rirlab.sweeps.record.tracker import Tracker
 go = Path(sys.argv[2])
 print("ready", flush=True)
 while not go.exists():
@@ -59,7 +59,7 @@ def _second_command_works(uris: list, tmp_path: Path) -> None:
 def test_sigint_while_a_new_store_is_created_leaves_no_half_store(tmp_path):
     """SIGINT at 30% and 70% of the time a store creation takes here (earlier too, until one lands inside it); after
     each, the store is absent or complete and the next command works (before: `table ... already exists` for good)."""
-    from sweeps.record.tracker import Tracker
+    from rirlab.sweeps.record.tracker import Tracker
 
     t0 = time.monotonic()
     Tracker(f"sqlite:///{tmp_path / 'calibration.db'}").experiment_id("x")  # how long a creation takes here now

@@ -13,8 +13,8 @@ import time
 import pytest
 from sqlalchemy import text
 
-from sweeps.record.faults import STORE_WAIT_ENV, store_fault, store_locked
-from sweeps.record.tracker import Tracker
+from rirlab.sweeps.record.faults import STORE_WAIT_ENV, store_fault, store_locked
+from rirlab.sweeps.record.tracker import Tracker
 
 HOLD = textwrap.dedent("""
     import sqlite3, sys, time

@@ -7,7 +7,7 @@ import getpass
 
 from rirlab import contract
 from rirlab.contract import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
-from sweeps.record.tracker import Tracker
+from rirlab.sweeps.record.tracker import Tracker
 
 CONTEXT = ("mlflow.user", "mlflow.source.name", "mlflow.source.type", "mlflow.source.git.commit")
 

@@ -19,7 +19,7 @@ SCRIPT = """
 import sys
 from pathlib import Path
 import ray
-from sweeps.driver.cluster import ray_init as _ray_init
+from rirlab.sweeps.driver.cluster import ray_init as _ray_init
 _ray_init(None, Path(sys.argv[1]), sys.argv[2])
 @ray.remote(num_cpus=0)
 def probe():
@@ -27,7 +27,7 @@ def probe():
     return os.environ.get("MLFLOW_TRACKING_PASSWORD"), os.environ.get("MLFLOW_TRACKING_TOKEN")
 print(repr(ray.get(probe.remote())))
 from ray import tune
-from sweeps.tune.tuner import keep_secrets_out_of_tune
+from rirlab.sweeps.tune.tuner import keep_secrets_out_of_tune
 keep_secrets_out_of_tune()  # as the sweep's driver does before its Tuner
 grid = tune.Tuner(lambda config: tune.report({"ok": 1.0}),
                   run_config=tune.RunConfig(storage_path=sys.argv[1] + "/tune", verbose=0)).fit()
@@ -77,7 +77,7 @@ def test_runs_ended_on_a_tracking_server_print_no_url_with_the_password(tmp_path
                     break
             except OSError:
                 time.sleep(0.5)
-        script = ("from sweeps.record.tracker import Tracker\n"
+        script = ("from rirlab.sweeps.record.tracker import Tracker\n"
                   f"t = Tracker('http://alice:{SECRET}@127.0.0.1:{port}')\n"
                   "e = t.experiment_id('s')\n"
                   "p = t.start_parent(e, 's now', {})\n"

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from rirlab.cli import main
 from rirlab.cli.ui import pick_experiment, ui_url
 from rirlab.contract import EXPERIMENT_KIND_TAG
-from sweeps.record.tracker import Tracker
+from rirlab.sweeps.record.tracker import Tracker
 
 REPO = Path(__file__).resolve().parents[2]
 

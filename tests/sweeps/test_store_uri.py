@@ -16,8 +16,8 @@ from click.testing import CliRunner
 
 from rirlab.cli import main
 from rirlab.errors import UserError
-from sweeps.record.store import StoreURI, check_store, validate_uri
-from sweeps.record.tracker import Tracker, resolve_tracking_uri
+from rirlab.sweeps.record.store import StoreURI, check_store, validate_uri
+from rirlab.sweeps.record.tracker import Tracker, resolve_tracking_uri
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "specs" / "tiny.yaml"
@@ -123,7 +123,7 @@ def test_read_only_store_directory_fails_in_seconds(tmp_path, existing):
     if existing:
         Tracker(f"sqlite:///{ro / 'mlruns.db'}").experiment_id("x")
     ro.chmod(0o555)
-    script = ("import sys\nfrom rirlab.errors import UserError\nfrom sweeps.record.tracker import Tracker\n"
+    script = ("import sys\nfrom rirlab.errors import UserError\nfrom rirlab.sweeps.record.tracker import Tracker\n"
               "try:\n    Tracker(sys.argv[1]).experiment_id('sweep')\nexcept UserError as e:\n    print(e)\n    sys.exit(2)\n")
     try:
         t0 = time.time()

@@ -10,8 +10,8 @@ import math
 import pytest
 from mlflow.tracking import MlflowClient
 
-from sweeps.spec.load import load_spec
-from sweeps.spec.trials import expand
+from rirlab.sweeps.spec.load import load_spec
+from rirlab.sweeps.spec.trials import expand
 from tests.helpers.cli import REPO, invoke, run_cli
 from tests.helpers.sweep_runs import TINY, write_spec
 
@@ -42,7 +42,7 @@ def test_conditional_axis_only_applies_when_its_condition_holds(tmp_path):
 def test_asha_cap_covers_an_epoch_budget():
     """ASHA stops trials at max_t steps: with ``epochs`` (which overrides ``steps``) the cap must cover
     epochs x batches per epoch, not the unused ``steps`` default (a paper-recipe trial would be cut short)."""
-    from sweeps.plan.plan import asha_max_t
+    from rirlab.sweeps.plan.plan import asha_max_t
 
     base = {"model": "rir_ebt_grc", "task": "listops", "batch_size": 128}
     assert asha_max_t({**base, "steps": 300}) == 300
@@ -70,7 +70,7 @@ WHEN_SPEC = {"seeds": [0, 7], "model": None, "variants": [{"name": "small", "set
 
 
 def _when_plan(tmp_path):
-    from sweeps.plan.plan import SweepPlan
+    from rirlab.sweeps.plan.plan import SweepPlan
 
     spec = write_spec(tmp_path / "w.yaml", **WHEN_SPEC)
     spec.write_text(spec.read_text().replace("  chunk_size: 5\n", ""))
@@ -82,7 +82,7 @@ def _when_spec(tmp_path):
 
 
 def test_param_space_is_flat_real_config_keys_for_every_algorithm(tmp_path):
-    from sweeps.plan.plan import SweepPlan
+    from rirlab.sweeps.plan.plan import SweepPlan
 
     grid = _when_plan(tmp_path)
     sampled = write_spec(tmp_path / "r.yaml", algorithm="random", num_samples=2,
@@ -121,8 +121,8 @@ def test_ray_tune_runs_exactly_the_expanded_grid_trials(tmp_path):
     import ray
     from ray import tune
 
-    from sweeps.spec.trials import TrialSpace
-    from sweeps.tune.search import search_alg
+    from rirlab.sweeps.spec.trials import TrialSpace
+    from rirlab.sweeps.tune.search import search_alg
 
     plan = _when_plan(tmp_path)
     spec = plan.spec
@@ -143,7 +143,7 @@ def test_ray_tune_runs_exactly_the_expanded_grid_trials(tmp_path):
 def test_random_and_repeated_optuna_configs_map_to_trials_with_when_and_seeds(tmp_path):
     from ray.tune.search.repeater import TRIAL_INDEX
 
-    from sweeps.spec.trials import REPEATER_INDEX, TrialSpace
+    from rirlab.sweeps.spec.trials import REPEATER_INDEX, TrialSpace
 
     assert REPEATER_INDEX == TRIAL_INDEX  # Ray's key for the repeat index of an Optuna sample
     spec = _when_spec(tmp_path).model_copy(update={"variants": [], "algorithm": "optuna"})
@@ -161,9 +161,9 @@ def test_driver_callbacks_load_back_as_the_bound_ones(tmp_path):
 
     from ray import tune
 
-    from sweeps.driver.progress import ProgressCallback
-    from sweeps.record.callback import bound
-    from sweeps.spec.trials import TrialSpace
+    from rirlab.sweeps.driver.progress import ProgressCallback
+    from rirlab.sweeps.record.callback import bound
+    from rirlab.sweeps.spec.trials import TrialSpace
 
     live = ProgressCallback("x", 1, "dev/accuracy", "max", TrialSpace())
     saved = pickle.dumps(live)

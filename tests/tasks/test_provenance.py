@@ -10,8 +10,8 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from rirlab.tasks import cache, registry
-from sweeps.spec.load import load_spec
-from sweeps.record.tracker import Tracker, worker_env
+from rirlab.sweeps.spec.load import load_spec
+from rirlab.sweeps.record.tracker import Tracker, worker_env
 from tests.helpers.cli import REPO
 
 TINY = yaml.safe_load((REPO / "tests" / "specs" / "tiny.yaml").read_text())
@@ -54,7 +54,7 @@ def test_an_imported_split_is_described_by_its_import_record(tmp_path):
 def test_tracker_logs_datasets_as_mlflow_inputs(tmp_path):
     _import_test_split(tmp_path, 12, seed=5)
     cfg = LISTOPS.config(**SMALL, imported=["test"], eval_splits=["test", "args_10"], cache_dir=str(tmp_path))
-    from sweeps.record.callback import trial_datasets
+    from rirlab.sweeps.record.callback import trial_datasets
     from rirlab.trial import resolve
 
     resolved = resolve({"model": "bbt_grc", "task": "listops", **{k: getattr(cfg, k) for k in
@@ -109,7 +109,7 @@ def test_two_sweeps_inserting_the_same_dataset_at_once_both_record_it(tmp_path, 
     import pytest
     from mlflow.exceptions import MlflowException
 
-    from sweeps.record.callback import trial_datasets
+    from rirlab.sweeps.record.callback import trial_datasets
     from rirlab.trial import resolve
 
     cfg = LISTOPS.config(**SMALL, eval_splits=["test"], cache_dir=str(tmp_path))

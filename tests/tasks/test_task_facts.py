@@ -62,8 +62,8 @@ def test_a_task_without_its_own_lengths_gets_half_its_limit_per_sequence():
 
 
 def test_the_dry_run_reads_the_lengths_from_the_task(monkeypatch):
-    from sweeps.plan.dryrun import padded_batch
-    from sweeps.spec.load import load_spec
+    from rirlab.sweeps.plan.dryrun import padded_batch
+    from rirlab.sweeps.spec.load import load_spec
     from tests.helpers.cli import TINY_SPEC
 
     resolved = load_spec(TINY_SPEC).resolved[0]
@@ -95,7 +95,7 @@ def test_the_trainer_evaluates_in_the_batches_of_its_tasks_rule(monkeypatch):
 
 def test_the_sweep_side_asks_the_task_for_its_cache(monkeypatch):
     """``_preflight`` checks the cache root the task names, whatever its config calls the field."""
-    from sweeps.driver import sweep
+    from rirlab.sweeps.driver import sweep
 
     checked = []
     monkeypatch.setattr("rirlab.tasks.cache.check_writable", checked.append)

@@ -102,9 +102,9 @@ def test_best_is_one_rule_whatever_the_order_ties_go_to_the_first_name():
     import itertools
     import types
 
-    from sweeps.driver.progress import ProgressCallback
-    from sweeps.record.artifacts import best_trials
-    from sweeps.spec.trials import TrialSpace
+    from rirlab.sweeps.driver.progress import ProgressCallback
+    from rirlab.sweeps.record.artifacts import best_trials
+    from rirlab.sweeps.spec.trials import TrialSpace
 
     trials = [("lr=0.1,seed=0", 80.0), ("lr=0.01,seed=0", 90.0), ("lr=0.001,seed=0", 90.0), ("bad", float("nan"))]
     for order in itertools.permutations(trials):
@@ -123,7 +123,7 @@ def test_best_is_one_rule_whatever_the_order_ties_go_to_the_first_name():
 def test_a_text_trial_records_each_splits_oov_rate_as_a_param(tmp_path, cache):
     """Issue: the OOV rate per split, as a param of each trial. The trainer reports param:oov/<split> (the task's
     own count under the trial's vocabulary) and the tracker logs those keys as the run's params."""
-    from sweeps.record.tracker import Tracker
+    from rirlab.sweeps.record.tracker import Tracker
 
     final = run_trial({"task": "sst5", "model": "bbt_grc", "generated": True, "embeddings": "random",
                        "vocab_from": "train", "hidden_size": 8, "steps": 2, "batch_size": 4, "log_every": 1,

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from rirlab.train import load_checkpoint, run_trial
-from sweeps.spec.load import load_spec
-from sweeps.spec.schema import base_config
-from sweeps.spec.trials import TrialSpace, grid_points
+from rirlab.sweeps.spec.load import load_spec
+from rirlab.sweeps.spec.schema import base_config
+from rirlab.sweeps.spec.trials import TrialSpace, grid_points
 from tests.helpers.cli import invoke
 from tests.helpers.sweep_runs import TINY, write_spec
 
@@ -283,7 +283,7 @@ def test_a_sweep_trials_checkpoint_names_its_trial(tmp_path, monkeypatch):
     import shutil
     import types
 
-    from sweeps.tune import trainable as tr
+    from rirlab.sweeps.tune import trainable as tr
 
     spec = write_spec(tmp_path / "spec.yaml", name="ev", search={}, seeds=1, fixed={**FIXED, "steps": 4},
                       variants=[{"name": "B", "set": {"lr": 0.003}}])
@@ -311,7 +311,7 @@ def test_one_search_finds_a_trial_folders_latest_checkpoint(tmp_path):
     """`rirlab evaluate TRIAL_DIR` and an evaluation-only row's reader pick the same state file: the highest number."""
     from rirlab.cli.evaluate import _state_file
     from rirlab.train import latest_checkpoint
-    from sweeps.driver.evaluations import _latest_checkpoint
+    from rirlab.sweeps.driver.evaluations import _latest_checkpoint
 
     for name in ("checkpoint_000009", "checkpoint_000010", "checkpoint_000011", "checkpoint_x"):
         (tmp_path / name).mkdir()

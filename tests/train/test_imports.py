@@ -24,18 +24,20 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("rirlab", "sweeps", "analysis")
+# dotted package -> its folder: sweeps/ and analysis/ are top-level folders of the checkout that install as
+# rirlab.sweeps and rirlab.analysis (setup.cfg's package_dir)
+PACKAGES = {"rirlab": "rirlab", "rirlab.sweeps": "sweeps", "rirlab.analysis": "analysis"}
 
 
 def project_modules() -> dict[str, Path]:
     """Dotted name -> file of every module of PACKAGES (``__main__`` modules excluded: importing them runs them)."""
     out = {}
-    for pkg in PACKAGES:
-        for path in sorted((REPO / pkg).rglob("*.py")):
-            parts = path.relative_to(REPO).with_suffix("").parts
+    for pkg, folder in PACKAGES.items():
+        for path in sorted((REPO / folder).rglob("*.py")):
+            parts = path.relative_to(REPO / folder).with_suffix("").parts
             if parts[-1] == "__main__":
                 continue
-            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            name = ".".join((pkg, *(parts[:-1] if parts[-1] == "__init__" else parts)))
             out[name] = path
     return out
 
@@ -116,7 +118,7 @@ def third_party_roots(modules) -> list[str]:
                 roots |= {a.name for a in node.names}
             elif node.module and not node.level:
                 roots.add(node.module)
-    return sorted(r for r in roots if r.split(".")[0] not in PACKAGES)
+    return sorted(r for r in roots if r.split(".")[0] != "rirlab")
 
 
 def test_the_cycle_finder_finds_a_cycle():
@@ -174,18 +176,19 @@ def _under(name: str, prefixes) -> bool:
 
 # (modules, except these, must not import) -- docs/layout.md: lower layers never import higher ones
 LAYERS = [
-    (("rirlab",), ("rirlab.cli",), ("sweeps", "analysis", "ray", "mlflow", "optuna")),  # the library: CLI wiring only
+    (("rirlab",), ("rirlab.cli", "rirlab.sweeps", "rirlab.analysis"),
+     ("rirlab.sweeps", "rirlab.analysis", "ray", "mlflow", "optuna")),  # the library: CLI wiring only
     (("rirlab.tasks",), (), ("rirlab.models", "rirlab.train")),  # tasks do not import models
-    (("analysis",), (), ("torch", "rirlab.models", "rirlab.train", "rirlab.tasks")),  # analysis never imports torch
+    (("rirlab.analysis",), (), ("torch", "rirlab.models", "rirlab.train", "rirlab.tasks")),  # analysis never imports torch
     # the sweep side (sweeps/__init__.py): spec < plan < tune, record < driver; the sweep never calls analysis
-    (("sweeps",), (), ("analysis", "rirlab.cli")),
-    (("sweeps.spec",), (), ("sweeps.plan", "sweeps.tune", "sweeps.record", "sweeps.driver", "ray", "mlflow",
+    (("rirlab.sweeps",), (), ("rirlab.analysis", "rirlab.cli")),
+    (("rirlab.sweeps.spec",), (), ("rirlab.sweeps.plan", "rirlab.sweeps.tune", "rirlab.sweeps.record", "rirlab.sweeps.driver", "ray", "mlflow",
                             "optuna")),
-    (("sweeps.plan",), (), ("sweeps.tune", "sweeps.record", "sweeps.driver", "mlflow", "optuna")),
-    (("sweeps.tune",), (), ("sweeps.record", "sweeps.driver")),  # (a trial's system metrics: MLflow's sampler)
-    (("sweeps.record",), (), ("sweeps.tune", "sweeps.driver")),
+    (("rirlab.sweeps.plan",), (), ("rirlab.sweeps.tune", "rirlab.sweeps.record", "rirlab.sweeps.driver", "mlflow", "optuna")),
+    (("rirlab.sweeps.tune",), (), ("rirlab.sweeps.record", "rirlab.sweeps.driver")),  # (a trial's system metrics: MLflow's sampler)
+    (("rirlab.sweeps.record",), (), ("rirlab.sweeps.tune", "rirlab.sweeps.driver")),
     # the spec schema and the trial expansion are what analysis reads: torch-free, registry-free
-    (("sweeps.spec.schema", "sweeps.spec.lines", "sweeps.spec.trials"), (),
+    (("rirlab.sweeps.spec.schema", "rirlab.sweeps.spec.lines", "rirlab.sweeps.spec.trials"), (),
      ("torch", "rirlab.models", "rirlab.tasks", "rirlab.trial", "rirlab.train")),
     (("rirlab.contract",), (), ("rirlab.config", "rirlab.models", "rirlab.tasks", "torch", "pydantic")),
 ]
@@ -202,7 +205,7 @@ def test_lower_layers_never_import_higher_ones():
 
 def test_the_cli_imports_heavy_and_higher_layers_only_inside_commands():
     """`rirlab --help` stays fast and the library stays free of sweeps: no import-time torch/ray/mlflow/sweeps."""
-    graph, heavy = import_graph(), ("sweeps", "analysis", "rirlab.models", "rirlab.train", "rirlab.tasks")
+    graph, heavy = import_graph(), ("rirlab.sweeps", "rirlab.analysis", "rirlab.models", "rirlab.train", "rirlab.tasks")
     modules = project_modules()
     for name in (m for m in graph if _under(m, ("rirlab.cli",))):
         assert not {m for m in graph[name] if _under(m, heavy)}, name

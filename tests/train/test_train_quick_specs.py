@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sweeps.spec.load import load_spec
-from sweeps.spec.trials import expand
+from rirlab.sweeps.spec.load import load_spec
+from rirlab.sweeps.spec.trials import expand
 
 ROOT = Path(__file__).resolve().parents[2] / "search_spaces"
 # MEGA's and S4D's variants fix their own training length (the authors' configs: MEGA 90,000 steps, S4D 60,000 steps
