@@ -49,7 +49,7 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
     open_startup_window()  # no Ctrl-C or SIGTERM is lost before Ray Tune runs (closed before Tuner.fit)
     where = _where_flags(tracking_uri, output_dir, address)  # repeated in the hints: --resume needs the same store
     try:
-        from rirlab.sweeps.compat import check_all
+        from rirlab.compat import check_all
 
         check_all()  # a Ray or MLflow outside the versions checked: one line, before the spec, Ray or the store
         from rirlab.config import parse_overrides

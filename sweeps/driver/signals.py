@@ -207,8 +207,8 @@ def startup_window():
 @contextlib.contextmanager
 def keep_sigterm_handler():
     """``ray.init`` replaces the SIGTERM handler with one that exits at once (exit 15, nothing marked): keep ours
-    while it runs (the patch of Ray's private function lives in sweeps/compat/ray.py)."""
-    from rirlab.sweeps.compat import ray as compat_ray
+    while it runs (the patch of Ray's private function lives in rirlab/compat/ray.py)."""
+    from rirlab.compat import ray as compat_ray
 
     with compat_ray.keep_sigterm_handler():
         yield

@@ -20,7 +20,7 @@ from typing import Iterator, Optional
 
 from rirlab.errors import UserError, command
 from rirlab.redact import mask_url, redact_uri
-from rirlab.sweeps.compat import mlflow as compat_mlflow  # MLflow's private schema functions (none imports mlflow here)
+from rirlab.compat import mlflow as compat_mlflow  # MLflow's private schema functions (none imports mlflow here)
 
 PROBE_TIMEOUT_S = 5
 SQLITE_MAGIC = b"SQLite format 3\x00"

@@ -23,7 +23,7 @@ from mlflow.tracking import MlflowClient
 import rirlab
 from rirlab import contract
 from rirlab.redact import mask_url, redact_uri, strip_credentials
-from rirlab.sweeps.compat import mlflow as compat_mlflow
+from rirlab.compat import mlflow as compat_mlflow
 from rirlab.sweeps.record.faults import store_wait_s
 from rirlab.sweeps.record.store import StoreURI, can_create, check_store, raw, sqlite_path, validate_uri
 

@@ -12,7 +12,7 @@ the study, which lives in its storage) is what Tune's searcher save/restore keep
 
 The classes ``OptunaSearchEvalOnly``, ``SeedRepeater`` and ``PerSeedGenerator`` are kept only so that Tune can
 unpickle a sweep recorded before (it names them in tuner.pkl): they turn into this searcher
-(``rirlab.sweeps.compat.optuna`` reads the old state).
+(``rirlab.compat.optuna`` reads the old state).
 
 Imported only by optuna sweeps (Ray Tune and Optuna are slow to import) and by Tune itself when --resume unpickles.
 """
@@ -33,12 +33,12 @@ from ray.tune.search import ConcurrencyLimiter, SearchGenerator, Searcher
 
 from rirlab.errors import UserError
 from rirlab.redact import mask_url, redact_uri
-from rirlab.sweeps.compat import optuna as compat
+from rirlab.compat import optuna as compat
 from rirlab.sweeps.spec.trials import REPEATER_INDEX
 
 logger = logging.getLogger(__name__)
 TRAINING_ITERATION = "training_iteration"  # ray.tune.result: the step Optuna's intermediate values are keyed by
-STATE_VERSION = 2  # of OptunaSearcher's saved state (1: Ray's OptunaSearch under a Repeater, rirlab.sweeps.compat.optuna)
+STATE_VERSION = 2  # of OptunaSearcher's saved state (1: Ray's OptunaSearch under a Repeater, rirlab.compat.optuna)
 
 _LIVE: list["OptunaSearcher"] = []  # the optuna searcher of this driver's sweep (a fresh or a restored one)
 
@@ -174,7 +174,7 @@ class OptunaSearcher(Searcher):
             self.__setstate__({**state, "pending_legacy_groups": None})
 
     def adopt(self, settings: dict, groups: list[dict]) -> None:
-        """Take an old sweep's settings and seed groups (``rirlab.sweeps.compat.optuna``)."""
+        """Take an old sweep's settings and seed groups (``rirlab.compat.optuna``)."""
         repeat = self.repeat
         self.__dict__.update({k: v for k, v in settings.items() if k in ("metrics", "modes", "study_name", "storage",
                                                                           "sampler", "pruner")})

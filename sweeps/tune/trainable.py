@@ -91,7 +91,7 @@ def _system_metrics(monitor: Optional[dict], trial_key: str):
 def _start_sampler(monitor: dict, trial_key: str):
     from mlflow.tracking import MlflowClient
 
-    from rirlab.sweeps.compat import mlflow as compat_mlflow
+    from rirlab.compat import mlflow as compat_mlflow
 
     client = MlflowClient(monitor["uri"])
     flt = f"{contract.children_filter(monitor['parent_id'])} and tags.`{contract.TRIAL_KEY}` = '{trial_key}'"

@@ -47,7 +47,7 @@ def scheduler(plan: SweepPlan):
 
 
 # Ray Tune copies these from the driver's environment into every trainable's runtime_env (see
-# sweeps/compat/ray.py), and Ray writes a runtime_env, env_vars included, into its world-readable
+# rirlab/compat/ray.py), and Ray writes a runtime_env, env_vars included, into its world-readable
 # runtime_env_agent.log. Trials never need them (only the driver writes to MLflow and its artifact store).
 SECRET_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SECURITY_TOKEN", "AWS_SESSION_TOKEN")
 
@@ -55,6 +55,6 @@ SECRET_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SECURITY_TOKEN"
 def keep_secrets_out_of_tune() -> None:
     """Stop Ray Tune from copying cloud credentials of the driver's environment to the trials (and so into Ray's
     logs); the driver keeps them for its own MLflow artifact uploads."""
-    from rirlab.sweeps.compat import ray as compat_ray
+    from rirlab.compat import ray as compat_ray
 
     compat_ray.drop_propagated_env(SECRET_ENV)

@@ -9,6 +9,7 @@ tests/packaging checks that every one the installed code imports is an install r
 from __future__ import annotations
 
 import os
+import shutil
 import site
 import subprocess
 import sys
@@ -32,8 +33,14 @@ def _run(args, cwd, timeout=600) -> subprocess.CompletedProcess:
 
 
 def test_a_wheel_installs_without_extras_and_sweeps_from_outside_the_checkout(tmp_path):
+    source = tmp_path / "source"  # a copy: setuptools builds in the project's folder (build/, *.egg-info)
+    source.mkdir()
+    for name in ("setup.cfg", "pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    for folder in ("rirlab", "sweeps", "analysis"):
+        shutil.copytree(REPO / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     wheels = tmp_path / "wheels"
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", wheels, REPO],
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", wheels, source],
          cwd=tmp_path)
     wheel = next(wheels.glob("rirlab-*.whl"))
     venv = tmp_path / "venv"

@@ -176,8 +176,9 @@ def _under(name: str, prefixes) -> bool:
 
 # (modules, except these, must not import) -- docs/layout.md: lower layers never import higher ones
 LAYERS = [
-    (("rirlab",), ("rirlab.cli", "rirlab.sweeps", "rirlab.analysis"),
-     ("rirlab.sweeps", "rirlab.analysis", "ray", "mlflow", "optuna")),  # the library: CLI wiring only
+    # the library: CLI wiring only (rirlab.compat is the one seam to those libraries' internals, imported lazily)
+    (("rirlab",), ("rirlab.cli", "rirlab.sweeps", "rirlab.analysis", "rirlab.compat"),
+     ("rirlab.sweeps", "rirlab.analysis", "ray", "mlflow", "optuna")),
     (("rirlab.tasks",), (), ("rirlab.models", "rirlab.train")),  # tasks do not import models
     (("rirlab.analysis",), (), ("torch", "rirlab.models", "rirlab.train", "rirlab.tasks")),  # analysis never imports torch
     # the sweep side (sweeps/__init__.py): spec < plan < tune, record < driver; the sweep never calls analysis

@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 from typing import Iterable
 
-from rirlab.sweeps.compat import Supported
+from rirlab.compat import Supported
 
 SUPPORTED = Supported("ray", lowest="2.40", below="2.61", extras="[tune]")
 

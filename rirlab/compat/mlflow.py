@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rirlab.sweeps.compat import Supported
+from rirlab.compat import Supported
 
 SUPPORTED = Supported("mlflow", lowest="2.10", below="3.18")
 

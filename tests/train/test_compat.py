@@ -1,4 +1,4 @@
-"""The compat seam (sweeps/compat/): an installed library outside its checked range is refused in one line, every
+"""The compat seam (rirlab/compat/): an installed library outside its checked range is refused in one line, every
 private attribute rirlab relies on still exists on the installed library (an upgrade that removes one fails here,
 naming it, instead of silently breaking a resume or a store migration), no module outside the seam reaches into
 those internals, and setup.cfg states the same ranges as the compat modules."""
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-import rirlab.sweeps.compat as compat
-from rirlab.sweeps.compat import Supported, UnsupportedVersion
-from rirlab.sweeps.compat import mlflow as compat_mlflow
-from rirlab.sweeps.compat import ray as compat_ray
+import rirlab.compat as compat
+from rirlab.compat import Supported, UnsupportedVersion
+from rirlab.compat import mlflow as compat_mlflow
+from rirlab.compat import ray as compat_ray
 
 REPO = Path(__file__).resolve().parents[2]
 # every library with a compat surface or private use gets a tested upper bound in setup.cfg
@@ -31,7 +31,7 @@ def _fake_version(monkeypatch, version):
 
 # ---- the range check -------------------------------------------------------------------------------------
 
-PRESENT = compat.modules()  # ray, mlflow, and optuna once sweeps/compat/optuna.py is written
+PRESENT = compat.modules()  # ray, mlflow, and optuna once rirlab/compat/optuna.py is written
 
 
 @pytest.mark.parametrize("module", list(PRESENT.values()), ids=list(PRESENT))
@@ -87,7 +87,7 @@ def test_a_sweep_refuses_an_out_of_range_library_with_one_line_and_exit_2(monkey
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
     assert lines == [f"error: ray 2.99.0 is outside the versions rirlab was checked on "
-                     f"({compat_ray.SUPPORTED.specifier}; the private parts it relies on are in sweeps/compat/ray.py): "
+                     f"({compat_ray.SUPPORTED.specifier}; the private parts it relies on are in rirlab/compat/ray.py): "
                      f"pip install '{compat_ray.SUPPORTED.requirement}'"], result.output
     assert not (workdir / "mlruns.db").exists()  # refused before the store was touched
 
@@ -114,7 +114,7 @@ def _private_parts():
 def test_every_private_part_exists_on_the_installed_library(compat_module, where, attribute, keywords):
     library = compat_module.SUPPORTED.distribution
     version = importlib.metadata.version(library)
-    file = f"sweeps/compat/{library}.py"
+    file = f"rirlab/compat/{library}.py"
     try:
         owner = importlib.import_module(where)
     except ImportError as err:
@@ -147,7 +147,7 @@ def test_ray_looks_up_set_sigterm_handler_through_its_module_at_call_time():
 
     source = inspect.getsource(worker.init)
     assert "ray._private.utils.set_sigterm_handler(" in source, \
-        "ray.init no longer calls ray._private.utils.set_sigterm_handler: adapt sweeps/compat/ray.py keep_sigterm_handler"
+        "ray.init no longer calls ray._private.utils.set_sigterm_handler: adapt rirlab/compat/ray.py keep_sigterm_handler"
 
 
 def test_keep_sigterm_handler_stops_ray_from_replacing_it():
@@ -193,11 +193,11 @@ def test_dropped_env_vars_no_longer_reach_a_trainables_runtime_env(monkeypatch):
 def _project_files():
     for top in ("rirlab", "sweeps", "analysis", "tests/helpers"):
         for path in sorted((REPO / top).rglob("*.py")):
-            if path.parent != REPO / "sweeps" / "compat":
+            if path.parent != REPO / "rirlab" / "compat":
                 yield path
 
 
-# the Optuna glue's use of Ray internals (issue 48): allowed until sweeps/compat/optuna.py exists, which takes it over
+# the Optuna glue's use of Ray internals (issue 48): allowed until rirlab/compat/optuna.py exists, which takes it over
 OPTUNA_GLUE = {("sweeps/tune/optuna.py", "ray.tune.experiment.config_parser._make_parser")}
 
 
@@ -214,15 +214,18 @@ def test_no_module_outside_the_seam_imports_ray_or_mlflow_internals():
                                                   any(name == m or name.startswith(m + ".") for m in internal)):
                 if (path.relative_to(REPO).as_posix(), name) not in allowed:
                     found.append(f"{path.relative_to(REPO)}: {name}")
-    assert not found, "move these into sweeps/compat/: " + "; ".join(found)
+    assert not found, "move these into rirlab/compat/: " + "; ".join(found)
 
 
-def test_the_seam_is_the_lowest_layer_of_sweeps():
+def test_the_seam_is_the_lowest_layer():
+    """rirlab/compat imports nothing of the project but its error type: the library (optim, bench) and the sweep
+    side both use it."""
     from tests.train.test_imports import all_imports
 
-    for path in (REPO / "sweeps" / "compat").glob("*.py"):
-        above = {i for i in all_imports(path) if re.match(r"sweeps\.(spec|plan|tune|record|driver)\b", i)}
-        assert not above, (path.name, above)
+    for path in (REPO / "rirlab" / "compat").glob("*.py"):
+        project = {i for i in all_imports(path) if i.split(".")[0] == "rirlab"
+                   and not i.startswith(("rirlab.compat", "rirlab.errors"))}
+        assert not project, (path.name, project)
 
 
 # ---- setup.cfg and the compat modules agree --------------------------------------------------------------
@@ -242,9 +245,9 @@ def test_setup_cfg_states_the_compat_modules_ranges():
     for name, module in present.items():  # optuna's once it is written
         supported = getattr(module, "SUPPORTED", None)
         assert isinstance(supported, Supported), \
-            f"sweeps/compat/{name}.py declares no SUPPORTED = rirlab.sweeps.compat.Supported(...) range"
+            f"rirlab/compat/{name}.py declares no SUPPORTED = rirlab.compat.Supported(...) range"
         assert requires.get(supported.distribution) == supported.requirement, \
-            (f"setup.cfg requires {requires.get(supported.distribution)!r} but sweeps/compat/{name}.py was checked on "
+            (f"setup.cfg requires {requires.get(supported.distribution)!r} but rirlab/compat/{name}.py was checked on "
              f"{supported.requirement!r}: change both together")
 
 
@@ -265,7 +268,7 @@ def test_the_compat_modules_import_no_library_when_imported():
     import subprocess
     import sys
 
-    code = ("import sys; import rirlab.sweeps.compat as c; c.modules(); c.check_all(); "
+    code = ("import sys; import rirlab.compat as c; c.modules(); c.check_all(); "
             "print(sorted(m for m in ('ray', 'mlflow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
                          env={**os.environ, "PYTHONPATH": str(REPO)})

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from rirlab.sweeps.compat import Supported
+from rirlab.compat import Supported
 
 # trial_of and the legacy unpickling were run on 5.1.0; 3.5 is the oldest rirlab has claimed (setup.cfg)
 SUPPORTED = Supported("optuna", lowest="3.5", below="5.2")

@@ -28,7 +28,7 @@ from typing import Optional
 from rirlab.errors import UserError
 
 # the modules of this package, one per library; optuna's is written separately and may be absent for now
-LIBRARIES = ("ray", "mlflow", "optuna")
+LIBRARIES = ("ray", "mlflow", "optuna", "torch")
 
 
 class UnsupportedVersion(UserError):
@@ -82,7 +82,7 @@ class Supported:
         """Raise one UnsupportedVersion line when the installed version is outside the range (or not installed)."""
         version = installed_version(self.distribution)
         fix = f"pip install '{self.requirement}'"
-        where = f"sweeps/compat/{self.distribution}.py"
+        where = f"rirlab/compat/{self.distribution}.py"
         if version is None:
             raise UnsupportedVersion(f"{self.distribution} is not installed; rirlab needs {self.distribution}"
                                      f"{self.specifier}: {fix}")
