@@ -13,6 +13,6 @@
            Optuna, with the versions each was checked on (``check()``)
 
 Layers (tests/train/test_imports.py checks them): spec < plan < tune, record < driver; compat below them all
-(tests/sweeps/test_compat.py). The names every writer and reader of MLflow uses are in ``rirlab.contract``.
+(tests/train/test_compat.py). The names every writer and reader of MLflow uses are in ``rirlab.contract``.
 Nothing here imports ``analysis``; the CLI passes the parent run's report in.
 """

@@ -5,12 +5,12 @@ range of versions that was checked.
 Why one seam: a private name (``ray._private.utils.set_sigterm_handler``, MLflow's ``_upgrade_db``) can vanish
 or change in any release without notice, and the first sign would be a sweep that no longer resumes or a store
 that no longer migrates. Gathered here, an upgrade is one file to read per library, and
-``tests/sweeps/test_compat.py`` fails naming the attribute that went missing.
+``tests/train/test_compat.py`` fails naming the attribute that went missing.
 
 Each module declares ``SUPPORTED`` (a :class:`Supported`: the oldest version believed to work, inclusive, and the
 first version not checked, exclusive), ``check()``, and ``PRIVATE``: the (module, attribute[, keywords passed]) of
 every private name it uses, which the tests look up on the installed library. ``setup.cfg``'s ``install_requires``
-states the same range (a test keeps them equal). To adopt a new release: install it, run ``tests/sweeps/test_compat.py`` and the e2e sweep
+states the same range (a test keeps them equal). To adopt a new release: install it, run ``tests/train/test_compat.py`` and the e2e sweep
 tests, then move ``SUPPORTED.below`` and ``setup.cfg`` together.
 
 Nothing here imports the libraries themselves at module level (``check()`` reads installed metadata only), so the

@@ -2,7 +2,7 @@
 
 Checked on MLflow 3.17.2 (the version ``tests/sweeps`` and ``tests/e2e`` ran on); 2.10 is the oldest rirlab has
 claimed to support since its first setup.cfg. A sweep refuses an MLflow outside ``SUPPORTED`` before it touches
-the store (``check()``), and ``tests/sweeps/test_compat.py`` fails naming any attribute or keyword below that a new
+the store (``check()``), and ``tests/train/test_compat.py`` fails naming any attribute or keyword below that a new
 MLflow removed.
 
 The private parts, and why no public API does their job:

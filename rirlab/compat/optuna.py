@@ -26,7 +26,7 @@ from rirlab.compat import Supported
 # trial_of and the legacy unpickling were run on 5.1.0; 3.5 is the oldest rirlab has claimed (setup.cfg)
 SUPPORTED = Supported("optuna", lowest="3.5", below="5.2")
 
-# (module, attribute[, keywords passed]) of every non-public name used below, looked up by tests/sweeps/test_compat.py
+# (module, attribute[, keywords passed]) of every non-public name used below, looked up by tests/train/test_compat.py
 PRIVATE = (
     ("optuna.trial", "Trial"),  # constructed directly (documented as not meant to be)
     ("ray.tune.search.search_generator", "SearchGenerator"),  # its _total_samples (old sweeps only)

@@ -2,7 +2,7 @@
 
 Checked on Ray 2.60.0 (the version ``tests/sweeps`` and ``tests/e2e`` ran on); 2.40 is the oldest rirlab has
 claimed to support since its first setup.cfg. A Ray outside ``SUPPORTED`` is refused before Ray starts
-(``check()``), and ``tests/sweeps/test_compat.py`` fails naming any attribute below that a new Ray removed.
+(``check()``), and ``tests/train/test_compat.py`` fails naming any attribute below that a new Ray removed.
 
 The private parts, and why no public API does their job:
 
