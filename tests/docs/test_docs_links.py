@@ -19,9 +19,8 @@ LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 ANCHOR = re.compile(r"<a\s+(?:id|name)=\"([^\"]+)\"")
 
 
-def prose_lines(text: str):
-    """The page's lines outside fenced code blocks (a `# comment` in a shell block is no heading, `[x](y)` no link),
-    with inline code spans removed."""
+def outside_fences(text: str):
+    """The page's lines outside fenced code blocks (a `# comment` in a shell block is no heading, `[x](y)` no link)."""
     fence = None
     for line in text.splitlines():
         mark = re.match(r"^\s*(```+|~~~+)", line)
@@ -29,7 +28,13 @@ def prose_lines(text: str):
             fence = None if fence and mark.group(1)[0] == fence else (fence or mark.group(1)[0])
             continue
         if fence is None:
-            yield re.sub(r"`[^`]*`", "", line)
+            yield line
+
+
+def prose_lines(text: str):
+    """``outside_fences`` with inline code spans removed."""
+    for line in outside_fences(text):
+        yield re.sub(r"`[^`]*`", "", line)
 
 
 def slug(heading: str) -> str:
@@ -43,13 +48,8 @@ def anchors(path) -> set[str]:
     seen: dict[str, int] = {}
     found = set()
     text = path.read_text(encoding="utf-8")
-    fence = None
-    for line in text.splitlines():
-        mark = re.match(r"^\s*(```+|~~~+)", line)
-        if mark:
-            fence = None if fence and mark.group(1)[0] == fence else (fence or mark.group(1)[0])
-            continue
-        if fence is None and (m := re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)):
+    for line in outside_fences(text):
+        if m := re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line):
             base = slug(m.group(1))
             n = seen.get(base, 0)
             found.add(base if n == 0 else f"{base}-{n}")
