@@ -95,7 +95,7 @@ class SweepPlan:
         needs no registry; None when the trials do not share one task."""
         from rirlab.tasks import registry
 
-        tasks = {r.task for r in self.resolved}
+        tasks = {r.task for r in (*self.resolved, *self.evaluated)}  # (a sweep of evaluation-only rows trains none)
         return list(registry.get(tasks.pop()).splits) if len(tasks) == 1 else None
 
     def param_space(self) -> dict:

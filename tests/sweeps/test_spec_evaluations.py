@@ -62,6 +62,9 @@ def test_the_evaluation_row_alone_trains_nothing_and_needs_trials_trained_before
     spec = write(tmp_path, ROWS)
     plan = SweepPlan.of(load_spec(spec, overrides={"variant": "+RIR inference"}))
     assert plan.trials == () and [e.source.name for e in plan.evaluations] == ["RIR-EBT-GRC,seed=0", "RIR-EBT-GRC,seed=1"]
+    # the task's splits and their paper labels are recorded for it too: a table of the evaluation row alone showed
+    # the splits by name in alphabetical order (args_10, ..., test) instead of Table 5's columns
+    assert [label for _, label in plan.splits][:4] == ["near-IID", "200-300", "500-600", "900-1000"]
     store = tmp_path / "empty.db"  # no trial of RIR-EBT-GRC trained there: refused before Ray starts or a store is made
     r = invoke("sweep", spec, "--set", "variant=+RIR inference", "--tracking-uri", f"sqlite:///{store}")
     assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 2, r.output  # the banner, then the one line
