@@ -1,0 +1,156 @@
+"""`rirlab sweep` at N trials against a bare Ray Tune `Tuner.fit` of the same trial function (issue 50 item 1).
+
+Both sides run N of the smallest real trials (rir_grc, hidden size 8, a few training steps on a few generated
+ListOps rows, one evaluation split) on a local Ray, one trial at a time by default (--max-concurrent), each as a
+fresh process: wall time includes interpreter start, imports, Ray start and shutdown. rirlab adds the spec's
+validation, the sqlite MLflow store (a parent run and N nested runs, every result logged from the driver) and a
+final checkpoint per trial copied into MLflow. Per side: wall time, trials per minute, the driver's peak RSS
+(its own ``ru_maxrss``, Ray's processes excluded), the size of the store and of the Tune folder; then the time of
+`rirlab runs`, `tables` and `export` on the store the sweep left. A per-trial cost that grows with the runs already
+in the experiment shows as a larger gap between one trial's end and the next one's start late in the sweep than
+early (``gap first/last``, from the MLflow runs' start and end times, max concurrency 1 only).
+
+    taskset -c 1 .venv/bin/python benchmarks/sweep_scale.py --trials 10 [--steps 5] [--max-concurrent 1]
+        [--skip-bare] [--keep DIR] [--json FILE]
+
+--trials is a flag because 1,000 trials take hours on one shared core (about 10-25 s a trial here); the issue's
+figures at 10 and 100 are in benchmarks/README.md ("Sweeps at scale").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+FIXED = {"hidden_size": 8, "chunk_size": 5, "batch_size": 16, "log_every": 5, "eval_every": 5, "n_train": 100,
+         "n_dev": 20, "n_test": 20, "eval_splits": ["test"], "num_threads": 1, "lr": 0.003}
+
+# the driver's own peak RSS, written at exit (Ray's node processes and workers are other processes)
+PEAK = ("import atexit, resource, sys\n"
+        "_peak = sys.argv.pop(1)\n"
+        "atexit.register(lambda: open(_peak, 'w').write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)))\n")
+
+RIRLAB = PEAK + "sys.argv[0] = 'rirlab'\nfrom rirlab.cli import main\nmain()\n"
+
+BARE = PEAK + """
+import json, ray
+from ray import tune
+from rirlab.train import run_trial
+
+configs, storage, concurrent = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+
+def fn(config):
+    run_trial(config["trial"], lambda metrics, checkpoint=None: tune.report(metrics))
+
+ray.init(address="local", include_dashboard=False, log_to_driver=False)
+tuner = tune.Tuner(tune.with_resources(fn, {"cpu": 1}), param_space={"trial": tune.grid_search(configs)},
+                   tune_config=tune.TuneConfig(max_concurrent_trials=concurrent),
+                   run_config=tune.RunConfig(storage_path=storage, verbose=0))
+grid = tuner.fit()
+assert not grid.errors
+"""
+
+
+def size_mb(*paths: Path) -> float:
+    total = 0
+    for p in paths:
+        if p.is_file():
+            total += p.stat().st_size
+        elif p.is_dir():
+            total += sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+    return total / 2**20
+
+
+def timed(cmd, cwd, env=None) -> float:
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    took = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(map(str, cmd))} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+    return took
+
+
+def gaps(uri: str, name: str) -> tuple[float, float]:
+    """Mean seconds between a trial run's end and the next one's start, over the first and the last tenth (at least
+    3) of the sweep's trial runs in start order: equal when the driver's per-trial cost does not grow."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(name)
+    runs = [r for r in client.search_runs([exp.experiment_id], max_results=50_000)
+            if r.data.tags.get("mlflow.parentRunId")]
+    runs.sort(key=lambda r: r.info.start_time)
+    between = [(b.info.start_time - a.info.end_time) / 1000 for a, b in zip(runs, runs[1:]) if a.info.end_time]
+    k = max(3, len(between) // 10)
+    if len(between) < 2:
+        return float("nan"), float("nan")
+    return sum(between[:k]) / len(between[:k]), sum(between[-k:]) / len(between[-k:])
+
+
+def run_rirlab(work: Path, n: int, steps: int, concurrent: int) -> dict:
+    spec = {"name": f"scale{n}", "task": "listops", "model": "rir_grc", "fixed": {**FIXED, "steps": steps},
+            "seeds": n, "max_concurrent": concurrent, "max_trials": max(n, 1000)}
+    (work / "spec.yaml").write_text(yaml.safe_dump(spec))
+    uri = f"sqlite:///{work / 'mlruns.db'}"
+    peak = work / "peak_rirlab.txt"
+    wall = timed([sys.executable, "-c", RIRLAB, str(peak), "sweep", "spec.yaml", "--tracking-uri", uri], work)
+    out = {"wall_s": wall, "trials_per_min": n / wall * 60, "driver_peak_rss_mb": int(peak.read_text()) / 1024,
+           "store_mb": size_mb(work / "mlruns.db", work / "mlartifacts"), "tune_folder_mb": size_mb(work / "rirlab_runs")}
+    script = Path(sys.executable).parent / "rirlab"
+    cli = [str(script)] if script.exists() else [sys.executable, "-m", "rirlab.cli"]
+    out["runs_s"] = timed([*cli, "runs", "spec.yaml", "--tracking-uri", uri], work)
+    out["tables_s"] = timed([*cli, "tables", "spec.yaml", "--tracking-uri", uri], work)
+    out["export_s"] = timed([*cli, "export", "--experiment", spec["name"], "--tracking-uri", uri,
+                             "--out", str(work / "export.parquet")], work)
+    if concurrent == 1:
+        out["gap_first_s"], out["gap_last_s"] = gaps(uri, spec["name"])
+    return out
+
+
+def run_bare(work: Path, n: int, steps: int, concurrent: int) -> dict:
+    configs = [{"task": "listops", "model": "rir_grc", **FIXED, "steps": steps, "seed": s} for s in range(n)]
+    peak, storage = work / "peak_bare.txt", work / "bare_tune"
+    wall = timed([sys.executable, "-c", BARE, str(peak), json.dumps(configs), str(storage), str(concurrent)], work)
+    return {"wall_s": wall, "trials_per_min": n / wall * 60, "driver_peak_rss_mb": int(peak.read_text()) / 1024,
+            "tune_folder_mb": size_mb(storage)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trials", type=int, default=10)
+    ap.add_argument("--steps", type=int, default=5, help="training steps per trial")
+    ap.add_argument("--max-concurrent", type=int, default=1)
+    ap.add_argument("--skip-bare", action="store_true", help="only the rirlab side")
+    ap.add_argument("--keep", default=None, help="keep the stores and Tune folders in this folder")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    work = Path(args.keep or tempfile.mkdtemp(prefix="rirlab-scale-"))
+    work.mkdir(parents=True, exist_ok=True)
+    result = {"trials": args.trials, "steps": args.steps, "max_concurrent": args.max_concurrent}
+    try:
+        if not args.skip_bare:
+            result["bare"] = run_bare(work, args.trials, args.steps, args.max_concurrent)
+            print(f"bare Tuner.fit: {json.dumps(result['bare'])}", flush=True)
+        result["rirlab"] = run_rirlab(work, args.trials, args.steps, args.max_concurrent)
+        print(f"rirlab sweep:   {json.dumps(result['rirlab'])}", flush=True)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    if "bare" in result:
+        result["ratio"] = result["rirlab"]["wall_s"] / result["bare"]["wall_s"]
+        print(f"ratio rirlab / bare wall time: {result['ratio']:.2f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
