@@ -27,7 +27,7 @@ FIXED = {"task": "listops", "model": "rir_grc", "hidden_size": 16, "chunk_size":
          "eval_every": 50, "n_train": 500, "n_dev": 100, "n_test": 100, "eval_splits": ["test"], "num_threads": 1}
 
 BARE = """
-import sys, json, ray
+import os, sys, json, ray
 from ray import tune
 from rirlab.train import run_trial
 
@@ -36,6 +36,9 @@ configs = json.loads(sys.argv[1])
 def fn(config):
     run_trial(config["trial"], lambda metrics, checkpoint=None: tune.report(metrics))
 
+# trials at the driver's niceness, as `rirlab sweep` runs them (Ray would start its workers 15 steps nicer,
+# and on a shared core any other process would starve the bare side: minutes per tiny trial here)
+os.environ.setdefault("RAY_worker_niceness", "0")
 ray.init(address="local", include_dashboard=False, log_to_driver=False)
 tuner = tune.Tuner(tune.with_resources(fn, {"cpu": 1}), param_space={"trial": tune.grid_search(configs)},
                    run_config=tune.RunConfig(storage_path=sys.argv[2], verbose=0))
