@@ -21,6 +21,7 @@ from typing import Callable
 import click
 
 CACHE_VERSION = 1  # bump when what a cache file holds changes shape
+KEEP = 8  # cache files kept per listing: this source's and the newest of others
 
 
 def first_paragraph(doc: str) -> str:
@@ -84,9 +85,12 @@ def listing(kind: str, registry_module: str, live: Callable[[], list[str]]) -> l
         tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
         tmp.write_text(json.dumps(lines))
         os.replace(tmp, path)
-        for old in folder.glob(f"{kind}-*.json"):  # those of an earlier source: never read again
-            if old != path:
-                old.unlink(missing_ok=True)
+        # those of other sources (an earlier version; another checkout or venv sharing the cache): the newest few
+        # kept, so that two installs used in turn do not evict each other, the rest removed
+        others = sorted((p for p in folder.glob(f"{kind}-*.json") if p != path), key=lambda p: p.stat().st_mtime,
+                        reverse=True)
+        for old in others[KEEP - 1:]:
+            old.unlink(missing_ok=True)
     except OSError:
         pass
     return lines

@@ -92,13 +92,26 @@ def test_the_cache_of_this_source_is_read(tmp_path, monkeypatch):
     assert catalog.listing("models", "not.imported.registry", lambda: ["live"]) == ["from the cache"]
 
 
-def test_a_cache_of_another_source_is_ignored_and_replaced(tmp_path, monkeypatch):
+def test_a_cache_of_another_source_is_ignored(tmp_path, monkeypatch):
     _cached(tmp_path, monkeypatch, ["from the cache"])
-    stale = catalog.cache_folder() / "models-0123456789abcdef0123.json"
-    (catalog.cache_folder() / f"models-{catalog.source_hash()}.json").rename(stale)
+    other = catalog.cache_folder() / "models-0123456789abcdef0123.json"
+    (catalog.cache_folder() / f"models-{catalog.source_hash()}.json").rename(other)
     assert catalog.listing("models", "not.imported.registry", lambda: ["live"]) == ["live"]
-    assert not stale.exists()
-    assert catalog.listing("models", "not.imported.registry", lambda: ["other"]) == ["live"]  # written
+    assert catalog.listing("models", "not.imported.registry", lambda: ["other"]) == ["live"]  # written, then read
+    assert other.exists()  # another install's (kept: two used in turn do not evict each other)
+
+
+def test_only_the_newest_caches_of_other_sources_are_kept(tmp_path, monkeypatch):
+    _cached(tmp_path, monkeypatch, ["x"])
+    folder = catalog.cache_folder()
+    (folder / f"models-{catalog.source_hash()}.json").unlink()
+    others = [folder / f"models-{i:020d}.json" for i in range(catalog.KEEP + 3)]
+    for age, path in enumerate(others):
+        path.write_text("[]")
+        os.utime(path, (1_000_000 + age, 1_000_000 + age))
+    catalog.listing("models", "not.imported.registry", lambda: ["live"])
+    kept = sorted(p.name for p in folder.glob("models-*.json"))
+    assert kept == sorted([f"models-{catalog.source_hash()}.json"] + [p.name for p in others[-(catalog.KEEP - 1):]])
 
 
 def test_a_corrupt_cache_is_read_live(tmp_path, monkeypatch):
