@@ -19,6 +19,7 @@ Imported only by optuna sweeps (Ray Tune and Optuna are slow to import) and by T
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import pickle
 import time
@@ -40,7 +41,12 @@ logger = logging.getLogger(__name__)
 TRAINING_ITERATION = "training_iteration"  # ray.tune.result: the step Optuna's intermediate values are keyed by
 STATE_VERSION = 2  # of OptunaSearcher's saved state (1: Ray's OptunaSearch under a Repeater, rirlab.compat.optuna)
 
-_LIVE: list["OptunaSearcher"] = []  # the optuna searcher of this driver's sweep (a fresh or a restored one)
+# The optuna searcher of the sweep this context drives (a fresh one, or the one Tune restored on --resume, which
+# only Tune holds: the driver never sees it), for ``link_run``. A context variable, not a module list: each driver
+# thread or context (a test, a notebook) sees the searcher it built or restored, never another one's; Tune builds,
+# restores and runs the searcher in the driver's thread (Tuner.fit runs there).
+_SEARCHER: contextvars.ContextVar[Optional["OptunaSearcher"]] = contextvars.ContextVar(
+    "rirlab_optuna_searcher", default=None)
 
 
 class OptunaSearcher(Searcher):
@@ -61,7 +67,7 @@ class OptunaSearcher(Searcher):
         self.pending_legacy_groups: Optional[dict] = None  # an old sweep's Repeater state, until its restore
         self._study = self._rdb = None  # (opened on first use: Tune pickles this searcher before the sweep starts)
         self._trials: dict[int, object] = {}  # Optuna trial number -> optuna.trial.Trial (of this driver)
-        _LIVE[:] = [self]
+        _SEARCHER.set(self)
 
     # ---- pickling: the study and its trials live in the storage, not in Tune's files
     def __getstate__(self):
@@ -69,7 +75,7 @@ class OptunaSearcher(Searcher):
 
     def __setstate__(self, state):
         self.__dict__.update(state, _study=None, _rdb=None, _trials={})
-        _LIVE[:] = [self]
+        _SEARCHER.set(self)
 
     # ---- the study
     @property
@@ -253,7 +259,8 @@ def link_run(trial_id: str, run_id: str) -> dict[str, str]:
     trial's number and study) go on the run. Empty when no Optuna trial is known for it."""
     from rirlab import contract
 
-    ot_trial = _LIVE[0].optuna_trial(trial_id) if _LIVE else None
+    searcher = _SEARCHER.get()
+    ot_trial = searcher.optuna_trial(trial_id) if searcher is not None else None
     if ot_trial is None:
         return {}
     tags = {contract.OPTUNA_TRIAL_NUMBER: str(ot_trial.number), contract.OPTUNA_STUDY: ot_trial.study.study_name}
