@@ -11,7 +11,14 @@ main thread at once. It never sleeps inside ``signal.sigtimedwait``: CPython's (
 the uninitialised ``siginfo_t`` on its stack when the wait ends in EINTR after its deadline (a thread that could
 not run for a moment on a loaded machine, a process stopped and continued), a SIGINT nobody sent "from process
 -1623728833"; it sleeps on an Event and takes a SIGINT only once ``sigpending`` shows one, without waiting. SIGTERM is handled as Ctrl-C (exit 143 rather than 130); Ray's
-own SIGTERM handler (``sys.exit``) is kept out during ``ray.init``."""
+own SIGTERM handler (``sys.exit``) is kept out during ``ray.init``.
+
+The state here is module-level on purpose, and the only such state of the driver: which signals came
+(``_INTERRUPTED``, ``_TERMINATED``, ``_SENDERS``), the open ``shielded`` blocks (``_SHIELD``) and the startup
+window's watcher (``_WINDOW``) belong to the process, not to one sweep. A signal handler gets only the signal
+number and the frame, and the watcher thread must see what the main thread does at once, so there is no object
+they could reach it through; the CLI also reads it after the driver has gone (the exit code, 130 or 143).
+Everything else a sweep holds is owned by its ``SweepDriver``."""
 
 from __future__ import annotations
 
