@@ -77,7 +77,7 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
 
         uri = resolve_tracking_uri(tracking_uri)
         click.echo(f"sweep {plan.spec.name} (spec hash {plan.hash}) -> MLflow {uri}")
-        counts = run_sweep(plan, uri, address=address, resume=resume,
+        result = run_sweep(plan, uri, address=address, resume=resume,
                            checkpoint_artifacts=not no_checkpoint_artifacts, output_root=output_dir,
                            progress=progress, system_metrics=system_metrics, report=log_parent_report)
     except SweepFault as err:  # a full disk, a store locked too long: the sweep stopped as on Ctrl-C
@@ -101,21 +101,14 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
         sys.exit(143 if terminated() else 130)
     finally:  # a refusal or a dry run ends before Tune: SIGINT unblocked again (an in-process caller keeps Ctrl-C)
         close_startup_window()
-    if counts["interrupted"]:
-        click.echo(f"interrupted: {counts['stopped']} running trial(s) stopped, their last checkpoints kept; "
+    if result.interrupted:
+        click.echo(f"interrupted: {result.stopped} running trial(s) stopped, their last checkpoints kept; "
                    f"continue with:\n  {_resume_command(spec, quick, sets, where)}", err=True)
         sys.exit(143 if terminated() else 130)
-    evaluated = (f"; evaluation-only cells: {counts['evaluated']} evaluated"
-                 + (f", {counts['eval_failed']} failed" if counts.get("eval_failed") else "")
-                 + (f", {counts['eval_waiting']} without a finished trial" if counts.get("eval_waiting") else "")
-                 if "evaluated" in counts else "")
-    early = f"{counts['stopped_early']} stopped early (not counted), " if counts.get("stopped_early") else ""
-    click.echo(f"done: {counts['finished']} finished, {early}{counts['failed']} failed{evaluated}; parent run "
-               f"{counts['parent_run_id']}")
-    for line in _done_hints(spec, plan.spec.name, counts["parent_run_id"], _where_flags(tracking_uri, None, None)):
+    click.echo(result.done_line())
+    for line in _done_hints(spec, plan.spec.name, result.parent_run_id, _where_flags(tracking_uri, None, None)):
         click.echo(line)
-    if counts["finished"] + counts.get("stopped_early", 0) == 0 and not counts.get("evaluated"):  # (evaluation-only
-        # rows train nothing)
+    if result.trained_nothing:  # (evaluation-only rows train nothing)
         sys.exit(1)
 
 

@@ -17,17 +17,18 @@ from rirlab.sweeps.record.tracker import worker_env
 from rirlab.sweeps.spec.schema import Spec
 
 
-def ray_init(address: Optional[str], log_dir: Path, tracking_uri: Optional[str] = None) -> None:
+def ray_init(address: Optional[str], log_dir: Path, tracking_uri: Optional[str] = None,
+             ray_log: Optional["RayLog"] = None) -> "RayLog":
+    """Start (or join) Ray, its driver-side logging into ``log_dir``/ray_driver.log through ``ray_log`` (the
+    caller's, so that it can detach it even when Ray fails to start; a new one when none is given). Returns it."""
     import ray
 
     if address not in (None, "local"):
         _check_reachable(address)
-    log_dir.mkdir(parents=True, exist_ok=True)
-    handler = _QuietFileHandler(log_dir / "ray_driver.log")
-    _HANDLERS.append(handler)
-    _log_ray_to(handler)
+    ray_log = ray_log if ray_log is not None else RayLog()
+    handler = ray_log.attach(log_dir)
     if ray.is_initialized():
-        return
+        return ray_log
     kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
     if address in (None, "local"):
         # no --address: always a fresh local Ray sized to this machine, never an unrelated `ray start` cluster;
@@ -42,7 +43,7 @@ def ray_init(address: Optional[str], log_dir: Path, tracking_uri: Optional[str] 
         except Exception as err:  # noqa: BLE001 - Ray's start-up raises plain RuntimeError/Exception/TimeoutError
             raise UserError(local_start_failure(err)) from None
         _log_ray_to(handler)
-        return
+        return ray_log
     # a running cluster (ray start, `ray up`, KubeRay, Slurm): workers need only the Python environment; the
     # trial code travels as py_modules (the driver's rirlab package, rirlab.sweeps inside it, so every node runs the
     # driver's version) with the top-level packages of $RIRLAB_PLUGINS, MLflow's URI and credentials as env_vars
@@ -56,6 +57,7 @@ def ray_init(address: Optional[str], log_dir: Path, tracking_uri: Optional[str] 
     try:
         ray.init(address=address, runtime_env=runtime_env, **kwargs)
         _log_ray_to(handler)
+        return ray_log
     except (ConnectionError, ValueError, RuntimeError) as err:  # not a Ray head there, or a token that is not
         # the cluster's (token authentication)
         why = (str(err).splitlines() or [type(err).__name__])[0]
@@ -116,20 +118,33 @@ class _QuietFileHandler(logging.FileHandler):
         pass
 
 
-_HANDLERS: list[logging.Handler] = []
 RAY_LOGGERS = ("ray", "ray._private", "ray.tune", "ray.train", "ray.data")
 
 
-def detach_ray_log() -> None:
-    """Ray's logging no longer goes to the sweep's ray_driver.log (its folder is about to be removed: a closed
-    FileHandler that logs again would create the file, and so the folder's contents, anew)."""
-    while _HANDLERS:
-        handler = _HANDLERS.pop()
-        for name in RAY_LOGGERS:
-            lg = logging.getLogger(name)
-            if handler in lg.handlers:
-                lg.removeHandler(handler)
-        handler.close()
+class RayLog:
+    """One sweep's ray_driver.log: the handlers that send Ray's driver-side logging there, owned by the driver that
+    attached them (no module-level list: a driver detaches its own, and only its own, before removing its folder)."""
+
+    def __init__(self) -> None:
+        self.handlers: list[logging.Handler] = []
+
+    def attach(self, log_dir: Path) -> logging.Handler:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        handler = _QuietFileHandler(log_dir / "ray_driver.log")
+        self.handlers.append(handler)
+        _log_ray_to(handler)
+        return handler
+
+    def detach(self) -> None:
+        """Ray's logging no longer goes to the sweep's ray_driver.log (its folder is about to be removed: a closed
+        FileHandler that logs again would create the file, and so the folder's contents, anew)."""
+        while self.handlers:
+            handler = self.handlers.pop()
+            for name in RAY_LOGGERS:
+                lg = logging.getLogger(name)
+                if handler in lg.handlers:
+                    lg.removeHandler(handler)
+            handler.close()
 
 
 def _log_ray_to(handler: logging.Handler) -> None:

@@ -13,6 +13,7 @@ sweep evaluates only what has no FINISHED run yet, in the run it had.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import glob
 import io
 import os
@@ -125,12 +126,22 @@ def _metrics(result: dict) -> dict:
     return out
 
 
+@dataclasses.dataclass
+class EvaluationCounts:
+    """The evaluation-only cells of a sweep: evaluated (runs FINISHED, this driver's and earlier ones), failed,
+    waiting (no finished source trial)."""
+
+    evaluated: int = 0
+    failed: int = 0
+    waiting: int = 0
+
+
 def run_evaluations(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str,
-                    say: Callable[[str], None]) -> dict:
+                    say: Callable[[str], None]) -> EvaluationCounts:
     """Run every evaluation-only cell of the plan whose source trial finished and that has no FINISHED run yet.
     Returns counts: evaluated (runs FINISHED, this driver's and earlier ones), failed, waiting (no finished source
     trial: failed or stopped early). Ctrl-C ends the runs in progress KILLED and is raised again."""
-    counts = {"evaluated": 0, "eval_failed": 0, "eval_waiting": 0}
+    counts = EvaluationCounts()
     if not plan.evaluations:
         return counts
     import ray
@@ -144,11 +155,11 @@ def run_evaluations(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: s
         for ev, resolved in zip(plan.evaluations, plan.evaluated):
             old = runs.get(ev.key)
             if old is not None and old.info.status == "FINISHED":
-                counts["evaluated"] += 1
+                counts.evaluated += 1
                 continue
             source = _source_run(tracker, plan, children, ev)
             if source is None:
-                counts["eval_waiting"] += 1
+                counts.waiting += 1
                 say(f"  {ev.record.name}: not evaluated, trial {ev.source.name} did not finish")
                 continue
             if old is not None:
@@ -163,7 +174,7 @@ def run_evaluations(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: s
                 blob = checkpoint_bytes(tracker, source)
             except LookupError as err:
                 tracker.finish(run_id, "FAILED", str(err))
-                counts["eval_failed"] += 1
+                counts.failed += 1
                 say(f"  {ev.record.name}: FAILED ({err})")
                 continue
             say(f"  {ev.record.name}: evaluating the weights of {source.info.run_name}")
@@ -176,13 +187,13 @@ def run_evaluations(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: s
             except Exception as err:  # noqa: BLE001 - the evaluation's own error: its run says why
                 why = (str(err).strip().splitlines() or [type(err).__name__])[-1][:500]
                 tracker.finish(run_id, "FAILED", why)
-                counts["eval_failed"] += 1
+                counts.failed += 1
                 say(f"  {ev.record.name}: FAILED ({why})")
                 continue
             tracker.log_result(run_id, {**_metrics(result), contract.STEP: result["step"]}, int(result["step"]))
             tracker.set_tags(run_id, {contract.FINAL_LOGGED: contract.TRUE})
             tracker.finish(run_id, "FINISHED")
-            counts["evaluated"] += 1
+            counts.evaluated += 1
             cells = ", ".join(f"{s} {v['accuracy']:.2f}" for s, v in result["splits"].items() if s != "dev")
             say(f"  {ev.record.name}: {cells}")
     except BaseException:

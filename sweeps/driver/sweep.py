@@ -1,9 +1,13 @@
 """Run (or ``--resume``) the sweep of a plan: Ray started, the parent run opened, the Tuner fitted with the MLflow
-and progress callbacks, and the parent ended with its counts, best trial and report."""
+and progress callbacks, and the parent ended with its counts, best trial and report.
+
+``SweepDriver`` is the one object that does it (and owns what it holds meanwhile); ``run_sweep`` is its entry point
+and returns a ``SweepResult``, which the CLI prints."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import secrets
@@ -16,7 +20,7 @@ from typing import Callable, Optional
 from rirlab import contract
 from rirlab.errors import UserError
 from rirlab.redact import redact_all, redact_uri
-from rirlab.sweeps.driver.cluster import check_address, check_resources, detach_ray_log, ray_init
+from rirlab.sweeps.driver.cluster import check_address, check_resources, RayLog, ray_init
 from rirlab.sweeps.driver.legacy import legacy_module_names
 from rirlab.sweeps.driver.lock import sweep_lock
 from rirlab.sweeps.record.faults import SweepFault, disk_full, store_fault, tune_folder_full
@@ -56,111 +60,205 @@ def _no_parent_message(tracker: Tracker, exp_id: Optional[str], plan: SweepPlan,
             f"{flags or ' (none)'}; to start a new sweep of this spec, leave out --resume")
 
 
+@dataclasses.dataclass(frozen=True)
+class SweepResult:
+    """How a sweep that ran to its end (or to a Ctrl-C Ray Tune took gracefully) ended: what the CLI prints and
+    picks its exit code from. ``evaluated`` is None where no evaluation-only cell was run (the sweep has none, or it
+    was interrupted first): the done line then says nothing of them."""
+
+    parent_run_id: str
+    finished: int = 0
+    stopped_early: int = 0  # ended by ASHA or a time limit: neither finished nor failed, not counted in tables
+    failed: int = 0
+    errors: int = 0  # Tune's own count of trials that ended in an error
+    interrupted: bool = False  # Ctrl-C or SIGTERM stopped it: --resume continues it
+    stopped: int = 0  # running trials the interruption stopped
+    evaluated: Optional[int] = None
+    eval_failed: int = 0
+    eval_waiting: int = 0  # evaluation-only cells whose source trial did not finish
+
+    @property
+    def trained_nothing(self) -> bool:
+        """No trial finished (or stopped early) and no evaluation-only cell was evaluated: the CLI exits 1."""
+        return self.finished + self.stopped_early == 0 and not self.evaluated
+
+    def done_line(self) -> str:
+        """The line the CLI prints when the sweep ended."""
+        evaluated = ""
+        if self.evaluated is not None:
+            evaluated = (f"; evaluation-only cells: {self.evaluated} evaluated"
+                         + (f", {self.eval_failed} failed" if self.eval_failed else "")
+                         + (f", {self.eval_waiting} without a finished trial" if self.eval_waiting else ""))
+        early = f"{self.stopped_early} stopped early (not counted), " if self.stopped_early else ""
+        return (f"done: {self.finished} finished, {early}{self.failed} failed{evaluated}; parent run "
+                f"{self.parent_run_id}")
+
+
 def run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str] = None, resume: bool = False,
               checkpoint_artifacts: bool = True, output_root: str = OUTPUT_ROOT, progress: str = "line",
-              system_metrics: bool = False, report: Optional[Callable[[str, str], None]] = None) -> dict:
-    """Run (or --resume) the sweep; returns counts of finished / failed trials. Ctrl-C or SIGTERM once the
-    parent run exists raises SweepInterrupted (before it, KeyboardInterrupt: nothing to resume). ``report(uri,
-    parent_id)`` attaches the finished sweep's report (the CLI passes analysis's table and plot); a failure
-    there is a warning. Until Ray Tune runs, no Ctrl-C or SIGTERM can be lost (``signals.startup_window``)."""
-    with startup_window(), contextlib.ExitStack() as held:  # held: the sweep's lock (one driver per sweep)
-        return _run_sweep(plan, tracking_uri, address, resume, checkpoint_artifacts, output_root, progress,
-                          system_metrics, report, held)
+              system_metrics: bool = False, report: Optional[Callable[[str, str], None]] = None) -> SweepResult:
+    """Run (or --resume) the sweep (``SweepDriver.run``); returns its ``SweepResult``."""
+    return SweepDriver(plan, tracking_uri, address=address, resume=resume, checkpoint_artifacts=checkpoint_artifacts,
+                       output_root=output_root, progress=progress, system_metrics=system_metrics,
+                       report=report).run()
 
 
-def _run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str], resume: bool, checkpoint_artifacts: bool,
-               output_root: str, progress: str, system_metrics: bool, report, held: contextlib.ExitStack) -> dict:
-    raise_if_interrupted()
-    check_address(address)
-    _preflight(plan, local=address in (None, "local"))  # e.g. a GloVe file a text task needs: missing, refused
-    # before Ray starts or MLflow is written
-    os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
-    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-    os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", "1")
-    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "5")  # snapshot Tune's state often: --resume needs it
-    # CheckpointConfig(num_to_keep=1) makes Tune snapshot its state after every trial checkpoint (so the state
-    # never names a deleted checkpoint: what --resume restores from) and warn when such snapshots come closer
-    # than this many seconds apart. On this storage they are small local files: wanted, not a bottleneck.
-    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
-    from ray import tune
+class SweepDriver:
+    """One sweep from start to end: refusals before anything starts, Ray, the parent run, the Tuner fitted with the
+    MLflow and progress callbacks, and the parent ended with its counts, best trial and report.
 
-    spec = plan.spec
-    tracker = Tracker(tracking_uri)
-    exp_id = tracker.experiment_id(spec.name, create=False)
-    parent = tracker.find_parent(exp_id, plan.hash) if resume and exp_id else None
-    if resume and parent is None:
-        raise UserError(_no_parent_message(tracker, exp_id, plan, tracking_uri))
-    if plan.evaluations:  # rows it evaluates but does not train: trained before, or refused
-        from rirlab.sweeps.driver.evaluations import missing_sources
+    It holds what the steps share (the plan, the store, the experiment, the parent run, the Tune folder, whether
+    Tune's state is restored, the options) and what it owns while it runs: the sweep's lock (``held``), Ray's
+    driver log (``ray_log``) and, while Tune builds, restores and runs the experiment, the live callbacks that Tune's
+    pickled ones load back as (``rirlab.sweeps.record.callback.bound``: a context variable set for the time of the
+    fit, which is how a ``--resume`` gets this driver's MLflow client and progress line back from tuner.pkl).
 
-        missing = missing_sources(plan, tracker)
-        if missing:
-            ev = missing[0]
-            raise UserError(f"variant '{ev.record.variant}' evaluates the weights of trial {ev.source.name}, which this "
-                            f"sweep does not train and no finished run in {tracker.uri} was trained like; train it "
-                            f"in this sweep too (--set {shlex.quote(f'variant=[{ev.source.variant},{ev.record.variant}]')})")
-    restore = False
-    if parent is not None:
-        tune_path = parent.data.tags.get(contract.TUNE_PATH, "")
-        restore = bool(tune_path) and tune.Tuner.can_restore(tune_path)
-        if not restore and plan.n_trials and tracker.children(exp_id, parent.info.run_id):
-            raise UserError(f"--resume: the Ray Tune state of run {parent.info.run_id} ({tune_path or 'unknown'}) is "
-                            f"gone; start the sweep again without --resume")
-        held.enter_context(sweep_lock(tune_path, parent.info.run_id))  # a second driver of it: refused here
-        restore = bool(tune_path) and tune.Tuner.can_restore(tune_path)  # (saved meanwhile by a driver now ended)
-    else:
-        tune_path = new_tune_path(output_root, spec.name, plan.hash)
-        held.enter_context(sweep_lock(tune_path))  # kept until this driver ends: a --resume meanwhile is refused
-    try:
-        with keep_sigterm_handler():  # Ray's would exit at once (status 15), leaving no line and no cleanup
-            ray_init(address, Path(tune_path), tracking_uri)  # a wrong --address or a Ray that does not start
-            # fails here, before MLflow is written
-        stop_on_sigterm_like_ctrl_c()
-        raise_if_interrupted()  # a Ctrl-C or SIGTERM during ray.init: stop before anything is recorded
-        check_resources(spec, address)  # a trial no node can hold: refused before MLflow is written
-        if parent is None:  # an Optuna storage that cannot serve: refused before MLflow is written
-            from rirlab.sweeps.tune.search import check_storage
+    Ctrl-C or SIGTERM once the parent run exists raises SweepInterrupted (before it, KeyboardInterrupt: nothing to
+    resume). ``report(uri, parent_id)`` attaches the finished sweep's report (the CLI passes analysis's table and
+    plot); a failure there is a warning. Until Ray Tune runs, no Ctrl-C or SIGTERM can be lost
+    (``signals.startup_window``). A machine's fault (a full disk, a store locked too long) raises SweepFault."""
 
-            check_storage(plan, raw(tracking_uri), tune_path)
-    except BaseException:
-        if parent is None:  # nothing ran: leave no sweep folder behind
-            _discard(tune_path)
-        raise
-    parent_id = None
-    try:
-        if parent is not None:
-            parent_id = parent.info.run_id
-            tracker.reopen(parent_id)  # (no Tune state and no trial yet: the sweep starts afresh under the same run)
-        else:
-            exp_id = tracker.experiment_id(spec.name)
-            started = time.time()
+    def __init__(self, plan: SweepPlan, tracking_uri: str, address: Optional[str] = None, resume: bool = False,
+                 checkpoint_artifacts: bool = True, output_root: str = OUTPUT_ROOT, progress: str = "line",
+                 system_metrics: bool = False, report: Optional[Callable[[str, str], None]] = None):
+        self.plan, self.tracking_uri, self.address, self.resume = plan, tracking_uri, address, resume
+        self.checkpoint_artifacts, self.output_root = checkpoint_artifacts, output_root
+        self.progress_mode, self.system_metrics, self.report = progress, system_metrics, report
+        self.tracker: Optional[Tracker] = None
+        self.exp_id: Optional[str] = None
+        self.earlier = None  # --resume: the parent run of the sweep it continues
+        self.parent_id: Optional[str] = None  # the parent run, once it exists
+        self.tune_path = ""
+        self.restore = False  # Tune's state of the sweep is restored (--resume, and Tune had saved it)
+        self.ray_log = RayLog()
+
+    # ---- start to end
+    def run(self) -> SweepResult:
+        with startup_window(), contextlib.ExitStack() as held:  # held: the sweep's lock (one driver per sweep)
+            self._refuse_early()
+            self._take_tune_folder(held)
+            self._start_ray()
             try:
-                with shielded():  # a Ctrl-C meanwhile is raised once the parent is written, its id known
-                    parent_id = _start_parent(tracker, exp_id, plan, tune_path, time.strftime("%Y%m%d-%H%M%S"))
-            except BaseException:
-                # Ctrl-C (or an error) while the parent was being written: the run may exist before its id reached
-                # us; found by its spec hash and start time, it is ended like any other (and --resume continues it)
-                parent_id = _parent_started_since(tracker, exp_id, plan.hash, started)
-                raise
-        return _fit(plan, tracker, exp_id, parent_id, tune_path, restore, checkpoint_artifacts, progress,
-                    system_metrics, report)
-    except BaseException as err:
+                self._open_parent()
+                return self._fit()
+            except BaseException as err:
+                self._fail(err)
+                raise  # (_fail raises)
+
+    def _refuse_early(self) -> None:
+        """Everything refused before Ray starts or MLflow is written: a bad address, the user's input, a --resume
+        with nothing to continue, an evaluation-only row with no trained weights."""
+        raise_if_interrupted()
+        check_address(self.address)
+        _preflight(self.plan, local=self.address in (None, "local"))  # e.g. a GloVe file a text task needs:
+        # missing, refused before Ray starts or MLflow is written
+        os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
+        os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+        os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", "1")
+        os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "5")  # snapshot Tune's state often: --resume needs it
+        # CheckpointConfig(num_to_keep=1) makes Tune snapshot its state after every trial checkpoint (so the state
+        # never names a deleted checkpoint: what --resume restores from) and warn when such snapshots come closer
+        # than this many seconds apart. On this storage they are small local files: wanted, not a bottleneck.
+        os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+        plan = self.plan
+        self.tracker = tracker = Tracker(self.tracking_uri)
+        self.exp_id = tracker.experiment_id(plan.spec.name, create=False)
+        self.earlier = tracker.find_parent(self.exp_id, plan.hash) if self.resume and self.exp_id else None
+        if self.resume and self.earlier is None:
+            raise UserError(_no_parent_message(tracker, self.exp_id, plan, self.tracking_uri))
+        if plan.evaluations:  # rows it evaluates but does not train: trained before, or refused
+            from rirlab.sweeps.driver.evaluations import missing_sources
+
+            missing = missing_sources(plan, tracker)
+            if missing:
+                ev = missing[0]
+                raise UserError(f"variant '{ev.record.variant}' evaluates the weights of trial {ev.source.name}, "
+                                f"which this sweep does not train and no finished run in {tracker.uri} was trained "
+                                f"like; train it in this sweep too (--set "
+                                f"{shlex.quote(f'variant=[{ev.source.variant},{ev.record.variant}]')})")
+
+    def _take_tune_folder(self, held: contextlib.ExitStack) -> None:
+        """The sweep's Tune folder (a new one, or the one --resume continues) and its lock, kept until this driver
+        ends: a second driver of the sweep is refused."""
+        from ray import tune
+
+        if self.earlier is None:
+            self.tune_path = new_tune_path(self.output_root, self.plan.spec.name, self.plan.hash)
+            held.enter_context(sweep_lock(self.tune_path))  # kept until this driver ends: a --resume meanwhile is
+            # refused
+            return
+        parent_id = self.earlier.info.run_id
+        self.tune_path = tune_path = self.earlier.data.tags.get(contract.TUNE_PATH, "")
+        restore = bool(tune_path) and tune.Tuner.can_restore(tune_path)
+        if not restore and self.plan.n_trials and self.tracker.children(self.exp_id, parent_id):
+            raise UserError(f"--resume: the Ray Tune state of run {parent_id} ({tune_path or 'unknown'}) is "
+                            f"gone; start the sweep again without --resume")
+        held.enter_context(sweep_lock(tune_path, parent_id))  # a second driver of it: refused here
+        self.restore = bool(tune_path) and tune.Tuner.can_restore(tune_path)  # (saved meanwhile by a driver now
+        # ended)
+
+    def _start_ray(self) -> None:
+        """Ray started (or joined) and what needs it checked, before MLflow is written; a fresh sweep stopped here
+        leaves no folder behind."""
+        try:
+            with keep_sigterm_handler():  # Ray's would exit at once (status 15), leaving no line and no cleanup
+                ray_init(self.address, Path(self.tune_path), self.tracking_uri, ray_log=self.ray_log)  # a wrong
+                # --address or a Ray that does not start fails here, before MLflow is written
+            stop_on_sigterm_like_ctrl_c()
+            raise_if_interrupted()  # a Ctrl-C or SIGTERM during ray.init: stop before anything is recorded
+            check_resources(self.plan.spec, self.address)  # a trial no node can hold: refused before MLflow is
+            # written
+            if self.earlier is None:  # an Optuna storage that cannot serve: refused before MLflow is written
+                from rirlab.sweeps.tune.search import check_storage
+
+                check_storage(self.plan, raw(self.tracking_uri), self.tune_path)
+        except BaseException:
+            if self.earlier is None:  # nothing ran: leave no sweep folder behind
+                self._discard()
+            raise
+
+    def _open_parent(self) -> None:
+        """The parent run: reopened (--resume; no Tune state and no trial yet: the sweep starts afresh under the
+        same run), or started."""
+        tracker, plan = self.tracker, self.plan
+        if self.earlier is not None:
+            self.parent_id = self.earlier.info.run_id
+            tracker.reopen(self.parent_id)
+            return
+        self.exp_id = tracker.experiment_id(plan.spec.name)
+        started = time.time()
+        try:
+            with shielded():  # a Ctrl-C meanwhile is raised once the parent is written, its id known
+                self.parent_id = _start_parent(tracker, self.exp_id, plan, self.tune_path,
+                                               time.strftime("%Y%m%d-%H%M%S"))
+        except BaseException:
+            # Ctrl-C (or an error) while the parent was being written: the run may exist before its id reached
+            # us; found by its spec hash and start time, it is ended like any other (and --resume continues it)
+            self.parent_id = _parent_started_since(tracker, self.exp_id, plan.hash, started)
+            raise
+
+    def _fail(self, err: BaseException) -> None:
+        """Whatever stopped the driver once the parent run may exist: raised again, as the line the CLI prints. A
+        full disk or a store locked too long: SweepFault (the parent, where it exists, KILLED); nothing recorded:
+        the error itself (a fresh sweep leaves no folder); else the parent is marked KILLED (a second Ctrl-C must
+        not cut that in two) and a Ctrl-C is raised as SweepInterrupted."""
+        tracker, parent_id = self.tracker, self.parent_id
         # the machine's fault in the driver's own writes (the store's disk full, its lock held past the wait)
         fault = None if isinstance(err, SweepFault) else store_fault(tracker.uri, err)
-        if fault is not None and disk_full(err) and tune_folder_full(tune_path):  # Tune's own writes failed
+        if fault is not None and disk_full(err) and tune_folder_full(self.tune_path):  # Tune's own writes failed
             if parent_id is not None:
                 with contextlib.suppress(Exception):
                     tracker.set_tags(parent_id, {contract.INTERRUPTED: contract.TRUE})
                     tracker.finish(parent_id, "KILLED")
-            raise SweepFault(tune_folder_full(tune_path), parent_id) from None
+            raise SweepFault(tune_folder_full(self.tune_path), parent_id) from None
         if parent_id is None:  # nothing recorded (the CLI says so): a fresh sweep leaves no folder either
-            if parent is None:
-                _discard(tune_path)
+            if self.earlier is None:
+                self._discard()
             if fault is not None:
                 raise fault from None
-            raise
+            raise err
         if isinstance(err, SweepFault):
-            raise
+            raise err
         # whatever stops the driver (Ctrl-C before Tune took over, an error) leaves no parent run RUNNING
         try:
             with shielded(raise_at_end=False):  # a second Ctrl-C must not cut the marking in two either
@@ -175,14 +273,176 @@ def _run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str], resum
             raise fault from None
         if isinstance(err, KeyboardInterrupt) and not isinstance(err, SweepInterrupted):
             raise SweepInterrupted(parent_id) from None
-        raise
+        raise err
 
+    def _discard(self) -> None:
+        """A fresh sweep stopped before anything was recorded: Ray stopped, its Tune folder (and the output root,
+        when this sweep made it and it is empty) removed."""
+        import shutil
 
-def _end_interrupted(tracker: Tracker, parent_id: str, counts: dict) -> None:
-    with shielded(raise_at_end=False):  # a second Ctrl-C must not cut the marking in two
-        tracker.set_tags(parent_id, {contract.TRIALS_FINISHED: str(counts["finished"]),
-                                     contract.TRIALS_FAILED: str(counts["failed"]), contract.INTERRUPTED: contract.TRUE})
-        tracker.finish(parent_id, "KILLED")
+        import ray
+
+        try:  # a second Ctrl-C (or a Ray that failed half-way) must not keep the folder
+            with contextlib.suppress(Exception):
+                ray.shutdown()
+        finally:
+            self.ray_log.detach()
+            shutil.rmtree(self.tune_path, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                Path(self.tune_path).parent.rmdir()
+
+    # ---- the fit
+    def _fit(self) -> SweepResult:
+        import ray
+
+        from rirlab.sweeps.driver.progress import ProgressCallback
+        from rirlab.sweeps.record.callback import MLflowTrialCallback
+        from rirlab.sweeps.tune.search import study_before
+        from rirlab.sweeps.tune.tuner import keep_secrets_out_of_tune
+
+        plan, spec, tracker, parent_id = self.plan, self.plan.spec, self.tracker, self.parent_id
+        raise_if_interrupted()
+        keep_secrets_out_of_tune()
+        tracker.set_tags(parent_id, {contract.CLUSTER_RESOURCES: json.dumps(ray.cluster_resources(), sort_keys=True)})
+        best_recorded = self.restore and any(k.startswith(contract.BEST_PREFIX)
+                                             for k in tracker.client.get_run(parent_id).data.metrics)
+        train_fn = self._trainable()
+        link = plan.algorithm.run_linker()  # optuna: each run names its Optuna trial, and the Optuna trial its runs
+        mlflow_cb = MLflowTrialCallback(tracker, self.exp_id, parent_id, plan,
+                                        checkpoint_artifacts=self.checkpoint_artifacts, tune_path=self.tune_path,
+                                        link=link, shield=shielded)
+        progress = ProgressCallback(spec.name, plan.n_trials, spec.metrics, spec.modes, plan.space,
+                                    trials=self.progress_mode == "trials")
+        progress.seed(mlflow_cb.existing.values())
+        if not self.restore:  # a continued Optuna study says how many trials it held before (its own, after a
+            # --resume)
+            progress.study = study_before(spec, raw(tracker.uri))
+        errors = self._run_tune(train_fn, mlflow_cb, progress)
+        progress.close()
+        trials = mlflow_cb.counts()
+        running = [k for k, st in mlflow_cb.state.items() if st == "running"]
+        result = SweepResult(
+            parent_run_id=parent_id, finished=trials.finished, stopped_early=trials.stopped_early,
+            failed=trials.failed, errors=errors,
+            interrupted=bool(running) or trials.finished + trials.stopped_early + trials.failed < plan.n_trials,
+            stopped=len(running))  # stopped: running trials that the interruption stopped (the CLI says so)
+        if mlflow_cb.fault is not None:  # a full disk stopped it (as Ctrl-C would): mark what the store still takes
+            with contextlib.suppress(Exception):
+                if mlflow_cb.mark_interrupted():
+                    self._end_interrupted(result)
+            raise SweepFault(mlflow_cb.fault, parent_id, mlflow_cb.fault_fix)
+        if not result.interrupted and plan.evaluations:  # evaluation-only rows: once the trials they test finished
+            from rirlab.sweeps.driver.evaluations import evaluation_banner, run_evaluations
+
+            print(evaluation_banner(plan), flush=True)
+            ev = run_evaluations(plan, tracker, self.exp_id, parent_id, lambda line: print(line, flush=True))
+            result = dataclasses.replace(result, evaluated=ev.evaluated, eval_failed=ev.failed,
+                                         eval_waiting=ev.waiting)
+        tracker.set_tags(parent_id, {contract.TRIALS_FINISHED: str(result.finished),
+                                     contract.TRIALS_FAILED: str(result.failed)})
+        if result.interrupted:
+            # Ctrl-C (Ray Tune stops gracefully and saves its state): unfinished trials end KILLED in MLflow;
+            # --resume reopens the same runs and continues each trial from its last checkpoint.
+            mlflow_cb.mark_interrupted()
+            self._end_interrupted(result)
+        else:
+            # a --resume of a finished sweep ends no trial: its best, recorded already, is not logged a second time
+            self._finish(ended_now=bool(set(mlflow_cb.state) - mlflow_cb.ended) or not best_recorded)
+        return result
+
+    def _trainable(self):
+        """The trial function with its resources and what it needs from the driver (the trials whose end MLflow
+        holds, on --resume; the system-metrics monitor)."""
+        from ray import tune
+
+        from rirlab.sweeps.tune.trainable import trial_fn
+
+        spec, tracker = self.plan.spec, self.tracker
+        done = _recorded_ends(tracker, self.exp_id, self.parent_id) if self.restore else {}
+        monitor = None
+        if self.system_metrics:
+            monitor = {"uri": raw(tracker.uri), "exp_id": self.exp_id, "parent_id": self.parent_id,
+                       "interval": float(os.environ.get("RIRLAB_SYSTEM_METRICS_INTERVAL_S", "10"))}
+        trainable = tune.with_parameters(trial_fn, space=self.plan.space, checkpoint_every=spec.checkpoint_every,
+                                         driver_cwd=os.getcwd(), done=done, monitor=monitor)
+        return tune.with_resources(trainable, {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu})
+
+    def _run_tune(self, train_fn, mlflow_cb, progress) -> int:
+        """Ray Tune's run of the trials (a new Tuner, or the restored one on --resume); returns Tune's count of
+        trials that ended in an error."""
+        from ray import tune
+
+        from rirlab.sweeps.record.callback import bound
+        from rirlab.sweeps.tune.tuner import new_tuner
+
+        plan, tune_path = self.plan, self.tune_path
+        try:
+            if plan.n_trials == 0:  # evaluation-only rows alone (their trials trained by earlier sweeps): no Tune
+                # experiment
+                close_startup_window()
+                raise_if_interrupted()
+                return 0
+            # Tune saves its callbacks with the experiment (pickle; deep copies too): while bound, they load back
+            # as these two live ones, in a fresh Tuner and in a restored one alike
+            # a sweep recorded before the sweep side moved into the rirlab package names its pickled classes
+            # sweeps.*: reachable while its Tune state is read (restore, then the searcher's state inside fit)
+            with bound(mlflow_cb, progress) as callbacks, \
+                    (legacy_module_names() if self.restore else contextlib.nullcontext()):
+                if self.restore:
+                    # the space again: Tune does not keep it, and where the driver died before Tune first saved its
+                    # state (a full disk, a kill at startup) the restored run starts its searcher afresh on this space
+                    if _damaged_tuner_state(tune_path):  # Tune's state stays readable: rebuilt from the plan
+                        new_tuner(plan, train_fn, tune_path, callbacks, tracking_uri=raw(self.tracker.uri))
+                    tuner = tune.Tuner.restore(tune_path, trainable=train_fn, param_space=plan.param_space(),
+                                               resume_unfinished=True, resume_errored=True)
+                else:
+                    tuner = new_tuner(plan, train_fn, tune_path, callbacks, tracking_uri=raw(self.tracker.uri))
+                close_startup_window()  # Tune's own SIGINT handler takes over inside fit
+                raise_if_interrupted()
+                grid = tuner.fit()
+            return len(grid.errors)
+        except KeyboardInterrupt:  # a second Ctrl-C: Ray gives up waiting
+            return 0
+        except Exception:
+            # after a full disk stopped the sweep, Tune itself may fail on what it half wrote there (building its
+            # results it unpickles each failed trial's error file: "pickle data was truncated"): the fault's line
+            why = mlflow_cb.fault or tune_folder_full(tune_path)
+            if why is None:
+                raise
+            mlflow_cb.fault = why
+            return 0
+
+    def _end_interrupted(self, result: SweepResult) -> None:
+        with shielded(raise_at_end=False):  # a second Ctrl-C must not cut the marking in two
+            self.tracker.set_tags(self.parent_id, {contract.TRIALS_FINISHED: str(result.finished),
+                                                   contract.TRIALS_FAILED: str(result.failed),
+                                                   contract.INTERRUPTED: contract.TRUE})
+            self.tracker.finish(self.parent_id, "KILLED")
+
+    def _finish(self, ended_now: bool) -> None:
+        """The sweep ended: its best trial recorded on the parent (where a trial ended now), the parent FINISHED,
+        then its report attached. The trials are recorded already: a failure here is a warning."""
+        from rirlab.sweeps.record import artifacts
+
+        tracker, parent_id, spec = self.tracker, self.parent_id, self.plan.spec
+
+        def warn(msg: str) -> None:
+            print(msg, file=sys.stderr, flush=True)
+
+        try:  # every trial is recorded already: a summary that cannot be written costs only the summary
+            if ended_now:
+                artifacts.record_best(tracker.client, self.exp_id, parent_id, spec.metrics, spec.modes)
+        except Exception as err:  # noqa: BLE001
+            warn(f"warning: the best trial could not be recorded on the parent run ({type(err).__name__}: {err})"
+                 .splitlines()[0])
+        tracker.finish(parent_id, "FINISHED")  # before the report, whose footer shows the parent's status
+        if self.report is not None:
+            try:  # the sweep itself succeeded: its report is a convenience
+                self.report(tracker.uri, parent_id)
+            except Exception as err:  # noqa: BLE001
+                why = str(err).splitlines()[0] if str(err) else ""
+                warn(f"warning: the sweep finished but its table/plot could not be attached to the parent run "
+                     f"({type(err).__name__}: {why}); run rirlab tables instead")
 
 
 def _preflight(plan: SweepPlan, local: bool = True) -> None:
@@ -203,23 +463,6 @@ def _preflight(plan: SweepPlan, local: bool = True) -> None:
     for task, cfgs in configs.items():
         tasks.get(task).preflight_all(list(cfgs.values()))
         raise_if_interrupted()  # a Ctrl-C during a long read (a 5.6 GB GloVe file): stop before Ray starts
-
-
-def _discard(tune_path: str) -> None:
-    """A fresh sweep stopped before anything was recorded: Ray stopped, its Tune folder (and the output root, when
-    this sweep made it and it is empty) removed."""
-    import shutil
-
-    import ray
-
-    try:  # a second Ctrl-C (or a Ray that failed half-way) must not keep the folder
-        with contextlib.suppress(Exception):
-            ray.shutdown()
-    finally:
-        detach_ray_log()
-        shutil.rmtree(tune_path, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            Path(tune_path).parent.rmdir()
 
 
 def _parent_started_since(tracker: Tracker, exp_id: str, spec_hash: str, since: float) -> Optional[str]:
@@ -283,120 +526,4 @@ def _recorded_ends(tracker: Tracker, exp_id: str, parent_id: str) -> dict:
                      contract.FINAL: run.data.tags.get(contract.EARLY_STOPPED) != contract.TRUE}
     return done
 
-
-def _fit(plan: SweepPlan, tracker: Tracker, exp_id: str, parent_id: str, tune_path: str, restore: bool,
-         checkpoint_artifacts: bool, progress_mode: str = "line", system_metrics: bool = False, report=None) -> dict:
-    import ray
-    from ray import tune
-
-    from rirlab.sweeps.driver.progress import ProgressCallback
-    from rirlab.sweeps.record.callback import MLflowTrialCallback, bound
-    from rirlab.sweeps.tune.trainable import trial_fn
-    from rirlab.sweeps.tune.search import study_before
-    from rirlab.sweeps.tune.tuner import keep_secrets_out_of_tune, new_tuner
-
-    spec = plan.spec
-    raise_if_interrupted()
-    keep_secrets_out_of_tune()
-    tracker.set_tags(parent_id, {contract.CLUSTER_RESOURCES: json.dumps(ray.cluster_resources(), sort_keys=True)})
-    space = plan.space
-    resources = {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu}
-    done = _recorded_ends(tracker, exp_id, parent_id) if restore else {}
-    best_recorded = restore and any(k.startswith(contract.BEST_PREFIX)
-                                    for k in tracker.client.get_run(parent_id).data.metrics)
-    monitor = None
-    if system_metrics:
-        monitor = {"uri": raw(tracker.uri), "exp_id": exp_id, "parent_id": parent_id,
-                   "interval": float(os.environ.get("RIRLAB_SYSTEM_METRICS_INTERVAL_S", "10"))}
-    trainable = tune.with_parameters(trial_fn, space=space, checkpoint_every=spec.checkpoint_every,
-                                     driver_cwd=os.getcwd(), done=done, monitor=monitor)
-    train_fn = tune.with_resources(trainable, resources)
-    link = plan.algorithm.run_linker()  # optuna: each run names its Optuna trial, and the Optuna trial its runs
-    mlflow_cb = MLflowTrialCallback(tracker, exp_id, parent_id, plan, checkpoint_artifacts=checkpoint_artifacts,
-                                    tune_path=tune_path, link=link, shield=shielded)
-    n_trials = plan.n_trials
-    progress = ProgressCallback(spec.name, n_trials, spec.metrics, spec.modes, space, trials=progress_mode == "trials")
-    progress.seed(mlflow_cb.existing.values())
-    if not restore:  # a continued Optuna study says how many trials it held before (its own, after a --resume)
-        progress.study = study_before(spec, raw(tracker.uri))
-    try:
-        if n_trials == 0:  # evaluation-only rows alone (their trials trained by earlier sweeps): no Tune experiment
-            close_startup_window()
-            raise_if_interrupted()
-            errors = 0
-        else:
-            # Tune saves its callbacks with the experiment (pickle; deep copies too): while bound, they load back
-            # as these two live ones, in a fresh Tuner and in a restored one alike
-            # a sweep recorded before the sweep side moved into the rirlab package names its pickled classes
-            # sweeps.*: reachable while its Tune state is read (restore, then the searcher's state inside fit)
-            with bound(mlflow_cb, progress) as callbacks, \
-                    (legacy_module_names() if restore else contextlib.nullcontext()):
-                if restore:
-                    # the space again: Tune does not keep it, and where the driver died before Tune first saved its
-                    # state (a full disk, a kill at startup) the restored run starts its searcher afresh on this space
-                    if _damaged_tuner_state(tune_path):  # Tune's state stays readable: rebuilt from the plan
-                        new_tuner(plan, train_fn, tune_path, callbacks, tracking_uri=raw(tracker.uri))
-                    tuner = tune.Tuner.restore(tune_path, trainable=train_fn, param_space=plan.param_space(),
-                                               resume_unfinished=True, resume_errored=True)
-                else:
-                    tuner = new_tuner(plan, train_fn, tune_path, callbacks, tracking_uri=raw(tracker.uri))
-                close_startup_window()  # Tune's own SIGINT handler takes over inside fit
-                raise_if_interrupted()
-                grid = tuner.fit()
-            errors = len(grid.errors)
-    except KeyboardInterrupt:  # a second Ctrl-C: Ray gives up waiting
-        errors = 0
-    except Exception:
-        # after a full disk stopped the sweep, Tune itself may fail on what it half wrote there (building its
-        # results it unpickles each failed trial's error file: "pickle data was truncated"): the fault's line
-        why = mlflow_cb.fault or tune_folder_full(tune_path)
-        if why is None:
-            raise
-        mlflow_cb.fault, errors = why, 0
-    progress.close()
-    counts = mlflow_cb.counts()
-    counts.update(parent_run_id=parent_id, errors=errors)
-    running = [k for k, st in mlflow_cb.state.items() if st == "running"]
-    counts["interrupted"] = bool(running) or counts["finished"] + counts["stopped_early"] + counts["failed"] < n_trials
-    counts["stopped"] = len(running)  # running trials that the interruption stopped (the CLI says so)
-    if mlflow_cb.fault is not None:  # a full disk stopped it (as Ctrl-C would): mark what the store still takes
-        with contextlib.suppress(Exception):
-            if mlflow_cb.mark_interrupted():
-                _end_interrupted(tracker, parent_id, counts)
-        raise SweepFault(mlflow_cb.fault, parent_id, mlflow_cb.fault_fix)
-    if not counts["interrupted"] and plan.evaluations:  # evaluation-only rows: once the trials they test finished
-        from rirlab.sweeps.driver.evaluations import evaluation_banner, run_evaluations
-
-        print(evaluation_banner(plan), flush=True)
-        counts.update(run_evaluations(plan, tracker, exp_id, parent_id, lambda line: print(line, flush=True)))
-    tracker.set_tags(parent_id, {contract.TRIALS_FINISHED: str(counts["finished"]),
-                                 contract.TRIALS_FAILED: str(counts["failed"])})
-    if counts["interrupted"]:
-        # Ctrl-C (Ray Tune stops gracefully and saves its state): unfinished trials end KILLED in MLflow;
-        # --resume reopens the same runs and continues each trial from its last checkpoint.
-        mlflow_cb.mark_interrupted()
-        _end_interrupted(tracker, parent_id, counts)
-    else:
-        from rirlab.sweeps.record import artifacts
-
-        def warn(msg: str) -> None:
-            print(msg, file=sys.stderr, flush=True)
-
-        # a --resume of a finished sweep ends no trial: its best, recorded already, is not logged a second time
-        ended_now = set(mlflow_cb.state) - mlflow_cb.ended
-        try:  # every trial is recorded already: a summary that cannot be written costs only the summary
-            if ended_now or not best_recorded:
-                artifacts.record_best(tracker.client, exp_id, parent_id, spec.metrics, spec.modes)
-        except Exception as err:  # noqa: BLE001
-            warn(f"warning: the best trial could not be recorded on the parent run ({type(err).__name__}: {err})"
-                 .splitlines()[0])
-        tracker.finish(parent_id, "FINISHED")  # before the report, whose footer shows the parent's status
-        if report is not None:
-            try:  # the sweep itself succeeded: its report is a convenience
-                report(tracker.uri, parent_id)
-            except Exception as err:  # noqa: BLE001
-                why = str(err).splitlines()[0] if str(err) else ""
-                warn(f"warning: the sweep finished but its table/plot could not be attached to the parent run "
-                     f"({type(err).__name__}: {why}); run rirlab tables instead")
-    return counts
 

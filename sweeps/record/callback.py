@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import dataclasses
 import functools
 import re
 from pathlib import Path
+from types import MappingProxyType
+from typing import Mapping
 
 from ray import tune
 
@@ -63,24 +67,38 @@ def trial_datasets(resolved) -> list[dict]:
     return [dataclasses.asdict(d) for d in registry.get(resolved.task).datasets(resolved.task_cfg)]
 
 
-_BOUND: dict[str, "DriverCallback"] = {}
+# The callbacks of the sweep this context drives, by slot. A context variable, not a module dict: ``bound`` owns the
+# mapping for the time Tune builds, restores and runs the experiment (all in the driver's thread: Tuner.fit runs
+# there), and resets it when it ends, so nothing outlives the sweep and a second driver in the process (a test, a
+# notebook) sees only its own. The read-only mapping is never changed in place: ``bound`` sets a new one.
+_BOUND: contextvars.ContextVar[Mapping[str, "DriverCallback"]] = contextvars.ContextVar(
+    "rirlab_bound_callbacks", default=MappingProxyType({}))
 
 
 def bound_callback(slot: str) -> tune.Callback:
     """What a saved DriverCallback loads back as: the callback this driver bound to its slot (a no-op
     callback when none is bound, e.g. when Tune's state is read outside a sweep)."""
-    return _BOUND.get(slot) or tune.Callback()
+    return _BOUND.get().get(slot) or tune.Callback()
 
 
 @contextlib.contextmanager
 def bound(*callbacks: "DriverCallback"):
     """Bind this driver's callbacks while Ray Tune builds, restores and runs the experiment."""
-    _BOUND.update({cb.slot: cb for cb in callbacks})
+    token = _BOUND.set(MappingProxyType({**_BOUND.get(), **{cb.slot: cb for cb in callbacks}}))
     try:
         yield list(callbacks)
     finally:
-        for cb in callbacks:
-            _BOUND.pop(cb.slot, None)
+        _BOUND.reset(token)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialCounts:
+    """The trials one driver saw end: finished, stopped early (by ASHA or a time limit: ended, not counted in
+    tables) and failed."""
+
+    finished: int = 0
+    stopped_early: int = 0
+    failed: int = 0
 
 
 class DriverCallback(tune.Callback):
@@ -303,11 +321,11 @@ class MLflowTrialCallback(DriverCallback):
                     return False
         return True
 
-    def counts(self) -> dict:
+    def counts(self) -> TrialCounts:
         """Trials finished, stopped early (ended by ASHA or a time limit, not counted in tables) and failed."""
         early = sum(1 for k, st in self.state.items() if st == "finished" and k in self.early)
-        return {"finished": list(self.state.values()).count("finished") - early, "stopped_early": early,
-                "failed": list(self.state.values()).count("failed")}
+        return TrialCounts(finished=list(self.state.values()).count("finished") - early, stopped_early=early,
+                           failed=list(self.state.values()).count("failed"))
 
 
 def early_note(last: dict) -> str:
