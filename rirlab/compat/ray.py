@@ -57,3 +57,26 @@ def keep_sigterm_handler():
         yield
     finally:
         ray_utils.set_sigterm_handler = original
+
+
+# ---- Ray Tune's settings that exist only as environment variables (sweeps/driver/sweep.py) -----------------
+
+TUNE_ENV = {
+    "TUNE_DISABLE_STRICT_METRIC_CHECKING": "1",  # results without the sweep's metric (a failure result) are fine
+    "RAY_AIR_NEW_OUTPUT": "0",  # Tune's own console output off: the driver prints its progress line
+    "TUNE_MAX_PENDING_TRIALS_PG": "1",  # one pending trial at a time: a searcher's suggestions stay in order
+    "TUNE_GLOBAL_CHECKPOINT_S": "5",  # snapshot Tune's state often: --resume restores from it
+    # CheckpointConfig(num_to_keep=1) makes Tune snapshot its state after every trial checkpoint (so the state never
+    # names a deleted checkpoint: what --resume restores from) and warn when such snapshots come closer than this
+    # many seconds apart. On this storage they are small local files: wanted, not a bottleneck.
+    "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "0",
+}
+
+
+def tune_environment() -> None:
+    """Ray Tune's settings the driver needs, set unless the user set them: read by Tune from the environment
+    (no public API for them; their names and meaning are Ray-version dependent, hence here)."""
+    import os
+
+    for name, value in TUNE_ENV.items():
+        os.environ.setdefault(name, value)

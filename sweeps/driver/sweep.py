@@ -21,6 +21,7 @@ from rirlab import contract
 from rirlab.errors import UserError
 from rirlab.redact import redact_all, redact_uri
 from rirlab.sweeps.driver.cluster import check_address, check_resources, RayLog, ray_init
+from rirlab.compat import ray as compat_ray
 from rirlab.sweeps.driver.legacy import legacy_module_names
 from rirlab.sweeps.driver.lock import sweep_lock
 from rirlab.sweeps.record.faults import SweepFault, disk_full, store_fault, tune_folder_full
@@ -152,14 +153,7 @@ class SweepDriver:
         check_address(self.address)
         _preflight(self.plan, local=self.address in (None, "local"))  # e.g. a GloVe file a text task needs:
         # missing, refused before Ray starts or MLflow is written
-        os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
-        os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-        os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", "1")
-        os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "5")  # snapshot Tune's state often: --resume needs it
-        # CheckpointConfig(num_to_keep=1) makes Tune snapshot its state after every trial checkpoint (so the state
-        # never names a deleted checkpoint: what --resume restores from) and warn when such snapshots come closer
-        # than this many seconds apart. On this storage they are small local files: wanted, not a bottleneck.
-        os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+        compat_ray.tune_environment()  # Ray Tune's settings by environment variable (version-dependent names)
         plan = self.plan
         self.tracker = tracker = Tracker(self.tracking_uri)
         self.exp_id = tracker.experiment_id(plan.spec.name, create=False)

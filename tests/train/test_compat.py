@@ -274,3 +274,12 @@ def test_the_compat_modules_import_no_library_when_imported():
                          env={**os.environ, "PYTHONPATH": str(REPO)})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]"
+
+
+def test_tunes_environment_settings_are_set_unless_the_user_set_them(monkeypatch):
+    for name in compat_ray.TUNE_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TUNE_GLOBAL_CHECKPOINT_S", "60")  # the user's own choice stays
+    compat_ray.tune_environment()
+    assert os.environ["TUNE_GLOBAL_CHECKPOINT_S"] == "60" and os.environ["RAY_AIR_NEW_OUTPUT"] == "0"
+    assert all(name in os.environ for name in compat_ray.TUNE_ENV)
