@@ -12,7 +12,7 @@ import pytest
 # tests of the dry run's other output skip that (tests/sweeps/test_spec_dryrun.py times on purpose)
 os.environ.setdefault("RIRLAB_DRY_RUN_TIMING", "0")
 
-OPT_IN = ("browser", "cluster")  # need a browser, PostgreSQL, minutes: run only where -m names them
+OPT_IN = ("browser", "cluster", "slurm")  # need a browser, PostgreSQL, Slurm daemons, minutes: run only where -m names them
 
 
 def pytest_configure(config):
@@ -26,7 +26,7 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     """Leave out the opt-in markers' tests unless the -m expression names the marker (`pytest -m browser`,
-    `-m "cluster or e2e"`); `pytest` and `pytest -m "not e2e"` run neither."""
+    `-m "cluster or e2e"`); `pytest` and `pytest -m "not e2e"` run none of them."""
     named = {m for m in OPT_IN if re.search(rf"\b{m}\b", config.option.markexpr or "")}
     keep, left_out = [], []
     for item in items:
