@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from readonly_commands import wall  # (this folder: the scripts run as benchmarks/NAME.py)
+
 import yaml
 
 FIXED = {"hidden_size": 8, "chunk_size": 5, "batch_size": 16, "log_every": 5, "eval_every": 5, "n_train": 100,
@@ -73,13 +75,9 @@ def size_mb(*paths: Path) -> float:
     return total / 2**20
 
 
-def timed(cmd, cwd, env=None) -> float:
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
-    took = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(map(str, cmd))} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
-    return took
+def timed_run(cmd, cwd, env=None) -> float:
+    """Seconds ``cmd`` took (it must succeed)."""
+    return wall([str(c) for c in cmd], env, cwd)
 
 
 def gaps(uri: str, name: str) -> tuple[float, float]:
@@ -105,14 +103,14 @@ def run_rirlab(work: Path, n: int, steps: int, concurrent: int) -> dict:
     (work / "spec.yaml").write_text(yaml.safe_dump(spec))
     uri = f"sqlite:///{work / 'mlruns.db'}"
     peak = work / "peak_rirlab.txt"
-    wall = timed([sys.executable, "-c", RIRLAB, str(peak), "sweep", "spec.yaml", "--tracking-uri", uri], work)
+    wall = timed_run([sys.executable, "-c", RIRLAB, str(peak), "sweep", "spec.yaml", "--tracking-uri", uri], work)
     out = {"wall_s": wall, "trials_per_min": n / wall * 60, "driver_peak_rss_mb": int(peak.read_text()) / 1024,
            "store_mb": size_mb(work / "mlruns.db", work / "mlartifacts"), "tune_folder_mb": size_mb(work / "rirlab_runs")}
     script = Path(sys.executable).parent / "rirlab"
     cli = [str(script)] if script.exists() else [sys.executable, "-m", "rirlab.cli"]
-    out["runs_s"] = timed([*cli, "runs", "spec.yaml", "--tracking-uri", uri], work)
-    out["tables_s"] = timed([*cli, "tables", "spec.yaml", "--tracking-uri", uri], work)
-    out["export_s"] = timed([*cli, "export", "--experiment", spec["name"], "--tracking-uri", uri,
+    out["runs_s"] = timed_run([*cli, "runs", "spec.yaml", "--tracking-uri", uri], work)
+    out["tables_s"] = timed_run([*cli, "tables", "spec.yaml", "--tracking-uri", uri], work)
+    out["export_s"] = timed_run([*cli, "export", "--experiment", spec["name"], "--tracking-uri", uri,
                              "--out", str(work / "export.parquet")], work)
     if concurrent == 1:
         out["gap_first_s"], out["gap_last_s"] = gaps(uri, spec["name"])
@@ -122,7 +120,7 @@ def run_rirlab(work: Path, n: int, steps: int, concurrent: int) -> dict:
 def run_bare(work: Path, n: int, steps: int, concurrent: int) -> dict:
     configs = [{"task": "listops", "model": "rir_grc", **FIXED, "steps": steps, "seed": s} for s in range(n)]
     peak, storage = work / "peak_bare.txt", work / "bare_tune"
-    wall = timed([sys.executable, "-c", BARE, str(peak), json.dumps(configs), str(storage), str(concurrent)], work)
+    wall = timed_run([sys.executable, "-c", BARE, str(peak), json.dumps(configs), str(storage), str(concurrent)], work)
     return {"wall_s": wall, "trials_per_min": n / wall * 60, "driver_peak_rss_mb": int(peak.read_text()) / 1024,
             "tune_folder_mb": size_mb(storage)}
 
