@@ -338,7 +338,7 @@ def early_note(last: dict) -> str:
 
 def _full_line(error: str) -> str:
     """The line of a trial's error text that says which disk is full (e.g. the data cache's), without its type."""
-    from rirlab.sweeps.record.faults import MARKERS
+    from rirlab.sweeps.record.faults import marker_line
 
-    line = next((ln for ln in error.splitlines() if any(m in ln.lower() for m in MARKERS)), error)
+    line = marker_line(error) or error
     return re.sub(r"^[\w.]*(Error|Exception)\w*: ", "", line.strip())[:300]

@@ -44,15 +44,19 @@ def store_wait_s() -> float:
     return value if value > 0 else STORE_WAIT_S
 
 
-def store_locked(err: BaseException | None) -> bool:
-    """Whether an exception (or its causes) is SQLite's "database is locked": the wait for the lock ran out."""
+def chain(err: BaseException | None):
+    """An exception and its causes (``__cause__``, else ``__context__``), each once: what a fault is looked for in
+    (MLflow wraps sqlite's error in SQLAlchemy's, in its own)."""
     seen = set()
     while err is not None and id(err) not in seen:
         seen.add(id(err))
-        if LOCK_MARKER in str(err).lower():
-            return True
+        yield err
         err = err.__cause__ or err.__context__
-    return False
+
+
+def store_locked(err: BaseException | None) -> bool:
+    """Whether an exception (or its causes) is SQLite's "database is locked": the wait for the lock ran out."""
+    return any(LOCK_MARKER in str(e).lower() for e in chain(err))
 
 
 def lock_holders(path: Path) -> list[str]:
@@ -96,17 +100,10 @@ def store_fault(uri: str, err: BaseException) -> Optional[SweepFault]:
 
 def disk_full(err: BaseException | str | None) -> bool:
     """Whether an exception (or its causes), or an error text, says a disk is full."""
-    seen = set()
-    while err is not None and id(err) not in seen:
-        seen.add(id(err))
-        if isinstance(err, str):
-            return any(m in err.lower() for m in MARKERS)
-        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
-            return True
-        if any(m in str(err).lower() for m in MARKERS):
-            return True
-        err = err.__cause__ or err.__context__
-    return False
+    if isinstance(err, str):
+        return marker_line(err) is not None
+    return any((isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)) or marker_line(str(e)) is not None
+               for e in chain(err))
 
 
 LOW_SPACE_BYTES = 2 * 2**20  # a Tune folder's disk with less free space than this counts as full
@@ -133,12 +130,16 @@ def store_full(uri: str, err: BaseException) -> str:
 def fault_line(err: BaseException) -> str:
     """The line of an exception (or of its first cause) that names the full disk, e.g. sqlite's "database or
     disk is full" under MLflow's SQL statement."""
-    while err is not None:
-        for line in str(err).splitlines():
-            if any(m in line.lower() for m in MARKERS):
-                return re.sub(r"^\([\w.]+\)\s*", "", line.strip())[:200]  # not sqlalchemy's "(sqlite3.Op...)"
-        err = err.__cause__ or err.__context__
+    for e in chain(err):
+        line = marker_line(str(e))
+        if line is not None:
+            return re.sub(r"^\([\w.]+\)\s*", "", line.strip())[:200]  # not sqlalchemy's "(sqlite3.Op...)"
     return "no space left"
+
+
+def marker_line(text: str) -> Optional[str]:
+    """The first line of an error text that says a disk is full (one of MARKERS), else None."""
+    return next((line for line in text.splitlines() if any(m in line.lower() for m in MARKERS)), None)
 
 
 def stop_tune() -> None:
