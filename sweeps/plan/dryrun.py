@@ -329,7 +329,7 @@ def early_stopping_note(spec: Spec, resolved: list, steps: list, hours: Optional
     if sch.type == "asha":
         from rirlab.sweeps.plan.plan import asha_max_t
 
-        max_t = asha_max_t(resolved[0].flat() if resolved else {}, resolved[0].task_cfg if resolved else None)
+        max_t = asha_max_t(resolved[0].flat() if resolved else {}, resolved[0] if resolved else None)
         frac = asha_fraction(sch.grace_period, sch.reduction_factor, max_t)
         then = f" (about {_duration(hours * frac)} of trial time)" if hours is not None else ""
         notes.append(f"ASHA (grace {sch.grace_period:g}, reduction {sch.reduction_factor:g}, up to {max_t:,} steps) "

@@ -123,16 +123,17 @@ def _domain(axis):
     return tune.randint(v[0], v[1] + 1)  # randint bounds are inclusive in specs
 
 
-def asha_max_t(base: dict, task_cfg=None) -> int:
+def asha_max_t(base: dict, resolved=None) -> int:
     """ASHA's step cap: ``steps``, or with ``epochs`` set (which overrides steps) an upper bound of
-    epochs x batches per epoch, so ASHA never cuts a trial the recipe would still train."""
+    epochs x batches per epoch, so ASHA never cuts a trial the recipe would still train. ``resolved``: a planned
+    trial's resolved config, whose task gives the training-set size (else ``base`` is resolved for it)."""
     if base.get("epochs") is None:
         return int(base.get("steps", TrainConfig().steps))  # budget.steps is folded in there
     n_train = base.get("n_train")
     if n_train is None:  # the task's default, when the task has a training-set size (from a planned trial's config)
         from rirlab.tasks import registry as tasks
 
-        resolved = resolve(base)  # (the task's name; its config when no planned trial's is given)
-        n_train = tasks.get(resolved.task).split_rows(task_cfg if task_cfg is not None else resolved.task_cfg, "train")
+        resolved = resolved if resolved is not None else resolve(base)  # (a planned trial's, when the caller has one)
+        n_train = tasks.get(resolved.task).split_rows(resolved.task_cfg, "train")
     batch = int(base.get("batch_size", TrainConfig().batch_size))
     return int(base["epochs"]) * -(-int(n_train) // batch) if n_train else 10**9

@@ -41,8 +41,8 @@ def scheduler(plan: SweepPlan):
         return None
     from ray.tune.schedulers import ASHAScheduler
 
-    task_cfg = plan.resolved[0].task_cfg if plan.resolved else None
-    return ASHAScheduler(time_attr=contract.STEP, max_t=asha_max_t(plan.base, task_cfg),
+    max_t = asha_max_t(plan.base, plan.resolved[0] if plan.resolved else None)
+    return ASHAScheduler(time_attr=contract.STEP, max_t=max_t,
                          grace_period=spec.scheduler.grace_period, reduction_factor=spec.scheduler.reduction_factor)
 
 
