@@ -242,8 +242,7 @@ class SweepDriver:
         if fault is not None and disk_full(err) and tune_folder_full(self.tune_path):  # Tune's own writes failed
             if parent_id is not None:
                 with contextlib.suppress(Exception):
-                    tracker.set_tags(parent_id, {contract.INTERRUPTED: contract.TRUE})
-                    tracker.finish(parent_id, "KILLED")
+                    self._mark_killed()
             raise SweepFault(tune_folder_full(self.tune_path), parent_id) from None
         if parent_id is None:  # nothing recorded (the CLI says so): a fresh sweep leaves no folder either
             if self.earlier is None:
@@ -255,9 +254,7 @@ class SweepDriver:
             raise err
         # whatever stops the driver (Ctrl-C before Tune took over, an error) leaves no parent run RUNNING
         try:
-            with shielded(raise_at_end=False):  # a second Ctrl-C must not cut the marking in two either
-                tracker.set_tags(parent_id, {contract.INTERRUPTED: contract.TRUE})
-                tracker.finish(parent_id, "KILLED")
+            self._mark_killed()
         except Exception as mark_err:  # noqa: BLE001
             fault = fault or store_fault(tracker.uri, mark_err)
             if fault is None:
@@ -324,7 +321,8 @@ class SweepDriver:
             with contextlib.suppress(Exception):
                 if mlflow_cb.mark_interrupted():
                     self._end_interrupted(result)
-            raise SweepFault(mlflow_cb.fault, parent_id, mlflow_cb.fault_fix)
+            mlflow_cb.fault.parent_id = parent_id
+            raise mlflow_cb.fault
         if not result.interrupted and plan.evaluations:  # evaluation-only rows: once the trials they test finished
             from rirlab.sweeps.driver.evaluations import evaluation_banner, run_evaluations
 
@@ -400,17 +398,21 @@ class SweepDriver:
         except Exception:
             # after a full disk stopped the sweep, Tune itself may fail on what it half wrote there (building its
             # results it unpickles each failed trial's error file: "pickle data was truncated"): the fault's line
-            why = mlflow_cb.fault or tune_folder_full(tune_path)
-            if why is None:
-                raise
-            mlflow_cb.fault = why
+            if mlflow_cb.fault is None:
+                why = tune_folder_full(tune_path)
+                if why is None:
+                    raise
+                mlflow_cb.fault = SweepFault(why)
             return 0
 
     def _end_interrupted(self, result: SweepResult) -> None:
-        with shielded(raise_at_end=False):  # a second Ctrl-C must not cut the marking in two
-            self.tracker.set_tags(self.parent_id, {contract.TRIALS_FINISHED: str(result.finished),
-                                                   contract.TRIALS_FAILED: str(result.failed),
-                                                   contract.INTERRUPTED: contract.TRUE})
+        self._mark_killed({contract.TRIALS_FINISHED: str(result.finished), contract.TRIALS_FAILED: str(result.failed)})
+
+    def _mark_killed(self, tags: Optional[dict] = None) -> None:
+        """The parent run marked interrupted (with ``tags``) and ended KILLED: --resume continues it. A second
+        Ctrl-C must not cut the marking in two (it is recorded, not raised)."""
+        with shielded(raise_at_end=False):
+            self.tracker.set_tags(self.parent_id, {**(tags or {}), contract.INTERRUPTED: contract.TRUE})
             self.tracker.finish(self.parent_id, "KILLED")
 
     def _finish(self, ended_now: bool) -> None:

@@ -16,7 +16,7 @@ from ray import tune
 from rirlab import contract
 from rirlab.sweeps.plan.plan import SweepPlan
 from rirlab.sweeps.record.artifacts import config_yaml, log_model
-from rirlab.sweeps.record.faults import FREE_SPACE, disk_full, store_fault
+from rirlab.sweeps.record.faults import SweepFault, disk_full, store_fault
 from rirlab.sweeps.record.tracker import Tracker
 
 
@@ -38,7 +38,7 @@ def _faults_stop_the_sweep(method):
             fault = store_fault(self.tracker.uri, err)
             if fault is None:
                 raise
-            self.stop_for(fault.why, fault.fix)
+            self.stop_for(fault)
             return None
 
     return guarded
@@ -141,8 +141,7 @@ class MLflowTrialCallback(DriverCallback):
         self.unclosed: set[str] = set()  # trials whose final result was logged but whose run was not closed
         self.resumed: set[str] = set()  # trials whose run this driver reopened (metrics logged before it)
         self.early: set[str] = set()  # trials stopped early (ASHA or a time limit): ended, neither finished nor failed
-        self.fault: str | None = None  # why the sweep stopped on a machine's fault (nothing is written after it)
-        self.fault_fix = FREE_SPACE  # what the user does about it before --resume
+        self.fault: SweepFault | None = None  # the machine's fault that stopped the sweep (nothing is written after it)
         for run in tracker.children(exp_id, parent_id):
             key = run.data.tags.get(contract.TRIAL_KEY)
             if key and not run.data.tags.get(contract.EVALUATES):  # (an evaluation-only row's run is no trial)
@@ -190,13 +189,12 @@ class MLflowTrialCallback(DriverCallback):
     def _last_step(self, run_id: str, metric: str) -> int:
         return max((p.step for p in self.tracker.client.get_metric_history(run_id, metric)), default=-1)
 
-    def stop_for(self, why: str, fix: str = FREE_SPACE) -> None:
-        """Stop the sweep as Ctrl-C does, once, for a fault of the machine (``why`` says which, ``fix`` what the
-        user does before --resume)."""
+    def stop_for(self, fault: SweepFault) -> None:
+        """Stop the sweep as Ctrl-C does, once, for a fault of the machine (the driver raises ``fault`` after it)."""
         if self.fault is None:
             from rirlab.sweeps.record.faults import stop_tune
 
-            self.fault, self.fault_fix = why, fix
+            self.fault = fault
             stop_tune()
 
     def on_step_begin(self, iteration, trials, **info):
@@ -207,7 +205,7 @@ class MLflowTrialCallback(DriverCallback):
         if self.fault is None and self.tune_path:
             why = tune_folder_full(self.tune_path)
             if why:
-                self.stop_for(why)
+                self.stop_for(SweepFault(why))
 
     @_faults_stop_the_sweep
     def on_trial_start(self, iteration, trials, trial, **info):
@@ -286,7 +284,8 @@ class MLflowTrialCallback(DriverCallback):
         full = tune_folder_full(self.tune_path) if self.tune_path else None
         if full or disk_full(error):  # the machine's fault, not the trial's: the run stays unfinished
             self.state[key] = "running"
-            self.stop_for(full or f"a disk a trial writes to is full ({_full_line(error)})")  # the data cache's too
+            self.stop_for(SweepFault(full or f"a disk a trial writes to is full ({_full_line(error)})"))  # the data
+            # cache's too
             return
         self.tracker.finish(run_id, "FAILED", error)
         self.state[key] = "failed"
