@@ -28,7 +28,6 @@ import os
 import signal
 import sys
 import threading
-from pathlib import Path
 from typing import Optional
 
 
@@ -141,14 +140,12 @@ def sender() -> Optional[str]:
     """Who sent the last SIGINT the start-up watcher took, when another process did (not a terminal's Ctrl-C, not
     this driver itself): "process PID (its command line)"; else None. A sweep stopped by a scheduler or a stray
     signal says so instead of looking like the user's Ctrl-C."""
+    from rirlab.sweeps.record.faults import describe_process
+
     pid = _SENDERS[-1] if _SENDERS else 0
     if pid in (0, os.getpid()):
         return None
-    try:
-        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:  # gone already, or not Linux
-        command = ""
-    return f"process {pid}" + (f" ({command[:80]})" if command else "")
+    return describe_process(pid)
 
 
 def raise_if_interrupted() -> None:

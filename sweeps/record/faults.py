@@ -70,11 +70,22 @@ def lock_holders(path: Path) -> list[str]:
         try:
             if not any(os.readlink(fd) == target for fd in (proc / "fd").iterdir()):
                 continue
-            command = " ".join((proc / "cmdline").read_bytes().decode(errors="replace").replace("\0", " ").split())
         except OSError:
             continue
-        found.append(f"process {proc.name}" + (f" ({command[:80]})" if command else ""))
+        found.append(describe_process(int(proc.name)))
     return found
+
+
+def describe_process(pid: int) -> str:
+    """"process PID (its command line, on one line and cut at 80 characters)", or "process PID" when /proc cannot
+    say (gone already, another user's, not Linux): how a line names another process (a lock's holder, a signal's
+    sender)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        command = " ".join(raw.replace("\0", " ").split())
+    except OSError:
+        command = ""
+    return f"process {pid}" + (f" ({command[:80]})" if command else "")
 
 
 def store_lock_held(uri: str) -> SweepFault:
