@@ -364,6 +364,7 @@ class SweepDriver:
         trials that ended in an error."""
         from ray import tune
 
+        from rirlab.sweeps.driver.checkpoints import CheckpointRestorer
         from rirlab.sweeps.record.callback import bound
         from rirlab.sweeps.tune.tuner import new_tuner
 
@@ -375,10 +376,11 @@ class SweepDriver:
                 raise_if_interrupted()
                 return 0
             # Tune saves its callbacks with the experiment (pickle; deep copies too): while bound, they load back
-            # as these two live ones, in a fresh Tuner and in a restored one alike
+            # as these live ones, in a fresh Tuner and in a restored one alike (a state saved before the
+            # checkpoint restorer existed lists two: it restores without it)
             # a sweep recorded before the sweep side moved into the rirlab package names its pickled classes
             # sweeps.*: reachable while its Tune state is read (restore, then the searcher's state inside fit)
-            with bound(mlflow_cb, progress) as callbacks, \
+            with bound(mlflow_cb, progress, CheckpointRestorer(stream=progress.stream)) as callbacks, \
                     (legacy_module_names() if self.restore else contextlib.nullcontext()):
                 if self.restore:
                     # the space again: Tune does not keep it, and where the driver died before Tune first saved its
