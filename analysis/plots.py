@@ -297,3 +297,70 @@ def curves_plot(client, sw, metric: str, out, stat: str = DEFAULT_STAT, ci: str 
     fig.savefig(out, dpi=120)
     plt.close(fig)
     return n
+
+
+def split_panels(grid) -> list[dict]:
+    """The rows of an ablation table (``rirlab.analysis.tables.ablation``) that have runs, each as a panel: its
+    label, the split columns, its value per seed and split, and the published row paired with it (centre and std per
+    split, None where the paper has no cell)."""
+    columns = [h for h in grid.header[1:] if any(r["column"] == h and r["kind"] == "ours" for r in grid.records)]
+    paper_cells = {(r["configuration"], r["column"]): (r["centre"], r.get("sd")) for r in grid.records
+                   if r["kind"] == "paper"}
+    panels = []
+    for i, (row, kind) in enumerate(zip(grid.body, grid.kinds)):
+        label = row[0]
+        seeds: dict[str, dict[str, float]] = {}
+        for c in columns:
+            for seed, v in grid.seeds.get((label, c), {}).items():
+                seeds.setdefault(seed, {})[c] = v
+        if kind != "ours" or not seeds:
+            continue
+        paper = next((grid.body[j][0] for j in range(i + 1, len(grid.body)) if grid.kinds[j] != "difference"), None)
+        paper = paper if paper is not None and paper.startswith("paper: ") else None
+        panels.append({"label": label, "columns": columns, "seeds": seeds, "paper": paper,
+                       "paper_cells": {c: paper_cells.get((paper, c)) for c in columns} if paper else {}})
+    return panels
+
+
+def splits_plot(sw, out, reference: Optional[str] = None, stat: Optional[str] = None,
+                metric: str = "accuracy") -> int:
+    """A panel per configuration of the sweep's table: every seed's value on every split (a point per seed, a line
+    joining a seed's splits), our statistic over the seeds (the table's cell), and the paired published row's
+    centre with its std over the paper's seeds (an error bar; a bare centre where none is published). What a
+    results page shows beside its table: whether a gap is one seed or every seed."""
+    from rirlab.analysis import tables as T
+
+    grid = T.ablation(sw.runs, spec=sw.spec, stat=stat, metric=metric, n_expected=sw.n_expected, reference=reference,
+                      splits=sw.splits)
+    panels = split_panels(grid)
+    if not panels:
+        raise UserError(f"no finished run of '{sw.experiment}' has a test split's {metric}; run `rirlab sweep` first")
+    fig, axes = plt.subplots(len(panels), 1, figsize=(7.5, 2.9 * len(panels) + 0.4), squeeze=False)
+    for ax, panel in zip(axes[:, 0], panels):
+        xs = range(len(panel["columns"]))
+        for k, (seed, values) in enumerate(sorted(panel["seeds"].items())):
+            ys = [values.get(c, float("nan")) for c in panel["columns"]]
+            ax.plot(xs, ys, ls=":", lw=0.9, marker="osD^v"[k % 5], ms=5, mfc="none", color=f"C{k % 10}",
+                    label=f"seed {seed}")
+        ours = [T.aggregate([v[c] for v in panel["seeds"].values() if c in v], grid.stat)
+                for c in panel["columns"]]
+        ax.scatter(xs, [o.centre if o is not None else float("nan") for o in ours], marker="_", s=400, lw=2,
+                   color="black", zorder=3, label=f"ours ({grid.stat} of {len(panel['seeds'])})")
+        if panel["paper"]:
+            cells = [panel["paper_cells"].get(c) for c in panel["columns"]]
+            px = [x + 0.12 for x, p in zip(xs, cells) if p is not None]
+            ax.errorbar(px, [p[0] for p in cells if p is not None],
+                        yerr=[p[1] if p[1] is not None else 0.0 for p in cells if p is not None], fmt="s", ms=5,
+                        color="firebrick", capsize=4, lw=1.4, label=f"{panel['paper']} (± std over its seeds)")
+        ax.set_xticks(list(xs), panel["columns"])
+        ax.set_ylabel(metric_words(metric))
+        ax.set_title(panel["label"], fontsize=10)
+        ax.set_xlabel("test split", fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    fig.suptitle(f"{sw.experiment}: each seed on each test split" + (" against the paper" if reference else ""),
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return len(panels)

@@ -46,6 +46,9 @@ class Grid:
     footer: list[str]
     kinds: list[str] = dataclasses.field(default_factory=list)  # per body row: "ours" | "paper" | "difference"
     records: list[dict] = dataclasses.field(default_factory=list)
+    # (row label, column header) -> {seed: value}: the values a cell of ours aggregates (`rirlab plot splits`)
+    seeds: dict = dataclasses.field(default_factory=dict)
+    stat: str = ""  # the statistic over seeds of the cells of ours (ablation: the reference table's, by default)
 
 
 def present(v) -> bool:
@@ -341,7 +344,7 @@ def ablation(df: pd.DataFrame, spec=None, task: Optional[str] = None, stat: Opti
             t.p_adjusted = adjusted
     objectives = objective_columns(spec)  # a multi-objective search's own metrics, after the splits
     pad = [EMPTY] * len(objectives)
-    grid = Grid(["configuration", *(labels.get(c, c) for c in columns), *objectives], [], [])
+    grid = Grid(["configuration", *(labels.get(c, c) for c in columns), *objectives], [], [], stat=stat)
     used = []
     for i, rc in enumerate(ours):
         mine = done[[signature(s) == rc.row.sig for s in done["swept"]]] if objectives and len(done) else done
@@ -349,6 +352,7 @@ def ablation(df: pd.DataFrame, spec=None, task: Optional[str] = None, stat: Opti
         grid.body.append([rc.row.label, *(fmt_cell(rc.cells[c], n_expected) for c in columns), *own])
         grid.kinds.append("ours")
         grid.records += [cell_record("ours", rc.row.label, c, labels.get(c, c), rc.cells[c]) for c in columns]
+        grid.seeds.update({(rc.row.label, labels.get(c, c)): dict(rc.by_seed[c]) for c in columns if rc.by_seed[c]})
         if base is not None and i != base:
             diffs = {c: difference(rc, ours[base], c) for c in columns}
             name = f"{rc.row.label} {MINUS} {rows[base].label}"

@@ -326,7 +326,8 @@ def _drawn(out, draw) -> None:
 
 @click.group()
 def plot():
-    """Plots of a sweep: Pareto frontiers (accuracy vs time/memory) and training curves."""
+    """Plots of a sweep: Pareto frontiers (accuracy vs time/memory), training curves, and each seed on each test
+    split beside the paper."""
 
 
 @plot.command()
@@ -371,6 +372,31 @@ def curves(spec, experiment, tracking_uri, parent, latest_full, records, metric,
     guard_out(out, tracking_uri, read_files(spec, records))
     client, sw = _sweep(spec, experiment, tracking_uri, parent, latest_full=latest_full, records=records)
     _drawn(out, lambda: curves_plot(client, sw, metric, out, stat=stat or STAT_DEFAULT, ci=ci))
+
+
+@plot.command()
+@sweep_selection
+@click.option("--reference", default=None, metavar="NAME[:TABLE]",
+              help="Beside each configuration, the paper's published row paired with it (as `rirlab tables "
+                   "--reference`): its mean with its std over the paper's seeds.")
+@stat_option
+@click.option("--metric", default="accuracy", show_default=True, help="Per-split metric (<split>/<metric>).")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Image file: .png, .svg or .pdf.")
+@read_only
+def splits(spec, experiment, tracking_uri, parent, latest_full, records, reference, stat, metric, out):
+    """Every seed on every test split, a panel per configuration, beside the paper's mean ± std (--reference):
+    whether a gap to the paper is one seed or all of them. The rows and cells are those of `rirlab tables`.
+
+    \b
+    rirlab plot splits search_spaces/ebt_table4_logic.yaml --records docs/results/ebt_table4_logic_egt_grc_seed1.parquet \\
+        --records docs/results/ebt_table4_logic_egt_grc_seed2.parquet --reference ebt_nlp:table4_logic --out s.png
+    """
+    from rirlab.analysis.plots import splits_plot
+
+    check_out(out)
+    guard_out(out, tracking_uri, read_files(spec, records))
+    _, sw = _sweep(spec, experiment, tracking_uri, parent, latest_full=latest_full, records=records)
+    _drawn(out, lambda: splits_plot(sw, out, reference=reference, stat=stat, metric=metric))
 
 
 @click.command()
