@@ -11,6 +11,7 @@ from rirlab.sweeps.spec.trials import TrialSpace
 from rirlab.sweeps.record.callback import DriverCallback, trial_error, failure_of
 
 EARLY = contract.STOPPED_EARLY_WORD
+FAILURES_SHOWN = 10  # failed trials said by name and reason without --progress trials (a large sweep: the first)
 ENDED = ("finished", EARLY, "failed")
 
 
@@ -33,6 +34,7 @@ class ProgressCallback(DriverCallback):
         self.best: dict[str, tuple[float, str]] = {}  # objective -> (best final value, trial name)
         self.last_line = ""
         self.last_print = 0.0
+        self.failures_shown = 0  # failed trials said without --progress trials
         self.study = ""  # a continued Optuna study: "study 'st' already holds 4 trials" (search.study_before)
 
     def seed(self, runs) -> None:
@@ -74,8 +76,17 @@ class ProgressCallback(DriverCallback):
             print(line, file=self.stream, flush=True)
             self.last_line = line
 
-    def _trial_line(self, trial, what: str) -> None:
-        if not self.trials:
+    def _trial_line(self, trial, what: str, failure: bool = False) -> None:
+        """A line for one trial (``--progress trials``). A failure is said in any mode, its first
+        ``FAILURES_SHOWN`` at least: a user must learn why, not only that, trials failed."""
+        if failure and not self.trials:
+            self.failures_shown += 1
+            if self.failures_shown > FAILURES_SHOWN:
+                return
+            if self.failures_shown == FAILURES_SHOWN:
+                what += (f" (further failures are not listed here: each failed run's failure reason is in MLflow, "
+                         f"`rirlab ui`; `--progress trials` lists them all)")
+        elif not self.trials:
             return
         text = f"  trial {self.space.trial(trial.config).name}: {what}"
         if self.tty:  # above the live line, which is redrawn below it
@@ -103,17 +114,17 @@ class ProgressCallback(DriverCallback):
         last = trial.last_result or {}
         self.state[trial.trial_id] = "failed" if reason is not None else "finished" if last.get(contract.FINAL) else EARLY
         if reason is not None:
-            self._trial_line(trial, f"failed ({reason})")
+            self._trial_line(trial, f"failed ({reason})", failure=True)
         else:
             finals = ", ".join(f"{m} {last[m]:.2f}" for m in self.metrics if isinstance(last.get(m), (int, float)))
             self._trial_line(trial, self.state[trial.trial_id] + (f": {finals}" if finals else ""))
         self._emit(True)
 
-    def ontrial_error(self, iteration, trials, trial, **info):
+    def on_trial_error(self, iteration, trials, trial, **info):
         if self.state.get(trial.trial_id) in ENDED:
             return
         self.state[trial.trial_id] = "failed"
-        self._trial_line(trial, f"failed ({trial_error(trial)})")
+        self._trial_line(trial, f"failed ({trial_error(trial)})", failure=True)
         self._emit(True)
 
     def on_step_end(self, iteration, trials, **info):

@@ -50,12 +50,35 @@ def failure_of(trial):
 
 
 def trial_error(trial) -> str:
+    """Why a trial ended in an error, in one line (its run's failure reason, the progress line's word)."""
     for attr in ("error_file", "pickled_error_file"):
         path = getattr(trial, attr, None)
         if path and Path(path).is_file() and not str(path).endswith(".pkl"):
-            text = Path(path).read_text(errors="replace").strip().splitlines()
-            return text[-1] if text else "unknown error"
+            return error_line(Path(path).read_text(errors="replace"))
     return "trial raised an error (see the Ray logs in the sweep's output directory)"
+
+
+# Ray's memory monitor kills a worker when the node's memory use crosses a share of its limit
+# (RAY_memory_usage_threshold, 0.95 by default) and writes a page of text whose last line is general advice; its
+# facts are in two lines (Ray 2.40-2.60: "Memory on the node (...) was 5.33GB used / 23.54GB limit (0.226589)"
+# and "OOM kill reason: Memory usage ...B exceeded threshold of ...B (2.0% of ...B limit)").
+_RAY_OOM = "were killed due to the node running low on memory"
+_RAY_OOM_USED = re.compile(r"was ([\d.]+\s*[KMGT]?B) used / ([\d.]+\s*[KMGT]?B) limit")
+_RAY_OOM_THRESHOLD = re.compile(r"exceeded threshold of \d+B \(([\d.]+%)")
+
+
+def error_line(text: str) -> str:
+    """One line of a trial's error text (Ray's error.txt): what ended it, with what to do where rirlab knows.
+    Most errors end in their exception's line; a kill by Ray's memory monitor is said with its figures."""
+    if _RAY_OOM in text:
+        used, threshold = _RAY_OOM_USED.search(text), _RAY_OOM_THRESHOLD.search(text)
+        figures = f"the machine's memory use, {used.group(1)} of {used.group(2)}, " if used else "the machine's memory use "
+        return (f"killed by Ray's memory monitor: {figures}crossed its kill threshold"
+                + (f" ({threshold.group(1)} of the limit, RAY_memory_usage_threshold)" if threshold else "")
+                + "; run fewer trials at once (max_concurrent, or more resources.cpu per trial) or smaller ones "
+                  "(batch_size, hidden_size), or free the machine's memory")
+    lines = text.strip().splitlines()
+    return lines[-1] if lines else "unknown error"
 
 
 def trial_datasets(resolved) -> list[dict]:
