@@ -216,6 +216,28 @@ def test_term_ahead_of_the_time_limit_requeues_the_job_and_the_requeued_run_resu
     assert len(children) == 1 and children[0].info.status == "FINISHED", text  # the same trial, continued
 
 
+@pytest.mark.slurm
+def test_term_while_ray_starts_requeues_the_job_and_the_requeued_run_starts_the_sweep(slurm, tmp_path):
+    """A TERM before the driver runs (Ray still starting) used to end the job unrequeued, by bash's default: the
+    early trap requeues it, and the requeued run starts the sweep (no --resume: there was nothing to resume)."""
+    spec = {**TINY, "name": "slurm_early_term", "seeds": 1, "search": {},
+            "fixed": {**TINY["fixed"], "steps": 10, "eval_every": 10, "log_every": 5}}
+    job_id, log, client = _submit(slurm, tmp_path, spec)
+    slurm.wait(job_id, lambda j: j["JobState"] == "RUNNING", 300, "the job to start")
+    slurm.run("scancel", "--batch", "--signal=TERM", job_id)  # Ray takes seconds to come up: the driver has not run
+    slurm.wait(job_id, lambda j: j.get("Restarts") == "1" and j["JobState"] in {"PENDING", "RUNNING"}, 300,
+               f"the job to requeue itself\n{_log(log)}")
+    slurm.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")  # Slurm holds a requeued job back ~2 min
+    job = slurm.wait(job_id, lambda j: j["JobState"] in ENDED, 1800, "the requeued job to end")
+    text = _log(log)
+    assert job["JobState"] == "COMPLETED", f"{job}\n{text}\n{slurm.logs()}"
+    assert "TERM from Slurm before the sweep started" in text, text
+    assert "requeued (restart 1) before its sweep had started: starting it" in text, text
+    parents, children = _runs(client, "slurm_early_term")
+    assert [p.info.status for p in parents] == ["FINISHED"], text  # one sweep, started once
+    assert len(children) == 1 and children[0].info.status == "FINISHED", text
+
+
 def test_sqlite_on_a_network_filesystem_is_refused_with_one_line(tmp_path):
     """SQLite's locking is unreliable on NFS/Lustre/...; rirlab's default store (sqlite:///mlruns.db in the submit
     directory) lands there on most clusters. The filesystem of tmp_path stands in for NFS (RIRLAB_NETWORK_FS)."""
