@@ -60,6 +60,9 @@ TRIAL_KEY = "rirlab.trial_key"  # Ray Tune's trial id: a resumed sweep finds and
 SWEPT = "rirlab.swept"  # JSON {key: value} of the values that differ between trials, seed included
 VARIANT = "rirlab.variant"
 FAILURE_REASON = "rirlab.failure_reason"  # a FAILED run says why
+# a FAILED run whose trial stopped on its damaged checkpoint (truncated, deleted): that file's path. Not an end:
+# --resume tries the trial again (--restart-damaged says from where)
+DAMAGED_CHECKPOINT = "rirlab.damaged_checkpoint"
 EARLY_STOPPED = "rirlab.early_stopped"  # stopped by the scheduler or a time limit: not counted in tables
 OUTCOME = "rirlab.outcome"  # how a trial ended, a column of the runs view: FINISHED_WORD or STOPPED_EARLY_WORD
 FINISHED_WORD, STOPPED_EARLY_WORD = "finished", "stopped early"  # the one word each, in every count and view
@@ -180,6 +183,9 @@ METRICS = {
 # A trial that ends on a deterministic failure (a NaN loss) reports this string as its last result: the
 # child run ends FAILED with it as FAILURE_REASON (never a metric, never retried).
 FAILURE_RESULT = "failure_reason"
+# A trial whose checkpoint cannot be read reports this (the file's path; FAILURE_RESULT: why, in one line) before it
+# stops: a deterministic failure, so Tune does not retry it; the child run ends FAILED with DAMAGED_CHECKPOINT set.
+DAMAGED_RESULT = "damaged_checkpoint"
 
 
 def metrics_table() -> str:

@@ -23,6 +23,12 @@ from rirlab.errors import command
               help="Print the trials as a table (a column per swept value), the spec hash and a compute estimate; "
                    "start nothing.")
 @click.option("--resume", is_flag=True, help="Continue the last sweep of this spec (same --quick/--set) after its driver died.")
+@click.option("--restart-damaged", type=click.Choice(["previous", "scratch"]), default=None,
+              help="With --resume: a trial whose checkpoint cannot be read (state.pt truncated or deleted, its "
+                   "checkpoint folder gone) trains again, from the newest earlier checkpoint of it that reads "
+                   "(previous; the sweep keeps one checkpoint per trial, so often none: then from step 0) or from "
+                   "step 0 (scratch). Without it such a trial stops at once, FAILED with the file named, while "
+                   "the other trials resume, and the sweep exits 2.")
 @click.option("--no-checkpoint-artifacts", is_flag=True,
               help="Do not copy each trial's final checkpoint (and its weights as an MLflow PyTorch model) "
                    "into MLflow.")
@@ -34,18 +40,23 @@ from rirlab.errors import command
                    "(MLflow system metrics, every $RIRLAB_SYSTEM_METRICS_INTERVAL_S seconds, default 10).")
 @click.option("--output-dir", default="rirlab_runs", show_default=True, type=click.Path(file_okay=False),
               help="Where Ray Tune keeps trial state, checkpoints and Ray's logs.")
-def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoint_artifacts, progress,
-          system_metrics, output_dir):
+def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, restart_damaged, no_checkpoint_artifacts,
+          progress, system_metrics, output_dir):
     """Run the sweep described by the YAML file SPEC with Ray Tune, recording every trial in MLflow.
 
     The spec is validated completely (every trial's config) before Ray or MLflow is touched. Ctrl-C or
     SIGTERM stops the sweep: running trials end KILLED in MLflow and the command that continues it is printed
-    (exit 130 for Ctrl-C, 143 for SIGTERM).
+    (exit 130 for Ctrl-C, 143 for SIGTERM). A trial whose checkpoint is damaged stops, the others run on, and the
+    line naming the file gives the command that trains it again (exit 2).
     """
     from rirlab.sweeps.record.faults import SweepFault
     from rirlab.sweeps.driver.signals import (SweepInterrupted, close_startup_window, interrupted, open_startup_window, sender,
                                        terminated)
 
+    if restart_damaged and not resume:
+        click.echo("error: --restart-damaged restarts trials of an earlier sweep: add --resume (or leave out "
+                   "--restart-damaged)", err=True)
+        sys.exit(2)
     open_startup_window()  # no Ctrl-C or SIGTERM is lost before Ray Tune runs (closed before Tuner.fit)
     where = _where_flags(tracking_uri, output_dir, address)  # repeated in the hints: --resume needs the same store
     try:
@@ -79,7 +90,8 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
         click.echo(f"sweep {plan.spec.name} (spec hash {plan.hash}) -> MLflow {uri}")
         result = run_sweep(plan, uri, address=address, resume=resume,
                            checkpoint_artifacts=not no_checkpoint_artifacts, output_root=output_dir,
-                           progress=progress, system_metrics=system_metrics, report=log_parent_report)
+                           progress=progress, system_metrics=system_metrics, report=log_parent_report,
+                           restart_damaged=restart_damaged)
     except SweepFault as err:  # a full disk, a store locked too long: the sweep stopped as on Ctrl-C
         then = (f"{err.fix}, then continue with: {_resume_command(spec, quick, sets, where)}" if err.parent_id else
                 f"nothing was recorded: {err.fix} and run the same command again")
@@ -108,8 +120,21 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, no_checkpoi
     click.echo(result.done_line())
     for line in _done_hints(spec, plan.spec.name, result.parent_run_id, _where_flags(tracking_uri, None, None)):
         click.echo(line)
+    if result.damaged:
+        click.echo(_damaged_line(result.damaged, _resume_command(spec, quick, sets, where)), err=True)
+        sys.exit(2)
     if result.trained_nothing:  # (evaluation-only rows train nothing)
         sys.exit(1)
+
+
+def _damaged_line(files, resume: str) -> str:
+    """The one line after a sweep in which trials stopped on damaged checkpoints: the files, and the two ways on."""
+    files = list(files)
+    which = f"checkpoint {files[0]} is" if len(files) == 1 else f"checkpoints {', '.join(files)} are"
+    them = "that trial" if len(files) == 1 else "those trials"
+    return (f"error: {which} damaged (truncated or missing): {them} stopped, the others ran on; train {them} again "
+            f"from an earlier checkpoint of {'it' if len(files) == 1 else 'theirs'} where one is kept (else step 0) "
+            f"with: {resume} --restart-damaged previous, or from step 0 with --restart-damaged scratch")
 
 
 def _done_hints(spec, name: str, run_id: str, store: str) -> list[str]:

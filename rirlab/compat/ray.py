@@ -91,3 +91,18 @@ def local_checkpoint_path(trial):
     if checkpoint is None or getattr(checkpoint.filesystem, "type_name", "") != "local":
         return None
     return checkpoint.path
+
+
+def no_retry(trial) -> int:
+    """Let ``trial``'s next error end it (status ERROR) instead of a retry; returns the retries it was allowed, for
+    ``allow_retries`` to put back once that error is handled. For a failure known to repeat (a damaged checkpoint):
+    Tune has no per-error retry policy, only ``Trial.max_failures`` (public attribute, read by
+    ``Trial.should_recover`` when the error arrives; saved with the trial's state)."""
+    before = trial.max_failures
+    trial.max_failures = 0
+    return before
+
+
+def allow_retries(trial, max_failures: int) -> None:
+    """Undo ``no_retry``: a resumed trial is retried as its spec says."""
+    trial.max_failures = max_failures

@@ -10,7 +10,18 @@ restore then fails the trial with "Could not recover from checkpoint as it does 
 Before a restored trial starts, ``restore_named_checkpoints`` puts the newer checkpoint where the state looks for
 it (a rename: atomic, nothing copied), so the trial continues from the newest state it wrote. A newer checkpoint
 is complete: Ray copies a checkpoint to the trial folder before the driver hears of it, and deletes the older one
-only after. A named checkpoint with no newer one beside it is left to Tune (a user deleted it).
+only after.
+
+A named checkpoint with no newer one beside it (deleted by hand, lost with a disk) would fail the trial inside Tune
+("does not exist on storage anymore", retried to no avail). ``recreate_missing_checkpoint`` makes it an empty
+folder instead, so the trial itself finds its ``state.pt`` missing and treats it as any damaged checkpoint
+(``rirlab.sweeps.tune.trainable.restored_state``): one line naming the file and ``--restart-damaged``, no retry,
+and with that flag the trial starts from an earlier checkpoint or from scratch. The alternative, dropping the
+checkpoint from Tune's trial state, would edit Tune's private bookkeeping and give that case its own path and its
+own message; the empty folder leaves Tune's state as Tune wrote it.
+
+A trial that reports its checkpoint damaged (``contract.DAMAGED_RESULT``) is not retried: the restorer lowers its
+retries (``compat.ray.no_retry``) until the error that follows is handled, then puts them back.
 """
 
 from __future__ import annotations
@@ -47,14 +58,39 @@ def restore_named_checkpoint(named: str | os.PathLike) -> Optional[Path]:
     return newest
 
 
+def recreate_missing_checkpoint(named: str | os.PathLike) -> bool:
+    """Where the checkpoint folder ``named`` (a ``checkpoint_<k>`` in an existing trial folder) is missing, create
+    it empty (its trial then reports its state file missing); True if it did."""
+    named = Path(named)
+    if _index(named) is None or named.exists() or not named.parent.is_dir():
+        return False
+    named.mkdir()
+    return True
+
+
 class CheckpointRestorer(DriverCallback):
-    """At a restored sweep's first step, before any trial restarts: ``restore_named_checkpoint`` for each trial."""
+    """At a restored sweep's first step, before any trial restarts: ``restore_named_checkpoint`` for each trial
+    (else ``recreate_missing_checkpoint``). Throughout: a trial that reported a damaged checkpoint is not
+    retried."""
 
     slot = "checkpoints"
 
     def __init__(self, stream=None):
         self.stream = stream
         self.done = False
+        self.retries: dict[str, int] = {}  # trials whose retries no_retry took away: how many they had
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        if contract.DAMAGED_RESULT in result and trial.trial_id not in self.retries:
+            from rirlab.compat import ray as compat_ray
+
+            self.retries[trial.trial_id] = compat_ray.no_retry(trial)  # the error that follows ends it
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        if trial.trial_id in self.retries:
+            from rirlab.compat import ray as compat_ray
+
+            compat_ray.allow_retries(trial, self.retries.pop(trial.trial_id))  # saved so: a --resume retries it
 
     def on_step_begin(self, iteration, trials, **info):
         if self.done:
@@ -65,6 +101,9 @@ class CheckpointRestorer(DriverCallback):
         for trial in trials:
             named = compat_ray.local_checkpoint_path(trial)
             moved = restore_named_checkpoint(named) if named else None
+            if named and moved is None and recreate_missing_checkpoint(named):
+                log.warning("trial %s: Tune's saved state names %s, which is gone (nothing newer beside it): the "
+                            "trial reports it damaged", trial.trial_id, named)
             if moved is not None:
                 line = (f"trial {trial.trial_id}: Tune's saved state named {Path(named).name}, deleted after "
                         f"{moved.name} was written; continuing from {moved.name}")

@@ -77,6 +77,7 @@ class SweepResult:
     evaluated: Optional[int] = None
     eval_failed: int = 0
     eval_waiting: int = 0  # evaluation-only cells whose source trial did not finish
+    damaged: tuple = ()  # the checkpoint files trials stopped on, unreadable (--resume --restart-damaged trains them)
 
     @property
     def trained_nothing(self) -> bool:
@@ -97,11 +98,12 @@ class SweepResult:
 
 def run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str] = None, resume: bool = False,
               checkpoint_artifacts: bool = True, output_root: str = OUTPUT_ROOT, progress: str = "line",
-              system_metrics: bool = False, report: Optional[Callable[[str, str], None]] = None) -> SweepResult:
+              system_metrics: bool = False, report: Optional[Callable[[str, str], None]] = None,
+              restart_damaged: Optional[str] = None) -> SweepResult:
     """Run (or --resume) the sweep (``SweepDriver.run``); returns its ``SweepResult``."""
     return SweepDriver(plan, tracking_uri, address=address, resume=resume, checkpoint_artifacts=checkpoint_artifacts,
                        output_root=output_root, progress=progress, system_metrics=system_metrics,
-                       report=report).run()
+                       report=report, restart_damaged=restart_damaged).run()
 
 
 class SweepDriver:
@@ -121,8 +123,10 @@ class SweepDriver:
 
     def __init__(self, plan: SweepPlan, tracking_uri: str, address: Optional[str] = None, resume: bool = False,
                  checkpoint_artifacts: bool = True, output_root: str = OUTPUT_ROOT, progress: str = "line",
-                 system_metrics: bool = False, report: Optional[Callable[[str, str], None]] = None):
+                 system_metrics: bool = False, report: Optional[Callable[[str, str], None]] = None,
+                 restart_damaged: Optional[str] = None):
         self.plan, self.tracking_uri, self.address, self.resume = plan, tracking_uri, address, resume
+        self.restart_damaged = restart_damaged  # --restart-damaged: where a trial with a damaged checkpoint restarts
         self.checkpoint_artifacts, self.output_root = checkpoint_artifacts, output_root
         self.progress_mode, self.system_metrics, self.report = progress, system_metrics, report
         self.tracker: Optional[Tracker] = None
@@ -316,7 +320,8 @@ class SweepDriver:
             parent_run_id=parent_id, finished=trials.finished, stopped_early=trials.stopped_early,
             failed=trials.failed, errors=errors,
             interrupted=bool(running) or trials.finished + trials.stopped_early + trials.failed < plan.n_trials,
-            stopped=len(running))  # stopped: running trials that the interruption stopped (the CLI says so)
+            stopped=len(running),  # stopped: running trials that the interruption stopped (the CLI says so)
+            damaged=tuple(path for path, _ in mlflow_cb.damaged.values()))
         if mlflow_cb.fault is not None:  # a full disk stopped it (as Ctrl-C would): mark what the store still takes
             with contextlib.suppress(Exception):
                 if mlflow_cb.mark_interrupted():
@@ -356,7 +361,8 @@ class SweepDriver:
             monitor = {"uri": raw(tracker.uri), "exp_id": self.exp_id, "parent_id": self.parent_id,
                        "interval": float(os.environ.get("RIRLAB_SYSTEM_METRICS_INTERVAL_S", "10"))}
         trainable = tune.with_parameters(trial_fn, space=self.plan.space, checkpoint_every=spec.checkpoint_every,
-                                         driver_cwd=os.getcwd(), done=done, monitor=monitor)
+                                         driver_cwd=os.getcwd(), done=done, monitor=monitor,
+                                         restart_damaged=self.restart_damaged)
         return tune.with_resources(trainable, {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu})
 
     def _run_tune(self, train_fn, mlflow_cb, progress) -> int:
@@ -516,6 +522,8 @@ def _recorded_ends(tracker: Tracker, exp_id: str, parent_id: str) -> dict:
         final = run.info.status != "FAILED" and run.data.tags.get(contract.FINAL_LOGGED) == contract.TRUE
         if not key or (run.info.status not in ("FINISHED", "FAILED") and not final):
             continue
+        if run.info.status == "FAILED" and run.data.tags.get(contract.DAMAGED_CHECKPOINT):
+            continue  # stopped on a damaged checkpoint: Tune resumes it (errored), the trial decides (the flag)
         if run.info.status == "FAILED":
             done[key] = {contract.FAILURE_RESULT: run.data.tags.get(contract.FAILURE_REASON, "failed")}
             continue

@@ -165,10 +165,13 @@ class MLflowTrialCallback(DriverCallback):
         self.resumed: set[str] = set()  # trials whose run this driver reopened (metrics logged before it)
         self.early: set[str] = set()  # trials stopped early (ASHA or a time limit): ended, neither finished nor failed
         self.fault: SweepFault | None = None  # the machine's fault that stopped the sweep (nothing is written after it)
+        self.damaged: dict[str, tuple[str, str]] = {}  # trials stopped on a damaged checkpoint: (file, why)
         for run in tracker.children(exp_id, parent_id):
             key = run.data.tags.get(contract.TRIAL_KEY)
             if key and not run.data.tags.get(contract.EVALUATES):  # (an evaluation-only row's run is no trial)
                 self.existing[key] = run
+                if run.info.status == "FAILED" and run.data.tags.get(contract.DAMAGED_CHECKPOINT):
+                    continue  # stopped on a damaged checkpoint: not an end, Tune resumes it (errored trial)
                 if run.info.status in ("FINISHED", "FAILED"):
                     self.state[key] = "finished" if run.info.status == "FINISHED" else "failed"
                     self.ended.add(key)
@@ -186,6 +189,9 @@ class MLflowTrialCallback(DriverCallback):
             run_id = old.info.run_id
             if key not in self.ended:
                 self.tracker.reopen(run_id)
+                for tag in (contract.DAMAGED_CHECKPOINT, contract.FAILURE_REASON):  # tried again: no failure yet
+                    if old.data.tags.get(contract.DAMAGED_CHECKPOINT) and tag in old.data.tags:
+                        self.tracker.client.delete_tag(run_id, tag)
                 self.tracker.set_tags(run_id, {contract.RESUMED: contract.TRUE})
                 self.logged[key] = {m: self._last_step(run_id, m) for m in old.data.metrics}
                 self.resumed.add(key)
@@ -246,6 +252,8 @@ class MLflowTrialCallback(DriverCallback):
     def on_trial_result(self, iteration, trials, trial, result, **info):
         key = trial.trial_id
         run_id = self._run_for(trial)
+        if contract.DAMAGED_RESULT in result and key not in self.ended:  # recorded when its error ends it
+            self.damaged[key] = (str(result[contract.DAMAGED_RESULT]), str(result.get(contract.FAILURE_RESULT, "")))
         if key in self.ended or key in self.unclosed or contract.FAILURE_RESULT in result:
             return  # an ended run is final; a failure is recorded when the trial completes (FAILED + reason)
         step = int(result.get(contract.STEP, result.get("training_iteration", 0)))
@@ -303,6 +311,12 @@ class MLflowTrialCallback(DriverCallback):
         if run_id is None:
             return
 
+        if key in self.damaged:  # a damaged checkpoint (not retried): FAILED with why, resumable with the flag
+            path, why = self.damaged[key]
+            self.tracker.set_tags(run_id, {contract.DAMAGED_CHECKPOINT: path})
+            self.tracker.finish(run_id, "FAILED", why)
+            self.state[key] = "failed"
+            return
         error = trial_error(trial)
         full = tune_folder_full(self.tune_path) if self.tune_path else None
         if full or disk_full(error):  # the machine's fault, not the trial's: the run stays unfinished

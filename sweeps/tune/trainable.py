@@ -7,6 +7,11 @@ Sweep-level settings (how a Tune config maps to a trial, how often to checkpoint
 inside a Ray Tune Checkpoint directory; a retried or resumed trial starts from the last one. The state carries
 the trial's resolved config and run name, so ``rirlab evaluate CHECKPOINT`` needs neither the spec nor Ray's
 params.json.
+
+A checkpoint that cannot be read (``state.pt`` truncated or deleted, the folder Tune names gone) is a deterministic
+failure: the trial reports it (``contract.DAMAGED_RESULT``: the file and why, in one line) and stops without
+retries (``sweeps/driver/checkpoints.py``); ``--resume --restart-damaged previous|scratch`` then starts it from
+an earlier readable checkpoint of its folder or from step 0 (``restart_damaged``).
 """
 
 from __future__ import annotations
@@ -23,13 +28,80 @@ import torch
 from ray import tune
 
 from rirlab import contract
-from rirlab.train import NonFiniteLoss, load_checkpoint, run_trial
+from rirlab.train import NonFiniteLoss, load_checkpoint, run_trial, unreadable_checkpoint
 from rirlab.sweeps.spec.trials import TrialSpace
 
+RESTART_DAMAGED_FLAG = "--restart-damaged"
+# --restart-damaged: where a trial whose checkpoint is damaged starts again
+RESTART_DAMAGED = {
+    "previous": "from the newest earlier checkpoint of the trial that still reads (the sweep keeps one per trial, so "
+                "often there is none: then from step 0)",
+    "scratch": "from step 0",
+}
 
-def trainable(config: dict, space: TrialSpace = TrialSpace(), checkpoint_every: int = 0, driver_cwd: str = "") -> None:
+log = logging.getLogger(__name__)
+
+
+class DamagedCheckpoint(Exception):
+    """The checkpoint a trial resumes from cannot be read: the same on every retry, so the trial stops (the message
+    names the file and the flag that restarts it; ``path``: the file)."""
+
+    def __init__(self, why: str, path: Path):
+        super().__init__(why)
+        self.path = path
+
+
+def damaged_reason(path: Path, err: BaseException) -> str:
+    """One line: which checkpoint file is damaged, how, and what restarts its trial."""
+    if isinstance(err, FileNotFoundError) or not path.exists():
+        what = f"checkpoint {path} is missing"
+    else:
+        what = unreadable_checkpoint(path, err).replace(" is not a readable rirlab checkpoint", " is damaged", 1)
+        what = f"checkpoint {what}"
+    return (f"{what}; resume the sweep with {RESTART_DAMAGED_FLAG} previous (an earlier checkpoint of this trial, "
+            f"where one is kept) or {RESTART_DAMAGED_FLAG} scratch (step 0) to train this trial again")
+
+
+def restored_state(checkpoint_dir: Path, restart_damaged: Optional[str] = None) -> Optional[dict]:
+    """The trainer state a resumed trial starts from: its checkpoint's ``state.pt``. Where that cannot be read,
+    DamagedCheckpoint, unless ``restart_damaged`` says where to start instead: ``previous``, the newest earlier
+    ``checkpoint_<k>`` beside it that reads; ``scratch`` (or no earlier one), None: step 0."""
+    path = Path(checkpoint_dir) / contract.CHECKPOINT_STATE_FILE
+    try:
+        return load_checkpoint(path)  # weights and plain data only
+    except Exception as err:  # noqa: BLE001 - a truncated file raises EOFError, RuntimeError, OSError, ...
+        why = damaged_reason(path, err)
+    if restart_damaged not in RESTART_DAMAGED:
+        raise DamagedCheckpoint(why, path)
+    if restart_damaged == "previous":
+        for earlier in _earlier_checkpoints(Path(checkpoint_dir)):
+            try:
+                state = load_checkpoint(earlier / contract.CHECKPOINT_STATE_FILE)
+            except Exception:  # noqa: BLE001 - damaged too: an earlier one
+                continue
+            log.warning("%s; %s previous: continuing from %s", why, RESTART_DAMAGED_FLAG, earlier)
+            return state
+    log.warning("%s; %s %s: starting from step 0", why, RESTART_DAMAGED_FLAG, restart_damaged)
+    return None
+
+
+def _earlier_checkpoints(checkpoint_dir: Path) -> list[Path]:
+    """The trial folder's checkpoints numbered below ``checkpoint_dir``'s, newest first."""
+    m = contract.CHECKPOINT_DIR.fullmatch(checkpoint_dir.name)
+    if m is None or not checkpoint_dir.parent.is_dir():
+        return []
+    k = int(m.group(1))
+    found = [(int(n.group(1)), p) for p in checkpoint_dir.parent.iterdir()
+             if (n := contract.CHECKPOINT_DIR.fullmatch(p.name)) and int(n.group(1)) < k]
+    return [p for _, p in sorted(found, reverse=True)]
+
+
+def trainable(config: dict, space: TrialSpace = TrialSpace(), checkpoint_every: int = 0, driver_cwd: str = "",
+              restart_damaged: Optional[str] = None) -> None:
     """One trial. ``checkpoint_every`` 0 means "only the final state" (kept as the run's checkpoint artifact).
-    A relative ``cache_dir`` means the driver's directory (``driver_cwd``), not the trial's own one."""
+    A relative ``cache_dir`` means the driver's directory (``driver_cwd``), not the trial's own one.
+    ``restart_damaged`` (--restart-damaged): where to start when the checkpoint cannot be read (``restored_state``);
+    None: the trial reports it and stops."""
     trial = space.trial(config)
     trial_config = dict(trial.config)
     if driver_cwd and trial_config.get("cache_dir") and not os.path.isabs(os.path.expanduser(trial_config["cache_dir"])):
@@ -38,7 +110,13 @@ def trainable(config: dict, space: TrialSpace = TrialSpace(), checkpoint_every: 
     ckpt = tune.get_checkpoint()
     if ckpt is not None:
         with ckpt.as_directory() as d:
-            state = load_checkpoint(Path(d) / contract.CHECKPOINT_STATE_FILE)  # weights and plain data only
+            try:
+                state = restored_state(Path(d), restart_damaged)
+            except DamagedCheckpoint as err:
+                # reported first: the driver then ends the trial at this error without retries (a retry reads the
+                # same file), and records why on its run
+                tune.report({contract.FAILURE_RESULT: str(err), contract.DAMAGED_RESULT: str(err.path)})
+                raise
 
     def report(metrics: dict, checkpoint=None) -> None:
         if checkpoint is None:
@@ -58,7 +136,7 @@ def trainable(config: dict, space: TrialSpace = TrialSpace(), checkpoint_every: 
 
 
 def trial_fn(config: dict, space: TrialSpace = TrialSpace(), checkpoint_every: int = 0, driver_cwd: str = "",
-             done: Optional[dict] = None, monitor: Optional[dict] = None) -> None:
+             done: Optional[dict] = None, monitor: Optional[dict] = None, restart_damaged: Optional[str] = None) -> None:
     """The sweep's Ray Tune trainable: ``trainable`` above, except for a trial whose end MLflow
     already holds (``done``: its final result, or its failure; a driver killed before Tune could save the
     trial's end restores it as unfinished): that trial reports its recorded end again and never trains."""
@@ -67,7 +145,8 @@ def trial_fn(config: dict, space: TrialSpace = TrialSpace(), checkpoint_every: i
         tune.report(done[key])
         return
     with _system_metrics(monitor, key):
-        trainable(config, space=space, checkpoint_every=checkpoint_every, driver_cwd=driver_cwd)
+        trainable(config, space=space, checkpoint_every=checkpoint_every, driver_cwd=driver_cwd,
+                  restart_damaged=restart_damaged)
 
 
 @contextlib.contextmanager
