@@ -100,13 +100,77 @@ def store_lock_held(uri: str) -> SweepFault:
 
 
 def store_fault(uri: str, err: BaseException) -> Optional[SweepFault]:
-    """The machine's fault that made a write to the MLflow store at ``uri`` fail (its disk is full, or another
-    process held its lock past the wait), as the SweepFault that stops the sweep; None for any other error."""
+    """The machine's fault that made a write to the MLflow store at ``uri`` fail (its disk is full, another process
+    held its lock past the wait, its tracking server stopped answering), as the SweepFault that stops the sweep;
+    None for any other error."""
     if disk_full(err):
         return SweepFault(store_full(uri, err))
     if store_locked(err):
         return store_lock_held(uri)
+    gone = server_unreachable(err)
+    if gone is not None:
+        return server_gone(uri, gone)
     return None
+
+
+# ---- a tracking server that stopped answering (killed, its machine lost, a proxy with nothing behind it)
+# MLflow's HTTP client retries a failed request with exponential backoff for minutes (7 retries, backoff factor 2,
+# 120 s per attempt: a dead server went unnoticed for ~8 minutes). The driver's defaults, each overridable by
+# setting the variable: 4 retries, 0+2+4+8 s apart (+ up to 1 s jitter each), 10 s per attempt.
+HTTP_BOUNDS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": 4, "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": 1,
+               "MLFLOW_HTTP_REQUEST_TIMEOUT": 10}
+
+
+def bound_http_waits() -> None:
+    """MLflow's HTTP retries bounded (``HTTP_BOUNDS``) unless the user set them: a tracking server that is gone
+    stops the sweep within ``server_wait_s`` of the driver's next write, not after minutes of silence."""
+    for name, value in HTTP_BOUNDS.items():
+        os.environ.setdefault(name, str(value))
+
+
+def _http_setting(name: str) -> float:
+    try:
+        return float(os.environ.get(name, HTTP_BOUNDS[name]))
+    except ValueError:
+        return float(HTTP_BOUNDS[name])
+
+
+def server_wait_s() -> float:
+    """The longest one write to a tracking server that does not answer takes before it fails, from MLflow's HTTP
+    settings: every attempt timing out, plus urllib3's backoff between them (none before the first retry, then
+    factor * 2^k, each with up to 1 s of jitter). One refused at once (the server's process gone) fails sooner:
+    the backoff alone."""
+    retries = int(_http_setting("MLFLOW_HTTP_REQUEST_MAX_RETRIES"))
+    factor = _http_setting("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR")
+    backoff = sum(min(120.0, factor * 2 ** k + 1) for k in range(1, retries))
+    return (retries + 1) * _http_setting("MLFLOW_HTTP_REQUEST_TIMEOUT") + backoff
+
+
+def server_unreachable(err: BaseException | None) -> Optional[str]:
+    """Why a request to a tracking server got no answer, in a few words ("connection refused", "timed out", "no
+    answer but errors"), where an exception (or its causes: MLflow wraps requests' error in its own) says so;
+    else None. An answer the server gave (a 404, a bad request) is not this."""
+    try:
+        from requests import exceptions as rex
+    except ImportError:  # (MLflow requires requests; a store without HTTP never raises these)
+        return None
+    for e in chain(err):
+        if isinstance(e, rex.Timeout):
+            return "timed out"
+        if isinstance(e, rex.ConnectionError):
+            return "connection refused" if "refused" in str(e).lower() else "no connection"
+        if isinstance(e, rex.RetryError):
+            return "it answered only with server errors"
+    return None
+
+
+def server_gone(uri: str, how: str) -> SweepFault:
+    """The fault of a tracking server that stopped answering: its runs cannot be marked KILLED (the line says so)."""
+    return SweepFault(f"the MLflow tracking server {uri} stopped answering ({how}, after MLflow's retries, at most "
+                      f"{server_wait_s():.0f} s: $MLFLOW_HTTP_REQUEST_MAX_RETRIES, $MLFLOW_HTTP_REQUEST_TIMEOUT); "
+                      f"the trials stopped at their last checkpoints, and their runs and the sweep's parent run "
+                      f"stay RUNNING on it (a server that is down cannot mark them KILLED)",
+                      fix=f"start the server again (same store: {uri})")
 
 
 def disk_full(err: BaseException | str | None) -> bool:

@@ -24,7 +24,7 @@ import rirlab
 from rirlab import contract
 from rirlab.redact import mask_url, redact_uri, strip_credentials
 from rirlab.compat import mlflow as compat_mlflow
-from rirlab.sweeps.record.faults import store_wait_s
+from rirlab.sweeps.record.faults import bound_http_waits, store_wait_s
 from rirlab.sweeps.record.store import StoreURI, can_create, check_store, raw, sqlite_path, validate_uri
 
 DEFAULT_URI_FILE = "mlruns.db"
@@ -42,6 +42,12 @@ WORKER_ENV = ("MLFLOW_TRACKING_INSECURE_TLS", "MLFLOW_TRACKING_SERVER_CERT_PATH"
 
 def _quiet_db_errors(record: logging.LogRecord) -> bool:
     return record.levelno < logging.ERROR
+
+
+def _quiet_http_retries(record: logging.LogRecord) -> bool:
+    """urllib3's "Retrying (Retry(total=3, ...)) after connection broken by ..." warnings, one per retry of every
+    request to a tracking server that is down: the driver waits a bounded time and then says so in one line."""
+    return not str(record.msg).startswith("Retrying")
 
 
 def resolve_tracking_uri(cli_value: Optional[str] = None) -> StoreURI:
@@ -112,6 +118,11 @@ class Tracker:
         # user:password@ URL, the password in clear, once per trial (and the progress line is the sweep's output)
         os.environ.setdefault(SUPPRESS_URL_PRINTING, "true")
         uri = validate_uri(uri)
+        if raw(uri).startswith(("http://", "https://")):  # a tracking server: a dead one noticed in bounded time
+            bound_http_waits()
+            http_log = logging.getLogger("urllib3.connectionpool")
+            if _quiet_http_retries not in http_log.filters:
+                http_log.addFilter(_quiet_http_retries)
         path = sqlite_path(uri)
         # a new SQLite store is built at the first write, not here: a command refused before it writes anything
         # (--resume with no earlier sweep, an unreachable --address) leaves no empty store behind
