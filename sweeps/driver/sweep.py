@@ -256,6 +256,9 @@ class SweepDriver:
             raise err
         if isinstance(err, SweepFault):
             raise err
+        if fault is not None and not fault.store_answers:  # a server that stopped answering: not asked again
+            fault.parent_id = parent_id
+            raise fault from None
         # whatever stops the driver (Ctrl-C before Tune took over, an error) leaves no parent run RUNNING
         try:
             self._mark_killed()

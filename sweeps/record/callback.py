@@ -344,8 +344,10 @@ class MLflowTrialCallback(DriverCallback):
 
     def mark_interrupted(self) -> bool:
         """Ctrl-C: trials still running end as KILLED in MLflow; --resume reopens them. False when the store
-        could not take it (its disk is full, another process holds it: the runs stay RUNNING, which --resume
-        continues as well)."""
+        could not take it (its disk is full, another process holds it, a tracking server stopped answering: the runs
+        stay RUNNING, which --resume continues as well); a server that stopped answering is not asked again."""
+        if self.fault is not None and not self.fault.store_answers:
+            return False
         for key, st in self.state.items():
             if st == "running" and key in self.runs:
                 try:

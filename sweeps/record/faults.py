@@ -24,9 +24,11 @@ class SweepFault(Exception):
 
     exit_code = 2
 
-    def __init__(self, why: str, parent_id: Optional[str] = None, fix: str = FREE_SPACE):
+    def __init__(self, why: str, parent_id: Optional[str] = None, fix: str = FREE_SPACE, store_answers: bool = True):
         super().__init__(why)
         self.why, self.parent_id, self.fix = why, parent_id, fix
+        self.store_answers = store_answers  # False: the store is a server that stopped answering (nothing more is
+        # written to it: each write would wait out MLflow's retries again)
 
 
 LOCK_MARKER = "database is locked"
@@ -170,7 +172,7 @@ def server_gone(uri: str, how: str) -> SweepFault:
                       f"{server_wait_s():.0f} s: $MLFLOW_HTTP_REQUEST_MAX_RETRIES, $MLFLOW_HTTP_REQUEST_TIMEOUT); "
                       f"the trials stopped at their last checkpoints, and their runs and the sweep's parent run "
                       f"stay RUNNING on it (a server that is down cannot mark them KILLED)",
-                      fix=f"start the server again (same store: {uri})")
+                      fix=f"start the server again (same store: {uri})", store_answers=False)
 
 
 def disk_full(err: BaseException | str | None) -> bool:

@@ -108,7 +108,10 @@ def test_the_callback_stops_the_sweep_when_the_server_stops_answering(http_env, 
     http_env.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     dead = _error_of_a_dead_server(_dead_url())
 
+    asked = []
+
     def refuse(*args, **kwargs):
+        asked.append(1)
         raise dead
 
     monkeypatch.setattr(tracker.client, "log_batch", refuse)
@@ -117,3 +120,21 @@ def test_the_callback_stops_the_sweep_when_the_server_stops_answering(http_env, 
     cb.on_trial_result(0, [], trial, {"step": 10, "train/loss": 1.0})  # nothing more is written, nor stopped twice
     assert stops == [1]
     assert cb.mark_interrupted() is False  # the server cannot mark the runs KILLED: said, not raised
+    assert len(asked) == 1  # nor is it asked again (each write would wait out MLflow's retries once more)
+
+
+def test_a_driver_write_that_finds_the_server_gone_ends_in_that_fault_without_asking_it_again(http_env, tmp_path):
+    """Outside the callback (the parent's own writes: reopening it, its cluster tags, its end) the same fault, with
+    the parent's id (so the CLI prints the --resume command), and no KILLED marking that would wait once more."""
+    from rirlab.sweeps.driver.sweep import SweepDriver
+
+    url = _dead_url()
+    http_env.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    dead = _error_of_a_dead_server(url)
+    driver = object.__new__(SweepDriver)
+    driver.tracker, driver.parent_id, driver.earlier, driver.tune_path = types.SimpleNamespace(uri=url), "p", None, \
+        str(tmp_path)
+    driver._mark_killed = lambda *a, **k: pytest.fail("asked a server that stopped answering to mark the run")
+    with pytest.raises(faults.SweepFault) as raised:
+        driver._fail(dead)
+    assert raised.value.parent_id == "p" and "stopped answering" in raised.value.why
