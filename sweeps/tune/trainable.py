@@ -32,12 +32,9 @@ from rirlab.train import NonFiniteLoss, load_checkpoint, run_trial, unreadable_c
 from rirlab.sweeps.spec.trials import TrialSpace
 
 RESTART_DAMAGED_FLAG = "--restart-damaged"
-# --restart-damaged: where a trial whose checkpoint is damaged starts again
-RESTART_DAMAGED = {
-    "previous": "from the newest earlier checkpoint of the trial that still reads (the sweep keeps one per trial, so "
-                "often there is none: then from step 0)",
-    "scratch": "from step 0",
-}
+# --restart-damaged: where a trial whose checkpoint is damaged starts again (the CLI's choices, spelled there too:
+# it does not import this torch-importing module for its --help)
+RESTART_DAMAGED = ("previous", "scratch")
 
 log = logging.getLogger(__name__)
 

@@ -157,7 +157,9 @@ def test_restart_damaged_needs_resume_and_help_explains_it(tmp_path):
     assert proc.stderr.strip() == ("error: --restart-damaged restarts trials of an earlier sweep: add --resume (or "
                                    "leave out --restart-damaged)")
     helped = " ".join(run_cli(["sweep", "--help"], cwd=tmp_path, check=True).stdout.split())
-    assert "--restart-damaged [previous|scratch]" in helped and "from step 0 (scratch)" in helped
+    # the CLI's choices are the trainable's (spelled twice: the CLI's --help does not import torch)
+    assert f"--restart-damaged [{'|'.join(trainable_module.RESTART_DAMAGED)}]" in helped
+    assert "from step 0 (scratch)" in helped and "earlier checkpoint" in helped and "exits 2" in helped
 
 
 def test_the_cli_line_names_the_files_and_both_ways_on():
