@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -52,9 +53,12 @@ def damaged_reason(path: Path, err: BaseException) -> str:
     """One line: which checkpoint file is damaged, how, and what restarts its trial."""
     if isinstance(err, FileNotFoundError) or not path.exists():
         what = f"checkpoint {path} is missing"
+    elif path.stat().st_size == 0:  # (torch says only "EOFError: ")
+        what = f"checkpoint {path} is damaged (empty: 0 bytes)"
     else:
         what = unreadable_checkpoint(path, err).replace(" is not a readable rirlab checkpoint", " is damaged", 1)
-        what = f"checkpoint {what}"
+        # torch's first sentence says it ("... failed finding central directory"); its advice after it is noise
+        what = f"checkpoint {re.sub(r'(?<=[a-z])[.] [A-Z].*[)]$', ')', what)}"
     return (f"{what}; resume the sweep with {RESTART_DAMAGED_FLAG} previous (an earlier checkpoint of this trial, "
             f"where one is kept) or {RESTART_DAMAGED_FLAG} scratch (step 0) to train this trial again")
 
@@ -133,10 +137,13 @@ def trainable(config: dict, space: TrialSpace = TrialSpace(), checkpoint_every: 
 
 
 def trial_fn(config: dict, space: TrialSpace = TrialSpace(), checkpoint_every: int = 0, driver_cwd: str = "",
-             done: Optional[dict] = None, monitor: Optional[dict] = None, restart_damaged: Optional[str] = None) -> None:
+             done: Optional[dict] = None, monitor: Optional[dict] = None,
+             restart_damaged: Optional[str] = None) -> None:
     """The sweep's Ray Tune trainable: ``trainable`` above, except for a trial whose end MLflow
     already holds (``done``: its final result, or its failure; a driver killed before Tune could save the
-    trial's end restores it as unfinished): that trial reports its recorded end again and never trains."""
+    trial's end restores it as unfinished): that trial reports its recorded end again and never trains.
+    ``restart_damaged``: the driver's --restart-damaged, bound like the rest (never a config key: the spec's hash and
+    the trials' configs stay what they were)."""
     key = tune.get_context().get_trial_id()
     if done and key in done:
         tune.report(done[key])

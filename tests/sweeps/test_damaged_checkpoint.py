@@ -46,6 +46,9 @@ def test_a_damaged_state_file_stops_the_trial_with_its_path_and_the_flag(tmp_pat
     why = str(err.value)
     assert str(state) in why and "--restart-damaged previous" in why and "--restart-damaged scratch" in why
     assert ("missing" if damage == "delete" else "damaged") in why
+    how = {"truncate": "(RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central "
+                       "directory)", "empty": "(empty: 0 bytes)", "delete": "is missing;"}
+    assert how[damage] in why  # how, in a few words (not torch's advice after them)
     assert "\n" not in why and err.value.path == state
 
 
@@ -130,7 +133,8 @@ def test_the_run_ends_failed_naming_the_file_and_a_resume_tries_it_again(tmp_pat
     cb.on_trial_start(0, [], t)
     cb.on_trial_result(0, [], t, {"step": 20, "train/loss": 2.0})
     why = "checkpoint /x/checkpoint_000001/state.pt is damaged (EOFError: ); resume the sweep with --restart-damaged"
-    cb.on_trial_result(0, [], t, {contract.FAILURE_RESULT: why, contract.DAMAGED_RESULT: "/x/checkpoint_000001/state.pt"})
+    cb.on_trial_result(0, [], t, {contract.FAILURE_RESULT: why,
+                                  contract.DAMAGED_RESULT: "/x/checkpoint_000001/state.pt"})
     cb.on_trial_error(0, [], t)
     run = tracker.client.get_run(cb.runs["t"])
     assert run.info.status == "FAILED" and run.data.tags[contract.FAILURE_REASON] == why
