@@ -34,6 +34,7 @@ from __future__ import annotations
 import functools
 import itertools
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -120,6 +121,61 @@ def merge_index(w: int, big_b: int, b: int, lp_idx: torch.Tensor, jj: torch.Tens
     nxt.scatter_(2, where, (new + torch.arange(3, device=dev)).expand_as(where))
     node = new.expand_as(j)
     return torch.cat([four, four[..., :1], node, node, four[..., 3:], nxt], 2)
+
+
+@functools.lru_cache(maxsize=8)
+def segment_index(shapes: tuple, device: torch.device) -> torch.Tensor:
+    """(P,) for a search whose steps have (n, B, W) ``shapes``: the (step, row, beam) log-softmax each of the P
+    log-probabilities (all steps' (n, B, W-1), flattened in order) belongs to; built once per shapes."""
+    widths = np.concatenate([np.full(n * big_b, w - 1, dtype=np.int64) for n, big_b, w in shapes])
+    return torch.from_numpy(np.repeat(np.arange(widths.size, dtype=np.int64), widths)).to(device)
+
+
+@functools.lru_cache(maxsize=8)
+def contribution_rows(shapes: tuple, b: int, device: torch.device) -> torch.Tensor:
+    """(sum n b,) the (row, final beam) of every (step, row, final beam) of :func:`lineage`: 0 .. n_t b - 1 per step."""
+    return torch.from_numpy(np.concatenate([np.arange(n * b, dtype=np.int64) for n, _, _ in shapes])).to(device)
+
+
+def lineage(shapes, r0s, n_merging, b, n_leaf, n_rows, parents, chosen, roots, ids):
+    """The host's share of :meth:`Search.backward` (numpy, no device op): per step t (shapes (n, B, W), first
+    composition row r0), ``parents`` and ``chosen`` (n b each, flattened, all steps): the beam before the step and
+    the log-probability index (in (B, W-1)) of every beam after it.
+
+    Returns, for each (step t, row r < n_t, final beam f) in step order: ``pos``, the flat index (in all steps'
+    log-probabilities) of the log-probability f's lineage chose at t, and ``seg``, its (step, row, beam) segment;
+    ``g0`` (n_0 b,): the flat (row, input beam) each final beam descends from; ``live``: the compositions in some
+    final beam's tree, by depth (longest path from a root), then by row; ``counts``: how many per depth."""
+    qo = np.cumsum([0] + [n * b for n, _, _ in shapes])
+    po = np.cumsum([0] + [n * big_b * (w - 1) for n, big_b, w in shapes])
+    so = np.cumsum([0] + [n * big_b for n, big_b, _ in shapes])
+    anc = np.empty((n_merging[0], b), dtype=np.int64)  # the beam each final beam descends from, at the current step
+    beams = np.arange(b, dtype=np.int64)
+    pos, seg = [None] * len(shapes), [None] * len(shapes)
+    for t in range(len(shapes) - 1, -1, -1):
+        n, big_b, w = shapes[t]
+        anc[n_merging[t + 1] : n] = beams  # rows whose last merge is step t: each final beam is itself
+        a, rows = anc[:n], np.arange(n, dtype=np.int64)[:, None]
+        par, ch = parents[qo[t] : qo[t + 1]].reshape(n, b), chosen[qo[t] : qo[t + 1]].reshape(n, b)
+        pos[t] = (po[t] + rows * (big_b * (w - 1)) + np.take_along_axis(ch, a, 1)).reshape(-1)
+        p = np.take_along_axis(par, a, 1)  # (n, b) the beam before step t
+        seg[t] = (so[t] + rows * big_b + p * (big_b > 1)).reshape(-1)  # B = 1: one softmax per row
+        anc[:n] = p
+    g0 = (np.arange(n_merging[0], dtype=np.int64)[:, None] * b + anc).reshape(-1)
+    # depth per composition (-1: in no final beam's tree); every user of a node as a child is a later step
+    depth = np.full(n_rows, -1, dtype=np.int64)
+    r = roots - n_leaf
+    depth[r[r >= 0]] = 0
+    children = ids[:, 1:3] - n_leaf  # (R, 2) composition rows of the children, negative for leaves
+    for t in range(len(shapes) - 1, -1, -1):
+        r0, r1 = r0s[t], r0s[t] + shapes[t][0] * b
+        dd = depth[r0:r1]
+        for c in (children[r0:r1, 0], children[r0:r1, 1]):
+            k = (dd >= 0) & (c >= 0)
+            np.maximum.at(depth, c[k], dd[k] + 1)
+    order = np.argsort(depth, kind="stable")
+    live = order[int((depth < 0).sum()) :]
+    return np.concatenate(pos), np.concatenate(seg), g0, live, np.bincount(depth[live]).tolist()
 
 
 class Search:
@@ -397,40 +453,10 @@ class Search:
             return torch.cat(self.saved[key]) if self.saved[key] else torch.empty(0, dtype=dtype, device=dev)
 
         ids = cat("ids", torch.long).view(-1, 4)  # (R, 4) left neighbour, children, right neighbour
-        # depth per composition, below 0: dead; one trash slot at n_rows takes the writes aimed at leaves, so every
-        # update below is a fixed-shape scatter (no host synchronisation inside the step loop)
-        trash, dead = self.n_rows, -self.n_rows - 2  # dead + 1 + steps stays below 0
-        depth = torch.full((self.n_rows + 1,), dead, dtype=torch.long, device=dev)
-        roots = self.root_ids.reshape(-1)
-        depth.index_fill_(0, torch.where(roots >= off, roots - off, trash), 0)
-        children = torch.where(ids[:, 1:3] >= off, ids[:, 1:3] - off, trash).t().contiguous()  # (2, R) rows, or trash
-        nbs = [n * self.b for n in self.n_merging[:-1]]
-        step_depth, left, right = (z.split(nbs) for z in (depth[: self.n_rows], *children))  # per step, views
-        g_prev = None  # gradient of the beam scores the next-later step started from
-        for t in range(len(self.steps) - 1, -1, -1):
-            n, big_b, w, r0, parent, lp_idx, sid, logp = self.steps[t]
-            n_after = self.n_merging[t + 1]  # rows still merging after this step
-            g_new_scores = g_final[:n] if g_prev is None else g_prev if n_after == n else torch.cat(
-                [g_prev, g_final[n_after:n]])
-            # beam scores: new = scores[parent] + logp[src, j]
-            g_prev = torch.zeros(n, self.b, dtype=g_new_scores.dtype, device=dev).scatter_add_(1, parent, g_new_scores)
-            g_lp = torch.zeros(n, big_b, w - 1, dtype=logp.dtype, device=dev)
-            g_lp.view(n, -1).scatter_add_(1, lp_idx, g_new_scores)
-            g_ps = g_lp - logp.exp() * g_lp.sum(-1, keepdim=True)  # log_softmax backward
-            g_spool.put_(sid, g_ps, accumulate=True)
-            # depth of the children of this step's compositions: a live one's children get at least its depth + 1,
-            # a dead one's stays below 0 (no effect under amax); leaf children go to the trash slot
-            dd = step_depth[t] + 1
-            depth.scatter_reduce_(0, left[t], dd, reduce="amax").scatter_reduce_(0, right[t], dd, reduce="amax")
-        n0 = self.n_merging[0]
-        g_scores = g_final if g_prev is None else torch.cat([g_prev, g_final[n0:]])
-
-        # live compositions grouped by depth: ONE host synchronisation (the per-depth counts decide the loop and
-        # the sizes of the batches below); the dead come first in the sort (depth < 0) and are skipped
-        depth = depth[: self.n_rows].clamp_(min=-1)
-        counts = torch.bincount(depth + 1, minlength=1).tolist() if self.n_rows else [0]  # [dead, depth 0, 1, ...]
-        n_dead, counts = counts[0], counts[1:]
-        live = depth.sort(stable=True).indices[n_dead:]  # (K,) live compositions, by depth, then by row
+        # 1. the beam-score chain and the depth pass are integer bookkeeping over the whole search: ONE host read of
+        # the parents, the chosen pairs, the roots and the children (instead of ~13 small ops per step on the device),
+        # the lineage and depths computed on the host (:meth:`lineage`), then a few batched ops over all steps
+        g_scores, live, counts = self.beam_score_grads(g_spool, g_final, ids)
         k_all = live.numel()
         pids = cat("pids", torch.long).view(-1, 4).index_select(0, live)  # (K, 4) left, new, new, right
         # 2. scorer of the two new pairs of every live composition; a masked right pair is a constant
@@ -447,6 +473,44 @@ class Search:
         _, g_gamma, g_beta = _ln_backward(g_new, buf["mixed"].index_select(0, live), [d], buf["mean"].index_select(
             0, live), buf["rstd"].index_select(0, live), self.gamma, self.beta, [False, True, True])
         return self.input_and_weight_grads(g_pool, g_spool, g_scores, g_gamma, g_beta, g_gh, act, g_h1, pair)
+
+    def beam_score_grads(self, g_spool, g_final, ids):
+        """Pass 1 of :meth:`backward`: the beam scores' gradients into the score pool (through every step's
+        log-softmax), the input scores' gradients (M, b) and the live compositions by depth.
+
+        A final beam's score is the sum of the log-probabilities its lineage chose (new = scores[parent] +
+        logp[p, j]), so the gradient of a chosen log-probability at step t is the sum of the final gradients of the
+        final beams descending from it. Which those are is integer bookkeeping over the parents, known when the
+        forward ends: one host read of the parents, the chosen pairs, the roots and the children, the lineage and the
+        depths walked on the host (:func:`lineage`), then ONE scatter of the final gradients for all steps, the
+        log-softmax backward over all steps at once, and one ``put_`` per step (its score ids are a strided view
+        of that step's state). Was ~13 device ops per step (scatter chain, log-softmax backward, depth scatters)."""
+        dev, b, steps = g_final.device, self.b, self.steps
+        if not steps:  # no merge at all (every sequence one token)
+            return g_final, torch.empty(0, dtype=torch.long, device=dev), []
+        parents, chosen = torch.cat([s[4] for s in steps]), torch.cat([s[5] for s in steps])  # (Q, b) each
+        flat = torch.cat([parents.view(-1), chosen.view(-1), self.root_ids.view(-1), ids.view(-1)])
+        host = flat.cpu().numpy()  # the one host read of the backward
+        q = parents.numel()
+        shapes = tuple((n, big_b, w) for n, big_b, w, *_ in steps)
+        pos, seg, g0, live, counts = lineage(shapes, [s[3] for s in steps], self.n_merging, b, self.n_leaf,
+                                             self.n_rows, host[:q], host[q : 2 * q], host[2 * q : 2 * q + self.m * b],
+                                             host[2 * q + self.m * b :].reshape(-1, 4))
+        idx = torch.from_numpy(np.concatenate([pos, seg, g0, live])).to(dev, non_blocking=True)
+        pos, seg, g0, live = idx.split([pos.size, seg.size, g0.size, live.size])
+        sizes = [n * big_b * (w - 1) for n, big_b, w in shapes]
+        n_logp, n_seg = sum(sizes), sum(n * big_b for n, big_b, _ in shapes)
+        # contributions (step t, row r, final beam f), r < n_t, in step order: the final gradient of (r, f)
+        vals = g_final.view(-1).index_select(0, contribution_rows(shapes, b, dev))
+        g_lp = g_final.new_zeros(n_logp).index_add_(0, pos, vals)  # d log-probabilities, all steps
+        sums = g_final.new_zeros(n_seg).index_add_(0, seg, vals)  # their sums per (step, row, parent beam)
+        logp = torch.cat([s[7].view(-1) for s in steps]).exp_()  # softmax
+        g_ps = torch.addcmul(g_lp, logp, sums.index_select(0, segment_index(shapes, dev)), value=-1)  # eq. softmax'
+        for s, g in zip(steps, g_ps.split(sizes)):
+            g_spool.put_(s[6], g, accumulate=True)
+        n0, m = self.n_merging[0], self.m
+        g_in = g_final.new_zeros(n0 * b).index_add_(0, g0, g_final.view(-1)[: n0 * b]).view(n0, b)
+        return (g_in if n0 == m else torch.cat([g_in, g_final[n0:]])), live, counts
 
     def cells_backward(self, g_pool, children, live, counts):
         """The GRC cells (eq. 10-11) of the ``live`` compositions (children ``children`` (K, 2)), one batch per depth
