@@ -69,7 +69,7 @@ def state_shift(w: int, device: torch.device) -> tuple[torch.Tensor, torch.Tenso
     return source, key
 
 
-LEAD = 8  # columns before a beam's state in the beam search's merge rows: the 4 ids the cell reads, 4 the scorer reads
+LEAD = 6  # columns before a beam's state in the beam search's merge rows: the 2 children the cell reads, 4 the scorer
 TABLE_MAX = 64  # widest merge step indexed through a table (b B (W-1) rows of 2W + 6: O(W^2) memory per width)
 
 
@@ -78,8 +78,8 @@ def merge_table(w: int, big_b: int, b: int, device: torch.device) -> torch.Tenso
     """Everything a merge moves, as gather indices: row ``i B (W-1) + p (W-1) + j`` (kept beam i, parent beam p,
     merged pair j) indexes [B beams of merge rows (LEAD + 2W wide) | the 3 new ids (node, left and right pair
     score) of each of the b kept beams] and yields the kept beam's merge row at width W-1:
-    [nodes j-1 .. j+2 (clamped; the cell's four) | left node, new, new, right node (the two pairs the scorer
-    reads) | the next state: :func:`state_shift` of beam p with the new ids placed (:meth:`Search.next_state`)].
+    [nodes j, j+1 (the cell's children) | left node j-1, new, new, right node j+2 (clamped; the two pairs the
+    scorer reads) | the next state: :func:`state_shift` of beam p with the new ids placed (:meth:`Search.next_state`)].
     Built once per (W, B, b, device)."""
     source, key = state_shift(w, torch.device("cpu"))
     rows = []  # per j: columns of beam p's merge row, or NEW + k for the k-th new id
@@ -89,7 +89,7 @@ def merge_table(w: int, big_b: int, b: int, device: torch.device) -> torch.Tenso
         nxt = [LEAD + int(s) + int(k > j) for s, k in zip(source, key)]
         for k, col in enumerate((j, (j - 1) % (w - 1) + w - 1, j + w - 1)):  # as next_state's scatter, in order
             nxt[col] = new + k
-        rows.append([LEAD + c for c in four] + [LEAD + four[0], new, new, LEAD + four[3]] + nxt)
+        rows.append([LEAD + j, LEAD + j + 1, LEAD + four[0], new, new, LEAD + four[3]] + nxt)
     t = torch.tensor(rows)  # (W-1, LEAD + 2W - 2)
     beam = torch.arange(big_b)[:, None, None] * (LEAD + 2 * w)  # (B, 1, 1) offset of beam p's merge row
     kept = big_b * (LEAD + 2 * w) + 3 * torch.arange(b)[:, None, None, None]  # (b, 1, 1, 1) its new ids
@@ -120,7 +120,7 @@ def merge_index(w: int, big_b: int, b: int, lp_idx: torch.Tensor, jj: torch.Tens
     where = torch.cat([j, (j - 1).remainder_(w - 1).add_(w - 1), j + (w - 1)], 2)  # as next_state's scatter
     nxt.scatter_(2, where, (new + torch.arange(3, device=dev)).expand_as(where))
     node = new.expand_as(j)
-    return torch.cat([four, four[..., :1], node, node, four[..., 3:], nxt], 2)
+    return torch.cat([four[..., 1:3], four[..., :1], node, node, four[..., 3:], nxt], 2)
 
 
 @functools.lru_cache(maxsize=8)
@@ -140,7 +140,8 @@ def contribution_rows(shapes: tuple, b: int, device: torch.device) -> torch.Tens
 def lineage(shapes, r0s, n_merging, b, n_leaf, n_rows, parents, chosen, roots, ids):
     """The host's share of :meth:`Search.backward` (numpy, no device op): per step t (shapes (n, B, W), first
     composition row r0), ``parents`` and ``chosen`` (n b each, flattened, all steps): the beam before the step and
-    the log-probability index (in (B, W-1)) of every beam after it.
+    the log-probability index (in (B, W-1)) of every beam after it; ``roots`` (M b,) the final beams' node ids,
+    ``ids`` (R, 2) every composition's children.
 
     Returns, for each (step t, row r < n_t, final beam f) in step order: ``pos``, the flat index (in all steps'
     log-probabilities) of the log-probability f's lineage chose at t, and ``seg``, its (step, row, beam) segment;
@@ -166,7 +167,7 @@ def lineage(shapes, r0s, n_merging, b, n_leaf, n_rows, parents, chosen, roots, i
     depth = np.full(n_rows, -1, dtype=np.int64)
     r = roots - n_leaf
     depth[r[r >= 0]] = 0
-    children = ids[:, 1:3] - n_leaf  # (R, 2) composition rows of the children, negative for leaves
+    children = ids - n_leaf  # (R, 2) composition rows of the children, negative for leaves
     for t in range(len(shapes) - 1, -1, -1):
         r0, r1 = r0s[t], r0s[t] + shapes[t][0] * b
         dd = depth[r0:r1]
@@ -261,6 +262,27 @@ class Search:
                                              out1=self.slot("mean", r0, r1), out2=self.slot("rstd", r0, r1))
         return four, new
 
+    def compose_children(self, r0: int, nb: int, children: torch.Tensor, keep: torch.Tensor | None, out: torch.Tensor):
+        """GRC cell (eq. 10-11) on each row's two children (node ids ``children`` (n, b, 2)) into ``out`` (their rows
+        of the node pool): :meth:`compose` with fewer ops, as a merge step's count is what a GPU step waits on. The
+        cell reads only [c_l; c_r]; eq. 10's sum sigma(l) c_l + sigma(r) c_r + sigma(g) h is ONE product of the
+        gates [sigma(l), sigma(r), sigma(g)] with [c_l, c_r, h] summed over the three."""
+        d, r1 = self.d, r0 + nb
+        pair = F.embedding(children, self.pool).view(nb, 2 * d)  # [c_l; c_r]
+        h1 = torch.addmm(self.b1, pair, self.w1t, out=self.slot("h1", r0, r1))
+        act = F.gelu(h1)
+        if keep is not None:  # dropout: 0/1 keep mask here, its 1/(1-p) scale folded into the W2 products
+            act.mul_(keep)
+        gh = torch.addmm(self.b2, act, self.w2t, alpha=self.scale, out=self.slot("gh", r0, r1))  # l, r, g, h of eq. 10
+        gates = gh[:, : 3 * d].sigmoid_()
+        terms = torch.cat([pair, gh[:, 3 * d :]], 1).mul_(gates).view(nb, 3, d)  # sigma(l) c_l, sigma(r) c_r, sigma(g) h
+        mixed = torch.sum(terms, 1, out=self.slot("mixed", r0, r1))
+        if self.buf is None:
+            return out.copy_(torch.native_layer_norm(mixed, (d,), self.gamma, self.beta, self.eps)[0])  # eq. 11
+        torch.ops.aten.native_layer_norm.out(mixed, (d,), self.gamma, self.beta, self.eps, out0=out,
+                                             out1=self.slot("mean", r0, r1), out2=self.slot("rstd", r0, r1))
+        return out
+
     def start(self):
         """Leaves into the node pool, their pair scores (eq. 12, ``NEG`` past a row's end) into the score pool.
         Returns the state (n, B_in, 2W) of the n rows that merge (see :meth:`run`), their scores (n, b) and lengths
@@ -314,7 +336,10 @@ class Search:
         dev = self.x.device
         state, scores, lengths, pieces = self.start()
         state = F.pad(state, (LEAD, 0))  # (n, B, LEAD + 2W) merge rows
-        new3 = dict(zip(self.new_nodes, self.new_ids().split([n * b for n in self.n_merging[:-1]])))
+        # per step, cut once: the three new ids of each kept beam (n, 3b) and the dropout keep rows (n b, d_cell)
+        new3 = dict(zip(self.new_nodes, self.new_ids().view(-1, 3 * b).split(self.n_merging[:-1])))
+        keep = self.noise is not None and self.noise.keep is not None
+        keeps = dict(zip(self.new_nodes, self.noise.keep.split([n * b for n in self.n_merging[:-1]]))) if keep else {}
         lim = (lengths - 2)[:, None]  # a merge at j has a right neighbour iff j < lim (length - 2 - step)
         r0 = 0
         for t in range(len(self.n_merging) - 1):
@@ -336,14 +361,14 @@ class Search:
                 jj = top_pos.view(n, b * k1).gather(1, sel)  # (n, b) merged pair = (j, j+1)
                 lp_idx = torch.add(jj, parent, alpha=w - 1)  # (n, b) the chosen log-probability in (B, W-1)
             at = merge_index(w, big_b, b, lp_idx, jj, parent)  # (n, b, LEAD + 2W - 2)
-            src = torch.cat([state.view(n, -1), new3[r0].view(n, 3 * b)], 1)  # (n, B (LEAD + 2W) + 3b)
+            src = torch.cat([state.view(n, -1), new3[r0]], 1)  # (n, B (LEAD + 2W) + 3b)
             state = src.gather(1, at.view(n, -1)).view(n, b, -1)  # (n, b, LEAD + 2W - 2)
-            ids4, pids = state[..., :4], state[..., 4:LEAD]  # (n, b, 4) j-1 .. j+2; (n, b, 4) the scored pairs
-            self.compose(r0, nb, ids4, self.noise and self.noise.keep_rows(nb), self.new_nodes[r0])
+            ids, pids = state[..., :2], state[..., 2:LEAD]  # (n, b, 2) children j, j+1; (n, b, 4) the scored pairs
+            self.compose_children(r0, nb, ids, keeps.get(r0), self.new_nodes[r0])
             bad = self.score_pairs(r0, pids, jj, lim)
             if self.buf is not None:
                 self.steps.append((n, big_b, w, r0, parent, lp_idx, sid, logp))
-                for name, v in (("ids", ids4), ("pids", pids), ("right_bad", bad)):
+                for name, v in (("ids", ids), ("pids", pids), ("right_bad", bad)):
                     self.saved[name].append(v)
             scores = new_scores
             lim = lim - 1
@@ -360,7 +385,7 @@ class Search:
         two = self.new_scores[2 * r0]
         self.score(sin, out=two, rows=(2 * r0, 2 * r0 + 2 * n * b))
         bad = jj >= lim
-        two.view(n, b, 2).select(2, 1).masked_fill_(bad, NEG)
+        two.as_strided((n, b), (2 * b, 2), two.storage_offset() + 1).masked_fill_(bad, NEG)  # the right pairs
         return bad
 
     def score_new_pairs(self, r0: int, four, new: torch.Tensor, jj: torch.Tensor, lim: torch.Tensor):
@@ -452,7 +477,7 @@ class Search:
         def cat(key: str, dtype) -> torch.Tensor:  # no merge step at all (every sequence one token): nothing saved
             return torch.cat(self.saved[key]) if self.saved[key] else torch.empty(0, dtype=dtype, device=dev)
 
-        ids = cat("ids", torch.long).view(-1, 4)  # (R, 4) left neighbour, children, right neighbour
+        ids = cat("ids", torch.long).view(-1, 2)  # (R, 2) children
         # 1. the beam-score chain and the depth pass are integer bookkeeping over the whole search: ONE host read of
         # the parents, the chosen pairs, the roots and the children (instead of ~13 small ops per step on the device),
         # the lineage and depths computed on the host (:meth:`lineage`), then a few batched ops over all steps
@@ -469,7 +494,7 @@ class Search:
                                     buf["sha"].index_select(0, srows))
         g_pool[:, :ds].index_add_(0, pids.view(-1), g_sin.view(4 * k_all, ds))
         # 3. GRC cells by depth; what does not depend on the output gradients is gathered for all live rows at once
-        g_gh, g_h1, pair, act, g_new = self.cells_backward(g_pool, ids.index_select(0, live)[:, 1:3], live, counts)
+        g_gh, g_h1, pair, act, g_new = self.cells_backward(g_pool, ids.index_select(0, live), live, counts)
         _, g_gamma, g_beta = _ln_backward(g_new, buf["mixed"].index_select(0, live), [d], buf["mean"].index_select(
             0, live), buf["rstd"].index_select(0, live), self.gamma, self.beta, [False, True, True])
         return self.input_and_weight_grads(g_pool, g_spool, g_scores, g_gamma, g_beta, g_gh, act, g_h1, pair)
@@ -495,7 +520,7 @@ class Search:
         shapes = tuple((n, big_b, w) for n, big_b, w, *_ in steps)
         pos, seg, g0, live, counts = lineage(shapes, [s[3] for s in steps], self.n_merging, b, self.n_leaf,
                                              self.n_rows, host[:q], host[q : 2 * q], host[2 * q : 2 * q + self.m * b],
-                                             host[2 * q + self.m * b :].reshape(-1, 4))
+                                             host[2 * q + self.m * b :].reshape(-1, 2))
         idx = torch.from_numpy(np.concatenate([pos, seg, g0, live])).to(dev, non_blocking=True)
         pos, seg, g0, live = idx.split([pos.size, seg.size, g0.size, live.size])
         sizes = [n * big_b * (w - 1) for n, big_b, w in shapes]
