@@ -75,12 +75,13 @@ TABLE_MAX = 64  # widest merge step indexed through a table (b B (W-1) rows of 2
 
 @functools.lru_cache(maxsize=8192)
 def merge_table(w: int, big_b: int, b: int, device: torch.device) -> torch.Tensor:
-    """Everything a merge moves, as gather indices: row ``i B (W-1) + p (W-1) + j`` (kept beam i, parent beam p,
-    merged pair j) indexes [B beams of merge rows (LEAD + 2W wide) | the 3 new ids (node, left and right pair
+    """Everything a merge moves, as gather indices: entry [p (W-1) + j, i] (parent beam p, merged pair j, kept beam
+    i) indexes [B beams of merge rows (LEAD + 2W wide) | the 3 new ids (node, left and right pair
     score) of each of the b kept beams] and yields the kept beam's merge row at width W-1:
     [nodes j, j+1 (the cell's children) | left node j-1, new, new, right node j+2 (clamped; the two pairs the
     scorer reads) | the next state: :func:`state_shift` of beam p with the new ids placed (:meth:`Search.next_state`)].
-    Built once per (W, B, b, device)."""
+    Built once per (W, B, b, device); (B (W-1), b, LEAD + 2W - 2), so that a step looks up all its rows in one
+    indexing op (:func:`merge_index`)."""
     source, key = state_shift(w, torch.device("cpu"))
     rows = []  # per j: columns of beam p's merge row, or NEW + k for the k-th new id
     new = 1 << 20
@@ -94,22 +95,22 @@ def merge_table(w: int, big_b: int, b: int, device: torch.device) -> torch.Tenso
     beam = torch.arange(big_b)[:, None, None] * (LEAD + 2 * w)  # (B, 1, 1) offset of beam p's merge row
     kept = big_b * (LEAD + 2 * w) + 3 * torch.arange(b)[:, None, None, None]  # (b, 1, 1, 1) its new ids
     full = torch.where(t >= new, kept + (t - new), beam + t)  # (b, B, W-1, LEAD + 2W - 2)
-    return full.view(-1, t.size(1)).to(device)
+    return full.view(b, -1, t.size(1)).transpose(0, 1).contiguous().to(device)
 
 
-@functools.lru_cache(maxsize=8192)
-def kept_rows(w: int, big_b: int, b: int, device: torch.device) -> torch.Tensor:
-    """(b,) the first :func:`merge_table` row of each kept beam i: i B (W-1)."""
-    return torch.arange(0, b * big_b * (w - 1), big_b * (w - 1), device=device)
+@functools.lru_cache(maxsize=64)
+def beam_ids(b: int, device: torch.device) -> torch.Tensor:
+    """(b,) 0 .. b-1: the kept beams' column of :func:`merge_table`."""
+    return torch.arange(b, device=device)
 
 
 def merge_index(w: int, big_b: int, b: int, lp_idx: torch.Tensor, jj: torch.Tensor, parent: torch.Tensor):
-    """The :func:`merge_table` rows (n, b, LEAD + 2W - 2) of the kept beams (merged pair ``jj`` (n, b), parent beam
+    """The :func:`merge_table` entries (n, b, LEAD + 2W - 2) of the kept beams (merged pair ``jj`` (n, b), parent beam
     ``parent``, ``lp_idx`` = p (W-1) + j, or j where B = 1): one lookup up to :data:`TABLE_MAX`, the same indices
     computed from j and p above it (a non-RIR pass over a long sequence)."""
     dev = jj.device
     if w <= TABLE_MAX:
-        return F.embedding(lp_idx + kept_rows(w, big_b, b, dev), merge_table(w, big_b, b, dev))
+        return merge_table(w, big_b, b, dev)[lp_idx, beam_ids(b, dev)]
     stride = LEAD + 2 * w  # one beam's merge row
     j = jj.unsqueeze(2)  # (n, b, 1)
     beam = (parent.unsqueeze(2) if big_b > 1 else torch.zeros_like(j)) * stride + LEAD  # (n, b, 1) its state
@@ -336,11 +337,11 @@ class Search:
         dev = self.x.device
         state, scores, lengths, pieces = self.start()
         state = F.pad(state, (LEAD, 0))  # (n, B, LEAD + 2W) merge rows
-        # per step, cut once: the three new ids of each kept beam (n, 3b) and the dropout keep rows (n b, d_cell)
-        new3 = dict(zip(self.new_nodes, self.new_ids().view(-1, 3 * b).split(self.n_merging[:-1])))
+        # per step, cut once: the three new ids of each kept beam (n, 1, 3b) and the dropout keep rows (n b, d_cell)
+        new3 = dict(zip(self.new_nodes, self.new_ids().view(-1, 1, 3 * b).split(self.n_merging[:-1])))
         keep = self.noise is not None and self.noise.keep is not None
         keeps = dict(zip(self.new_nodes, self.noise.keep.split([n * b for n in self.n_merging[:-1]]))) if keep else {}
-        lim = (lengths - 2)[:, None]  # a merge at j has a right neighbour iff j < lim (length - 2 - step)
+        lims = self.step_limits(lengths)
         r0 = 0
         for t in range(len(self.n_merging) - 1):
             n, big_b, w = state.size(0), state.size(1), (state.size(2) - LEAD) // 2
@@ -361,20 +362,36 @@ class Search:
                 jj = top_pos.view(n, b * k1).gather(1, sel)  # (n, b) merged pair = (j, j+1)
                 lp_idx = torch.add(jj, parent, alpha=w - 1)  # (n, b) the chosen log-probability in (B, W-1)
             at = merge_index(w, big_b, b, lp_idx, jj, parent)  # (n, b, LEAD + 2W - 2)
-            src = torch.cat([state.view(n, -1), new3[r0]], 1)  # (n, B (LEAD + 2W) + 3b)
-            state = src.gather(1, at.view(n, -1)).view(n, b, -1)  # (n, b, LEAD + 2W - 2)
+            src = torch.cat([state.view(n, 1, -1), new3[r0]], 2)  # (n, 1, B (LEAD + 2W) + 3b), one per kept beam:
+            state = src.expand(n, b, src.size(2)).gather(2, at)  # (n, b, LEAD + 2W - 2)
             ids, pids = state[..., :2], state[..., 2:LEAD]  # (n, b, 2) children j, j+1; (n, b, 4) the scored pairs
             self.compose_children(r0, nb, ids, keeps.get(r0), self.new_nodes[r0])
-            bad = self.score_pairs(r0, pids, jj, lim)
+            bad = self.score_pairs(r0, pids, jj, lims[t])
             if self.buf is not None:
                 self.steps.append((n, big_b, w, r0, parent, lp_idx, sid, logp))
                 for name, v in (("ids", ids), ("pids", pids), ("right_bad", bad)):
                     self.saved[name].append(v)
             scores = new_scores
-            lim = lim - 1
             r0 += nb
-            state, scores, lim = self.drop_finished(t, pieces, state, scores, lim, LEAD)
+            n_next = self.n_merging[t + 1]
+            if n_next < n:  # rows that made their last merge leave the batch: root ids (column LEAD), scores
+                pieces.append((state[n_next:, :, LEAD], scores[n_next:]))
+                state, scores = state[:n_next], scores[:n_next]
         return self.finish(pieces)
+
+    def step_limits(self, lengths: torch.Tensor) -> list[torch.Tensor]:
+        """Per step t, (n_t, 1): length - 2 - t of the rows merging (a merge at j has a right neighbour iff j < it),
+        cut from one (n, T) table with one ``unbind`` per run of steps with the same rows (was a subtraction per
+        step and a slice per row drop)."""
+        steps = self.n_merging[:-1]
+        table = (lengths - 2).view(-1, 1, 1) - torch.arange(len(steps), device=lengths.device).view(-1, 1)  # (n, T, 1)
+        lims, t = [], 0
+        for n, run in itertools.groupby(steps):
+            k = len(list(run))
+            part = table if k == table.size(1) else table.narrow(1, t, k)
+            lims += (part if n == table.size(0) else part[:n]).unbind(1)
+            t += k
+        return lims
 
     def score_pairs(self, r0: int, pids: torch.Tensor, jj: torch.Tensor, lim: torch.Tensor) -> torch.Tensor:
         """Score (eq. 12) the two pairs touching each new node of compositions r0.., (left neighbour, new) and
@@ -494,9 +511,9 @@ class Search:
                                     buf["sha"].index_select(0, srows))
         g_pool[:, :ds].index_add_(0, pids.view(-1), g_sin.view(4 * k_all, ds))
         # 3. GRC cells by depth; what does not depend on the output gradients is gathered for all live rows at once
-        g_gh, g_h1, pair, act, g_new = self.cells_backward(g_pool, ids.index_select(0, live), live, counts)
-        _, g_gamma, g_beta = _ln_backward(g_new, buf["mixed"].index_select(0, live), [d], buf["mean"].index_select(
-            0, live), buf["rstd"].index_select(0, live), self.gamma, self.beta, [False, True, True])
+        g_gh, g_h1, pair, act, (g_new, mixed, mean, rstd) = self.cells_backward(g_pool, ids.index_select(0, live), live,
+                                                                                counts)
+        _, g_gamma, g_beta = _ln_backward(g_new, mixed, [d], mean, rstd, self.gamma, self.beta, [False, True, True])
         return self.input_and_weight_grads(g_pool, g_spool, g_scores, g_gamma, g_beta, g_gh, act, g_h1, pair)
 
     def beam_score_grads(self, g_spool, g_final, ids):
@@ -541,9 +558,10 @@ class Search:
         """The GRC cells (eq. 10-11) of the ``live`` compositions (children ``children`` (K, 2)), one batch per depth
         (``counts`` rows each, shallowest first), backward into the node pool: the cell's algebra of
         :meth:`cell_backward` with every factor that does not depend on the output gradient computed once for all
-        K rows, and each batch's slices of them cut by one ``split`` per tensor. Returns the rows the weights'
-        products read (gate/content and hidden gradients, children, hidden activations) and the output gradients
-        (for the LayerNorm weights)."""
+        K rows, in ONE buffer per row that each batch multiplies by its d mixed in one op, and each batch's slices
+        of every tensor cut by one ``split`` per tensor (8 ops per depth). Returns the rows the weights' products
+        read (gate/content and hidden gradients, children, hidden activations) and the output gradients with the
+        LayerNorm's saved rows (K, 1, D) (for the LayerNorm weights)."""
         d, off, buf, k_all = self.d, self.n_leaf, self.buf, live.numel()
         pair = F.embedding(children, self.pool).view(k_all, 2 * d)  # (K, 2D) [c_l; c_r]
         h1 = buf["h1"].index_select(0, live)
@@ -552,34 +570,37 @@ class Search:
         if keep is not None:
             act.mul_(keep)
         gh = buf["gh"].index_select(0, live).view(k_all, 4, d)  # sigma(l), sigma(r), sigma(g), h
-        # d mixed -> d (l, r, g, h) pre-activation: [c_l sigma'(l), c_r sigma'(r), h sigma'(g), sigma(g)] * d mixed;
-        # the factors in the gradient's own buffer, each batch multiplies its rows by its d mixed in place
-        g_gh = self.pool.new_empty(k_all, 4, d)
-        torch.mul(gh[:, :3], 1 - gh[:, :3], out=g_gh[:, :3])  # sigma'
-        g_gh[:, :2].mul_(pair.view(k_all, 2, d))
-        g_gh[:, 2].mul_(gh[:, 3])
-        g_gh[:, 3] = gh[:, 2]
-        sig_lr = gh[:, :2].clone()  # sigma(l), sigma(r): the children's direct share
+        # d mixed -> d (l, r, g, h) pre-activation: [c_l sigma'(l), c_r sigma'(r), h sigma'(g), sigma(g)] * d mixed,
+        # and the children's direct share [sigma(l), sigma(r)] * d mixed: the six factors side by side per row
+        fac = self.pool.new_empty(k_all, 6, d)
+        torch.mul(gh[:, :3], 1 - gh[:, :3], out=fac[:, :3])  # sigma'
+        fac[:, :2].mul_(pair.view(k_all, 2, d))
+        fac[:, 2].mul_(gh[:, 3])
+        fac[:, 3] = gh[:, 2]
+        fac[:, 4:] = gh[:, :2]
         del gh
-        g_new = self.pool.new_empty(k_all, d)
-        rows = live + off
-        parts = (z.split(counts) for z in (rows, buf["mixed"].index_select(0, live),
-                                           buf["mean"].index_select(0, live), buf["rstd"].index_select(0, live),
-                                           g_gh, sig_lr, h1, g_new))
-        parts = zip(*parts, children.reshape(-1).split([2 * k for k in counts]),
+        g_gh, sig_lr = fac.view(k_all, 6 * d).split([4 * d, 2 * d], 1)  # (K, 4D), (K, 2D): rows 6D apart
+        g_pair = self.pool.new_empty(k_all, 2 * d)  # the children's gradients, (k, 2D) per batch = (2k, D)
+        mixed, mean, rstd = (buf[k].index_select(0, live).view(k_all, 1, -1) for k in ("mixed", "mean", "rstd"))
+        parts = (z.split(counts) for z in ((live + off).view(k_all, 1), mixed, mean, rstd, fac, g_gh, sig_lr, h1,
+                                           g_pair))
+        parts = zip(*parts, *(z.split([2 * k for k in counts]) for z in (children.reshape(-1),
+                                                                          g_pair.view(2 * k_all, d))),
                     *(() if keep is None else (keep.split(counts),)))
-        for k, (rows_k, mixed, mean, rstd, go, sig_lr_k, h1_k, g_new_k, ch, *keep_k) in zip(counts, parts):
-            torch.index_select(g_pool, 0, rows_k, out=g_new_k)
-            g_mixed = _ln_backward(g_new_k, mixed, [d], mean, rstd, self.gamma, self.beta, [True, False, False])[0]
-            gm = g_mixed.unsqueeze(1)  # (k, 1, D)
-            go.mul_(gm)
-            g_act = torch.mm(go.view(k, 4 * d), self.w2)
+        g_new = []
+        for rows_k, mixed_k, mean_k, rstd_k, fac_k, go, sig_k, h1_k, g_pair_k, ch, g_ch, *keep_k in parts:
+            g_new.append(F.embedding(rows_k, g_pool))  # (k, 1, D) d output, complete at this depth
+            g_mixed = _ln_backward(g_new[-1], mixed_k, [d], mean_k, rstd_k, self.gamma, self.beta,
+                                   [True, False, False])[0]  # (k, 1, D)
+            fac_k.mul_(g_mixed)  # go: d (l, r, g, h); sig_k: the children's direct share
+            g_act = torch.mm(go, self.w2)
             if keep_k:
                 g_act.mul_(keep_k[0])
             gh1 = torch.ops.aten.gelu_backward.grad_input(g_act, h1_k, grad_input=h1_k)  # h1's rows: now d h1
-            g_pair = torch.addmm((sig_lr_k * gm).view(k, 2 * d), gh1, self.w1, alpha=self.scale)
-            g_pool.index_add_(0, ch, g_pair.view(2 * k, d))
-        return g_gh.view(k_all, 4 * d), h1, pair, act, g_new
+            torch.addmm(sig_k, gh1, self.w1, alpha=self.scale, out=g_pair_k)
+            g_pool.index_add_(0, ch, g_ch)
+        g_new = torch.cat(g_new) if g_new else mixed.new_empty(0, 1, d)
+        return g_gh, h1, pair, act, (g_new, mixed, mean, rstd)
 
     def input_and_weight_grads(self, g_pool, g_spool, g_scores, g_gamma, g_beta, g_gh, act, g_h1, pair,
                                leaf_inputs: bool = True):
