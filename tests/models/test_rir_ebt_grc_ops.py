@@ -1,0 +1,31 @@
+"""RIR-EBT-GRC's training step dispatches a bounded number of ATen ops (issue 57): on a GPU the step is launch-bound,
+so its op count is its time there. A count, never a time: the same on any machine for one torch version and seed.
+
+The step at batch 2 x length 100 has the chunk layout of the benchmark's 128 x 100 (chunks 30, 30, 30, 10, then one
+chunk of 4: 29 + 3 merge steps), and the count does not depend on the batch size, so it tracks the benchmark's
+figure (benchmarks/README.md, "Ops per training step") in a second.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rirlab.bench.base import BenchOptions, build_model, one_step, random_batch
+from rirlab.bench.ops import OpCounter
+
+# counted at 2,975 (2026-12-05; 3,680 before issue 57's merge-step work, 1,084 of them views); ~10% headroom
+MAX_OPS = 3_270
+
+
+def test_rir_ebt_grc_training_step_op_count_does_not_regress():
+    torch.manual_seed(0)
+    model = build_model("rir_ebt_grc", BenchOptions(batch=2, length=100)).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)  # as `rirlab bench` steps it
+    batch = random_batch(2, 100, "cpu")
+    one_step(model, opt, batch, True)  # warm-up: the merge tables and index caches are built once per shape
+    with OpCounter() as ops:
+        one_step(model, opt, batch, True)
+    # the counter saw the whole step (forward, the fused search's backward, AdamW), not a fraction of it
+    assert ops.by_name["addmm"] > 0 and ops.by_name["put_"] > 0 and ops.by_name["_foreach_addcdiv_"] > 0
+    assert ops.total <= MAX_OPS, (f"{ops.total} ATen ops per rir_ebt_grc training step at 2 x 100 (bound {MAX_OPS}); "
+                                  f"most dispatched: {ops.by_name.most_common(12)}")
