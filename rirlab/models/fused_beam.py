@@ -275,8 +275,8 @@ class Search:
         if keep is not None:  # dropout: 0/1 keep mask here, its 1/(1-p) scale folded into the W2 products
             act.mul_(keep)
         gh = torch.addmm(self.b2, act, self.w2t, alpha=self.scale, out=self.slot("gh", r0, r1))  # l, r, g, h of eq. 10
-        gates = gh[:, : 3 * d].sigmoid_()
-        terms = torch.cat([pair, gh[:, 3 * d :]], 1).mul_(gates).view(nb, 3, d)  # sigma(l) c_l, sigma(r) c_r, sigma(g) h
+        gates, h = gh.split([3 * d, d], 1)
+        terms = torch.cat([pair, h], 1).mul_(gates.sigmoid_()).view(nb, 3, d)  # sigma(l) c_l, sigma(r) c_r, sigma(g) h
         mixed = torch.sum(terms, 1, out=self.slot("mixed", r0, r1))
         if self.buf is None:
             return out.copy_(torch.native_layer_norm(mixed, (d,), self.gamma, self.beta, self.eps)[0])  # eq. 11
@@ -342,11 +342,11 @@ class Search:
         keep = self.noise is not None and self.noise.keep is not None
         keeps = dict(zip(self.new_nodes, self.noise.keep.split([n * b for n in self.n_merging[:-1]]))) if keep else {}
         lims = self.step_limits(lengths)
-        r0 = 0
+        r0, w0 = 0, self.w0
+        sid = state[..., LEAD + w0 : LEAD + 2 * w0 - 1]  # (n, B, W-1) score ids of the adjacent pairs
         for t in range(len(self.n_merging) - 1):
             n, big_b, w = state.size(0), state.size(1), (state.size(2) - LEAD) // 2
             nb = n * b
-            sid = state[..., LEAD + w : LEAD + 2 * w - 1]  # (n, B, W-1) score ids of the adjacent pairs
             logp = F.log_softmax(torch.take(self.spool, sid), dim=-1)  # (n, B, W-1)
             key = logp + self.noise.gumbel(logp.shape) if self.noise is not None else logp
             k1 = min(b, w - 1)
@@ -364,7 +364,8 @@ class Search:
             at = merge_index(w, big_b, b, lp_idx, jj, parent)  # (n, b, LEAD + 2W - 2)
             src = torch.cat([state.view(n, 1, -1), new3[r0]], 2)  # (n, 1, B (LEAD + 2W) + 3b), one per kept beam:
             state = src.expand(n, b, src.size(2)).gather(2, at)  # (n, b, LEAD + 2W - 2)
-            ids, pids = state[..., :2], state[..., 2:LEAD]  # (n, b, 2) children j, j+1; (n, b, 4) the scored pairs
+            # (n, b, 2) children j, j+1; (n, b, 4) the scored pairs; the next step's score ids (n, b, W-2)
+            ids, pids, _, next_sid, _ = state.split([2, 4, w - 1, w - 2, 1], 2)
             self.compose_children(r0, nb, ids, keeps.get(r0), self.new_nodes[r0])
             bad = self.score_pairs(r0, pids, jj, lims[t])
             if self.buf is not None:
@@ -374,9 +375,10 @@ class Search:
             scores = new_scores
             r0 += nb
             n_next = self.n_merging[t + 1]
+            sid = next_sid
             if n_next < n:  # rows that made their last merge leave the batch: root ids (column LEAD), scores
                 pieces.append((state[n_next:, :, LEAD], scores[n_next:]))
-                state, scores = state[:n_next], scores[:n_next]
+                state, scores, sid = state[:n_next], scores[:n_next], sid[:n_next]
         return self.finish(pieces)
 
     def step_limits(self, lengths: torch.Tensor) -> list[torch.Tensor]:
