@@ -124,12 +124,28 @@ def merge_index(w: int, big_b: int, b: int, lp_idx: torch.Tensor, jj: torch.Tens
     return torch.cat([four[..., 1:3], four[..., :1], node, node, four[..., 3:], nxt], 2)
 
 
-@functools.lru_cache(maxsize=8)
+BLOCK = 1 << 21  # log-probabilities per batched log-softmax backward: bounds its buffers (~24 bytes each) in a long
+# non-RIR search (1 x 1800: ~11M); one block holds a RIR level (128 x 100: ~1.5M)
+
+
+def step_blocks(sizes: list[int]) -> list[tuple[int, int]]:
+    """Runs [t0, t1) of consecutive steps with at most :data:`BLOCK` log-probabilities (``sizes``) each; a wider step
+    is a run of its own."""
+    blocks, t0, acc = [], 0, 0
+    for t, p in enumerate(sizes):
+        if acc and acc + p > BLOCK:
+            blocks.append((t0, t))
+            t0, acc = t, 0
+        acc += p
+    return blocks + [(t0, len(sizes))]
+
+
+@functools.lru_cache(maxsize=4)
 def segment_index(shapes: tuple, device: torch.device) -> torch.Tensor:
-    """(P,) for a search whose steps have (n, B, W) ``shapes``: the (step, row, beam) log-softmax each of the P
-    log-probabilities (all steps' (n, B, W-1), flattened in order) belongs to; built once per shapes."""
+    """(P,) int32 for a run of steps with (n, B, W) ``shapes``: the (step, row, beam) log-softmax each of the P
+    log-probabilities (the steps' (n, B, W-1), flattened in order) belongs to; built once per shapes."""
     widths = np.concatenate([np.full(n * big_b, w - 1, dtype=np.int64) for n, big_b, w in shapes])
-    return torch.from_numpy(np.repeat(np.arange(widths.size, dtype=np.int64), widths)).to(device)
+    return torch.from_numpy(np.repeat(np.arange(widths.size, dtype=np.int32), widths)).to(device)
 
 
 @functools.lru_cache(maxsize=8)
@@ -144,7 +160,7 @@ def lineage(shapes, r0s, n_merging, b, n_leaf, n_rows, parents, chosen, roots, i
     the log-probability index (in (B, W-1)) of every beam after it; ``roots`` (M b,) the final beams' node ids,
     ``ids`` (R, 2) every composition's children.
 
-    Returns, for each (step t, row r < n_t, final beam f) in step order: ``pos``, the flat index (in all steps'
+    Returns, per step t (lists), for each (row r < n_t, final beam f): ``pos``, the flat index (in all steps'
     log-probabilities) of the log-probability f's lineage chose at t, and ``seg``, its (step, row, beam) segment;
     ``g0`` (n_0 b,): the flat (row, input beam) each final beam descends from; ``live``: the compositions in some
     final beam's tree, by depth (longest path from a root), then by row; ``counts``: how many per depth."""
@@ -177,7 +193,7 @@ def lineage(shapes, r0s, n_merging, b, n_leaf, n_rows, parents, chosen, roots, i
             np.maximum.at(depth, c[k], dd[k] + 1)
     order = np.argsort(depth, kind="stable")
     live = order[int((depth < 0).sum()) :]
-    return np.concatenate(pos), np.concatenate(seg), g0, live, np.bincount(depth[live]).tolist()
+    return pos, seg, g0, live, np.bincount(depth[live]).tolist()
 
 
 class Search:
@@ -527,8 +543,9 @@ class Search:
         final beams descending from it. Which those are is integer bookkeeping over the parents, known when the
         forward ends: one host read of the parents, the chosen pairs, the roots and the children, the lineage and the
         depths walked on the host (:func:`lineage`), then ONE scatter of the final gradients for all steps, the
-        log-softmax backward over all steps at once, and one ``put_`` per step (its score ids are a strided view
-        of that step's state). Was ~13 device ops per step (scatter chain, log-softmax backward, depth scatters)."""
+        log-softmax backward over all steps at once (in runs of :data:`BLOCK` log-probabilities: one run in RIR),
+        and one ``put_`` per step (its score ids are a strided view of that step's state). Was ~13 device ops per
+        step (scatter chain, log-softmax backward, depth scatters)."""
         dev, b, steps = g_final.device, self.b, self.steps
         if not steps:  # no merge at all (every sequence one token)
             return g_final, torch.empty(0, dtype=torch.long, device=dev), []
@@ -540,18 +557,24 @@ class Search:
         pos, seg, g0, live, counts = lineage(shapes, [s[3] for s in steps], self.n_merging, b, self.n_leaf,
                                              self.n_rows, host[:q], host[q : 2 * q], host[2 * q : 2 * q + self.m * b],
                                              host[2 * q + self.m * b :].reshape(-1, 2))
-        idx = torch.from_numpy(np.concatenate([pos, seg, g0, live])).to(dev, non_blocking=True)
-        pos, seg, g0, live = idx.split([pos.size, seg.size, g0.size, live.size])
-        sizes = [n * big_b * (w - 1) for n, big_b, w in shapes]
-        n_logp, n_seg = sum(sizes), sum(n * big_b for n, big_b, _ in shapes)
-        # contributions (step t, row r, final beam f), r < n_t, in step order: the final gradient of (r, f)
-        vals = g_final.view(-1).index_select(0, contribution_rows(shapes, b, dev))
-        g_lp = g_final.new_zeros(n_logp).index_add_(0, pos, vals)  # d log-probabilities, all steps
-        sums = g_final.new_zeros(n_seg).index_add_(0, seg, vals)  # their sums per (step, row, parent beam)
-        logp = torch.cat([s[7].view(-1) for s in steps]).exp_()  # softmax
-        g_ps = torch.addcmul(g_lp, logp, sums.index_select(0, segment_index(shapes, dev)), value=-1)  # eq. softmax'
-        for s, g in zip(steps, g_ps.split(sizes)):
-            g_spool.put_(s[6], g, accumulate=True)
+        sizes, segs = [n * big_b * (w - 1) for n, big_b, w in shapes], [n * big_b for n, big_b, _ in shapes]
+        po, so = np.cumsum([0] + sizes), np.cumsum([0] + segs)
+        blocks = step_blocks(sizes)
+        arrays = ([np.concatenate(pos[t0:t1]) - po[t0] for t0, t1 in blocks]
+                  + [np.concatenate(seg[t0:t1]) - so[t0] for t0, t1 in blocks] + [g0, live])
+        idx = torch.from_numpy(np.concatenate(arrays)).to(dev, non_blocking=True).split([a.size for a in arrays])
+        g_flat = g_final.view(-1)
+        for k, (t0, t1) in enumerate(blocks):
+            run = shapes[t0:t1]
+            # contributions (step t, row r, final beam f), r < n_t, in step order: the final gradient of (r, f)
+            vals = g_flat.index_select(0, contribution_rows(run, b, dev))
+            g_lp = g_final.new_zeros(po[t1] - po[t0]).index_add_(0, idx[k], vals)  # d log-probabilities
+            sums = g_final.new_zeros(so[t1] - so[t0]).index_add_(0, idx[len(blocks) + k], vals)  # per softmax
+            logp = torch.cat([s[7].view(-1) for s in steps[t0:t1]]).exp_()  # softmax
+            g_ps = torch.addcmul(g_lp, logp, sums.index_select(0, segment_index(run, dev)), value=-1)  # its backward
+            for s, g in zip(steps[t0:t1], g_ps.split(sizes[t0:t1])):
+                g_spool.put_(s[6], g, accumulate=True)
+        g0, live = idx[-2:]
         n0, m = self.n_merging[0], self.m
         g_in = g_final.new_zeros(n0 * b).index_add_(0, g0, g_final.view(-1)[: n0 * b]).view(n0, b)
         return (g_in if n0 == m else torch.cat([g_in, g_final[n0:]])), live, counts

@@ -232,3 +232,27 @@ def test_merge_index_table_equals_the_indices_computed_for_wide_steps(big_b, mon
         if w == 2:  # the spare column takes both new pair scores there; the table keeps the right one, as the scatter
             table, computed = table[..., :-1], computed[..., :-1]
         assert torch.equal(table, computed)
+
+
+def test_log_softmax_backward_in_runs_of_steps_equals_one_run(monkeypatch):
+    """The fused backward runs every step's log-softmax backward at once, in runs of at most BLOCK log-probabilities
+    (a long non-RIR search would otherwise hold several buffers of all its steps' log-probabilities): runs of a few
+    steps each, and steps wider than a run alone, give the gradients of one run over all steps."""
+    import rirlab.models.fused_beam as fb
+
+    def grads():
+        torch.manual_seed(0)
+        tree = FusedBeamTree(GRC(8, 2, 0.1), Scorer(8, 4), 3).train()
+        x = torch.randn(3, 1, 9, 8, requires_grad=True)
+        roots, scores = tree(x, torch.tensor([9, 6, 4]))
+        (roots.square().sum() + scores.clamp(min=-1e3).sum()).backward()
+        return [x.grad] + [p.grad for p in tree.parameters()]
+
+    one = grads()
+    assert fb.step_blocks([5, 5, 5]) == [(0, 3)]
+    monkeypatch.setattr(fb, "BLOCK", 20)  # this search's steps hold 24, 63, 54, 30, 24, 9, 6, 3 log-probabilities:
+    # five runs of one step wider than a run, then one run of the last three
+    assert fb.step_blocks([24, 63, 9, 6, 3]) == [(0, 1), (1, 2), (2, 5)]
+    runs = grads()
+    for a, b in zip(one, runs):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
