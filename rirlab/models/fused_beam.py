@@ -493,8 +493,9 @@ class Search:
     def backward(self, g_roots: torch.Tensor, g_final: torch.Tensor):
         """Three passes instead of one per step.
 
-        1. Beam scores, steps in reverse: d final scores -> d log-probabilities of the chosen merges ->
-           d pair scores (a cheap chain of small ops), and the depth of every LIVE composition: a node that is
+        1. Beam scores (:meth:`beam_score_grads`): d final scores -> d log-probabilities of the chosen merges ->
+           d pair scores, all steps at once from the lineage the host walks once, and the depth of every LIVE
+           composition (the same host walk): a node that is
            in no final beam's tree (its beam was pruned later) influences neither a root nor a final score, so
            its gradient is exactly zero (about two thirds of all compositions at beam 7). Depth = longest path
            from a root through compositions that use the node as a child.
@@ -606,7 +607,8 @@ class Search:
         del gh
         g_gh, sig_lr = fac.view(k_all, 6 * d).split([4 * d, 2 * d], 1)  # (K, 4D), (K, 2D): rows 6D apart
         g_pair = self.pool.new_empty(k_all, 2 * d)  # the children's gradients, (k, 2D) per batch = (2k, D)
-        mixed, mean, rstd = (buf[k].index_select(0, live).view(k_all, 1, -1) for k in ("mixed", "mean", "rstd"))
+        mixed, mean, rstd = (buf[k].index_select(0, live).view(k_all, 1, w) for k, w in (("mixed", d), ("mean", 1),
+                                                                                          ("rstd", 1)))
         parts = (z.split(counts) for z in ((live + off).view(k_all, 1), mixed, mean, rstd, fac, g_gh, sig_lr, h1,
                                            g_pair))
         parts = zip(*parts, *(z.split([2 * k for k in counts]) for z in (children.reshape(-1),
