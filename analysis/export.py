@@ -86,7 +86,8 @@ def trial_runs(client: MlflowClient, experiment: str, parent_id: Optional[str] =
     flt = contract.children_filter(parent_id) if parent_id else ""
     runs = client.search_runs([exp.experiment_id], filter_string=flt, max_results=50000,
                               order_by=["attributes.start_time ASC"])
-    return [r for r in runs if not contract.is_parent(r.data.tags)]
+    # a run a later attempt replaced (--rerun-failed) is not exported: each trial once, as tables count it
+    return [r for r in contract.current_runs(runs) if not contract.is_parent(r.data.tags)]
 
 
 def runs_table(runs: list, experiment: str, redact: bool = False) -> pa.Table:

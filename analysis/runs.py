@@ -132,8 +132,11 @@ def sweeps_of(client: MlflowClient, experiment: str) -> pd.DataFrame:
 
 
 def child_runs(client: MlflowClient, exp_id: str, parent_id: str) -> pd.DataFrame:
-    """Columns: run_id, name, status, swept (dict), params.*, metrics (final values) and tags of interest."""
-    runs = client.search_runs([exp_id], filter_string=contract.children_filter(parent_id), max_results=50000)
+    """Columns: run_id, name, status, swept (dict), params.*, metrics (final values) and tags of interest. A run
+    that a later attempt of its trial replaced (``--rerun-failed``: ``contract.superseded``) is left out, so each
+    trial is counted once, by its latest attempt."""
+    runs = contract.current_runs(
+        client.search_runs([exp_id], filter_string=contract.children_filter(parent_id), max_results=50000))
     rows = []
     for r in runs:
         tags = r.data.tags

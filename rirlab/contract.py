@@ -69,6 +69,14 @@ FINISHED_WORD, STOPPED_EARLY_WORD = "finished", "stopped early"  # the one word 
 RETRIED = "rirlab.retried"  # Ray Tune restarted the trial (a lost worker) this many times
 RESUMED = "rirlab.resumed"
 INTERRUPTED = "rirlab.interrupted"  # also on the parent
+# --rerun-failed: a trial trained again gets a new run (its metric history starts at step 0) tagged with the run it
+# replaces and its attempt number (2 for the first rerun); the replaced run stays, tagged with its successor. A run
+# named by another run's RERUN_OF is superseded: readers count the latest attempt of a trial only (``superseded``)
+RERUN_OF = "rirlab.rerun_of"
+ATTEMPT = "rirlab.attempt"
+SUPERSEDED_BY = "rirlab.superseded_by"
+RERUNS = "rirlab.reruns"  # on the parent: how many --rerun-failed passes it had (each in a Tune folder of its own)
+FIRST_TUNE_PATH = "rirlab.first_tune_path"  # on the parent: the sweep's own Tune folder, once a rerun took TUNE_PATH
 TRUE = "true"
 FINAL_LOGGED = "rirlab.final_logged"  # the trial's final result is in the run (--resume never reruns it)
 # an evaluation-only row's run (a variant with evaluates:): the run id and name of the trial whose weights it tested
@@ -270,6 +278,19 @@ def children_filter(parent_id: str) -> str:
 
 def is_parent(tags: dict) -> bool:
     return tags.get(SWEEP_TAG) == PARENT
+
+
+def superseded(runs) -> set[str]:
+    """The ids of the runs (MLflow Run objects) that a later attempt of the same trial replaced (--rerun-failed):
+    named by another run's RERUN_OF tag. The new run is created with that tag, so the pair is never seen half-made;
+    every reader that counts a sweep's trials leaves these out, and a trial is counted once."""
+    return {r.data.tags[RERUN_OF] for r in runs if r.data.tags.get(RERUN_OF)}
+
+
+def current_runs(runs) -> list:
+    """``runs`` without the superseded ones (``superseded``), in their order."""
+    gone = superseded(runs)
+    return [r for r in runs if r.info.run_id not in gone]
 
 
 # ------------------------------------------------------------------ the trial record

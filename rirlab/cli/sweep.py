@@ -29,6 +29,10 @@ from rirlab.errors import command
                    "(previous; the sweep keeps one checkpoint per trial, so often none: then from step 0) or from "
                    "step 0 (scratch). Without it such a trial stops at once, FAILED with the file named, while "
                    "the other trials resume, and the sweep exits 2.")
+@click.option("--rerun-failed", is_flag=True,
+              help="Train again, from scratch, the trials of the last sweep of this spec (same --quick/--set) that "
+                   "did not finish (FAILED or KILLED), as new runs under the same parent run; its finished trials "
+                   "are untouched and tables count each trial's latest run. Nothing failed: says so, exits 0.")
 @click.option("--no-checkpoint-artifacts", is_flag=True,
               help="Do not copy each trial's final checkpoint (and its weights as an MLflow PyTorch model) "
                    "into MLflow.")
@@ -40,15 +44,21 @@ from rirlab.errors import command
                    "(MLflow system metrics, every $RIRLAB_SYSTEM_METRICS_INTERVAL_S seconds, default 10).")
 @click.option("--output-dir", default="rirlab_runs", show_default=True, type=click.Path(file_okay=False),
               help="Where Ray Tune keeps trial state, checkpoints and Ray's logs.")
-def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, restart_damaged, no_checkpoint_artifacts,
-          progress, system_metrics, output_dir):
+def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, restart_damaged, rerun_failed,
+          no_checkpoint_artifacts, progress, system_metrics, output_dir):
     """Run the sweep described by the YAML file SPEC with Ray Tune, recording every trial in MLflow.
 
     The spec is validated completely (every trial's config) before Ray or MLflow is touched. Ctrl-C or
     SIGTERM stops the sweep: running trials end KILLED in MLflow and the command that continues it is printed
     (exit 130 for Ctrl-C, 143 for SIGTERM). A trial whose checkpoint is damaged stops, the others run on, and the
     line naming the file gives the command that trains it again (exit 2).
+
+    --resume continues an unfinished sweep, each trial from its last checkpoint. --rerun-failed trains a finished
+    sweep's FAILED and KILLED trials again from scratch (Tune already retried each from its checkpoint
+    max_failures times): new child runs tagged rirlab.rerun_of, the failed runs kept and tagged
+    rirlab.superseded_by. An interrupted rerun continues with --resume.
     """
+    from rirlab.errors import UserError
     from rirlab.sweeps.record.faults import SweepFault
     from rirlab.sweeps.driver.signals import (SweepInterrupted, close_startup_window, interrupted, open_startup_window, sender,
                                        terminated)
@@ -57,6 +67,10 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, restart_dam
         click.echo("error: --restart-damaged restarts trials of an earlier sweep: add --resume (or leave out "
                    "--restart-damaged)", err=True)
         sys.exit(2)
+    if rerun_failed and (resume or dry_run):
+        raise UserError(f"--rerun-failed and {'--resume' if resume else '--dry-run'} cannot be combined: "
+                        f"--rerun-failed retrains a finished sweep's failed trials, --resume continues an unfinished "
+                        f"sweep; give one of them")
     open_startup_window()  # no Ctrl-C or SIGTERM is lost before Ray Tune runs (closed before Tuner.fit)
     where = _where_flags(tracking_uri, output_dir, address)  # repeated in the hints: --resume needs the same store
     try:
@@ -83,15 +97,20 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, restart_dam
                 click.echo(note)
             return
         from rirlab.analysis.report import log_parent_report
+        from rirlab.sweeps.driver.rerun import NothingToRerun
         from rirlab.sweeps.driver.sweep import run_sweep
         from rirlab.sweeps.record.tracker import resolve_tracking_uri
 
         uri = resolve_tracking_uri(tracking_uri)
         click.echo(f"sweep {plan.spec.name} (spec hash {plan.hash}) -> MLflow {uri}")
-        result = run_sweep(plan, uri, address=address, resume=resume,
-                           checkpoint_artifacts=not no_checkpoint_artifacts, output_root=output_dir,
-                           progress=progress, system_metrics=system_metrics, report=log_parent_report,
-                           restart_damaged=restart_damaged)
+        try:
+            result = run_sweep(plan, uri, address=address, resume=resume,
+                               checkpoint_artifacts=not no_checkpoint_artifacts, output_root=output_dir,
+                               progress=progress, system_metrics=system_metrics, report=log_parent_report,
+                               restart_damaged=restart_damaged, rerun_failed=rerun_failed)
+        except NothingToRerun as nothing:  # (refused before Ray or MLflow was touched)
+            click.echo(str(nothing))
+            return
     except SweepFault as err:  # a full disk, a store locked too long: the sweep stopped as on Ctrl-C
         then = (f"{err.fix}, then continue with: {_resume_command(spec, quick, sets, where)}" if err.parent_id else
                 f"nothing was recorded: {err.fix} and run the same command again")

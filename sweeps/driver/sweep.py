@@ -41,24 +41,27 @@ def new_tune_path(output_root: str, name: str, spec_hash: str) -> str:
     return str(Path(output_root).resolve() / f"{name}-{spec_hash}-{stamp}-{secrets.token_hex(3)}")
 
 
-def _no_parent_message(tracker: Tracker, exp_id: Optional[str], plan: SweepPlan, uri: str) -> str:
-    """Why --resume finds nothing: no sweep of this spec at all, or one of an earlier version of the spec."""
+def _no_parent_message(tracker: Tracker, exp_id: Optional[str], plan: SweepPlan, uri: str,
+                       flag: str = "--resume") -> str:
+    """Why --resume (or ``flag``) finds nothing: no sweep of this spec at all, or one of an earlier version of the
+    spec."""
     last = None
     if exp_id:
         runs = tracker.client.search_runs([exp_id], filter_string=contract.parent_filter(),
                                           order_by=["attributes.start_time DESC"], max_results=1)
         last = runs[0] if runs else None
     if last is None:
-        return (f"--resume: no earlier sweep of {plan.loaded.path} (spec hash {plan.hash}) in {uri}; run it without "
-                f"--resume first (same --quick/--set flags)")
+        return (f"{flag}: no earlier sweep of {plan.loaded.path} (spec hash {plan.hash}) in {uri}; run it without "
+                f"{flag} first (same --quick/--set flags)")
     tags = last.data.tags
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(last.info.start_time / 1000))
     flags = (" --quick" if tags.get(contract.QUICK) == "True" else "") + "".join(
         f" --set {shlex.quote(f'{k}={v}')}" for k, v in json.loads(tags.get(contract.OVERRIDES) or "{}").items())
-    return (f"--resume: the spec changed since the last sweep of {plan.spec.name} (run {last.info.run_id}, "
-            f"{when}, spec hash {tags.get(contract.SPEC_HASH)}; now {plan.hash}); to resume that sweep, put back the "
+    what = "resume that sweep" if flag == "--resume" else "rerun that sweep's failed trials"
+    return (f"{flag}: the spec changed since the last sweep of {plan.spec.name} (run {last.info.run_id}, "
+            f"{when}, spec hash {tags.get(contract.SPEC_HASH)}; now {plan.hash}); to {what}, put back the "
             f"spec it ran (saved in that run's artifacts under {contract.SPEC_ARTIFACT_DIR}/) and use its flags"
-            f"{flags or ' (none)'}; to start a new sweep of this spec, leave out --resume")
+            f"{flags or ' (none)'}; to start a new sweep of this spec, leave out {flag}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,11 +102,11 @@ class SweepResult:
 def run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str] = None, resume: bool = False,
               checkpoint_artifacts: bool = True, output_root: str = OUTPUT_ROOT, progress: str = "line",
               system_metrics: bool = False, report: Optional[Callable[[str, str], None]] = None,
-              restart_damaged: Optional[str] = None) -> SweepResult:
-    """Run (or --resume) the sweep (``SweepDriver.run``); returns its ``SweepResult``."""
+              restart_damaged: Optional[str] = None, rerun_failed: bool = False) -> SweepResult:
+    """Run (or --resume, or --rerun-failed) the sweep (``SweepDriver.run``); returns its ``SweepResult``."""
     return SweepDriver(plan, tracking_uri, address=address, resume=resume, checkpoint_artifacts=checkpoint_artifacts,
                        output_root=output_root, progress=progress, system_metrics=system_metrics,
-                       report=report, restart_damaged=restart_damaged).run()
+                       report=report, restart_damaged=restart_damaged, rerun_failed=rerun_failed).run()
 
 
 class SweepDriver:
@@ -119,14 +122,18 @@ class SweepDriver:
     Ctrl-C or SIGTERM once the parent run exists raises SweepInterrupted (before it, KeyboardInterrupt: nothing to
     resume). ``report(uri, parent_id)`` attaches the finished sweep's report (the CLI passes analysis's table and
     plot); a failure there is a warning. Until Ray Tune runs, no Ctrl-C or SIGTERM can be lost
-    (``signals.startup_window``). A machine's fault (a full disk, a store locked too long) raises SweepFault."""
+    (``signals.startup_window``). A machine's fault (a full disk, a store locked too long) raises SweepFault.
+
+    ``rerun_failed``: the last sweep's unfinished trials trained again from scratch in a Tune folder of their own,
+    under the same parent run (``rirlab.sweeps.driver.rerun`` says why); NothingToRerun where there is none."""
 
     def __init__(self, plan: SweepPlan, tracking_uri: str, address: Optional[str] = None, resume: bool = False,
                  checkpoint_artifacts: bool = True, output_root: str = OUTPUT_ROOT, progress: str = "line",
                  system_metrics: bool = False, report: Optional[Callable[[str, str], None]] = None,
-                 restart_damaged: Optional[str] = None):
+                 restart_damaged: Optional[str] = None, rerun_failed: bool = False):
         self.plan, self.tracking_uri, self.address, self.resume = plan, tracking_uri, address, resume
         self.restart_damaged = restart_damaged  # --restart-damaged: where a trial with a damaged checkpoint restarts
+        self.rerun_failed, self.reruns = rerun_failed, []  # --rerun-failed: the trials it trains again
         self.checkpoint_artifacts, self.output_root = checkpoint_artifacts, output_root
         self.progress_mode, self.system_metrics, self.report = progress, system_metrics, report
         self.tracker: Optional[Tracker] = None
@@ -161,9 +168,16 @@ class SweepDriver:
         plan = self.plan
         self.tracker = tracker = Tracker(self.tracking_uri)
         self.exp_id = tracker.experiment_id(plan.spec.name, create=False)
-        self.earlier = tracker.find_parent(self.exp_id, plan.hash) if self.resume and self.exp_id else None
-        if self.resume and self.earlier is None:
-            raise UserError(_no_parent_message(tracker, self.exp_id, plan, self.tracking_uri))
+        again = self.resume or self.rerun_failed
+        self.earlier = tracker.find_parent(self.exp_id, plan.hash) if again and self.exp_id else None
+        if again and self.earlier is None:
+            raise UserError(_no_parent_message(tracker, self.exp_id, plan, self.tracking_uri,
+                                               "--resume" if self.resume else "--rerun-failed"))
+        if self.rerun_failed:
+            from rirlab.sweeps.driver import rerun
+
+            rerun.check_parent(self.earlier)
+            self.reruns = rerun.failed_trials(tracker, self.exp_id, self.earlier, plan)  # (or NothingToRerun)
         if plan.evaluations:  # rows it evaluates but does not train: trained before, or refused
             from rirlab.sweeps.driver.evaluations import missing_sources
 
@@ -180,7 +194,11 @@ class SweepDriver:
         ends: a second driver of the sweep is refused."""
         from ray import tune
 
-        if self.earlier is None:
+        if self.rerun_failed:  # the sweep's current folder locked too: no --resume of it meanwhile
+            current = self.earlier.data.tags.get(contract.TUNE_PATH, "")
+            if current and Path(current).is_dir():
+                held.enter_context(sweep_lock(current, self.earlier.info.run_id))
+        if self.earlier is None or self.rerun_failed:
             self.tune_path = new_tune_path(self.output_root, self.plan.spec.name, self.plan.hash)
             held.enter_context(sweep_lock(self.tune_path))  # kept until this driver ends: a --resume meanwhile is
             # refused
@@ -189,8 +207,10 @@ class SweepDriver:
         self.tune_path = tune_path = self.earlier.data.tags.get(contract.TUNE_PATH, "")
         restore = bool(tune_path) and tune.Tuner.can_restore(tune_path)
         if not restore and self.plan.n_trials and self.tracker.children(self.exp_id, parent_id):
+            again = "rerun its failed trials with --rerun-failed" if self.earlier.data.tags.get(contract.RERUNS) \
+                else "start the sweep again without --resume"  # (a rerun stopped before Tune saved its state)
             raise UserError(f"--resume: the Ray Tune state of run {parent_id} ({tune_path or 'unknown'}) is "
-                            f"gone; start the sweep again without --resume")
+                            f"gone; {again}")
         held.enter_context(sweep_lock(tune_path, parent_id))  # a second driver of it: refused here
         self.restore = bool(tune_path) and tune.Tuner.can_restore(tune_path)  # (saved meanwhile by a driver now
         # ended)
@@ -211,7 +231,7 @@ class SweepDriver:
 
                 check_storage(self.plan, raw(self.tracking_uri), self.tune_path)
         except BaseException:
-            if self.earlier is None:  # nothing ran: leave no sweep folder behind
+            if self.earlier is None or self.rerun_failed:  # nothing ran: leave no sweep folder behind
                 self._discard()
             raise
 
@@ -222,6 +242,11 @@ class SweepDriver:
         if self.earlier is not None:
             self.parent_id = self.earlier.info.run_id
             tracker.reopen(self.parent_id)
+            if self.rerun_failed:
+                from rirlab.sweeps.driver import rerun
+
+                print(rerun.describe(self.reruns, self.parent_id), flush=True)
+                rerun.start(tracker, self.earlier, self.tune_path, self.reruns)
             return
         self.exp_id = tracker.experiment_id(plan.spec.name)
         started = time.time()
@@ -306,14 +331,17 @@ class SweepDriver:
                                              for k in tracker.client.get_run(parent_id).data.metrics)
         train_fn = self._trainable()
         link = plan.algorithm.run_linker()  # optuna: each run names its Optuna trial, and the Optuna trial its runs
+        from rirlab.sweeps.driver import rerun
+
+        reruns = rerun.load(self.tune_path)  # a --rerun-failed folder (a fresh one, or one --resume continues)
         mlflow_cb = MLflowTrialCallback(tracker, self.exp_id, parent_id, plan,
                                         checkpoint_artifacts=self.checkpoint_artifacts, tune_path=self.tune_path,
-                                        link=link, shield=shielded)
+                                        link=None if reruns is not None else link, shield=shielded, reruns=reruns)
         progress = ProgressCallback(spec.name, plan.n_trials, spec.metrics, spec.modes, plan.space,
                                     trials=self.progress_mode == "trials")
         progress.seed(mlflow_cb.existing.values())
-        if not self.restore:  # a continued Optuna study says how many trials it held before (its own, after a
-            # --resume)
+        if not self.restore and reruns is None:  # a continued Optuna study says how many trials it held before (its
+            # own, after a --resume; a rerun asks no study)
             progress.study = study_before(spec, raw(tracker.uri))
         errors = self._run_tune(train_fn, mlflow_cb, progress)
         progress.close()
@@ -395,11 +423,13 @@ class SweepDriver:
                     # the space again: Tune does not keep it, and where the driver died before Tune first saved its
                     # state (a full disk, a kill at startup) the restored run starts its searcher afresh on this space
                     if _damaged_tuner_state(tune_path):  # Tune's state stays readable: rebuilt from the plan
-                        new_tuner(plan, train_fn, tune_path, callbacks, tracking_uri=raw(self.tracker.uri))
+                        new_tuner(plan, train_fn, tune_path, callbacks, tracking_uri=raw(self.tracker.uri),
+                                  points=_rerun_points(tune_path))
                     tuner = tune.Tuner.restore(tune_path, trainable=train_fn, param_space=plan.param_space(),
                                                resume_unfinished=True, resume_errored=True)
                 else:
-                    tuner = new_tuner(plan, train_fn, tune_path, callbacks, tracking_uri=raw(self.tracker.uri))
+                    tuner = new_tuner(plan, train_fn, tune_path, callbacks, tracking_uri=raw(self.tracker.uri),
+                                      points=_rerun_points(tune_path))
                 close_startup_window()  # Tune's own SIGINT handler takes over inside fit
                 raise_if_interrupted()
                 grid = tuner.fit()
@@ -499,6 +529,14 @@ def _start_parent(tracker: Tracker, exp_id: str, plan: SweepPlan, tune_path: str
 
     artifacts.record_spec(tracker.client, exp_id, parent_id, effective)
     return parent_id
+
+
+def _rerun_points(tune_path: str) -> Optional[list[dict]]:
+    """The Tune configs a --rerun-failed folder trains (None for a sweep's own folder)."""
+    from rirlab.sweeps.driver import rerun
+
+    reruns = rerun.load(tune_path)
+    return None if reruns is None else [r.point() for r in reruns]
 
 
 def _damaged_tuner_state(tune_path: str) -> bool:

@@ -150,7 +150,7 @@ class MLflowTrialCallback(DriverCallback):
 
     def __init__(self, tracker: Tracker, exp_id: str, parent_id: str, plan: SweepPlan,
                  checkpoint_artifacts: bool = True, tune_path: str | None = None, link=None,
-                 shield=contextlib.nullcontext):
+                 shield=contextlib.nullcontext, reruns=None):
         self.tracker, self.exp_id, self.parent_id, self.plan = tracker, exp_id, parent_id, plan
         self.shield = shield  # a block a Ctrl-C must not cut in two (the driver's signals.shielded)
         self.link = link  # (trial id, run id) -> tags for a new run: the searcher's side of it (Optuna's trial)
@@ -166,9 +166,22 @@ class MLflowTrialCallback(DriverCallback):
         self.early: set[str] = set()  # trials stopped early (ASHA or a time limit): ended, neither finished nor failed
         self.fault: SweepFault | None = None  # the machine's fault that stopped the sweep (nothing is written after it)
         self.damaged: dict[str, tuple[str, str]] = {}  # trials stopped on a damaged checkpoint: (file, why)
-        for run in tracker.children(exp_id, parent_id):
+        children = tracker.children(exp_id, parent_id)
+        # --rerun-failed (rirlab.sweeps.driver.rerun): the runs a later attempt replaced, and those this experiment's
+        # trials replace (by their swept values) as they start. Neither is counted nor written to again
+        done = contract.superseded(children)
+        self.reruns: dict[str, list] = {}
+        for rerun in reruns or ():
+            if rerun.run_id not in done:  # (a resumed rerun: the runs already replaced are done)
+                self.reruns.setdefault(rerun.signature, []).append(rerun)
+        self.replaced_runs: dict = {}  # trial key -> its replaced run (not in ``existing``: not counted)
+        self.replaced = done | {r.run_id for pending in self.reruns.values() for r in pending}
+        for run in children:
             key = run.data.tags.get(contract.TRIAL_KEY)
-            if key and not run.data.tags.get(contract.EVALUATES):  # (an evaluation-only row's run is no trial)
+            if key and run.info.run_id in self.replaced:  # (its trial is not in this Tune experiment: should it
+                self.ended.add(key)  # come back, its run is left as it is)
+                self.replaced_runs[key] = run
+            elif key and not run.data.tags.get(contract.EVALUATES):  # (an evaluation-only row's run is no trial)
                 self.existing[key] = run
                 if run.info.status == "FAILED" and run.data.tags.get(contract.DAMAGED_CHECKPOINT):
                     continue  # stopped on a damaged checkpoint: not an end, Tune resumes it (errored trial)
@@ -184,7 +197,7 @@ class MLflowTrialCallback(DriverCallback):
         key = trial.trial_id
         if key in self.runs:
             return self.runs[key]
-        old = self.existing.get(key)
+        old = self.existing.get(key) or self.replaced_runs.get(key)
         if old is not None:
             run_id = old.info.run_id
             if key not in self.ended:
@@ -199,7 +212,15 @@ class MLflowTrialCallback(DriverCallback):
             record = self.plan.space.trial(trial.config)
             resolved = self.plan.resolved_of(record)
             flat = resolved.flat()
-            run_id = self.tracker.start_child(self.exp_id, self.parent_id, record.name, flat, record.tags(key))
+            tags, rerun = record.tags(key), self._replaces(record)
+            if rerun is not None:  # created with the link: readers never see both attempts counted
+                tags.update({**rerun.inherit, contract.RERUN_OF: rerun.run_id, contract.ATTEMPT: str(rerun.attempt)})
+            run_id = self.tracker.start_child(self.exp_id, self.parent_id, record.name, flat, tags)
+            if rerun is not None:
+                self.tracker.set_tags(rerun.run_id, {
+                    contract.SUPERSEDED_BY: run_id,
+                    contract.NOTE: f"Trained again as run {run_id} (attempt {rerun.attempt}, --rerun-failed): "
+                                   f"tables and counts read that run instead of this one."})
             self.tracker.client.log_text(run_id, config_yaml(flat), contract.CONFIG_ARTIFACT)
             self.tracker.log_datasets(run_id, trial_datasets(resolved))
             if self.link is not None:
@@ -208,6 +229,13 @@ class MLflowTrialCallback(DriverCallback):
                     self.tracker.set_tags(run_id, tags)
         self.runs[key] = run_id
         return run_id
+
+    def _replaces(self, record):
+        """The run a --rerun-failed trial of these swept values replaces (taken once), or None."""
+        from rirlab.sweeps.spec.trials import swept_signature
+
+        pending = self.reruns.get(swept_signature(record.swept))
+        return pending.pop(0) if pending else None
 
     def _open_run(self, trial):
         """The trial's run while this driver records it; None where the run had ended before this driver started

@@ -65,6 +65,11 @@ class TrialSpace:
         return TrialRecord.of(swept, {**base, **point, "seed": seed})
 
 
+def swept_signature(swept: dict) -> str:
+    """A trial's identity within a sweep: its swept values (variant, searched keys, seed) as canonical JSON."""
+    return json.dumps(swept, sort_keys=True, default=str)
+
+
 def grid_points(spec: Spec, names: Optional[list[str]] = None) -> list[dict]:
     """The grid as Tune configs of the swept keys only, ``{variant?, every searched key, seed}``, in
     variants x grid x seeds order, one per distinct trial (a grid value whose ``when`` does not hold
@@ -78,7 +83,7 @@ def grid_points(spec: Spec, names: Optional[list[str]] = None) -> list[dict]:
         for combo in itertools.product(*(spec.search[k].values for k in keys)):
             for s in spec.seed_list:
                 point = ({VARIANT_KEY: name} if name else {}) | dict(zip(keys, combo)) | {"seed": s}
-                sig = json.dumps(space.trial({**base, **point}).swept, sort_keys=True, default=str)
+                sig = swept_signature(space.trial({**base, **point}).swept)
                 if sig not in seen:
                     seen.add(sig)
                     points.append(point)
