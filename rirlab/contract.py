@@ -33,6 +33,7 @@ SWEPT_KEYS = "rirlab.swept_keys"  # on the parent: JSON [key, ...] of the parame
 ALGORITHM = "rirlab.algorithm"
 METRIC = "rirlab.metric"  # comma separated
 SEEDS = "rirlab.seeds"  # seeds per configuration (how many runs a table cell expects)
+WARM_START = "rirlab.warm_start"  # JSON {experiments, configurations, skipped}: what --warm-start seeded the search with
 SPLITS = "rirlab.splits"  # JSON [[split, paper label], ...] of the task's evaluation splits, in the papers' order
 CLUSTER_RESOURCES = "rirlab.cluster_resources"
 TRIALS_FINISHED = "rirlab.trials_finished"

@@ -33,6 +33,11 @@ from rirlab.errors import command
               help="Train again, from scratch, the trials of the last sweep of this spec (same --quick/--set) that "
                    "did not finish (FAILED or KILLED), as new runs under the same parent run; its finished trials "
                    "are untouched and tables count each trial's latest run. Nothing failed: says so, exits 0.")
+@click.option("--warm-start", "warm_start", multiple=True, metavar="EXPERIMENT_OR_SPEC",
+              help="algorithm random or optuna: start the search from the finished trials of earlier sweeps of this "
+                   "experiment (or of the spec file's; repeatable), read from the store, within this spec's search "
+                   "space (the rest skipped, counted). random runs the best of them first; optuna's study is told "
+                   "their results. Recorded on the parent run, not in the spec hash.")
 @click.option("--no-checkpoint-artifacts", is_flag=True,
               help="Do not copy each trial's final checkpoint (and its weights as an MLflow PyTorch model) "
                    "into MLflow.")
@@ -44,7 +49,7 @@ from rirlab.errors import command
                    "(MLflow system metrics, every $RIRLAB_SYSTEM_METRICS_INTERVAL_S seconds, default 10).")
 @click.option("--output-dir", default="rirlab_runs", show_default=True, type=click.Path(file_okay=False),
               help="Where Ray Tune keeps trial state, checkpoints and Ray's logs.")
-def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, restart_damaged, rerun_failed,
+def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, restart_damaged, rerun_failed, warm_start,
           no_checkpoint_artifacts, progress, system_metrics, output_dir):
     """Run the sweep described by the YAML file SPEC with Ray Tune, recording every trial in MLflow.
 
@@ -67,6 +72,9 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, restart_dam
         click.echo("error: --restart-damaged restarts trials of an earlier sweep: add --resume (or leave out "
                    "--restart-damaged)", err=True)
         sys.exit(2)
+    if warm_start and (resume or rerun_failed):
+        raise UserError(f"--warm-start seeds a new sweep; {'--resume' if resume else '--rerun-failed'} continues the "
+                        f"recorded one as it started: leave out --warm-start")
     if rerun_failed and (resume or dry_run):
         raise UserError(f"--rerun-failed and {'--resume' if resume else '--dry-run'} cannot be combined: "
                         f"--rerun-failed retrains a finished sweep's failed trials, --resume continues an unfinished "
@@ -82,6 +90,8 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, restart_dam
         from rirlab.sweeps.spec.load import load_spec
 
         plan = SweepPlan.of(load_spec(spec, quick=quick, overrides=parse_overrides(sets)))
+        if warm_start:
+            plan = _warm_started(plan, warm_start, tracking_uri)
         if dry_run:
             from rirlab.sweeps.plan.dryrun import dry_run as show
 
@@ -154,6 +164,17 @@ def _damaged_line(files, resume: str) -> str:
     return (f"error: {which} damaged (truncated or missing): {them} stopped, the others ran on; train {them} again "
             f"from an earlier checkpoint of {'it' if len(files) == 1 else 'theirs'} where one is kept (else step 0) "
             f"with: {resume} --restart-damaged previous, or from step 0 with --restart-damaged scratch")
+
+
+def _warm_started(plan, sources, tracking_uri):
+    """The plan seeded with the earlier finished configurations of ``sources`` (--warm-start), its line printed."""
+    plan.check_warm_start()  # (a grid: refused before the store is read)
+    from rirlab.sweeps.record.tracker import Tracker, resolve_tracking_uri
+    from rirlab.sweeps.record.warm import read_warm_start
+
+    warm = read_warm_start(Tracker(resolve_tracking_uri(tracking_uri), create=False).client, list(sources), plan.spec)
+    click.echo(warm.line())
+    return plan.warm_started(warm)
 
 
 def _done_hints(spec, name: str, run_id: str, store: str) -> list[str]:

@@ -22,6 +22,7 @@ class Algorithm:
     uses_num_samples: bool = True  # whether ``num_samples`` means something (a grid runs every point instead)
     kinds: tuple[str, ...] = ("grid", "choice", "uniform", "loguniform", "randint")  # the axis kinds it can search
     planned: bool = True  # whether the trials are known before the sweep (False: the searcher chooses as it runs)
+    warm_starts: bool = False  # whether --warm-start can seed it with earlier finished configurations
     spec_rows: bool = False  # whether a table lists the spec's configurations as rows (in spec order) before any ran
 
     # ---- the spec (torch-free, Ray-free: rirlab.sweeps.spec)
@@ -50,6 +51,12 @@ class Algorithm:
         """The Tune configs of the swept keys the searcher hands out, decided on the driver ([]: the searcher
         chooses them as the sweep runs)."""
         return []
+
+    def warm_points(self, spec, points: list[dict], warm) -> list[dict]:
+        """The points (``points``) once --warm-start gave earlier finished configurations (``warm``:
+        ``rirlab.sweeps.record.warm.WarmStart``, best first); an algorithm whose searcher takes them itself (Optuna's
+        study) keeps its points."""
+        return points
 
     def trials(self, spec, preview: bool = False, seed: int = 0) -> list:
         """The trials (``rirlab.contract.TrialRecord``) the sweep runs, in order; an unplanned search gives []

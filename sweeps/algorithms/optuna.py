@@ -39,6 +39,7 @@ class Optuna(Algorithm):
     section = OptunaSection
     multi_objective = True
     planned = False  # Optuna chooses each configuration as the sweep runs: the dry run shows a local preview
+    warm_starts = True  # --warm-start: the study is told earlier finished results (rirlab.sweeps.tune.optuna)
 
     def problems(self, spec, given: set[str]) -> list[str]:
         problems = []

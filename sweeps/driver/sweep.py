@@ -520,6 +520,8 @@ def _start_parent(tracker: Tracker, exp_id: str, plan: SweepPlan, tune_path: str
             contract.OVERRIDES: json.dumps(redact_all(loaded.overrides), default=str)}
     if plan.splits is not None:
         tags[contract.SPLITS] = contract.encode_splits(plan.splits)
+    if plan.warm is not None:  # (a source, not part of the spec: the hash stays the spec's)
+        tags[contract.WARM_START] = plan.warm.tag()
     parent_id = tracker.start_parent(exp_id, f"{spec.name} {stamp}", tags)
     # a password in a URL (optuna.storage) is recorded masked: in the spec's text, the effective spec, the params
     tracker.client.log_text(parent_id, redact_uri(loaded.text), f"{contract.SPEC_ARTIFACT_DIR}/{loaded.path.name}")

@@ -32,12 +32,37 @@ class SweepPlan:
     points: tuple[dict, ...]  # the Tune configs of the swept keys the searcher hands out (grid and random)
     evaluations: tuple[Evaluation, ...] = ()  # the cells of evaluation-only rows, run once their trials finished
     evaluated: tuple[TrialConfig, ...] = ()  # each one's resolved config
+    warm: Optional[object] = None  # --warm-start: rirlab.sweeps.record.warm.WarmStart (earlier finished configurations)
 
     @classmethod
     def of(cls, loaded: LoadedSpec) -> "SweepPlan":
         points = algorithms.get(loaded.spec.algorithm).points(loaded.spec)
         return cls(loaded, tuple(loaded.trials), tuple(loaded.resolved), tuple(points), tuple(loaded.evaluations),
                    tuple(loaded.evaluated))
+
+    def check_warm_start(self) -> None:
+        """A UserError where the algorithm takes no warm start (before any store is read for one)."""
+        from rirlab.errors import UserError
+
+        if not self.algorithm.warm_starts:
+            raise UserError(f"--warm-start: algorithm: {self.spec.algorithm} runs the points its spec lists; a warm "
+                            f"start seeds a search (algorithm: random or optuna)")
+
+    def warm_started(self, warm) -> "SweepPlan":
+        """This plan seeded with earlier finished configurations (``--warm-start``): a random search runs them first
+        (its trials, re-planned and resolved here), an Optuna search tells its study their results. A UserError for
+        an algorithm that takes none (a grid runs every point of its grid anyway)."""
+        self.check_warm_start()
+        algorithm = self.algorithm
+        points = algorithm.warm_points(self.spec, list(self.points), warm)
+        if not algorithm.planned or points == list(self.points):
+            return dataclasses.replace(self, warm=warm)
+        base, seeds = self.base, self.spec.seed_list
+        trials = [self.space.trial({**base, **p, "seed": s}) for p in points for s in seeds]
+        known = {_config_key(t.config): r for t, r in zip(self.trials, self.resolved)}
+        resolved = [known.get(_config_key(t.config)) or resolve(t.config) for t in trials]
+        return dataclasses.replace(self, trials=tuple(trials), resolved=tuple(resolved), points=tuple(points),
+                                   warm=warm)
 
     # ---- what the spec says
     @property

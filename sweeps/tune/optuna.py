@@ -220,8 +220,39 @@ def search_alg(plan, tracking_uri: Optional[str] = None, tune_path: Optional[str
     sampler = optuna_sampler(spec, _trials_in_study(rdb_storage(storage), study_name))
     searcher = OptunaSearcher(spec.metrics, spec.modes, study_name, storage, sampler, optuna_pruner(spec),
                               repeat=len(spec.seed_list))
+    if getattr(plan, "warm", None) is not None:  # --warm-start: the study starts from earlier finished results
+        warm_start(searcher.study, plan.warm, distributions(plan.param_space()))
     return SearchGenerator(ConcurrencyLimiter(searcher, max_concurrent=spec.max_concurrent)
                            if spec.max_concurrent else searcher)
+
+
+WARM_START_ATTR = "rirlab_warm_start_runs"  # user attr of a trial added by --warm-start: the MLflow runs it came from
+
+
+def warm_start(study, warm, space: dict) -> tuple[int, int]:
+    """Seed ``study`` with earlier sweeps' finished configurations (``rirlab.sweeps.record.warm.WarmStart``, best
+    first): one with every metric's value becomes a COMPLETE trial of those values (``study.add_trial``: the
+    sampler learns from it and no trial of this sweep is spent on it), one without is queued
+    (``study.enqueue_trial``: among the first this sweep runs). A configuration a trial of the study already came
+    from (a named study warm-started before) is not added twice. Returns (added, queued).
+
+    The values are told as the earlier runs measured them (their seed mean): warm-start from sweeps of the same
+    task and metric."""
+    done = {r for t in study.get_trials(deepcopy=False) for r in t.user_attrs.get(WARM_START_ATTR, ())}
+    added = queued = 0
+    for point, values, runs in zip(warm.points, warm.values, warm.runs):
+        if done & set(runs):
+            continue
+        params = {k: v for k, v in point.items() if k in space}
+        attrs = {WARM_START_ATTR: list(runs)}
+        if values is None:
+            study.enqueue_trial(params, user_attrs=attrs, skip_if_exists=True)
+            queued += 1
+            continue
+        study.add_trial(optuna.trial.create_trial(
+            params=params, distributions={k: space[k] for k in params}, values=list(values), user_attrs=attrs))
+        added += 1
+    return added, queued
 
 
 class OptunaPruning(FIFOScheduler):
