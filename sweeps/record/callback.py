@@ -144,7 +144,10 @@ class MLflowTrialCallback(DriverCallback):
     A resumed sweep continues its own runs. A run that already ended (FINISHED or FAILED) is left exactly as
     it is: the trial reports its recorded end again (``rirlab.sweeps.tune.trainable.trial_fn``) and nothing is logged. No
     metric is ever logged twice at one step: a trial replaying the steps since its checkpoint (a retry, a
-    resume) logs only what its run does not hold yet."""
+    resume) logs only what its run does not hold yet.
+
+    A --rerun-failed experiment's trial (``reruns``: the runs it replaces, by swept values) gets a new run created
+    with ``rirlab.rerun_of`` naming the run it replaces; replaced runs are neither counted nor written to."""
 
     slot = "mlflow"
 
