@@ -1,14 +1,22 @@
 """``rirlab sweep SPEC --rerun-failed`` through the CLI, a real local Ray and a real MLflow sqlite store: a sweep
 whose trial failed (a model that raises while a file exists), the file removed, the failed trial trained again as a
 new run under the same parent; finished trials untouched; tables count the trial once; nothing left to rerun is one
-line and exit 0. Without Ray: tests/sweeps/test_rerun_failed.py."""
+line and exit 0; a rerun stopped by Ctrl-C continues with --resume. Without Ray: tests/sweeps/test_rerun_failed.py."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
 from rirlab import contract
-from tests.helpers.cli import REPO, run_cli
+from tests.helpers.cli import REPO, RIRLAB, run_cli
 from tests.helpers.plugin_models import FAIL_FILE_ENV
-from tests.helpers.sweep_runs import runs_of, write_spec
+from tests.helpers.sweep_runs import TINY, runs_of, write_spec
+
+TINY_FIXED = TINY["fixed"]
 
 
 def test_rerun_failed_trains_only_the_failed_trial_again_and_tables_read_the_new_run(workdir, new_store):
@@ -55,3 +63,53 @@ def test_rerun_failed_trains_only_the_failed_trial_again_and_tables_read_the_new
     assert nothing.stdout.strip().splitlines()[-1] == (f"nothing to rerun: every trial of sweep run "
                                                        f"{parent.info.run_id} finished (2 trial run(s))")
     assert len(runs_of(db, "rerun")[2]) == 3
+
+
+def test_a_rerun_stopped_by_ctrl_c_continues_with_resume_in_the_same_new_run(workdir, new_store):
+    """The interruption hint of a rerun is the usual --resume: the rerun's Tune folder is the parent's now, and
+    the resumed trial continues its new run from its checkpoint (never a third run, never a step twice)."""
+    db = workdir / "mlruns.db"
+    new_store(db)
+    fail = workdir / "fail-now"
+    fail.touch()
+    spec = write_spec(workdir / "c.yaml", name="rerun_c", seeds=1, max_failures=0, checkpoint_every=50, search={},
+                      model="flaky_grc", fixed={**TINY_FIXED, "steps": 600, "eval_every": 300})
+    env = {"RIRLAB_PLUGINS": "tests.helpers.plugin_models", "PYTHONPATH": str(REPO), FAIL_FILE_ENV: str(fail)}
+    run_cli(["sweep", spec, "--no-checkpoint-artifacts"], cwd=workdir, env=env)
+    client, (parent,), (failed,) = runs_of(db, "rerun_c")
+    assert failed.info.status == "FAILED"
+    fail.unlink()
+    full_env = {**{k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}, **env}
+    proc = subprocess.Popen([*RIRLAB, "sweep", str(spec), "--rerun-failed", "--no-checkpoint-artifacts"], cwd=workdir,
+                            env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+    def rerun_checkpoint():
+        folder = client.get_run(parent.info.run_id).data.tags.get(contract.TUNE_PATH, "")
+        return folder != parent.data.tags[contract.TUNE_PATH] and list(Path(folder).glob("trial_*/checkpoint_*"))
+
+    try:
+        end = time.time() + 300
+        while not rerun_checkpoint():
+            assert proc.poll() is None and time.time() < end, "the rerun ended before its first checkpoint"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 130 and "--resume" in err.splitlines()[-1], out + err
+    _, _, children = runs_of(db, "rerun_c")
+    (new,) = [r for r in children if r.data.tags.get(contract.RERUN_OF) == failed.info.run_id]
+    assert new.info.status == "KILLED"
+
+    done = run_cli(["sweep", spec, "--resume", "--no-checkpoint-artifacts"], cwd=workdir, env=env, check=True)
+    assert "done: 1 finished, 0 failed" in done.stdout, done.stdout
+    client, _, children = runs_of(db, "rerun_c")
+    assert len(children) == 2  # the failed run and its one rerun
+    again = client.get_run(new.info.run_id)
+    assert again.info.status == "FINISHED" and again.data.tags.get(contract.RESUMED) == contract.TRUE
+    steps = [m.step for m in client.get_metric_history(new.info.run_id, "train/loss")]
+    assert len(steps) == len(set(steps)) and max(steps) == 600
+    assert client.get_run(failed.info.run_id).data.tags[contract.SUPERSEDED_BY] == new.info.run_id
