@@ -32,7 +32,8 @@ from rirlab.errors import command
 @click.option("--rerun-failed", is_flag=True,
               help="Train again, from scratch, the trials of the last sweep of this spec (same --quick/--set) that "
                    "did not finish (FAILED or KILLED), as new runs under the same parent run; its finished trials "
-                   "are untouched and tables count each trial's latest run. Nothing failed: says so, exits 0.")
+                   "are untouched and tables count each trial's latest run. Nothing failed: says so, exits 0. With "
+                   "--dry-run: lists them.")
 @click.option("--warm-start", "warm_start", multiple=True, metavar="EXPERIMENT_OR_SPEC",
               help="algorithm random or optuna: start the search from the finished trials of earlier sweeps of this "
                    "experiment (or of the spec file's; repeatable), read from the store, within this spec's search "
@@ -75,10 +76,9 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, restart_dam
     if warm_start and (resume or rerun_failed):
         raise UserError(f"--warm-start seeds a new sweep; {'--resume' if resume else '--rerun-failed'} continues the "
                         f"recorded one as it started: leave out --warm-start")
-    if rerun_failed and (resume or dry_run):
-        raise UserError(f"--rerun-failed and {'--resume' if resume else '--dry-run'} cannot be combined: "
-                        f"--rerun-failed retrains a finished sweep's failed trials, --resume continues an unfinished "
-                        f"sweep; give one of them")
+    if rerun_failed and resume:
+        raise UserError("--rerun-failed and --resume cannot be combined: --rerun-failed retrains a finished sweep's "
+                        "failed trials, --resume continues an unfinished sweep; give one of them")
     open_startup_window()  # no Ctrl-C or SIGTERM is lost before Ray Tune runs (closed before Tuner.fit)
     where = _where_flags(tracking_uri, output_dir, address)  # repeated in the hints: --resume needs the same store
     try:
@@ -92,6 +92,9 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, restart_dam
         plan = SweepPlan.of(load_spec(spec, quick=quick, overrides=parse_overrides(sets)))
         if warm_start:
             plan = _warm_started(plan, warm_start, tracking_uri)
+        if dry_run and rerun_failed:  # the trials it would train again, nothing started
+            _show_reruns(plan, tracking_uri)
+            return
         if dry_run:
             from rirlab.sweeps.plan.dryrun import dry_run as show
 
@@ -164,6 +167,30 @@ def _damaged_line(files, resume: str) -> str:
     return (f"error: {which} damaged (truncated or missing): {them} stopped, the others ran on; train {them} again "
             f"from an earlier checkpoint of {'it' if len(files) == 1 else 'theirs'} where one is kept (else step 0) "
             f"with: {resume} --restart-damaged previous, or from step 0 with --restart-damaged scratch")
+
+
+def _show_reruns(plan, tracking_uri) -> None:
+    """--rerun-failed --dry-run: the trials a --rerun-failed would train again (a line each: run name, how its run
+    ended, its attempt and why it failed), read from the store without writing."""
+    from rirlab.sweeps.driver import rerun
+    from rirlab.sweeps.driver.sweep import _no_parent_message
+    from rirlab.sweeps.record.tracker import Tracker, resolve_tracking_uri
+
+    uri = resolve_tracking_uri(tracking_uri)
+    tracker = Tracker(uri, create=False)
+    exp_id = tracker.experiment_id(plan.spec.name, create=False)
+    parent = tracker.find_parent(exp_id, plan.hash) if exp_id else None
+    if parent is None:
+        from rirlab.errors import UserError
+
+        raise UserError(_no_parent_message(tracker, exp_id, plan, uri, "--rerun-failed"))
+    rerun.check_parent(parent)
+    try:
+        reruns = rerun.failed_trials(tracker, exp_id, parent, plan)
+    except rerun.NothingToRerun as nothing:
+        click.echo(str(nothing))
+        return
+    click.echo(rerun.describe(reruns, parent.info.run_id, dry_run=True))
 
 
 def _warm_started(plan, sources, tracking_uri):

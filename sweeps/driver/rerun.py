@@ -111,14 +111,17 @@ def failed_trials(tracker, exp_id: str, parent, plan) -> list[Rerun]:
     return out
 
 
-def describe(reruns: list[Rerun], parent_id: str) -> str:
-    """The line the driver prints before the rerun starts."""
-    by = {}
+def describe(reruns: list[Rerun], parent_id: str, dry_run: bool = False) -> str:
+    """The line the driver prints before the rerun starts (``dry_run``: what --dry-run prints, a line per trial)."""
+    by: dict[str, int] = {}
     for r in reruns:
         by[r.status] = by.get(r.status, 0) + 1
-    counts = ", ".join(f"{n} {s}" for s, n in sorted(by.items()))
-    return (f"rerunning {len(reruns)} trial(s) of sweep run {parent_id} from scratch ({counts}): "
-            + ", ".join(r.name for r in reruns[:5]) + (", ..." if len(reruns) > 5 else ""))
+    head = (f"{'would rerun' if dry_run else 'rerunning'} {len(reruns)} trial(s) of sweep run {parent_id} from scratch "
+            f"({', '.join(f'{n} {s}' for s, n in sorted(by.items()))})")
+    if dry_run:
+        return "\n".join([head + ":"] + [f"  {r.name}  {r.status} (attempt {r.attempt - 1})" + (
+            f": {r.reason}" if r.reason else "") for r in reruns])
+    return f"{head}: " + ", ".join(r.name for r in reruns[:5]) + (", ..." if len(reruns) > 5 else "")
 
 
 def start(tracker, parent, tune_path: str, reruns: list[Rerun]) -> None:

@@ -140,6 +140,22 @@ def test_the_rerun_experiment_hands_out_each_trial_once(tmp_path):
     assert not any(isinstance(v, dict) and "grid_search" in v for v in space.values())
 
 
+def test_the_dry_run_lists_the_trials_it_would_rerun_and_writes_nothing(workdir, cli):
+    tracker, _, parent, runs = _sweep(workdir)  # (the default store, ./mlruns.db)
+    spec = workdir / "s.yaml"
+    spec.write_text((REPO / "tests" / "specs" / "tiny.yaml").read_text())
+    before = hashlib.sha256((workdir / "mlruns.db").read_bytes()).hexdigest()
+    proc = cli("sweep", spec, "--rerun-failed", "--dry-run")
+    assert proc.exit_code == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        f"would rerun 2 trial(s) of sweep run {parent.info.run_id} from scratch (1 FAILED, 1 KILLED):",
+        "  lr=0.001,seed=0  FAILED (attempt 1): trial raised an error (see the Ray logs in the sweep's output "
+        "directory)",
+        "  lr=0.001,seed=1  KILLED (attempt 1)"], proc.stdout
+    assert hashlib.sha256((workdir / "mlruns.db").read_bytes()).hexdigest() == before
+    assert not (workdir / "rirlab_runs").exists()
+
+
 def test_rerun_failed_with_resume_or_a_changed_spec_is_one_line_exit_2(workdir, cli):
     spec = workdir / "s.yaml"
     spec.write_text((REPO / "tests" / "specs" / "tiny.yaml").read_text())
