@@ -93,21 +93,21 @@ def failed_trials(tracker, exp_id: str, parent, plan) -> list[Rerun]:
             continue
         tags = run.data.tags
         swept = contract.swept_of(tags)
-        rerun = Rerun(run.info.run_id, run.info.run_name, run.info.status,
-                      (tags.get(contract.FAILURE_REASON) or "").splitlines()[0][:200] if tags.get(
-                          contract.FAILURE_REASON) else "", swept, int(tags.get(contract.ATTEMPT) or 1) + 1,
-                      {k: tags[k] for k in INHERITED_TAGS if k in tags})
+        reason = ((tags.get(contract.FAILURE_REASON) or "").strip().splitlines() or [""])[0][:200]
+        rerun = Rerun(run.info.run_id, run.info.run_name, run.info.status, reason, swept,
+                      int(tags.get(contract.ATTEMPT) or 1) + 1, {k: tags[k] for k in INHERITED_TAGS if k in tags})
         if not swept or signature(plan.space.trial(rerun.point()).swept) != rerun.signature:
             skipped += 1  # a run the spec cannot make again (recorded before the swept tag, or by another space)
             continue
         out.append(rerun)
+    cannot = (f"{skipped} unfinished trial run(s) of sweep run {parent.info.run_id} have no swept values this spec "
+              f"makes again (recorded by an earlier rirlab); left as they are")
     if not out:
-        raise NothingToRerun(f"nothing to rerun: every trial of sweep run {parent.info.run_id} finished "
-                             f"({len(trials)} trial run(s)" + (f"; {skipped} that this spec cannot make again left "
-                                                                f"as they are" if skipped else "") + ")")
+        raise NothingToRerun(f"nothing to rerun: {cannot}" if skipped else
+                             f"nothing to rerun: every trial of sweep run {parent.info.run_id} finished "
+                             f"({len(trials)} trial run(s))")
     if skipped:
-        print(f"warning: {skipped} unfinished trial run(s) of sweep run {parent.info.run_id} have no swept values "
-              f"this spec makes again; left as they are", file=sys.stderr, flush=True)
+        print(f"warning: {cannot}", file=sys.stderr, flush=True)
     return out
 
 

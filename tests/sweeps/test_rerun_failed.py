@@ -117,6 +117,10 @@ def test_a_sweep_with_nothing_failed_says_so_and_an_unfinished_one_is_refused(tm
     with pytest.raises(rerun.NothingToRerun, match=f"nothing to rerun: every trial of sweep run {parent} finished"):
         rerun.failed_trials(tracker, exp_id, run, PLAN)
     rerun.check_parent(run)  # a finished sweep: fine
+    legacy = tracker.start_child(exp_id, parent, "old", {}, {contract.TRIAL_KEY: "legacy"})  # no swept values
+    tracker.finish(legacy, "FAILED", "boom")
+    with pytest.raises(rerun.NothingToRerun, match="nothing to rerun: 1 unfinished trial run.* have no swept values"):
+        rerun.failed_trials(tracker, exp_id, run, PLAN)
     tracker.finish(parent, "KILLED")  # interrupted before all its trials ran: --resume first
     with pytest.raises(UserError, match="continue it first with --resume"):
         rerun.check_parent(tracker.client.get_run(parent))
