@@ -83,13 +83,18 @@ def in_space(axis, value) -> bool:
 def _value(key: str, swept: dict, params: dict):
     if key in swept:
         return True, swept[key]
-    if key in params:
+    if key in params:  # a param is the value's str(): 0.001, 1e-05, 8, True, rir_grc
         import yaml
 
+        text = params[key]
         try:
-            return True, yaml.safe_load(params[key])  # (a param is the value's str(): 0.001, True, rir_grc)
+            return True, json.loads(text)  # (numbers: YAML reads 1e-05 as a string)
+        except ValueError:
+            pass
+        try:
+            return True, yaml.safe_load(text)
         except yaml.YAMLError:
-            return True, params[key]
+            return True, text
     return False, None
 
 

@@ -58,11 +58,20 @@ def test_warm_start_reads_the_finished_configurations_best_first_within_the_spac
     assert warm.points == ({"lr": 0.003, "hidden_size": 12}, {"lr": 0.001, "hidden_size": 8},
                            {"lr": 0.002, "hidden_size": 8})
     assert warm.values == ((75.0,), (55.0,), (20.0,))  # the seed mean, as Optuna is told it
-    assert warm.runs[0] == tuple(runs["best"]) and warm.skipped == 1  # lr 0.01; failed and stopped early: not read
+    assert warm.runs[0] == tuple(runs["best"]) and warm.skipped == 1  # lr 0.01; failed, stopped early: not read
     assert "3 finished configuration(s), best first; 1 outside this spec's search space skipped" in warm.line()
     # a spec file names its experiment
     assert read_warm_start(tracker.client, [str(write_spec(tmp_path / "o.yaml", name="old"))], plan.spec).points \
         == warm.points
+
+
+def test_a_value_the_earlier_sweep_fixed_is_read_back_from_its_param_as_what_it_was():
+    from rirlab.sweeps.record.warm import _value
+
+    params = {"lr": "1e-05", "hidden_size": "8", "flag": "True", "model": "rir_grc", "lr2": "0.001"}
+    assert [_value(k, {}, params) for k in params] == [(True, 1e-05), (True, 8), (True, True), (True, "rir_grc"),
+                                                      (True, 0.001)]  # (YAML alone reads 1e-05 as a string)
+    assert _value("lr", {"lr": 0.003}, params) == (True, 0.003) and _value("x", {}, params) == (False, None)
 
 
 def test_a_warm_started_random_search_runs_the_earlier_best_configurations_first(tmp_path):
