@@ -335,7 +335,8 @@ def splits_plot(sw, out, reference: Optional[str] = None, stat: Optional[str] = 
     panels = split_panels(grid)
     if not panels:
         raise UserError(f"no finished run of '{sw.experiment}' has a test split's {metric}; run `rirlab sweep` first")
-    fig, axes = plt.subplots(len(panels), 1, figsize=(7.5, 2.9 * len(panels) + 0.4), squeeze=False)
+    width = max(7.5, 3.5 + 1.0 * max(len(p["columns"]) for p in panels))  # room for every split's label
+    fig, axes = plt.subplots(len(panels), 1, figsize=(width, 2.9 * len(panels) + 0.4), squeeze=False)
     for ax, panel in zip(axes[:, 0], panels):
         xs = range(len(panel["columns"]))
         for k, (seed, values) in enumerate(sorted(panel["seeds"].items())):
@@ -349,9 +350,11 @@ def splits_plot(sw, out, reference: Optional[str] = None, stat: Optional[str] = 
         if panel["paper"]:
             cells = [panel["paper_cells"].get(c) for c in panel["columns"]]
             px = [x + 0.12 for x, p in zip(xs, cells) if p is not None]
+            spread = any(p is not None and p[1] is not None for p in cells)
             ax.errorbar(px, [p[0] for p in cells if p is not None],
                         yerr=[p[1] if p[1] is not None else 0.0 for p in cells if p is not None], fmt="s", ms=5,
-                        color="firebrick", capsize=4, lw=1.4, label=f"{panel['paper']} (± std over its seeds)")
+                        color="firebrick", capsize=4, lw=1.4,
+                        label=f"{panel['paper']} " + ("(± std over its seeds)" if spread else "(no std published)"))
         ax.set_xticks(list(xs), panel["columns"])
         ax.set_ylabel(metric_words(metric))
         ax.set_title(panel["label"], fontsize=10)
