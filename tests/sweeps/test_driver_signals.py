@@ -13,6 +13,19 @@ import pytest
 
 from tests.helpers.cli import REPO
 
+
+def _default_sigint() -> None:
+    """In the child before it execs: SIGINT's default disposition, as a terminal's foreground command has. A suite
+    started in the background of a script (`bash scripts/test.sh &`) inherits SIGINT ignored, and Python then
+    installs no KeyboardInterrupt handler, so the Ctrl-C these tests send would be lost for a reason of the test's
+    own starting (the startup window handles an ignored SIGINT itself: test_a_ctrl_c_while_sigint_is_ignored...)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+FOREGROUND = {"preexec_fn": _default_sigint}
+
 SCRIPT = textwrap.dedent("""
     import os, signal, sys, time
     from rirlab.sweeps.driver import signals
@@ -38,7 +51,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def _run(mode: str, sig: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", SCRIPT, mode, sig], cwd=REPO, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-c", SCRIPT, mode, sig], cwd=REPO, capture_output=True, text=True, **FOREGROUND,
                           timeout=60, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
 
 
@@ -87,9 +100,11 @@ def test_a_ctrl_c_inside_a_shielded_store_write_is_raised_when_the_write_ends(mo
     store locked: marking the run KILLED then failed ("database is locked") and the sweep exited 1, not 130 (a CI
     failure of test_ctrl_c_while_the_parent_run_is_written...). The write runs to its end; the Ctrl-C comes after."""
     proc = subprocess.run([sys.executable, "-c", SHIELDED, mode, "raise"], cwd=REPO, capture_output=True, text=True,
+                          **FOREGROUND,
                           timeout=60, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 130 and proc.stdout.strip() == "interrupted after 10", proc.stdout + proc.stderr
     kept = subprocess.run([sys.executable, "-c", SHIELDED, mode, "keep"], cwd=REPO, capture_output=True, text=True,
+                          **FOREGROUND,
                           timeout=60, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
     assert kept.returncode == 0 and kept.stdout.strip() == "after 10", kept.stdout + kept.stderr  # clean-up: recorded
 
@@ -119,6 +134,7 @@ def test_a_driver_stopped_and_continued_in_the_window_sees_no_sigint_and_a_real_
     import time
 
     proc = subprocess.Popen([sys.executable, "-c", STOPPED], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            **FOREGROUND,
                             stderr=subprocess.PIPE, text=True, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
     try:
         assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
