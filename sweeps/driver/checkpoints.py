@@ -45,17 +45,17 @@ def _index(path: Path) -> Optional[int]:
 def restore_named_checkpoint(named: str | os.PathLike) -> Optional[Path]:
     """Where the checkpoint folder ``named`` is missing and its trial folder holds a newer complete one (a state
     file inside), move the newest such one to ``named``; return the folder moved, else None."""
+    from rirlab.train import latest_checkpoint  # (torch: already loaded by the driver's trainable)
+
     named = Path(named)
     k = _index(named)
     if k is None or named.exists() or not named.parent.is_dir():
         return None
-    newer = [(i, p) for p in named.parent.iterdir()
-             if (i := _index(p)) is not None and i > k and (p / contract.CHECKPOINT_STATE_FILE).is_file()]
-    if not newer:
+    state = latest_checkpoint(named.parent)  # the trial folder's newest complete checkpoint
+    if state is None or _index(state.parent) <= k:
         return None
-    _, newest = max(newer)
-    os.replace(newest, named)
-    return newest
+    os.replace(state.parent, named)
+    return state.parent
 
 
 def recreate_missing_checkpoint(named: str | os.PathLike) -> bool:
