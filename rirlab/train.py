@@ -68,7 +68,7 @@ def make_optimizer(model: torch.nn.Module, t) -> torch.optim.Optimizer:
     if t.optimizer == "ranger":
         return Ranger(groups, lr=t.lr, weight_decay=t.weight_decay)
     return torch.optim.AdamW(groups, lr=t.lr, weight_decay=t.weight_decay, betas=(t.adam_beta1, t.adam_beta2),
-                             eps=t.adam_eps)
+                             eps=t.adam_eps, **optim.adamw_kernel(groups))
 
 
 class NonFiniteLoss(RuntimeError):

@@ -158,6 +158,14 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def bench_optimizer(model) -> torch.optim.Optimizer:
+    """AdamW as the trainer steps it on a GPU, on every device: the fused kernel (rirlab.optim.adamw_kernel), one
+    launch for all parameters with no host read of their step counts; torch has it on the CPU too, so a CPU count
+    of a step's ops is the GPU's. (Until 2026-12-05 the multi-tensor step, torch's CUDA default, which the trainer then
+    used: 8 + 2 per parameter more ops per step, in benchmarks/HISTORY.md's earlier op counts.)"""
+    return torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+
+
 def one_step(model, opt, batch: dict, train: bool, precision: str = "fp32") -> None:
     import torch.nn.functional as F
 

@@ -10,7 +10,8 @@ import time
 
 import torch
 
-from rirlab.bench.base import BenchOptions, PeakMemory, build_model, one_step, protocol, random_batch, sync
+from rirlab.bench.base import (BenchOptions, PeakMemory, bench_optimizer, build_model, one_step, protocol, random_batch,
+                               sync)
 from rirlab.bench.ops import count_step
 from rirlab.errors import UserError
 
@@ -22,9 +23,7 @@ def step(opts: BenchOptions) -> dict:
     extra = {"inference": opts.inference} if opts.inference else {}
     model = build_model(opts.model, opts, extra)
     model.train(opts.mode == "train")
-    # multi-tensor AdamW on every device: torch's default on CUDA, where it is a few launches for all parameters;
-    # CPU's default (one parameter at a time, with a host read of its step count each) would count ~15 ops a parameter
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
+    opt = bench_optimizer(model)
     batch = random_batch(opts.batch, opts.length, opts.device, opts.lengths)
     times = []
     with PeakMemory(opts.device) as mem:  # warm-up inside: on CPU the RSS high-water mark is set by the first step
