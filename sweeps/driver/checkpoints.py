@@ -42,14 +42,21 @@ def _index(path: Path) -> Optional[int]:
     return int(m.group(1)) if m else None
 
 
+def _missing(named: Path) -> Optional[int]:
+    """The index k of ``named`` when it is a ``checkpoint_<k>`` folder that is missing from an existing trial
+    folder (the only case either repair below touches), else None."""
+    k = _index(named)
+    return None if k is None or named.exists() or not named.parent.is_dir() else k
+
+
 def restore_named_checkpoint(named: str | os.PathLike) -> Optional[Path]:
     """Where the checkpoint folder ``named`` is missing and its trial folder holds a newer complete one (a state
     file inside), move the newest such one to ``named``; return the folder moved, else None."""
     from rirlab.train import latest_checkpoint  # (torch: already loaded by the driver's trainable)
 
     named = Path(named)
-    k = _index(named)
-    if k is None or named.exists() or not named.parent.is_dir():
+    k = _missing(named)
+    if k is None:
         return None
     state = latest_checkpoint(named.parent)  # the trial folder's newest complete checkpoint
     if state is None or _index(state.parent) <= k:
@@ -62,7 +69,7 @@ def recreate_missing_checkpoint(named: str | os.PathLike) -> bool:
     """Where the checkpoint folder ``named`` (a ``checkpoint_<k>`` in an existing trial folder) is missing, create
     it empty (its trial then reports its state file missing); True if it did."""
     named = Path(named)
-    if _index(named) is None or named.exists() or not named.parent.is_dir():
+    if _missing(named) is None:
         return False
     named.mkdir()
     return True
