@@ -35,3 +35,15 @@ def test_a_named_checkpoint_that_exists_or_has_nothing_newer_is_left_alone(tmp_p
     assert not (tmp_path / "checkpoint_000007").exists()
     assert restore_named_checkpoint(tmp_path / "elsewhere" / "checkpoint_000001") is None
     assert restore_named_checkpoint(tmp_path / "notes") is None
+
+
+def test_a_named_checkpoint_gone_with_nothing_newer_is_recreated_empty_so_the_trial_reports_it_damaged(tmp_path):
+    from rirlab.sweeps.driver.checkpoints import recreate_missing_checkpoint
+
+    (tmp_path / "checkpoint_000001").mkdir()
+    assert recreate_missing_checkpoint(tmp_path / "checkpoint_000003")
+    assert (tmp_path / "checkpoint_000003").is_dir() and not any((tmp_path / "checkpoint_000003").iterdir())
+    assert not recreate_missing_checkpoint(tmp_path / "checkpoint_000001")  # present: left as it is
+    assert not recreate_missing_checkpoint(tmp_path / "params.json")  # not a checkpoint folder
+    assert not recreate_missing_checkpoint(tmp_path / "gone" / "checkpoint_000001")  # no trial folder
+    assert not (tmp_path / "params.json").exists() and not (tmp_path / "gone").exists()
