@@ -15,6 +15,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from rirlab.analysis.layouts import ablation_rows, signature  # noqa: E402
@@ -246,6 +247,18 @@ def seed_band(table: pd.DataFrame, stat: str, ci: str) -> tuple[list, list]:
     return low, high
 
 
+def _axis_on_the_seeds(ax, lows: list, highs: list) -> None:
+    """The y axis over what the seeds logged (5% margin), not over the bands: with two seeds a 95% t-interval is
+    +- 12.7 standard errors and would squash every curve into a line; a band cut by the axes says so."""
+    lo, hi = min(lows), max(highs)
+    pad = 0.05 * (hi - lo) if hi > lo else max(abs(hi) * 0.05, 1e-9)
+    top, bottom = ax.get_ylim()[1], ax.get_ylim()[0]
+    ax.set_ylim(lo - pad, hi + pad)
+    if bottom < lo - pad or top > hi + pad:
+        ax.text(0.99, 0.01, "bands cut at the axes (few seeds: wide intervals)", transform=ax.transAxes,
+                ha="right", va="bottom", fontsize=7, color="0.35")
+
+
 def curves_plot(client, sw, metric: str, out, stat: str = DEFAULT_STAT, ci: str = DEFAULT_CI) -> int:
     """``metric`` against step for each configuration: ``stat`` over seeds (the tables' statistic), the band its
     95% interval (``ci``); each configuration has its own colour, line style and marker."""
@@ -257,6 +270,7 @@ def curves_plot(client, sw, metric: str, out, stat: str = DEFAULT_STAT, ci: str 
         raise UserError(f"no runs of '{sw.experiment}' to plot; run `rirlab sweep` first")
     fig, ax = plt.subplots(figsize=(7.5, 4.4))
     n, banded = 0, False
+    lows, highs = [], []  # every seed's own values: the y axis spans them, not a band of few seeds
     sigs = [signature(s) for s in df["swept"]]
     # 7 markers x 4 line styles, stepped together (28 distinct pairs); markers of each curve start at another
     # point, so curves that coincide still show every one's markers
@@ -274,6 +288,8 @@ def curves_plot(client, sw, metric: str, out, stat: str = DEFAULT_STAT, ci: str 
         every = 1 if len(table) <= 6 else max(2, len(table) // 10)  # few points: mark them all
         ax.plot(table.index, centre(table, stat, axis=1), color=color, ls=ls, marker=mk, ms=5, mfc="none", mew=1.2, lw=1.6,
                 markevery=(n % every, every), label=f"{row.label} (n={len(series)})")
+        lows.append(np.nanmin(table.to_numpy()))
+        highs.append(np.nanmax(table.to_numpy()))
         if len(series) > 1:
             ax.fill_between(table.index, *seed_band(table, stat, ci), color=color, alpha=0.15, lw=0)
             banded = True
@@ -286,8 +302,11 @@ def curves_plot(client, sw, metric: str, out, stat: str = DEFAULT_STAT, ci: str 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("training step")
     ax.set_ylabel(words)
-    ax.set_title(f"{sw.experiment}: {words} ({stat} over seeds" + (f", band = {BANDS[ci]})" if banded else ")"),
+    # two lines: one would run past the figure's edge beside the legend
+    ax.set_title(f"{sw.experiment}: {words}\n({stat} over seeds" + (f", band = {BANDS[ci]})" if banded else ")"),
                  fontsize=10)
+    if banded:
+        _axis_on_the_seeds(ax, lows, highs)
     ax.grid(alpha=0.3)
     handles = ax.get_legend_handles_labels()[0]
     if banded:

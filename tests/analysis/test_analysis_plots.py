@@ -112,3 +112,26 @@ def test_curves_and_tables_use_one_statistic_over_seeds(tmp_path, figures, stat,
     assert t.exit_code == 0, t.output
     assert f"| chunk 10 | {centre:.2f} ± 43.59 [{T.fmt_signed(band.low)}, {band.high:.2f}] |" in t.output
     assert f"{stat or 'median'} ± sample std (ddof 1) over seeds" in t.output
+
+
+def test_two_seeds_curves_keep_their_axis_and_the_title_fits(tmp_path, figures):
+    """With n = 2 a 95% t-interval is +- 12.7 standard errors: the y axis spans the seeds' own values, the band is
+    cut at the axes and a note says so; the title (two lines) stays inside the figure beside the legend."""
+    spec2 = {**SKEWED, "name": "a-sweep-with-a-rather-long-experiment-name", "seeds": 2}
+    runs = [{"swept": {"chunk_size": 10, "seed": s}, "metrics": {"test/accuracy": final},
+             "history": {"len_200_300/accuracy": [(0, 40.0 + s), (500, final)]}}
+            for s, final in enumerate((80.0, 95.0))]
+    uri, spec = make_sweep(tmp_path, spec2, runs, splits=[("test", "near-IID"), ("len_200_300", "200–300")])
+    r = CliRunner().invoke(main, ["plot", "curves", str(spec), "--tracking-uri", uri, "--metric",
+                                  "len_200_300/accuracy", "--out", str(tmp_path / "c.png")])
+    assert r.exit_code == 0, r.output
+    fig = figures[-1]
+    ax = fig.axes[0]
+    low, high = ax.get_ylim()
+    assert 35 < low < 40 and 95 < high < 100  # the seeds' 40..95, not the band's ~ -100..300
+    (poly,) = ax.collections
+    assert poly.get_paths()[0].vertices[:, 1].max() > high  # the band itself is left as computed
+    assert any("bands cut at the axes" in t.get_text() for t in ax.texts)
+    fig.canvas.draw()
+    title = ax.title.get_window_extent(fig.canvas.get_renderer())
+    assert title.x0 >= 0 and title.x1 <= fig.bbox.width, (title, fig.bbox.width)
