@@ -83,9 +83,19 @@ def trial_runs(client: MlflowClient, experiment: str, parent_id: Optional[str] =
     if exp is None:
         raise UserError(f"no experiment '{experiment}' in the tracking store; check the name (`rirlab ui` lists them) "
                         f"or pass the store with --tracking-uri")
-    flt = contract.children_filter(parent_id) if parent_id else ""
-    runs = client.search_runs([exp.experiment_id], filter_string=flt, max_results=50000,
-                              order_by=["attributes.start_time ASC"])
+    ids = [parent_id]  # (None: every trial run of the experiment)
+    if parent_id:  # one job of a group of one-trial jobs (--trial I --group G): the group is the sweep
+        from rirlab.analysis.runs import group_parents
+
+        try:
+            parent = client.get_run(parent_id)
+        except Exception:  # noqa: BLE001  (an unknown id: no runs, said by the caller)
+            parent = None
+        if parent is not None and parent.info.experiment_id == exp.experiment_id:
+            ids = [job.info.run_id for job in group_parents(client, exp.experiment_id, parent)]
+    runs = [r for i in ids for r in client.search_runs(
+        [exp.experiment_id], filter_string=contract.children_filter(i) if i else "", max_results=50000,
+        order_by=["attributes.start_time ASC"])]
     # a run a later attempt replaced (--rerun-failed) is not exported: each trial once, as tables count it
     return [r for r in contract.current_runs(runs) if not contract.is_parent(r.data.tags)]
 

@@ -10,6 +10,7 @@ read from a store: :meth:`Records.load` the :class:`~rirlab.analysis.runs.Sweep`
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import types
 from pathlib import Path
@@ -21,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rirlab.analysis.export import EXPORT_ID_KEY, HISTORY_ROWS_KEY, SWEEPS_KEY, history_path
-from rirlab.analysis.runs import Sweep, combine, recorded_sweep, spec_of
+from rirlab.analysis.runs import Sweep, combine, group_of, latest_jobs, n_sweeps, recorded_sweep, spec_of, sweep_key
 from rirlab import contract
 from rirlab.errors import UserError
 
@@ -155,8 +156,20 @@ class Records:
         ids = ids or mine
         if not ids:
             raise UserError(f"the records file(s) hold no sweep of '{experiment}': export a sweep that has trial runs")
-        sweeps = [self._sweep(experiment, i, spec, len(mine)) for i in ids]
-        return sweeps[0] if len(sweeps) == 1 else combine(sweeps, spec)
+        # one job of a group of one-trial jobs (--trial I --group G) stands for its group, as in a store
+        jobs = {i: _parent(self.sweeps[i]) for i in mine}
+        keys = {sweep_key(jobs[i]) for i in ids}
+        grouped = [job for job in jobs.values() if group_of(job) is not None and sweep_key(job) in keys]
+        if grouped:
+            ids = list(dict.fromkeys([*(i for i in ids if group_of(jobs[i]) is None),
+                                      *(job.info.run_id for job in latest_jobs(grouped))]))
+        count = n_sweeps(list(jobs.values()))
+        sweeps = [self._sweep(experiment, i, spec, count) for i in ids]
+        if len(sweeps) == 1:
+            return sweeps[0]
+        one = {group_of(s.parent) for s in sweeps}
+        return dataclasses.replace(combine(sweeps, spec), group=one.pop() if len(keys) == 1 and None not in one
+                                   else None)
 
     def _sweep(self, experiment: str, parent_id: str, spec, n_sweeps: int) -> Sweep:
         record = self.sweeps[parent_id]

@@ -59,6 +59,60 @@ def parents(client: MlflowClient, exp_id: str, full_only: bool = False) -> list:
     return client.search_runs([exp_id], filter_string=flt, order_by=["attributes.start_time DESC"], max_results=1000)
 
 
+def group_of(run) -> Optional[str]:
+    """The group of a one-trial job's parent run (``rirlab sweep --trial I --group G``), None for a whole sweep's."""
+    return run.data.tags.get(contract.SWEEP_GROUP) or None if contract.TRIAL_INDEX in run.data.tags else None
+
+
+def sweep_key(run) -> str:
+    """What names a sweep among an experiment's parent runs: a whole sweep's parent run, or a group of one-trial
+    jobs (its name and spec hash: one group of one spec is one sweep)."""
+    group = group_of(run)
+    return run.info.run_id if group is None else f"group {group} {run.data.tags.get(contract.SPEC_HASH, '')}"
+
+
+def group_parents(client: MlflowClient, exp_id: str, run) -> list:
+    """The parent runs of the sweep ``run`` is a parent of: itself, or for a one-trial job every job of its group
+    and spec hash, in the grid's order, the latest job of a trial where one ran twice (started again without
+    --resume). The jobs write nothing shared (rirlab.sweeps.driver.sweep.SweepDriver says why): this is where
+    they become one sweep."""
+    group = group_of(run)
+    if group is None or not contract.GROUP_NAME.match(group):
+        return [run]
+    tags = run.data.tags
+    jobs = client.search_runs([exp_id], filter_string=contract.group_filter(group, tags.get(contract.SPEC_HASH, "")),
+                              max_results=50000)
+    return latest_jobs([*jobs, run])
+
+
+def latest_jobs(jobs: list) -> list:
+    """One-trial jobs' parent runs (of one group), the latest of each trial index, in the grid's order."""
+    latest: dict = {}
+    for job in sorted(jobs, key=lambda job: -(job.info.start_time or 0)):  # newest first: the first of an index stays
+        latest.setdefault(job.data.tags.get(contract.TRIAL_INDEX), job)
+    return sorted(latest.values(), key=lambda job: int(job.data.tags.get(contract.TRIAL_INDEX, "0") or 0))
+
+
+def describe_group(jobs: list) -> str:
+    """One line naming a group of one-trial jobs read as one sweep: ``sweep group 812 (4 of 18 one-trial jobs, spec
+    hash 1a2b3c, quick, 2026-11-23 18:40 UTC, 3 FINISHED, 1 RUNNING; parent runs 3f2a…, …)``."""
+    tags = jobs[0].data.tags
+    states: dict = {}
+    for job in jobs:
+        states[job.info.status] = states.get(job.info.status, 0) + 1
+    status = next(iter(states)) if len(states) == 1 else ", ".join(f"{n} {st}" for st, n in sorted(states.items()))
+    ids = [job.info.run_id for job in jobs]
+    return (f"sweep group {group_of(jobs[0])} ({len(jobs)} of {tags.get(contract.GRID_TRIALS, '?')} one-trial jobs, "
+            f"spec hash {tags.get(contract.SPEC_HASH, '?')}, {profile(tags)}, "
+            f"{when(min(job.info.start_time or 0 for job in jobs))}, {status}; parent runs "
+            f"{', '.join(ids) if len(ids) <= 3 else ', '.join(ids[:2]) + f', ... {ids[-1]}'})")
+
+
+def n_sweeps(runs: list) -> int:
+    """How many sweeps the parent runs ``runs`` are (a group of one-trial jobs is one)."""
+    return len({sweep_key(r) for r in runs})
+
+
 def latest_parent(client: MlflowClient, experiment: str, parent_id: Optional[str] = None, latest_full: bool = False):
     exp = _experiment(client, experiment)
     if parent_id:
@@ -107,10 +161,17 @@ def sweeps_of(client: MlflowClient, experiment: str) -> pd.DataFrame:
     """One row per sweep of EXPERIMENT, newest first: parent run, date, quick/full, spec hash, status, trials
     finished / stopped early / failed / other (counted from its child runs) and the best final value of its first metric."""
     exp = _experiment(client, experiment)
-    rows = []
+    rows, seen = [], set()
     for p in parents(client, exp.experiment_id):
+        if sweep_key(p) in seen:  # a group of one-trial jobs: one row, with its first job's run id
+            continue
+        seen.add(sweep_key(p))
+        jobs = group_parents(client, exp.experiment_id, p)
+        p = min(jobs, key=lambda job: job.info.start_time or 0)
         tags = p.data.tags
-        kids = child_runs(client, exp.experiment_id, p.info.run_id)
+        frames = [child_runs(client, exp.experiment_id, job.info.run_id) for job in jobs]
+        kids = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames) else \
+            frames[0]
         metric = (tags.get(contract.METRIC) or "").split(",")[0]
         spec = effective_spec(client, p)
         mode = spec.modes[0] if spec is not None else "max"
@@ -122,8 +183,12 @@ def sweeps_of(client: MlflowClient, experiment: str) -> pd.DataFrame:
                     best, best_name = float(value), str(name)
         status = kids["status"] if len(kids) else pd.Series([], dtype=str)
         early = int(((status == "FINISHED") & kids["early_stopped"]).sum()) if len(kids) else 0
-        rows.append({"parent_run": p.info.run_id, "date": when(p.info.start_time), "profile": profile(tags),
-                     "spec_hash": tags.get(contract.SPEC_HASH, ""), "status": p.info.status,
+        group = "" if len(jobs) == 1 and group_of(p) is None else \
+            f", group {group_of(p)} ({len(jobs)} of {tags.get(contract.GRID_TRIALS, '?')} one-trial jobs)"
+        states = sorted({job.info.status for job in jobs})
+        rows.append({"parent_run": p.info.run_id, "date": when(p.info.start_time), "profile": profile(tags) + group,
+                     "spec_hash": tags.get(contract.SPEC_HASH, ""),
+                     "status": "RUNNING" if "RUNNING" in states else "/".join(states),
                      "finished": int((status == "FINISHED").sum()) - early, "stopped_early": early,
                      "failed": int((status == "FAILED").sum()),
                      "other": int((~status.isin(["FINISHED", "FAILED"])).sum()), "metric": metric, "mode": mode,
@@ -193,11 +258,14 @@ class Sweep:
     n_sweeps: int = 0  # sweeps of the experiment (parent runs), this one included
     parents: list = dataclasses.field(default_factory=list)  # several sweeps read as one (``combine``): each parent
     study: Optional[str] = None  # the Optuna study these sweeps continued one after another (``study_parents``)
+    group: Optional[str] = None  # the group of one-trial jobs (--trial I --group G) these parents are
 
     @property
     def about(self) -> Optional[str]:
         """Which sweep this is (parent run, spec hash, quick or full, date), a line per sweep when several are
-        read as one; None before any sweep."""
+        read as one (one line for a group of one-trial jobs); None before any sweep."""
+        if self.group is not None:
+            return describe_group(self.parents)
         if self.parents:
             return "\n".join(describe_parent(p) for p in self.parents)
         return None if self.parent is None else describe_parent(self.parent)
@@ -235,8 +303,15 @@ def load_sweep(client: Optional[MlflowClient], experiment: str, parent_id=None, 
             raise
         n = len(spec.seed_list) if spec is not None else 0
         return Sweep(experiment, None, pd.DataFrame(), spec, n)
-    sweep = recorded_sweep(experiment, parent, child_runs(client, exp.experiment_id, parent.info.run_id),
-                           effective_spec(client, parent), spec, len(parents(client, exp.experiment_id)))
+    count = n_sweeps(parents(client, exp.experiment_id))
+    ran = effective_spec(client, parent)
+    jobs = group_parents(client, exp.experiment_id, parent)
+    if group_of(parent) is not None:  # one job of a group (its --run too): the group is the sweep
+        sweeps = [recorded_sweep(experiment, job, child_runs(client, exp.experiment_id, job.info.run_id), ran, spec,
+                                 count) for job in jobs]  # (one spec hash: one effective spec)
+        return dataclasses.replace(combine(sweeps, spec), group=group_of(parent))
+    sweep = recorded_sweep(experiment, parent, child_runs(client, exp.experiment_id, parent.info.run_id), ran, spec,
+                           count)
     study, ids = study_parents(client, exp.experiment_id, sweep.runs)
     if parent_id is None and len(ids) > 1:  # a continued study is read as the study: every sweep of it
         return dataclasses.replace(combine([load_sweep(client, experiment, i, spec) for i in ids], spec), study=study)

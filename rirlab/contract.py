@@ -36,6 +36,12 @@ SEEDS = "rirlab.seeds"  # seeds per configuration (how many runs a table cell ex
 WARM_START = "rirlab.warm_start"  # JSON {experiments, configurations, skipped}: what --warm-start seeded the search with
 SPLITS = "rirlab.splits"  # JSON [[split, paper label], ...] of the task's evaluation splits, in the papers' order
 CLUSTER_RESOURCES = "rirlab.cluster_resources"
+# `rirlab sweep SPEC --trial I --group G` (one job per trial, e.g. a Slurm job array): each job's parent run carries
+# the index of its trial in the grid, the group its jobs share and the grid's size; readers take the parents of one
+# group (and spec hash) as one sweep (rirlab.analysis.runs.group_parents)
+TRIAL_INDEX = "rirlab.trial_index"
+SWEEP_GROUP = "rirlab.sweep_group"
+GRID_TRIALS = "rirlab.grid_trials"
 TRIALS_FINISHED = "rirlab.trials_finished"
 TRIALS_FAILED = "rirlab.trials_failed"
 VERSION = "rirlab.version"
@@ -279,6 +285,16 @@ def children_filter(parent_id: str) -> str:
 
 def is_parent(tags: dict) -> bool:
     return tags.get(SWEEP_TAG) == PARENT
+
+
+GROUP_NAME = re.compile(r"^[\w.-]{1,100}$")  # a --group name (pasted into filters: no quote, no space)
+
+
+def group_filter(group: str, spec_hash: str) -> str:
+    """MLflow filter for the parent runs of one group of one-trial sweeps (``--trial I --group G``) of a spec."""
+    if not GROUP_NAME.match(group) or not re.fullmatch(r"[0-9a-f]*", spec_hash):
+        raise UserError(f"{group[:80]!r} is not a sweep group name (letters, digits, '_', '.', '-'; at most 100)")
+    return f"{parent_filter(spec_hash)} and tags.`{SWEEP_GROUP}` = '{group}'"
 
 
 def superseded(runs) -> set[str]:

@@ -50,8 +50,18 @@ from rirlab.errors import command
                    "(MLflow system metrics, every $RIRLAB_SYSTEM_METRICS_INTERVAL_S seconds, default 10).")
 @click.option("--output-dir", default="rirlab_runs", show_default=True, type=click.Path(file_okay=False),
               help="Where Ray Tune keeps trial state, checkpoints and Ray's logs.")
+@click.option("--trial", "trial", type=int, default=None, metavar="I",
+              help="Run only trial I of a grid (from 0, in --dry-run's order: its #I+1), as one job of --group: "
+                   "one job per trial, e.g. a Slurm job array (cluster/slurm/rirlab-array.sbatch). The trial's "
+                   "name, config and the spec hash are those of the whole sweep, and `rirlab tables SPEC` reads "
+                   "the group's jobs as one sweep. Evaluation-only cells run in the job of the trial they evaluate.")
+@click.option("--group", default=None, metavar="NAME",
+              help="With --trial: the name the jobs of one sweep share (letters, digits, _ . -), default "
+                   "$SLURM_ARRAY_JOB_ID; --resume finds the job by --trial and --group.")
+@click.option("--count", is_flag=True,
+              help="Print how many trials the grid has (--trial takes 0 to that minus 1) and exit: a job array's size.")
 def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, restart_damaged, rerun_failed, warm_start,
-          no_checkpoint_artifacts, progress, system_metrics, output_dir):
+          no_checkpoint_artifacts, progress, system_metrics, output_dir, trial, group, count):
     """Run the sweep described by the YAML file SPEC with Ray Tune, recording every trial in MLflow.
 
     The spec is validated completely (every trial's config) before Ray or MLflow is touched. Ctrl-C or
@@ -63,6 +73,10 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, restart_dam
     sweep's FAILED and KILLED trials again from scratch (Tune already retried each from its checkpoint
     max_failures times): new child runs tagged rirlab.rerun_of, the failed runs kept and tagged
     rirlab.superseded_by. An interrupted rerun continues with --resume.
+
+    One job per trial (a grid on a cluster where jobs of many nodes queue long): N jobs each run
+    `rirlab sweep SPEC --trial I --group G` for I = 0 .. N-1 (N: --count); with --resume a job continues its
+    own trial.
     """
     from rirlab.errors import UserError
     from rirlab.sweeps.record.faults import SweepFault
@@ -79,8 +93,11 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, restart_dam
     if rerun_failed and resume:
         raise UserError("--rerun-failed and --resume cannot be combined: --rerun-failed retrains a finished sweep's "
                         "failed trials, --resume continues an unfinished sweep; give one of them")
+    group = _group_of(trial, group, dry_run or count, resume or rerun_failed)
     open_startup_window()  # no Ctrl-C or SIGTERM is lost before Ray Tune runs (closed before Tuner.fit)
     where = _where_flags(tracking_uri, output_dir, address)  # repeated in the hints: --resume needs the same store
+    if trial is not None:  # the job's own trial, in the same group
+        where += f" --trial {trial}" + (f" --group {shlex.quote(group)}" if group else "")
     try:
         from rirlab.compat import check_all
 
@@ -90,10 +107,17 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, restart_dam
         from rirlab.sweeps.spec.load import load_spec
 
         plan = SweepPlan.of(load_spec(spec, quick=quick, overrides=parse_overrides(sets)))
+        if count:
+            click.echo(plan.jobs())
+            return
+        if trial is not None:  # refused (a search; out of range) before anything starts
+            n, plan = len(plan.trials), plan.one_trial(trial)
+            click.echo(f"trial {trial} of {n} (#{trial + 1} in --dry-run) alone: {plan.trials[0].name}"
+                       + (f", group {group}" if group else ""))
         if warm_start:
             plan = _warm_started(plan, warm_start, tracking_uri)
         if dry_run and rerun_failed:  # the trials it would train again, nothing started
-            _show_reruns(plan, tracking_uri)
+            _show_reruns(plan, tracking_uri, group)
             return
         if dry_run:
             from rirlab.sweeps.plan.dryrun import dry_run as show
@@ -120,7 +144,7 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, restart_dam
             result = run_sweep(plan, uri, address=address, resume=resume,
                                checkpoint_artifacts=not no_checkpoint_artifacts, output_root=output_dir,
                                progress=progress, system_metrics=system_metrics, report=log_parent_report,
-                               restart_damaged=restart_damaged, rerun_failed=rerun_failed)
+                               restart_damaged=restart_damaged, rerun_failed=rerun_failed, group=group)
         except NothingToRerun as nothing:  # (refused before Ray or MLflow was touched)
             click.echo(str(nothing))
             return
@@ -159,6 +183,30 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, restart_dam
         sys.exit(1)
 
 
+def _group_of(trial, group, looks: bool, again: bool):
+    """The group of a one-trial job (--trial): --group, else the Slurm job array's id ($SLURM_ARRAY_JOB_ID: every task
+    of one array shares it, a requeued task keeps it). A new job needs one, so that its trial is read back with its
+    group's other jobs as one sweep and never merged with another array's run of the same grid; --resume
+    (``again``) without one continues the trial's latest job, and a dry run or --count (``looks``) needs none."""
+    import os
+
+    from rirlab import contract
+    from rirlab.errors import UserError
+
+    if trial is None:
+        if group is not None:
+            raise UserError("--group names the jobs that run one trial each of a sweep: give --trial I too, or leave "
+                            "out --group")
+        return None
+    group = group or os.environ.get("SLURM_ARRAY_JOB_ID") or None
+    if group is not None and not contract.GROUP_NAME.match(group):
+        raise UserError(f"--group {group[:80]!r}: use letters, digits, '_', '.' and '-' only (at most 100)")
+    if group is None and not (looks or again):
+        raise UserError(f"--trial {trial} runs one job of a sweep that several jobs share: name the sweep with "
+                        f"--group NAME (the same in every job; inside a Slurm array, $SLURM_ARRAY_JOB_ID is taken)")
+    return group
+
+
 def _damaged_line(files, resume: str) -> str:
     """The one line after a sweep in which trials stopped on damaged checkpoints: the files, and the two ways on."""
     files = list(files)
@@ -169,7 +217,7 @@ def _damaged_line(files, resume: str) -> str:
             f"with: {resume} --restart-damaged previous, or from step 0 with --restart-damaged scratch")
 
 
-def _show_reruns(plan, tracking_uri) -> None:
+def _show_reruns(plan, tracking_uri, group=None) -> None:
     """--rerun-failed --dry-run: the trials a --rerun-failed would train again (a line each: run name, how its run
     ended, its attempt and why it failed), read from the store without writing."""
     from rirlab.sweeps.driver import rerun
@@ -179,11 +227,11 @@ def _show_reruns(plan, tracking_uri) -> None:
     uri = resolve_tracking_uri(tracking_uri)
     tracker = Tracker(uri, create=False)
     exp_id = tracker.experiment_id(plan.spec.name, create=False)
-    parent = tracker.find_parent(exp_id, plan.hash) if exp_id else None
+    parent = tracker.find_parent(exp_id, plan.hash, plan.trial_index, group) if exp_id else None
     if parent is None:
         from rirlab.errors import UserError
 
-        raise UserError(_no_parent_message(tracker, exp_id, plan, uri, "--rerun-failed"))
+        raise UserError(_no_parent_message(tracker, exp_id, plan, uri, "--rerun-failed", group))
     rerun.check_parent(parent)
     try:
         reruns = rerun.failed_trials(tracker, exp_id, parent, plan)

@@ -24,6 +24,10 @@ class Algorithm:
     planned: bool = True  # whether the trials are known before the sweep (False: the searcher chooses as it runs)
     warm_starts: bool = False  # whether --warm-start can seed it with earlier finished configurations
     spec_rows: bool = False  # whether a table lists the spec's configurations as rows (in spec order) before any ran
+    # whether ``rirlab sweep --trial I`` can run one trial of it alone (one job per trial): its trials and points
+    # are known before the sweep and are the same list, one point per trial (a grid; random runs each point once per
+    # seed, Optuna chooses as it runs)
+    one_trial_jobs: bool = False
 
     # ---- the spec (torch-free, Ray-free: rirlab.sweeps.spec)
     def problems(self, spec, given: set[str]) -> list[str]:

@@ -18,6 +18,7 @@ class Grid(Algorithm):
     uses_num_samples = False
     kinds = ("grid", "choice")
     spec_rows = True
+    one_trial_jobs = True
 
     def problems(self, spec, given: set[str]) -> list[str]:
         if spec.algorithm == self.name and "num_samples" in given:

@@ -42,9 +42,20 @@ def new_tune_path(output_root: str, name: str, spec_hash: str) -> str:
 
 
 def _no_parent_message(tracker: Tracker, exp_id: Optional[str], plan: SweepPlan, uri: str,
-                       flag: str = "--resume") -> str:
+                       flag: str = "--resume", group: Optional[str] = None) -> str:
     """Why --resume (or ``flag``) finds nothing: no sweep of this spec at all, or one of an earlier version of the
-    spec."""
+    spec; for a one-trial job (--trial), no job of that trial (in that group)."""
+    same = tracker.client.search_runs([exp_id], filter_string=contract.parent_filter(plan.hash),
+                                      max_results=1) if exp_id else []
+    if same and plan.trial_index is not None:  # sweeps of this spec, none of this trial (in this group)
+        of = f"--trial {plan.trial_index}" + (f" --group {group}" if group else "")
+        return (f"{flag}: no earlier job of {of} of {plan.loaded.path} (spec hash {plan.hash}) in {uri}; run it "
+                f"without {flag} first (same --quick/--set flags)")
+    if same:  # only one-trial jobs of this spec (find_parent passes them over)
+        tags = same[0].data.tags
+        return (f"{flag}: the sweeps of {plan.loaded.path} (spec hash {plan.hash}) in {uri} ran one trial per job; "
+                f"give the job's own --trial and --group (the latest: --trial {tags.get(contract.TRIAL_INDEX)} "
+                f"--group {tags.get(contract.SWEEP_GROUP)})")
     last = None
     if exp_id:
         runs = tracker.client.search_runs([exp_id], filter_string=contract.parent_filter(),
@@ -102,11 +113,13 @@ class SweepResult:
 def run_sweep(plan: SweepPlan, tracking_uri: str, address: Optional[str] = None, resume: bool = False,
               checkpoint_artifacts: bool = True, output_root: str = OUTPUT_ROOT, progress: str = "line",
               system_metrics: bool = False, report: Optional[Callable[[str, str], None]] = None,
-              restart_damaged: Optional[str] = None, rerun_failed: bool = False) -> SweepResult:
-    """Run (or --resume, or --rerun-failed) the sweep (``SweepDriver.run``); returns its ``SweepResult``."""
+              restart_damaged: Optional[str] = None, rerun_failed: bool = False,
+              group: Optional[str] = None) -> SweepResult:
+    """Run (or --resume, or --rerun-failed) the sweep (``SweepDriver.run``); returns its ``SweepResult``. A plan of
+    one trial (``SweepPlan.one_trial``) runs as that trial's job of ``group``."""
     return SweepDriver(plan, tracking_uri, address=address, resume=resume, checkpoint_artifacts=checkpoint_artifacts,
                        output_root=output_root, progress=progress, system_metrics=system_metrics,
-                       report=report, restart_damaged=restart_damaged, rerun_failed=rerun_failed).run()
+                       report=report, restart_damaged=restart_damaged, rerun_failed=rerun_failed, group=group).run()
 
 
 class SweepDriver:
@@ -125,13 +138,21 @@ class SweepDriver:
     (``signals.startup_window``). A machine's fault (a full disk, a store locked too long) raises SweepFault.
 
     ``rerun_failed``: the last sweep's unfinished trials trained again from scratch in a Tune folder of their own,
-    under the same parent run (``rirlab.sweeps.driver.rerun`` says why); NothingToRerun where there is none."""
+    under the same parent run (``rirlab.sweeps.driver.rerun`` says why); NothingToRerun where there is none.
+
+    A plan of one trial of a grid (``--trial I``, ``plan.trial_index``) is one job of ``group``: a parent run of its
+    own, tagged with the index and the group, which --resume (a requeued array task) finds by both. The jobs of a
+    group never write to one shared run: N jobs racing to find-or-create one parent would need a lock the store
+    does not give (sqlite's file lock does not reach across machines; a server has none), and their Tune folders,
+    end states and best trials are each their own anyway. The readers put them together instead
+    (``rirlab.analysis.runs``: a group's parents are one sweep), which needs no coordination at all."""
 
     def __init__(self, plan: SweepPlan, tracking_uri: str, address: Optional[str] = None, resume: bool = False,
                  checkpoint_artifacts: bool = True, output_root: str = OUTPUT_ROOT, progress: str = "line",
                  system_metrics: bool = False, report: Optional[Callable[[str, str], None]] = None,
-                 restart_damaged: Optional[str] = None, rerun_failed: bool = False):
+                 restart_damaged: Optional[str] = None, rerun_failed: bool = False, group: Optional[str] = None):
         self.plan, self.tracking_uri, self.address, self.resume = plan, tracking_uri, address, resume
+        self.group = group  # --trial: the group of one-trial jobs this one belongs to
         self.restart_damaged = restart_damaged  # --restart-damaged: where a trial with a damaged checkpoint restarts
         self.rerun_failed, self.reruns = rerun_failed, []  # --rerun-failed: the trials it trains again
         self.checkpoint_artifacts, self.output_root = checkpoint_artifacts, output_root
@@ -169,10 +190,11 @@ class SweepDriver:
         self.tracker = tracker = Tracker(self.tracking_uri)
         self.exp_id = tracker.experiment_id(plan.spec.name, create=False)
         again = self.resume or self.rerun_failed
-        self.earlier = tracker.find_parent(self.exp_id, plan.hash) if again and self.exp_id else None
+        self.earlier = tracker.find_parent(self.exp_id, plan.hash, plan.trial_index, self.group) \
+            if again and self.exp_id else None
         if again and self.earlier is None:
             raise UserError(_no_parent_message(tracker, self.exp_id, plan, self.tracking_uri,
-                                               "--resume" if self.resume else "--rerun-failed"))
+                                               "--resume" if self.resume else "--rerun-failed", self.group))
         if self.rerun_failed:
             from rirlab.sweeps.driver import rerun
 
@@ -253,11 +275,12 @@ class SweepDriver:
         try:
             with shielded():  # a Ctrl-C meanwhile is raised once the parent is written, its id known
                 self.parent_id = _start_parent(tracker, self.exp_id, plan, self.tune_path,
-                                               time.strftime("%Y%m%d-%H%M%S"))
+                                               time.strftime("%Y%m%d-%H%M%S"), self.group)
         except BaseException:
             # Ctrl-C (or an error) while the parent was being written: the run may exist before its id reached
-            # us; found by its spec hash and start time, it is ended like any other (and --resume continues it)
-            self.parent_id = _parent_started_since(tracker, self.exp_id, plan.hash, started)
+            # us; found by its spec hash, start time and Tune folder, it is ended like any other (and --resume
+            # continues it)
+            self.parent_id = _parent_started_since(tracker, self.exp_id, plan.hash, started, self.tune_path)
             raise
 
     def _fail(self, err: BaseException) -> None:
@@ -502,16 +525,22 @@ def _preflight(plan: SweepPlan, local: bool = True) -> None:
         raise_if_interrupted()  # a Ctrl-C during a long read (a 5.6 GB GloVe file): stop before Ray starts
 
 
-def _parent_started_since(tracker: Tracker, exp_id: str, spec_hash: str, since: float) -> Optional[str]:
-    """The RUNNING parent run of this spec hash that this driver started at or after ``since`` (seconds), if any."""
+def _parent_started_since(tracker: Tracker, exp_id: str, spec_hash: str, since: float,
+                          tune_path: Optional[str] = None) -> Optional[str]:
+    """The RUNNING parent run of this spec hash that this driver started at or after ``since`` (seconds), if any;
+    with ``tune_path``, the one of this driver's Tune folder (the jobs of a --trial group start parents of one
+    spec hash at the same time: the latest may be another job's)."""
     runs = tracker.client.search_runs([exp_id], filter_string=contract.parent_filter(spec_hash),
-                                      order_by=["attributes.start_time DESC"], max_results=1)
+                                      order_by=["attributes.start_time DESC"], max_results=1 if not tune_path else 1000)
+    if tune_path:
+        runs = [r for r in runs if r.data.tags.get(contract.TUNE_PATH) == tune_path][:1]
     if runs and runs[0].info.status == "RUNNING" and runs[0].info.start_time >= int(since * 1000) - 1000:
         return runs[0].info.run_id
     return None
 
 
-def _start_parent(tracker: Tracker, exp_id: str, plan: SweepPlan, tune_path: str, stamp: str) -> str:
+def _start_parent(tracker: Tracker, exp_id: str, plan: SweepPlan, tune_path: str, stamp: str,
+                  group: Optional[str] = None) -> str:
     spec, loaded = plan.spec, plan.loaded
     tags = {contract.SPEC_HASH: plan.hash, contract.SPEC_PATH: str(loaded.path), contract.QUICK: str(loaded.quick),
             contract.TUNE_PATH: tune_path, contract.SWEPT_KEYS: json.dumps(plan.swept_keys),
@@ -522,7 +551,12 @@ def _start_parent(tracker: Tracker, exp_id: str, plan: SweepPlan, tune_path: str
         tags[contract.SPLITS] = contract.encode_splits(plan.splits)
     if plan.warm is not None:  # (a source, not part of the spec: the hash stays the spec's)
         tags[contract.WARM_START] = plan.warm.tag()
-    parent_id = tracker.start_parent(exp_id, f"{spec.name} {stamp}", tags)
+    name = f"{spec.name} {stamp}"
+    if plan.trial_index is not None:  # one job of a group (--trial): the readers put the group's parents together
+        tags.update({contract.TRIAL_INDEX: str(plan.trial_index), contract.SWEEP_GROUP: group or "",
+                     contract.GRID_TRIALS: str(plan.grid_trials)})
+        name = f"{spec.name} {group} trial {plan.trial_index}"
+    parent_id = tracker.start_parent(exp_id, name, tags)
     # a password in a URL (optuna.storage) is recorded masked: in the spec's text, the effective spec, the params
     tracker.client.log_text(parent_id, redact_uri(loaded.text), f"{contract.SPEC_ARTIFACT_DIR}/{loaded.path.name}")
     effective = redact_all(spec.model_dump(mode="json"))

@@ -17,7 +17,7 @@ from rirlab.config import TrainConfig
 from rirlab.trial import TrialConfig, resolve
 from rirlab.contract import TrialRecord
 from rirlab.sweeps import algorithms
-from rirlab.sweeps.spec.trials import Evaluation, TrialSpace, swept_keys
+from rirlab.sweeps.spec.trials import Evaluation, TrialSpace, swept_keys, swept_signature
 from rirlab.sweeps.spec.load import LoadedSpec
 from rirlab.sweeps.spec.schema import Spec, base_config
 
@@ -33,6 +33,8 @@ class SweepPlan:
     evaluations: tuple[Evaluation, ...] = ()  # the cells of evaluation-only rows, run once their trials finished
     evaluated: tuple[TrialConfig, ...] = ()  # each one's resolved config
     warm: Optional[object] = None  # --warm-start: rirlab.sweeps.record.warm.WarmStart (earlier finished configurations)
+    trial_index: Optional[int] = None  # --trial I: the index in the whole grid of the one trial this plan runs
+    grid_trials: Optional[int] = None  # ... and the whole grid's number of trials
 
     @classmethod
     def of(cls, loaded: LoadedSpec) -> "SweepPlan":
@@ -63,6 +65,52 @@ class SweepPlan:
         resolved = [known.get(_config_key(t.config)) or resolve(t.config) for t in trials]
         return dataclasses.replace(self, trials=tuple(trials), resolved=tuple(resolved), points=tuple(points),
                                    warm=warm)
+
+    def jobs(self, flag: str = "--count") -> int:
+        """How many one-trial jobs the sweep splits into (``--trial 0`` to ``--trial N-1``): its trials; a UserError
+        naming ``flag`` for a search, whose trials are chosen as one sweep runs."""
+        from rirlab.errors import UserError
+
+        if not self.algorithm.one_trial_jobs:
+            raise UserError(f"{flag}: {self.loaded.path} is a search (algorithm: {self.spec.algorithm}), whose trials "
+                            f"are chosen as one sweep runs, so one of them cannot run alone in a job; run it as one "
+                            f"sweep (without --trial; on Slurm: cluster/slurm/rirlab-sweep.sbatch)")
+        return len(self.trials)
+
+    def one_trial(self, index: int) -> "SweepPlan":
+        """This plan cut to trial ``index`` of the grid (``rirlab sweep SPEC --trial I``: one job per trial, e.g. a
+        Slurm job array, where a job of many nodes waits long in the queue). Nothing is expanded again or overridden:
+        the spec, its hash, every swept axis and the trial's name, config and Tune point are exactly those of the
+        same trial in the whole sweep (a ``--set`` on a grid key would fix that key instead: another spec hash and
+        trial name, so the jobs would not read back as one sweep).
+
+        Evaluation-only rows are not trials and take no index: the cells that evaluate this trial's weights run in
+        this job once the trial finished (they read its weights from this job's own run); cells of a row that trains
+        nothing in this grid (``trains: false``: weights trained before) run in the job of trial 0. The jobs of
+        one grid together evaluate every cell once. A search (random, optuna) is refused: its trials are chosen
+        and ranked as one sweep."""
+        from rirlab.errors import UserError
+
+        path, n = self.loaded.path, self.jobs("--trial")
+        if not 0 <= index < n:
+            if n == 0:
+                raise UserError(f"--trial {index}: {path} trains no trial (its rows only evaluate weights trained "
+                                f"before); run it as one sweep, without --trial")
+            raise UserError(f"--trial {index}: {path} has {n} trials, indices 0 to {n - 1} (the order of "
+                            f"--dry-run; a Slurm array of them is --array=0-{n - 1})")
+        trial = self.trials[index]
+        trained = {swept_signature(t.swept) for t in self.trials}
+
+        def mine(ev) -> bool:
+            source = swept_signature(ev.source.swept)
+            return source == swept_signature(trial.swept) or (index == 0 and source not in trained)
+
+        keep = [i for i, ev in enumerate(self.evaluations) if mine(ev)]
+        return dataclasses.replace(self, trials=(trial,), resolved=(self.resolved[index],),
+                                   points=(self.points[index],),
+                                   evaluations=tuple(self.evaluations[i] for i in keep),
+                                   evaluated=tuple(self.evaluated[i] for i in keep), trial_index=index,
+                                   grid_trials=n)
 
     # ---- what the spec says
     @property

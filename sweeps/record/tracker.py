@@ -182,10 +182,22 @@ class Tracker:
             self._one_run(exp_id, run, contract.parent_filter(spec_hash), contract.TUNE_PATH)
         return run.info.run_id
 
-    def find_parent(self, exp_id: str, spec_hash: str):
-        runs = self.client.search_runs([exp_id], filter_string=contract.parent_filter(spec_hash),
-                                       order_by=["attributes.start_time DESC"], max_results=1)
-        return runs[0] if runs else None
+    def find_parent(self, exp_id: str, spec_hash: str, trial: Optional[int] = None, group: Optional[str] = None):
+        """The latest parent run of this spec hash: the whole sweep's (``trial`` None: the parent of a one-trial job,
+        ``rirlab sweep --trial I``, is one trial's, not the sweep's), or trial ``trial``'s (of ``group`` if given)."""
+        if trial is not None:
+            flt = (contract.group_filter(group, spec_hash) if group else contract.parent_filter(spec_hash)) + \
+                f" and tags.`{contract.TRIAL_INDEX}` = '{int(trial)}'"
+            runs = self.client.search_runs([exp_id], filter_string=flt, order_by=["attributes.start_time DESC"],
+                                           max_results=1)
+            return runs[0] if runs else None
+        for many in (1, 50000):  # (a second, wider search only where the latest is a one-trial job's)
+            runs = self.client.search_runs([exp_id], filter_string=contract.parent_filter(spec_hash),
+                                           order_by=["attributes.start_time DESC"], max_results=many)
+            whole = [r for r in runs if contract.TRIAL_INDEX not in r.data.tags]
+            if whole or len(runs) < many:
+                return whole[0] if whole else None
+        return None
 
     def children(self, exp_id: str, parent_id: str) -> list:
         return self.client.search_runs([exp_id], filter_string=contract.children_filter(parent_id), max_results=50000)
