@@ -68,7 +68,7 @@ def test_mlflow_compose_binds_privately_with_auth_and_no_secrets():
 
 
 @pytest.mark.parametrize("script", sorted(str(p.relative_to(REPO)) for p in CLUSTER.rglob("*.sh"))
-                         + ["cluster/slurm/rirlab-sweep.sbatch"])
+                         + sorted(str(p.relative_to(REPO)) for p in CLUSTER.rglob("*.sbatch")))
 def test_scripts_parse(script):
     proc = subprocess.run(["bash", "-n", str(REPO / script)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

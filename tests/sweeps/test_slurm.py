@@ -263,3 +263,42 @@ def test_sqlite_on_a_network_filesystem_is_refused_with_one_line(tmp_path):
     proc = subprocess.run(["bash", str(SBATCH), "spec.yaml"], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 3 and "is sqlite on a" not in proc.stderr and (tmp_path / "runs").is_dir(), proc.stderr
+
+
+ARRAY = REPO / "cluster" / "slurm" / "rirlab-array.sbatch"
+
+
+@pytest.mark.slurm
+def test_the_array_script_runs_one_task_per_trial_into_one_sweep(slurm, tmp_path):
+    """cluster/slurm/rirlab-array.sbatch, `--array=0-(N-1)` with N from `rirlab sweep SPEC --count`: each task runs
+    its trial in a Ray of its own, and `rirlab tables SPEC` reads the array's tasks as one sweep (issue 54 item 10)."""
+    from tests.helpers.cli import run_cli
+
+    spec = {**TINY, "name": "slurm_array", "seeds": 1,  # a grid of two trials: lr 0.003 and 0.001
+            "fixed": {**TINY["fixed"], "steps": 10, "eval_every": 10, "log_every": 5}, "checkpoint_every": 5}
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    n = int(run_cli(["sweep", path, "--count"], cwd=tmp_path, check=True).stdout)
+    assert n == 2
+    (tmp_path / "home").mkdir()
+    db = tmp_path / "mlruns.db"
+    env = {**slurm.env, "RIRLAB_REPO": str(REPO), "RIRLAB_VENV": sys.prefix, "RIRLAB_SHARED": str(tmp_path / "runs"),
+           "RIRLAB_CACHE": str(tmp_path / "cache"), "MLFLOW_TRACKING_URI": f"sqlite:///{db}",
+           "HOME": str(tmp_path / "home"), "PYTHONUNBUFFERED": "1"}
+    array = slurm.run("sbatch", "--parsable", f"--array=0-{n - 1}", "--cpus-per-task=1", "--time=30",
+                      f"--output={tmp_path}/job-%A_%a.log", str(ARRAY), str(path), "--no-checkpoint-artifacts",
+                      env=env, cwd=tmp_path).stdout.strip()
+    logs = lambda: "\n".join(_log(tmp_path / f"job-{array}_{i}.log") for i in range(n))  # noqa: E731
+    for i in range(n):
+        job = slurm.wait(f"{array}_{i}", lambda j: j["JobState"] in ENDED, 1800, f"array task {i} to end")
+        assert job["JobState"] == "COMPLETED", f"{job}\n{logs()}\n{slurm.logs()}"
+    client = MlflowClient(f"sqlite:///{db}")
+    parents, children = _runs(client, "slurm_array")
+    assert sorted((p.data.tags["rirlab.trial_index"], p.data.tags["rirlab.sweep_group"], p.info.status)
+                  for p in parents) == [("0", array, "FINISHED"), ("1", array, "FINISHED")], logs()
+    assert sorted(c.data.params["lr"] for c in children) == ["0.001", "0.003"], logs()
+    assert "1 CPUs, 0 GPUs for trial 0" in logs()  # the task's Ray, sized by Slurm
+    tables = run_cli(["tables", path, "--tracking-uri", f"sqlite:///{db}"], cwd=tmp_path, check=True)
+    assert f"sweep group {array} (2 of 2 one-trial jobs" in tables.stdout, tables.stdout
+    assert "2 finished runs; 0 failed" in tables.stdout, tables.stdout
+    assert not list((tmp_path / "runs").glob(".ray_token_*"))
