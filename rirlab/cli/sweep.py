@@ -132,6 +132,9 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, restart_dam
             note = plan.algorithm.dry_run_note(plan.spec, store)
             if note:
                 click.echo(note)
+            if trial is None and plan.algorithm.one_trial_jobs and plan.n_trials > 1:  # the index a job array takes
+                click.echo(f"one job per trial: --trial I --group G runs #I+1 alone, I from 0 to {plan.n_trials - 1} "
+                           f"(cluster/slurm/rirlab-array.sbatch --array=0-{plan.n_trials - 1})")
             return
         from rirlab.analysis.report import log_parent_report
         from rirlab.sweeps.driver.rerun import NothingToRerun

@@ -75,6 +75,8 @@ def test_count_an_index_out_of_range_and_the_group(tmp_path, monkeypatch):
     spec = REPO / "search_spaces" / "chunk_beam.yaml"
     r = invoke("sweep", spec, "--count")
     assert r.exit_code == 0 and r.stdout.strip() == "18"
+    r = invoke("sweep", spec, "--dry-run")  # the index a job array's task takes, beside the table's #
+    assert "--trial I --group G runs #I+1 alone, I from 0 to 17" in r.stdout, r.output
     for bad in ("18", "-1"):
         r = invoke("sweep", spec, "--trial", bad, "--group", "g", "--tracking-uri", f"sqlite:///{tmp_path}/m.db")
         assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
