@@ -91,7 +91,10 @@ def record_best(client, exp_id: str, parent_id: str, metrics: list[str], modes: 
     values += [Metric(BEST_TRIAL_PREFIX + k, v, now, 0) for k, v in sorted(top.data.metrics.items())
                if not k.startswith("system/")]
     tags = [RunTag(BEST_TRIAL, top.info.run_name), RunTag(BEST_RUN_ID, top.info.run_id)]
-    client.log_batch(parent_id, metrics=values, tags=tags, synchronous=True)
+    from rirlab.sweeps.record.tracker import batches
+
+    for m, _, t in batches(values, (), tags):  # (a trial of over 1,000 metrics: several calls)
+        client.log_batch(parent_id, metrics=m, tags=t, synchronous=True)
     summary = {
         "objective": metrics[0], "mode": modes[0], "run_id": top.info.run_id, "name": top.info.run_name,
         "swept": contract.swept_of(top.data.tags), "final_metrics": dict(sorted(top.data.metrics.items())),

@@ -14,11 +14,14 @@ import os
 import re
 import subprocess
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any, Optional
 
 from mlflow.entities import Metric, Param, RunStatus, RunTag
 from mlflow.tracking import MlflowClient
+from mlflow.utils.validation import (MAX_BATCH_LOG_REQUEST_SIZE, MAX_ENTITIES_PER_BATCH, MAX_METRICS_PER_BATCH,
+                                     MAX_PARAMS_TAGS_PER_BATCH)
 
 import rirlab
 from rirlab import contract
@@ -92,6 +95,31 @@ def split_result(result: dict) -> tuple[dict[str, float], dict[str, str]]:
         elif isinstance(v, str):
             tags[contract.result_tag(k)] = v[:5000]
     return metrics, tags
+
+
+def batches(metrics=(), params=(), tags=()):
+    """``(metrics, params, tags)`` lists, each within what one MLflow ``log_batch`` call may carry (1,000 metrics,
+    100 params, 100 tags, 1,000 entities in all, a request under 1 MB: ``mlflow.utils.validation``), in as few calls
+    as those limits allow: a result of a few dozen metrics is one call, one of 2,500 metrics three. A call over a limit
+    is refused whole by the store or server (INVALID_PARAMETER_VALUE), which would lose every value of the report.
+
+    Each call takes what it can of each kind; the request size is bounded on each entity's key and value lengths
+    (half the limit: a margin for the JSON around them and escaped characters)."""
+    queues = {"m": deque(metrics), "p": deque(params), "t": deque(tags)}
+    limit = {"m": MAX_METRICS_PER_BATCH, "p": MAX_PARAMS_TAGS_PER_BATCH, "t": MAX_PARAMS_TAGS_PER_BATCH}
+    budget = MAX_BATCH_LOG_REQUEST_SIZE // 2
+    while any(queues.values()):
+        chunk: dict[str, list] = {"m": [], "p": [], "t": []}
+        size = count = 0
+        for kind in ("m", "p", "t"):
+            queue = queues[kind]
+            while queue and len(chunk[kind]) < limit[kind] and count < MAX_ENTITIES_PER_BATCH:
+                cost = len(str(queue[0].key)) + len(str(queue[0].value)) + 100
+                if count and size + cost > budget:
+                    break
+                chunk[kind].append(queue.popleft())
+                size, count = size + cost, count + 1
+        yield chunk["m"], chunk["p"], chunk["t"]
 
 
 def context_tags() -> dict[str, str]:
@@ -226,9 +254,13 @@ class Tracker:
                 self.client.delete_run(other.info.run_id)
 
     def log_params(self, run_id: str, params: dict[str, Any]) -> None:
-        items = [Param(k, str(v)[:6000]) for k, v in sorted(params.items())]
-        for i in range(0, len(items), 100):
-            self.client.log_batch(run_id, params=items[i : i + 100], synchronous=True)
+        self.log_batch(run_id, params=[Param(k, str(v)[:6000]) for k, v in sorted(params.items())])
+
+    def log_batch(self, run_id: str, metrics=(), params=(), tags=()) -> None:
+        """Metrics, params and tags of a run in as few ``log_batch`` calls as MLflow's limits allow (``batches``):
+        one round trip to the store for a whole result, never one per metric."""
+        for m, p, t in batches(metrics, params, tags):
+            self.client.log_batch(run_id, metrics=m, params=p, tags=t, synchronous=True)
 
     def log_result(self, run_id: str, result: dict, step: int) -> None:
         for key, obj in result.items():
@@ -238,8 +270,8 @@ class Tracker:
         params = [Param(k.removeprefix(contract.PARAM_PREFIX), str(v)[:6000]) for k, v in result.items()
                   if k.startswith(contract.PARAM_PREFIX)]
         now = int(time.time() * 1000)
-        self.client.log_batch(run_id, metrics=[Metric(k, v, now, step) for k, v in metrics.items()], params=params,
-                              tags=[RunTag(k, v) for k, v in tags.items()], synchronous=True)
+        self.log_batch(run_id, metrics=[Metric(k, v, now, step) for k, v in metrics.items()], params=params,
+                       tags=[RunTag(k, v) for k, v in tags.items()])
 
     def log_datasets(self, run_id: str, datasets: list[dict]) -> None:
         """Record a trial's splits as MLflow dataset inputs (``Task.datasets`` as dicts; see contract.DATASET_*)."""
@@ -270,7 +302,7 @@ class Tracker:
                 time.sleep(0.05 * (attempt + 1))
 
     def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
-        self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()], synchronous=True)
+        self.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
 
     def finish(self, run_id: str, status: str = "FINISHED", reason: Optional[str] = None) -> None:
         if reason:
