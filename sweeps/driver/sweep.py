@@ -342,7 +342,7 @@ class SweepDriver:
         import ray
 
         from rirlab.sweeps.driver.progress import ProgressCallback
-        from rirlab.sweeps.record.callback import MLflowTrialCallback
+        from rirlab.sweeps.record.callback import MLflowTrialCallback, log_flush_s
         from rirlab.sweeps.tune.search import study_before
         from rirlab.sweeps.tune.tuner import keep_secrets_out_of_tune
 
@@ -359,7 +359,8 @@ class SweepDriver:
         reruns = rerun.load(self.tune_path)  # a --rerun-failed folder (a fresh one, or one --resume continues)
         mlflow_cb = MLflowTrialCallback(tracker, self.exp_id, parent_id, plan,
                                         checkpoint_artifacts=self.checkpoint_artifacts, tune_path=self.tune_path,
-                                        link=None if reruns is not None else link, shield=shielded, reruns=reruns)
+                                        link=None if reruns is not None else link, shield=shielded, reruns=reruns,
+                                        flush_every_s=log_flush_s())
         progress = ProgressCallback(spec.name, plan.n_trials, spec.metrics, spec.modes, plan.space,
                                     trials=self.progress_mode == "trials")
         progress.seed(mlflow_cb.existing.values())

@@ -6,7 +6,9 @@ import contextlib
 import contextvars
 import dataclasses
 import functools
+import os
 import re
+import time
 from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
@@ -114,6 +116,21 @@ def bound(*callbacks: "DriverCallback"):
         _BOUND.reset(token)
 
 
+# How long a trial's reports may wait in the driver before they are written (seconds; $RIRLAB_LOG_FLUSH_S): the bound
+# on what logging costs a trial that reports every step (benchmarks/README.md, "Logging cost per training step")
+LOG_FLUSH_ENV = "RIRLAB_LOG_FLUSH_S"
+LOG_FLUSH_S = 2.0
+
+
+def log_flush_s() -> float:
+    """$RIRLAB_LOG_FLUSH_S, else ``LOG_FLUSH_S``; 0 writes every result as it arrives."""
+    try:
+        value = float(os.environ.get(LOG_FLUSH_ENV, LOG_FLUSH_S))
+    except ValueError:
+        return LOG_FLUSH_S
+    return max(value, 0.0)
+
+
 @dataclasses.dataclass(frozen=True)
 class TrialCounts:
     """The trials one driver saw end: finished, stopped early (by ASHA or a time limit: ended, not counted in
@@ -147,14 +164,35 @@ class MLflowTrialCallback(DriverCallback):
     resume) logs only what its run does not hold yet.
 
     A --rerun-failed experiment's trial (``reruns``: the runs it replaces, by swept values) gets a new run created
-    with ``rirlab.rerun_of`` naming the run it replaces; replaced runs are neither counted nor written to."""
+    with ``rirlab.rerun_of`` naming the run it replaces; replaced runs are neither counted nor written to.
+
+    What logging costs a trial: Ray Tune runs this callback on each result before it lets the trial go on, so a
+    write is on the trial's step path (a synchronous ``log_batch`` to a SQLite store took 75 ms here, a tiny
+    model's step 55 ms). With ``flush_every_s`` > 0 (the driver's ``log_flush_s()``) a trial's reports wait here and
+    are written together, in one round trip, at the latest ``flush_every_s`` after the oldest of them, and at once
+    at every checkpoint, at the trial's final result, end or error, at Ctrl-C and at the experiment's end. No step
+    is lost by it: Tune registers a checkpoint after this callback saw the result that carries it
+    (``should_checkpoint``: written here first), so every step up to the checkpoint a trial resumes from is in MLflow
+    when Tune can record that checkpoint, and the steps after it, which a driver killed before writing them loses,
+    are the ones the resumed trial replays; the run's per-metric last steps, read again on --resume, keep them from
+    being logged twice. Writes stay synchronous and in order, in the driver's thread.
+
+    Why not MLflow's asynchronous logging (``log_batch(synchronous=False)``, MLFLOW_ENABLE_ASYNC_LOGGING): MLflow
+    hands its queued batches to a pool of 10 threads (``AsyncLoggingQueue``), so a later step can reach the store
+    before an earlier one; a driver killed then leaves a gap below the run's last step, which a resumed trial's
+    replay skips as logged (the no-step-lost rule reads the last step per metric), and the step is lost for good.
+    Its failures are logged by its thread instead of raised at the call, so a full disk or a locked store would not
+    stop the sweep as ``_faults_stop_the_sweep`` does, and a Ctrl-C could not be kept out of the middle of a write."""
 
     slot = "mlflow"
 
     def __init__(self, tracker: Tracker, exp_id: str, parent_id: str, plan: SweepPlan,
                  checkpoint_artifacts: bool = True, tune_path: str | None = None, link=None,
-                 shield=contextlib.nullcontext, reruns=None):
+                 shield=contextlib.nullcontext, reruns=None, flush_every_s: float = 0.0):
         self.tracker, self.exp_id, self.parent_id, self.plan = tracker, exp_id, parent_id, plan
+        self.flush_every_s = flush_every_s  # 0: every result written as it arrives
+        self.pending: dict[str, list[tuple[dict, int]]] = {}  # per trial: results not written yet (with their steps)
+        self.pending_since: dict[str, float] = {}  # per trial: when its oldest pending result arrived (monotonic)
         self.shield = shield  # a block a Ctrl-C must not cut in two (the driver's signals.shielded)
         self.link = link  # (trial id, run id) -> tags for a new run: the searcher's side of it (Optuna's trial)
         self.tune_path = tune_path  # watched for a full disk (Tune's state, checkpoints and results live there)
@@ -296,18 +334,56 @@ class MLflowTrialCallback(DriverCallback):
                     logged[k] = self._last_step(run_id, k)
         repeated = {k for k in numbers if logged.get(k, -1) >= step}
         if repeated and len(repeated) == len(numbers):
+            if result.get("should_checkpoint"):  # (written before Tune records the checkpoint, as below)
+                self._flush(key)
             return  # a retried or resumed trial replays the steps since its checkpoint: already logged
-        self.tracker.log_result(run_id, {k: v for k, v in result.items() if k not in repeated}, step)
+        self.pending.setdefault(key, []).append(({k: v for k, v in result.items() if k not in repeated}, step))
+        self.pending_since.setdefault(key, time.monotonic())
         # a repeated metric's run already holds a later step: keep that mark, or the next replayed step is logged
+        # (the mark says "written or pending": a driver that dies reads the marks again from the run)
         logged.update({k: step for k in numbers if k not in repeated})
+        if result.get(contract.FINAL) or result.get("should_checkpoint") or self._due(key):
+            self._flush(key)
         if result.get(contract.FINAL):  # the trial's end is in MLflow from here on: --resume never reruns it
             self.tracker.set_tags(run_id, {contract.FINAL_LOGGED: contract.TRUE})
+
+    def _due(self, key: str) -> bool:
+        since = self.pending_since.get(key)
+        return since is not None and time.monotonic() - since >= self.flush_every_s
+
+    def _flush(self, key: str) -> None:
+        """Write a trial's pending results in one round trip (taken off first: a write that fails is not retried
+        by the next flush, the sweep stops on it and --resume replays those steps)."""
+        results = self.pending.pop(key, None)
+        self.pending_since.pop(key, None)
+        if results and key in self.runs:
+            self.tracker.log_results(self.runs[key], results)
+
+    def flush(self) -> None:
+        """Write every trial's pending results (Ctrl-C, the experiment's end)."""
+        for key in list(self.pending):
+            self._flush(key)
+
+    @_faults_stop_the_sweep
+    def on_step_end(self, iteration, trials, **info):
+        """A trial that reports rarely is written within ``flush_every_s`` of its report all the same."""
+        for key in [k for k in self.pending if self._due(k)]:
+            self._flush(key)
+
+    @_faults_stop_the_sweep
+    def _flush_all(self) -> None:
+        self.flush()
+
+    @_faults_stop_the_sweep
+    def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
+        self._flush(trial.trial_id)
 
     @_faults_stop_the_sweep
     def on_trial_complete(self, iteration, trials, trial, **info):
         run_id, key = self._open_run(trial), trial.trial_id
         if run_id is None:
             return
+        self._flush(key)
         if key in self.unclosed:  # the driver died between the final result and here: close the run only
             self.tracker.finish(run_id, "FINISHED")
             self.state[key] = "finished"
@@ -341,7 +417,7 @@ class MLflowTrialCallback(DriverCallback):
         run_id, key = self._open_run(trial), trial.trial_id
         if run_id is None:
             return
-
+        self._flush(key)
         if key in self.damaged:  # a damaged checkpoint (not retried): FAILED with why, resumable with the flag
             path, why = self.damaged[key]
             self.tracker.set_tags(run_id, {contract.DAMAGED_CHECKPOINT: path})
@@ -364,6 +440,7 @@ class MLflowTrialCallback(DriverCallback):
 
         Only such a trial: one this driver ran (it has a state here) is not. Tune's clean-up after Ctrl-C marks the
         trials it stops TERMINATED before this callback, so a resumed sweep's interrupted trial looked finished."""
+        self._flush_all()
         for trial in trials:
             key = trial.trial_id
             if trial.status != "TERMINATED" or key not in self.existing or key in self.ended \
@@ -379,6 +456,13 @@ class MLflowTrialCallback(DriverCallback):
         stay RUNNING, which --resume continues as well); a server that stopped answering is not asked again."""
         if self.fault is not None and not self.fault.store_answers:
             return False
+        if self.fault is None:
+            try:
+                self.flush()
+            except Exception as err:  # noqa: BLE001
+                if store_fault(self.tracker.uri, err) is None:
+                    raise
+                return False
         for key, st in self.state.items():
             if st == "running" and key in self.runs:
                 try:

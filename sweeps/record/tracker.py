@@ -263,14 +263,24 @@ class Tracker:
             self.client.log_batch(run_id, metrics=m, params=p, tags=t, synchronous=True)
 
     def log_result(self, run_id: str, result: dict, step: int) -> None:
-        for key, obj in result.items():
-            if key.startswith(contract.ARTIFACT_PREFIX):
-                self.client.log_dict(run_id, obj, key.removeprefix(contract.ARTIFACT_PREFIX))
-        metrics, tags = split_result(result)
-        params = [Param(k.removeprefix(contract.PARAM_PREFIX), str(v)[:6000]) for k, v in result.items()
-                  if k.startswith(contract.PARAM_PREFIX)]
+        self.log_results(run_id, [(result, step)])
+
+    def log_results(self, run_id: str, results: list[tuple[dict, int]]) -> None:
+        """Several results of one run (each with its step) in as few ``log_batch`` calls as MLflow's limits allow:
+        the driver's buffered reports of a trial (``MLflowTrialCallback``) in one round trip. A param or string
+        value reported twice keeps its latest value (MLflow refuses one key twice in a call)."""
+        metrics, params, tags = [], {}, {}
         now = int(time.time() * 1000)
-        self.log_batch(run_id, metrics=[Metric(k, v, now, step) for k, v in metrics.items()], params=params,
+        for result, step in results:
+            for key, obj in result.items():
+                if key.startswith(contract.ARTIFACT_PREFIX):
+                    self.client.log_dict(run_id, obj, key.removeprefix(contract.ARTIFACT_PREFIX))
+            values, strings = split_result(result)
+            metrics += [Metric(k, v, now, step) for k, v in values.items()]
+            tags.update(strings)
+            params.update({k.removeprefix(contract.PARAM_PREFIX): str(v)[:6000] for k, v in result.items()
+                           if k.startswith(contract.PARAM_PREFIX)})
+        self.log_batch(run_id, metrics=metrics, params=[Param(k, v) for k, v in params.items()],
                        tags=[RunTag(k, v) for k, v in tags.items()])
 
     def log_datasets(self, run_id: str, datasets: list[dict]) -> None:
