@@ -98,7 +98,15 @@ def store_lock_held(uri: str) -> SweepFault:
     holders = lock_holders(path) if path is not None else []
     held = f" (open in {', '.join(holders[:3])})" if holders else ""
     return SweepFault(f"the MLflow store {uri} stayed locked by another process for {store_wait_s():g} s{held}",
-                      fix=f"let that process finish or stop it (or wait longer: ${STORE_WAIT_ENV})")
+                      fix=f"let that process finish or stop it (or wait longer: ${STORE_WAIT_ENV}; for sweeps at once "
+                          f"on one store, serve it with `{serve_command(uri)}` and give each sweep --tracking-uri "
+                          f"http://127.0.0.1:5000)")
+
+
+def serve_command(uri: str) -> str:
+    """The command that serves a SQLite store to several sweeps at once: one process then writes the file (a
+    tracking server), where sweeps writing it each through their own SQLite connections wait on each other's locks."""
+    return f"rirlab ui --tracking-uri {uri} --port 5000"
 
 
 def store_fault(uri: str, err: BaseException) -> Optional[SweepFault]:

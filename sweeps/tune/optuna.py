@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import os
 import pickle
 import time
 import warnings
@@ -341,12 +342,31 @@ def study_before(spec, tracking_uri: Optional[str] = None) -> str:
     return f"study '{name}' already holds {n} trial{'s' * (n != 1)}" if n else ""
 
 
+STORE_WAIT_ENV = "RIRLAB_STORE_WAIT_S"  # the MLflow store's wait too (rirlab.sweeps.record.faults.store_wait_s)
+STORE_WAIT_S = 120.0
+
+
+def lock_wait_s() -> float:
+    """Seconds a write to a SQLite study waits for another process's lock: the MLflow store's wait
+    ($RIRLAB_STORE_WAIT_S, default 120; read here too, as this layer does not import the record side)."""
+    try:
+        value = float(os.environ.get(STORE_WAIT_ENV, STORE_WAIT_S))
+    except ValueError:
+        return STORE_WAIT_S
+    return value if value > 0 else STORE_WAIT_S
+
+
 def rdb_storage(url: str):
     """Optuna's RDBStorage of ``url``; a storage that cannot be opened is a one-line UserError naming it (its
-    password masked)."""
+    password masked).
+
+    A SQLite study waits ``lock_wait_s`` for another process's lock (Python's sqlite3 gives up after 5 s): two optuna
+    sweeps on one SQLite store share the ``optuna.db`` beside it, and on a loaded machine one's ask or tell waited
+    longer than that for the other's and failed with "database is locked", ending the sweep in a traceback."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # not "A new study created in RDB ..." on the terminal
+    kwargs = {"connect_args": {"timeout": lock_wait_s()}} if url.startswith("sqlite:") else {}
     try:
-        return optuna.storages.RDBStorage(url)
+        return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
     except Exception as err:  # a bad URL or a database that cannot be opened: before any trial starts
         shown, why = mask_url(url), redact_uri(str(err).splitlines()[0])  # the URL first: its password then known
         raise UserError(f"optuna.storage {shown!r} cannot be opened ({why}); give a database URL "
