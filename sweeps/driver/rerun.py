@@ -142,3 +142,69 @@ def load(tune_path: str) -> Optional[list[Rerun]]:
         return None
     return [Rerun(**r) for r in json.loads(path.read_text())]
 
+
+
+RERUN_ATTR = "rirlab_rerun_of"  # user attr of an Optuna trial added by tell_study: the number of the trial it reruns
+
+
+def tell_study(tracker, exp_id: str, parent_id: str, spec, tracking_uri: str) -> str:
+    """An optuna sweep's rerun tells its study what the rerun measured; returns the line the driver prints ("" when
+    there was nothing to tell).
+
+    The rerun trains the failed configurations outside the study (a BasicVariantGenerator, module docstring), and
+    Optuna cannot be told a second result for a trial it closed (``study.tell`` refuses a FAIL trial), so the study
+    kept the failure as that configuration's only record: its sampler never learnt the value and would propose the
+    region again. Here each configuration whose every seed now has a finished run (the latest attempts, one of them
+    made by a rerun) becomes a new COMPLETE trial of the study with the seed mean of each metric, as the sweep's own
+    searcher tells it (``study.add_trial``, the same params and distributions; user attrs: the rerun trial's number
+    and the MLflow run ids). The closed trial stays as the record of the failure. Told once: a resumed rerun, or a
+    second one, skips what the study already holds."""
+    import optuna
+
+    from rirlab.sweeps.tune.optuna import optuna_study, rdb_storage
+
+    runs = tracker.client.search_runs([exp_id], filter_string=contract.children_filter(parent_id), max_results=50000)
+    groups: dict[tuple[str, int], list] = {}
+    for run in contract.current_runs(runs):
+        tags = run.data.tags
+        if tags.get(contract.OPTUNA_STUDY) and (tags.get(contract.OPTUNA_TRIAL_NUMBER) or "").isdigit() \
+                and not tags.get(contract.EVALUATES):
+            groups.setdefault((tags[contract.OPTUNA_STUDY], int(tags[contract.OPTUNA_TRIAL_NUMBER])), []).append(run)
+    ready = {key: group for key, group in groups.items()
+             if any(r.data.tags.get(contract.RERUN_OF) for r in group) and len(group) == len(spec.seed_list)
+             and all(r.info.status == "FINISHED" and r.data.tags.get(contract.EARLY_STOPPED) != contract.TRUE
+                     and all(m in r.data.metrics for m in spec.metrics) for r in group)}
+    if not ready:
+        return ""
+    parent = tracker.client.get_run(parent_id)
+    told = []
+    for study_name in sorted({name for name, _ in ready}):
+        folder = parent.data.tags.get(contract.FIRST_TUNE_PATH) or parent.data.tags.get(contract.TUNE_PATH)
+        _, storage = optuna_study(spec, tracking_uri, folder)
+        try:
+            study = optuna.load_study(study_name=study_name, storage=rdb_storage(storage))
+        except Exception as err:  # noqa: BLE001 -- the trials are recorded in MLflow; the study misses them only
+            print(f"warning: Optuna study {study_name!r} could not be told the rerun's results "
+                  f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})", file=sys.stderr,
+                  flush=True)
+            continue
+        trials = study.get_trials(deepcopy=False)
+        by_number = {t.number: t for t in trials}
+        done = {(t.user_attrs.get(RERUN_ATTR), tuple(sorted(t.user_attrs.get(contract.OPTUNA_RUN_IDS_ATTR, ()))))
+                for t in trials if RERUN_ATTR in t.user_attrs}
+        for (name, number), group in sorted(ready.items()):
+            if name != study_name or number not in by_number:
+                continue
+            ids = tuple(sorted(r.info.run_id for r in group))
+            if (number, ids) in done:
+                continue
+            closed = by_number[number]
+            values = [sum(r.data.metrics[m] for r in group) / len(group) for m in spec.metrics]
+            new = optuna.trial.create_trial(params=closed.params, distributions=closed.distributions, values=values,
+                                            user_attrs={RERUN_ATTR: number, contract.OPTUNA_RUN_IDS_ATTR: list(ids)})
+            study.add_trial(new)
+            told.append(f"{number} ({closed.state.name.lower()})")
+    if not told:
+        return ""
+    return (f"told Optuna study {', '.join(sorted({n for n, _ in ready}))!r} the rerun results of trial(s) "
+            f"{', '.join(told)} as new finished trials (the closed ones stay as the record of their failure)")

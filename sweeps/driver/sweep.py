@@ -392,6 +392,10 @@ class SweepDriver:
                                          eval_waiting=ev.waiting)
         tracker.set_tags(parent_id, {contract.TRIALS_FINISHED: str(result.finished),
                                      contract.TRIALS_FAILED: str(result.failed)})
+        if reruns is not None and spec.algorithm == "optuna":  # what the rerun measured, told to the study
+            told = rerun.tell_study(tracker, self.exp_id, parent_id, spec, raw(tracker.uri))
+            if told:
+                print(told, flush=True)
         if result.interrupted:
             # Ctrl-C (Ray Tune stops gracefully and saves its state): unfinished trials end KILLED in MLflow;
             # --resume reopens the same runs and continues each trial from its last checkpoint.

@@ -113,3 +113,35 @@ def test_a_rerun_stopped_by_ctrl_c_continues_with_resume_in_the_same_new_run(wor
     steps = [m.step for m in client.get_metric_history(new.info.run_id, "train/loss")]
     assert len(steps) == len(set(steps)) and max(steps) == 600
     assert client.get_run(failed.info.run_id).data.tags[contract.SUPERSEDED_BY] == new.info.run_id
+
+
+def test_rerun_failed_of_an_optuna_sweep_tells_the_study_what_the_rerun_measured(workdir, new_store):
+    """Issue 50 item 4: the rerun trains outside the study, which closed the failed trial (FAIL) and cannot be told
+    a second result for it; the rerun's result becomes a new finished trial of the same configuration."""
+    import optuna
+
+    db = workdir / "mlruns.db"
+    new_store(db)
+    fail = workdir / "fail-now"
+    fail.touch()
+    spec = write_spec(workdir / "o.yaml", name="rerun_optuna", algorithm="optuna", num_samples=1, seeds=1,
+                      max_failures=0, search={"model": {"choice": ["flaky_grc"]}, "lr": {"loguniform": [1e-4, 1e-2]}},
+                      fixed={**TINY_FIXED, "steps": 10, "eval_every": 10}, optuna={"sampler": "random"})
+    env = {"RIRLAB_PLUGINS": "tests.helpers.plugin_models", "PYTHONPATH": str(REPO), FAIL_FILE_ENV: str(fail)}
+    first = run_cli(["sweep", spec, "--no-checkpoint-artifacts"], cwd=workdir, env=env)  # (exit 1: none finished)
+    assert "0 finished, 1 failed" in first.stdout, first.stdout
+    (storage,) = [f"sqlite:///{p}" for p in workdir.glob("**/optuna.db")]
+    (summary,) = optuna.get_all_study_summaries(storage)
+    assert [t.state for t in optuna.load_study(study_name=summary.study_name, storage=storage).trials] == [
+        optuna.trial.TrialState.FAIL]
+
+    fail.unlink()
+    again = run_cli(["sweep", spec, "--rerun-failed", "--no-checkpoint-artifacts"], cwd=workdir, env=env, check=True)
+    assert "done: 1 finished, 0 failed" in again.stdout, again.stdout
+    assert f"told Optuna study {summary.study_name!r} the rerun results of trial(s) 0 (fail)" in again.stdout
+    closed, told = optuna.load_study(study_name=summary.study_name, storage=storage).trials
+    assert closed.state == optuna.trial.TrialState.FAIL and told.state == optuna.trial.TrialState.COMPLETE
+    client, _, children = runs_of(db, "rerun_optuna")
+    (new,) = [r for r in children if r.data.tags.get(contract.RERUN_OF)]
+    assert told.params == closed.params and told.value == new.data.metrics["dev/accuracy"]
+    assert told.user_attrs["mlflow_run_ids"] == [new.info.run_id] and told.user_attrs["rirlab_rerun_of"] == 0
