@@ -364,10 +364,16 @@ class MLflowTrialCallback(DriverCallback):
         for key in list(self.pending):
             self._flush(key)
 
-    @_faults_stop_the_sweep
     def on_step_end(self, iteration, trials, **info):
-        """A trial that reports rarely is written within ``flush_every_s`` of its report all the same."""
-        for key in [k for k in self.pending if self._due(k)]:
+        """A trial that reports rarely is written within ``flush_every_s`` of its report all the same (Tune's loop
+        calls this many times a second: nothing but the check unless a trial's reports are due)."""
+        due = [k for k in self.pending if self._due(k)]
+        if due:
+            self._flush_keys(due)
+
+    @_faults_stop_the_sweep
+    def _flush_keys(self, keys) -> None:
+        for key in keys:
             self._flush(key)
 
     @_faults_stop_the_sweep
