@@ -356,21 +356,32 @@ def lock_wait_s() -> float:
     return value if value > 0 else STORE_WAIT_S
 
 
+# what a second process creating a database's schema at the same time as another one meets (SQLite, PostgreSQL)
+_SCHEMA_RACE = ("alembic_version", "already exists", "duplicate key value")
+
+
 def rdb_storage(url: str):
     """Optuna's RDBStorage of ``url``; a storage that cannot be opened is a one-line UserError naming it (its
     password masked).
 
     A SQLite study waits ``lock_wait_s`` for another process's lock (Python's sqlite3 gives up after 5 s): two optuna
     sweeps on one SQLite store share the ``optuna.db`` beside it, and on a loaded machine one's ask or tell waited
-    longer than that for the other's and failed with "database is locked", ending the sweep in a traceback."""
+    longer than that for the other's and failed with "database is locked", ending the sweep in a traceback. Two
+    sweeps that open a new database at once both create its schema: the one that comes second fails on a row or table
+    the other just made (``UNIQUE constraint failed: alembic_version``, ``table ... already exists``), and is opened
+    again, which then finds the schema made (Optuna creates it only where missing)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # not "A new study created in RDB ..." on the terminal
     kwargs = {"connect_args": {"timeout": lock_wait_s()}} if url.startswith("sqlite:") else {}
-    try:
-        return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
-    except Exception as err:  # a bad URL or a database that cannot be opened: before any trial starts
-        shown, why = mask_url(url), redact_uri(str(err).splitlines()[0])  # the URL first: its password then known
-        raise UserError(f"optuna.storage {shown!r} cannot be opened ({why}); give a database URL "
-                        f"Optuna accepts, e.g. sqlite:///optuna.db") from None
+    for attempt in range(5):
+        try:
+            return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+        except Exception as err:  # a bad URL or a database that cannot be opened: before any trial starts
+            if attempt < 4 and any(m in str(err) for m in _SCHEMA_RACE):
+                time.sleep(0.2 * (attempt + 1))  # another sweep made the schema meanwhile: open it again
+                continue
+            shown, why = mask_url(url), redact_uri(str(err).splitlines()[0])  # the URL first: its password known
+            raise UserError(f"optuna.storage {shown!r} cannot be opened ({why}); give a database URL "
+                            f"Optuna accepts, e.g. sqlite:///optuna.db") from None
 
 
 def _same_database(a: str, b: str) -> bool:

@@ -37,3 +37,29 @@ def test_two_sweeps_of_one_spec_started_together_both_complete_with_their_own_st
     assert sorted(c.data.tags["mlflow.parentRunId"] for c in children) == sorted(r.info.run_id for r in parents)
     tune_paths = {r.data.tags["rirlab.tune_path"] for r in parents}
     assert len(tune_paths) == 2 and all(Path(p).is_dir() for p in tune_paths), tune_paths
+
+
+def test_two_optuna_sweeps_at_once_on_one_sqlite_store_both_complete_without_lock_errors(workdir):
+    """Issue 50 item 4: two optuna sweeps writing one MLflow store and the optuna.db beside it at the same time (a
+    study's ask and tell gave up after sqlite3's 5 s on a loaded machine); both finish, each in its own study."""
+    import optuna
+
+    fixed = {**TINY["fixed"], "steps": 10, "eval_every": 10}
+    specs = []
+    for name in ("left", "right"):
+        spec = workdir / f"{name}.yaml"
+        spec.write_text(yaml.safe_dump({**TINY, "name": name, "fixed": fixed, "algorithm": "optuna", "num_samples": 2,
+                                        "seeds": 1, "search": {"lr": {"loguniform": [1e-4, 1e-2]}},
+                                        "optuna": {"sampler": "random"}, "checkpoint_every": 0}, sort_keys=False))
+        specs.append(spec)
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"} | {"PYTHONUNBUFFERED": "1"}
+    procs = [subprocess.Popen([*RIRLAB, "sweep", str(spec), "--no-checkpoint-artifacts"], cwd=workdir, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for spec in specs]
+    outs = [p.communicate(timeout=500) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, f"stdout:\n{out[-3000:]}\nstderr:\n{err[-3000:]}"
+        assert "done: 2 finished, 0 failed" in out, out
+        assert "database is locked" not in out + err and "Traceback" not in err, err
+    (db,) = workdir.glob("optuna.db")
+    studies = optuna.get_all_study_summaries(f"sqlite:///{db}")
+    assert len(studies) == 2 and all(s.n_trials == 2 for s in studies)

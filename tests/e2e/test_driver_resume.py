@@ -127,3 +127,30 @@ def test_resume_with_a_truncated_tuner_pkl_writes_it_again_and_runs_the_trials_l
     children = [r for r in client.search_runs([exp.experiment_id]) if "mlflow.parentRunId" in r.data.tags]
     assert len(children) == 2 and all(r.info.status == "FINISHED" for r in children), children
     assert histories(client, done.info.run_id) == before  # the finished trial did not run again
+
+
+def test_a_driver_killed_with_results_unwritten_loses_no_step_on_resume(workdir, new_store):
+    """Issue 50 item 3: the driver writes a trial's results together (at each checkpoint, and at the latest
+    $RIRLAB_LOG_FLUSH_S after the oldest); killed with the results since the last checkpoint unwritten, the resumed
+    trial replays them from that checkpoint: every step of the run is in MLflow once."""
+    spec = workdir / "unwritten.yaml"
+    spec.write_text(yaml.safe_dump({**TINY, "name": "unwritten", "seeds": 1, "search": {}, "checkpoint_every": 10,
+                                    "fixed": {**TINY["fixed"], "steps": 40, "log_every": 5, "eval_every": 20}},
+                                   sort_keys=False))
+    db = workdir / "mlruns.db"
+    new_store(db)
+    env = {**os.environ, **FAULTS, "RIRLAB_TEST_KILL_AT_STEP": "25", "RIRLAB_LOG_FLUSH_S": "3600"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    proc = subprocess.run([*RIRLAB, "sweep", str(spec), "--no-checkpoint-artifacts"], cwd=workdir, env=env,
+                          capture_output=True, text=True, timeout=600, start_new_session=True)
+    assert proc.returncode == -9, proc.stdout + proc.stderr
+    client = MlflowClient(f"sqlite:///{db}")
+    exp = client.get_experiment_by_name("unwritten")
+    (run,) = [r for r in client.search_runs([exp.experiment_id]) if "mlflow.parentRunId" in r.data.tags]
+    written = [m.step for m in client.get_metric_history(run.info.run_id, "train/loss")]
+    assert written == [5, 10, 15, 20], written  # up to the checkpoint at 20; 25 was still waiting
+
+    resumed = run_cli(["sweep", spec, "--resume", "--no-checkpoint-artifacts"], cwd=workdir, env=FAULTS, check=True)
+    assert "1 finished, 0 failed" in resumed.stdout, resumed.stdout
+    steps = [m.step for m in client.get_metric_history(run.info.run_id, "train/loss")]
+    assert sorted(steps) == list(range(5, 45, 5)), steps  # each once, 40 the final report's

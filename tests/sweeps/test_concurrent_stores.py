@@ -47,3 +47,40 @@ def test_a_store_locked_past_the_wait_says_how_to_serve_it_to_several_sweeps(tmp
     assert "\n" not in fault.fix
     assert f"`rirlab ui --tracking-uri {uri} --port 5000`" in fault.fix
     assert "--tracking-uri http://127.0.0.1:5000" in fault.fix
+
+
+def test_a_study_database_another_sweep_created_at_the_same_moment_is_opened_again(tmp_path, monkeypatch):
+    """Two optuna sweeps started together both create the new optuna.db's schema; the second failed on the first's
+    version row (seen in tests/e2e/test_driver_concurrent.py: "UNIQUE constraint failed: alembic_version") and its
+    sweep ended before any trial. It is opened again and finds the schema made."""
+    from rirlab.errors import UserError
+
+    real = optuna.storages.RDBStorage
+    calls = []
+
+    class Racing(real):  # (a subclass: Optuna checks isinstance(storage, RDBStorage))
+        def __init__(self, url, **kwargs):
+            calls.append(url)
+            super().__init__(url, **kwargs)
+            if len(calls) == 1:  # as if the other sweep had made the schema between our check and our insert
+                raise RuntimeError("(sqlite3.IntegrityError) UNIQUE constraint failed: alembic_version.version_num")
+
+    monkeypatch.setattr(optuna.storages, "RDBStorage", Racing)
+    url = f"sqlite:///{tmp_path / 'optuna.db'}"
+    optuna.create_study(study_name="a", storage=rdb_storage(url))
+    assert len(calls) == 2
+
+    class Broken(real):
+        def __init__(self, url, **kwargs):
+            calls.append(url)
+            raise RuntimeError("unable to open database file")
+
+    calls.clear()
+    monkeypatch.setattr(optuna.storages, "RDBStorage", Broken)  # anything else: one line at once, not retried
+    try:
+        rdb_storage(url)
+    except UserError as err:
+        assert "cannot be opened (unable to open database file)" in str(err)
+    else:
+        raise AssertionError("no UserError")
+    assert len(calls) == 1
