@@ -167,8 +167,8 @@ class MLflowTrialCallback(DriverCallback):
     with ``rirlab.rerun_of`` naming the run it replaces; replaced runs are neither counted nor written to.
 
     What logging costs a trial: Ray Tune runs this callback on each result before it lets the trial go on, so a
-    write is on the trial's step path (a synchronous ``log_batch`` to a SQLite store took 75 ms here, a tiny
-    model's step 55 ms). With ``flush_every_s`` > 0 (the driver's ``log_flush_s()``) a trial's reports wait here and
+    write is on the trial's step path (a synchronous ``log_batch`` took 80-118 ms on a loaded 2-core machine, about a
+    tiny model's step: benchmarks/logging_cost.py). With ``flush_every_s`` > 0 (the driver's ``log_flush_s()``) a trial's reports wait here and
     are written together, in one round trip, at the latest ``flush_every_s`` after the oldest of them, and at once
     at every checkpoint, at the trial's final result, end or error, at Ctrl-C and at the experiment's end. No step
     is lost by it: Tune registers a checkpoint after this callback saw the result that carries it
