@@ -23,10 +23,14 @@ The private parts, and why no public API does their job:
   start with (``wait_for_locks``): a store another process holds is waited for as long as rirlab states, not 20 s;
   MLflow has no setting for it and its pragma overrides any connect timeout.
 - the logger ``mlflow.store.db.utils``: quieted while a schema is built, and filtered of failed statements.
+- ``mlflow.server.fastapi_app.app`` (what ``mlflow ui`` serves) and two localStorage keys of its built UI:
+  ``rirlab ui`` serves that app with the keys preset (the last section says why no setting does it).
 """
 
 from __future__ import annotations
 
+import json
+import os
 from typing import Any
 
 from rirlab.compat import Supported
@@ -45,6 +49,8 @@ PRIVATE = (
      ("sampling_interval", "resume_logging", "tracking_uri")),
     ("mlflow.utils.rest_utils", "http_request", ("max_retries", "timeout", "raise_on_status")),
     ("mlflow.utils.credentials", "get_default_host_creds", ()),
+    ("mlflow.server.fastapi_app", "app", ()),
+    ("mlflow.server.handlers", "STATIC_PREFIX_ENV_VAR", ()),
 )
 
 DB_LOGGER = "mlflow.store.db.utils"  # MLflow's logger of schema creation, migrations and failed statements
@@ -143,3 +149,115 @@ def wait_for_locks(client, wait_s: float):
     event.listen(engine, "before_cursor_execute", longer_wait, retval=True)
     engine.rirlab_waits = True  # (MLflow caches one store, so one engine, per URI)
     return client
+
+
+# ---- the UI `rirlab ui` serves (rirlab/cli/ui.py) -------------------------------------------------------------
+#
+# MLflow's own server app with two of its browser-side defaults preset. Why: MLflow 3.17's UI keeps two choices in
+# the browser's localStorage only, and defaults both against a sweep:
+#
+# - GenAI or model training. ``WorkflowTypeProvider`` (server/js/build/static/js/main.*.js, module 7975) takes the
+#   URL's ``workflowType`` parameter, else localStorage ``mlflow.workflowType_v1``, else GenAI; the experiment tag
+#   ``mlflow.experimentKind`` is read only where the feature flag ``Z0`` of module 89511 is off, and that flag is a
+#   constant ``true`` in the built UI. Run links in the runs table and the Compare button carry no ``workflowType``,
+#   so a browser that never picked opened every trial page and the compare page as GenAI pages (Traces, Sessions,
+#   Judges); MLflow's switch, when picked, writes localStorage and navigates to the bare experiment page.
+# - the Assistant panel. On a page whose host name is localhost, 127.0.0.1 or ::1 it opens by itself on the first
+#   load (the floating button's effect, guarded by localStorage ``mlflow.assistant.fab.autoOpenedOnFirstLoad_v1``)
+#   and takes a quarter of the runs page; no server setting or environment variable turns that off
+#   (``MLFLOW_ENABLE_REMOTE_ASSISTANT`` only decides remote hosts).
+#
+# No server-side setting reaches either, so the app sets both keys from the page MLflow serves, before its scripts
+# run, and only where the browser holds no value of its own: a user who picks GenAI or opens the Assistant keeps
+# that. The keys are written as MLflow's ``useLocalStorage`` hook writes them (``<key>_v<version>``, JSON values).
+#
+# MLflow loads the app through its plugin entry point group ``mlflow.app`` (setup.cfg), as it loads its own
+# basic-auth app: ``mlflow ui --app-name rirlab-ui``. ``create_ui_app`` is a factory, so ``mlflow ui``, which imports
+# the entry point's module to look at it, does not import the server in its own process as well.
+
+UI_APP_NAME = "rirlab-ui"  # the setup.cfg entry point in group mlflow.app
+# localStorage key (as MLflow's useLocalStorage writes it) -> the value a browser without its own choice gets
+UI_DEFAULTS = {
+    "mlflow.workflowType_v1": "machine_learning",  # trial and compare pages in the model-training view
+    "mlflow.assistant.fab.autoOpenedOnFirstLoad_v1": True,  # the Assistant panel stays closed until asked for
+}
+
+
+def defaults_script(defaults: dict = UI_DEFAULTS) -> bytes:
+    """An inline script that stores each default whose key the browser does not hold yet (a browser without
+    localStorage, or one that refuses it, loads the page unchanged)."""
+    values = json.dumps({k: json.dumps(v) for k, v in defaults.items()})
+    return ("<script>(function(){try{var d=" + values + ";for(var k in d){if(localStorage.getItem(k)===null)"
+            "localStorage.setItem(k,d[k]);}}catch(e){}})();</script>").encode()
+
+
+def inject(html: bytes, script: bytes) -> bytes:
+    """``html`` with ``script`` before its first script tag (so it runs before MLflow's deferred bundle), else
+    before ``</head>``; unchanged when it has neither."""
+    at = html.find(b"<script")
+    if at < 0:
+        at = html.find(b"</head>")
+    return html if at < 0 else html[:at] + script + html[at:]
+
+
+class PresetUI:
+    """ASGI middleware: the UI's page (GET of the root path) with ``defaults_script`` in it; everything else is
+    MLflow's app untouched. The page is always served whole (the browser's conditional headers are dropped), so a
+    copy cached from a plain `mlflow ui` on the same port is not reused."""
+
+    def __init__(self, app, root: str = "/", script: bytes = b""):
+        self.app, self.root, self.script = app, root, script or defaults_script()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope.get("method") != "GET" or scope.get("path") != self.root:
+            await self.app(scope, receive, send)
+            return
+        scope = {**scope, "headers": [(k, v) for k, v in scope.get("headers", [])
+                                      if k.lower() not in (b"if-none-match", b"if-modified-since")]}
+        start: dict = {}
+        chunks: list = []
+
+        async def capture(message):
+            if message["type"] == "http.response.start":
+                start.update(message)
+                return
+            if message["type"] != "http.response.body":
+                await send(message)
+                return
+            chunks.append(message.get("body", b""))
+            if message.get("more_body"):
+                return
+            body = b"".join(chunks)
+            headers = [(k, v) for k, v in start.get("headers", [])]
+            names = {k.lower(): v for k, v in headers}
+            if (start.get("status") == 200 and names.get(b"content-type", b"").startswith(b"text/html")
+                    and b"content-encoding" not in names):
+                body = inject(body, self.script)
+                headers = [(k, v) for k, v in headers
+                           if k.lower() not in (b"content-length", b"etag", b"last-modified")]
+                headers.append((b"content-length", str(len(body)).encode()))
+            await send({**start, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+
+        await self.app(scope, receive, capture)
+
+
+def create_ui_app():
+    """MLflow's FastAPI server app (what a plain `mlflow ui` serves) wrapped in ``PresetUI``."""
+    from mlflow.server.fastapi_app import app
+    from mlflow.server.handlers import STATIC_PREFIX_ENV_VAR
+
+    prefix = (os.environ.get(STATIC_PREFIX_ENV_VAR) or "").rstrip("/")
+    return PresetUI(app, root=prefix + "/")
+
+
+def ui_app_installed() -> bool:
+    """Whether this install registers the app with MLflow (an install made before the entry point existed does
+    not, until it is reinstalled)."""
+    import importlib.metadata
+
+    try:
+        points = importlib.metadata.entry_points(group="mlflow.app")
+    except TypeError:  # Python < 3.10
+        points = importlib.metadata.entry_points().get("mlflow.app", [])
+    return any(p.name == UI_APP_NAME for p in points)
