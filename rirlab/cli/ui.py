@@ -70,14 +70,19 @@ def ui(spec, tracking_uri, port, host, allow_remote, experiment):
     if scheme(uri) in ("http", "https"):  # a tracking server serves its own UI
         base = strip_credentials(uri.raw).rstrip("/")
         click.echo(f"MLflow UI of the tracking server {uri}:")
-        click.echo(f"  {ui_url(base, exp_id, view)}")
+        _echo_urls(base, exp_id, view)
         click.echo(RUN_PAGES_HINT)
         return
     _check_port_free(host, port)
+    from rirlab.compat.mlflow import UI_APP_NAME, ui_app_installed
+
+    preset = ui_app_installed()
     # the store's URI (a password in it) through the environment, never the command line: any local user reads
     # another's command line (ps), only the owner its environment; `mlflow ui` hands it on to uvicorn the same way
     cmd = [sys.executable, "-m", "mlflow", "ui", "--host", host, "--port", str(port), "--workers", "1",
            "--uvicorn-opts", "--log-level warning"]
+    if preset:  # MLflow's app with the model-training view and a closed Assistant preset (rirlab/compat/mlflow.py)
+        cmd += ["--app-name", UI_APP_NAME]
     env = {**os.environ, **SERVER_ENV, "MLFLOW_BACKEND_STORE_URI": uri.raw}
     root = artifact_root(uri)
     if root:
@@ -99,8 +104,8 @@ def ui(spec, tracking_uri, port, host, allow_remote, experiment):
         base = _wait_until_answering(server, host, port, tail)
         answering.set()
         click.echo(f"MLflow UI for {uri} (Ctrl-C stops it):")
-        click.echo(f"  {ui_url(base, exp_id, view)}")
-        click.echo(RUN_PAGES_HINT)
+        _echo_urls(base, exp_id, view)
+        click.echo(PRESET_NOTE if preset else RUN_PAGES_HINT + "\n" + REINSTALL_HINT)
         server.wait()
         relay.join(timeout=5)
         if server.returncode not in (0, -signal.SIGINT, -signal.SIGTERM):
@@ -133,30 +138,50 @@ def beyond_loopback(host: str) -> bool:
     return not all(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback for info in infos)
 
 
-def ui_url(base: str, exp_id, view: Optional[str] = None) -> str:
-    """The runs table of an experiment on MLflow 3's model-training view (not its GenAI overview); with ``view``
-    (``sweep_view``), through MLflow's saved view of that key. MLflow applies a saved view only when the URL has
-    no search parameters of its own (searchFilter, orderByKey, ...), so the view holds them."""
+def ui_url(base: str, exp_id, view: Optional[str] = None, mode: str = "TABLE") -> str:
+    """The runs of an experiment on MLflow 3's model-training view (not its GenAI overview), as a table (``mode``
+    TABLE) or as charts (CHART); with ``view`` (``sweep_view``), through MLflow's saved view of that key. MLflow
+    applies a saved view only when the URL has no search parameters of its own (searchFilter, orderByKey, ...), so
+    the view holds them."""
     if exp_id is None:
         return f"{base}/#/experiments"
     shared = f"&{VIEW_URL_PARAM}={view}" if view else ""
-    return f"{base}/#/experiments/{exp_id}/runs?workflowType=machine_learning&compareRunsMode=TABLE{shared}"
+    return f"{base}/#/experiments/{exp_id}/runs?workflowType=machine_learning&compareRunsMode={mode}{shared}"
 
 
-# MLflow 3's UI restores a runs-table view from the experiment tag mlflow.sharedViewState.<key> named by the URL
+def _echo_urls(base: str, exp_id, view: Optional[str]) -> None:
+    """The runs table's URL on a line of its own, then (with a saved view) the same view's charts."""
+    click.echo(f"  {ui_url(base, exp_id, view)}")
+    if exp_id is not None and view:
+        click.echo(f"  charts (the swept parameters against the metric, learning curves): "
+                   f"{ui_url(base, exp_id, view, 'CHART')}")
+
+
+# MLflow 3's UI restores a runs view from the experiment tag mlflow.sharedViewState.<key> named by the URL
 # parameter viewStateShareKey (its "share" button and saved views): a JSON envelope {name, createdAt, updatedAt,
-# state} whose state holds the search facets (searchFilter, orderByKey, orderByAsc, ...) and the table's UI state
-# (selectedColumns as `params.\`key\``, `metrics.\`name\``, `tags.\`key\``). Expanded rows (runsExpanded) are
-# not part of a shared view in MLflow 3, so the view lists the sweep's trial runs themselves.
+# state} whose state holds the search facets (searchFilter, orderByKey, orderByAsc, ...) and the view's UI state:
+# the table's (selectedColumns as `params.\`key\``, `metrics.\`name\``, `tags.\`key\``) and the chart view's
+# (compareRunCharts, compareRunSections, isAccordionReordered, runsHiddenMode; the list of fields it applies is
+# module 1395 of MLflow 3.17's main.*.js, HC less hN). Expanded rows (runsExpanded) are not part of a shared view in
+# MLflow 3, so the view lists the sweep's trial runs themselves. The classic compare page (the runs table's
+# Compare button, #/compare-runs) has no saved state: its parallel coordinates take the first metric a run lists
+# and its contour the first two parameters by name (CompareRunView's ParallelCoordinatesPlotPanel and
+# CompareRunContour, chunk 1886), whatever the sweep is about; the charts URL is the view that says it.
 VIEW_URL_PARAM = "viewStateShareKey"
 VIEW_TAG_PREFIX = "mlflow.sharedViewState."
 VIEW_NAME = "rirlab sweep view"
-# MLflow 3.17 shows a run's page in the GenAI or the model-training view by the URL's workflowType, else by the
-# browser's own choice (localStorage mlflow.workflowType, GenAI until one picks); the experiment's
-# mlflow.experimentKind tag (set by `rirlab sweep`) is read only where that switch is off. Run links carry no
-# workflowType, so a browser that never picked opens run pages in the GenAI view: say how to keep them.
+SWEEP_SECTION = "Sweep"  # the chart view's first section: the swept parameters against the metric
+MODEL_SECTION = "Model metrics"  # MLflow's section of metrics without a "prefix/"
+# A trial's page follows MLflow's GenAI / Model training switch (the URL's workflowType, else the browser's own
+# choice in localStorage, GenAI until one picks; rirlab/compat/mlflow.py). `rirlab ui` serves MLflow's app with
+# Model training preset for a browser that never picked; a tracking server (or an install made before that app
+# was registered) serves the plain one: say how to keep trial pages in the training view there.
 RUN_PAGES_HINT = ("  (a trial's page follows MLflow's GenAI / Model training switch, top left: pick Model training "
                   "there once and this browser keeps it)")
+REINSTALL_HINT = ("  (reinstall rirlab, pip install -e . or scripts/setup.sh, and `rirlab ui` presets Model training "
+                  "and a closed Assistant panel itself)")
+PRESET_NOTE = ("  (trial and compare pages open in the Model training view and the Assistant panel stays closed "
+               "until asked for, in a browser that has not picked otherwise)")
 
 
 def column(kind: str, key: str) -> str:
@@ -164,9 +189,59 @@ def column(kind: str, key: str) -> str:
     return f"{kind}.`{key}`"
 
 
-def view_state(parent) -> dict:
-    """The runs-table view of a sweep: its trial runs (children of ``parent``), its swept parameters and metrics
-    as columns (a variant by its tag), sorted by its first metric, best first."""
+def _section(name: str) -> dict:
+    return {"uuid": f"rirlab-section-{name}", "name": name, "display": True, "isReordered": False, "deleted": False,
+            "isGenerated": False}
+
+
+def _chart(kind: str, n: int, **fields) -> dict:
+    """A chart card as MLflow's RunsChartsCardConfig holds it (the fields its constructors set), in the sweep's
+    section."""
+    return {"uuid": f"rirlab-chart-{n}", "type": kind, "runsCountToCompare": 1000, "deleted": False,
+            "isGenerated": False, "metricSectionId": _section(SWEEP_SECTION)["uuid"], **fields}
+
+
+def _line(n: int, metric: str) -> dict:
+    return _chart("LINE", n, metricKey=metric, selectedMetricKeys=[metric], displayName=metric, lineSmoothness=0,
+                  xAxisScaleType="linear", scaleType="linear", xAxisKey="step", selectedXAxisMetricKey="",
+                  yAxisKey="metric", yAxisExpressions=[], ignoreOutliers=False, useGlobalXaxisKey=True,
+                  useGlobalLineSmoothing=True,
+                  range={"xMin": None, "xMax": None, "yMin": None, "yMax": None})
+
+
+def chart_state(params: list, metrics: list, logged: tuple = ()) -> dict:
+    """The chart view of a sweep: a first section with the swept ``params`` against its ``metrics`` (parallel
+    coordinates; a contour of the first two parameters, or a scatter of the one), the learning curves of the
+    first metric and of the training loss; then one section per metric prefix of ``logged`` (the trials' metric
+    names) in name order, ``best/`` last (single values, not curves), MLflow's own "Model metrics" after them.
+    The sections keep this order (isAccordionReordered) and MLflow fills them with a chart per metric."""
+    from rirlab import contract
+
+    charts = []
+    if metrics and params:
+        charts.append(_chart("PARALLEL", len(charts), selectedParams=list(params), selectedMetrics=list(metrics),
+                             showAllRuns=True))
+        axis = lambda key, kind: {"key": key, "type": kind}  # noqa: E731
+        if len(params) >= 2:
+            charts.append(_chart("CONTOUR", len(charts), xaxis=axis(params[0], "PARAM"),
+                                 yaxis=axis(params[1], "PARAM"), zaxis=axis(metrics[0], "METRIC")))
+        else:
+            charts.append(_chart("SCATTER", len(charts), xaxis=axis(params[0], "PARAM"),
+                                 yaxis=axis(metrics[0], "METRIC")))
+    for m in dict.fromkeys([*metrics[:1], contract.TRAIN_LOSS]):
+        charts.append(_line(len(charts), m))
+    best = contract.BEST_PREFIX_METRIC.rstrip("/")
+    prefixes = sorted({k.rpartition("/")[0] for k in logged if "/" in k and not k.startswith("system/")} - {best})
+    prefixes += [best] if any(k.startswith(contract.BEST_PREFIX_METRIC) for k in logged) else []
+    sections = [_section(name) for name in [SWEEP_SECTION, *prefixes, MODEL_SECTION]]
+    return {"compareRunCharts": charts, "compareRunSections": sections, "isAccordionReordered": True,
+            "runsHiddenMode": "SHOW_ALL", "hideEmptyCharts": True}
+
+
+def view_state(parent, logged: tuple = ()) -> dict:
+    """The runs view of a sweep: its trial runs (children of ``parent``), its swept parameters and metrics as
+    columns (a variant by its tag), sorted by its first metric, best first; and its chart view (``chart_state``;
+    ``logged``: the metric names its trials logged)."""
     from rirlab import contract
 
     tags = parent.data.tags
@@ -184,11 +259,13 @@ def view_state(parent) -> dict:
              "selectedColumns": cols, "runListHidden": False, "viewMaximized": False}
     if metrics:
         state.update(orderByKey=column("metrics", metrics[0]), orderByAsc=mode == "min")
+    # the parameters a chart can draw (a variant is a tag; the seed is noise, not what the sweep is about)
+    state.update(chart_state([k for k in swept if k not in ("seed", "variant")], metrics, logged))
     return state
 
 
 def sweep_view(client, exp_id: str) -> Optional[str]:
-    """Save the runs-table view of the experiment's latest sweep as an MLflow saved view (an experiment tag) and
+    """Save the runs view (table and charts) of the experiment's latest sweep as an MLflow saved view (an experiment tag) and
     return its key; None when there is no sweep or the store does not let this user write (a plain URL then)."""
     from rirlab import contract
 
@@ -197,7 +274,10 @@ def sweep_view(client, exp_id: str) -> Optional[str]:
                                      order_by=["attributes.start_time DESC"], max_results=1)
         if not parents:
             return None
-        state = json.dumps(view_state(parents[0]), sort_keys=True)
+        children = client.search_runs([exp_id], filter_string=contract.children_filter(parents[0].info.run_id),
+                                      max_results=1000)
+        logged = tuple(sorted({k for run in children for k in run.data.metrics}))
+        state = json.dumps(view_state(parents[0], logged), sort_keys=True)
         key = hashlib.sha256(state.encode()).hexdigest()[:32]
         now = int(time.time() * 1000)
         envelope = json.dumps({"name": VIEW_NAME, "createdAt": now, "updatedAt": now, "state": state})

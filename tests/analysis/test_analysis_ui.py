@@ -98,16 +98,75 @@ class _FakeServer:
 
 def test_ui_spec_lands_on_the_specs_experiment_not_the_newest(store, monkeypatch):
     uri, spec, client = store
-    monkeypatch.setattr(subprocess, "Popen", _FakeServer)
+    started = []
+    monkeypatch.setattr(subprocess, "Popen", lambda cmd, **kw: started.append(cmd) or _FakeServer(cmd, **kw))
     monkeypatch.setattr(ui_cli, "_wait_until_answering", lambda server, host, port, tail: f"http://{host}:{port}")
     monkeypatch.setattr(ui_cli.signal, "signal", lambda *a: None)
     r = CliRunner().invoke(main, ["ui", str(spec), "--tracking-uri", uri, "--port", "5999"])
     assert r.exit_code == 0, r.output
     (url,) = [line.strip() for line in r.output.splitlines() if line.strip().startswith("http://")]
-    assert "pick Model training there once" in r.output  # how run pages stay in the model-training view
+    # run pages stay in the model-training view: MLflow's app with that preset (issue 54 item 1; before, the user
+    # was told to pick Model training once, tests/sweeps/test_ui_preset.py)
+    assert started[0][-2:] == ["--app-name", "rirlab-ui"] and "open in the Model training view" in r.output
     exp_id, _ = _parent(client, "chunk_beam")
     assert url.startswith(f"http://127.0.0.1:5999/#/experiments/{exp_id}/runs?workflowType=machine_learning&")
     key = urllib.parse.parse_qs(url.partition("?")[2])["viewStateShareKey"][0]
     assert _saved_state(client, exp_id, key)["selectedColumns"][-1] == "metrics.`dev/accuracy`"
     newest = CliRunner().invoke(main, ["ui", "--tracking-uri", uri, "--port", "5999"])  # no SPEC: the newest sweep's
     assert f"/#/experiments/{_parent(client, 'newer')[0]}/runs?" in newest.output, newest.output
+
+
+def test_an_install_without_the_app_serves_plain_mlflow_and_says_how_to_keep_run_pages(store, monkeypatch):
+    """An install made before the app's entry point existed (pip install -e . writes it) still starts the UI."""
+    from rirlab.compat import mlflow as compat
+
+    uri, spec, _ = store
+    started = []
+    monkeypatch.setattr(subprocess, "Popen", lambda cmd, **kw: started.append(cmd) or _FakeServer(cmd, **kw))
+    monkeypatch.setattr(ui_cli, "_wait_until_answering", lambda server, host, port, tail: f"http://{host}:{port}")
+    monkeypatch.setattr(ui_cli.signal, "signal", lambda *a: None)
+    monkeypatch.setattr(compat, "ui_app_installed", lambda: False)
+    r = CliRunner().invoke(main, ["ui", str(spec), "--tracking-uri", uri, "--port", "5999"])
+    assert r.exit_code == 0, r.output
+    assert "--app-name" not in started[0]
+    assert "pick Model training there once" in r.output and "reinstall rirlab" in r.output
+
+
+def test_the_chart_view_draws_the_swept_parameters_against_the_metric(store, monkeypatch):
+    """Issue 54 item 3: the saved view's charts (compareRunsMode=CHART) open on parallel coordinates of the swept
+    parameters and the sweep's metric and a contour of the two swept parameters (MLflow's compare page defaulted
+    to train/loss and to two constant parameters), then the learning curves; best/* after the curves."""
+    uri, spec, client = store
+    exp_id, parent = _parent(client, "chunk_beam")
+    (child, *_) = client.search_runs([exp_id], filter_string=contract.children_filter(parent.info.run_id))
+    for k in ("train/loss", "best/dev_accuracy", "best/step", "test_len_500/accuracy"):
+        client.log_metric(child.info.run_id, k, 1.0, step=3)
+    key = ui_cli.sweep_view(client, exp_id)
+    state = _saved_state(client, exp_id, key)
+    charts = {c["type"]: c for c in state["compareRunCharts"]}
+    assert charts["PARALLEL"]["selectedParams"] == ["chunk_size", "beam_size"]  # not the seed: noise
+    assert charts["PARALLEL"]["selectedMetrics"] == ["dev/accuracy"]
+    contour = charts["CONTOUR"]
+    assert [contour[a]["key"] for a in ("xaxis", "yaxis", "zaxis")] == ["chunk_size", "beam_size", "dev/accuracy"]
+    assert [contour[a]["type"] for a in ("xaxis", "yaxis", "zaxis")] == ["PARAM", "PARAM", "METRIC"]
+    lines = [c["metricKey"] for c in state["compareRunCharts"] if c["type"] == "LINE"]
+    assert lines == ["dev/accuracy", "train/loss"]
+    sections = [s["name"] for s in state["compareRunSections"]]
+    assert sections == ["Sweep", "dev", "test_len_500", "train", "best", "Model metrics"]
+    first = state["compareRunSections"][0]["uuid"]
+    assert all(c["metricSectionId"] == first for c in state["compareRunCharts"])
+    assert state["isAccordionReordered"] is True  # MLflow keeps this order instead of sorting sections by name
+    assert state["runsHiddenMode"] == "SHOW_ALL"  # every trial in the charts, not MLflow's first 10
+    # one parameter swept: a scatter of it against the metric instead of a contour
+    newer_id, _ = _parent(client, "newer")
+    charts = {c["type"]: c for c in _saved_state(client, newer_id, ui_cli.sweep_view(client, newer_id))["compareRunCharts"]}
+    assert "CONTOUR" not in charts and charts["SCATTER"]["xaxis"] == {"key": "lr", "type": "PARAM"}
+    assert charts["SCATTER"]["yaxis"] == {"key": "train/loss", "type": "METRIC"}
+    # `rirlab ui` prints the charts' URL after the table's: the same saved view, compareRunsMode=CHART
+    monkeypatch.setattr(subprocess, "Popen", _FakeServer)
+    monkeypatch.setattr(ui_cli, "_wait_until_answering", lambda server, host, port, tail: f"http://{host}:{port}")
+    monkeypatch.setattr(ui_cli.signal, "signal", lambda *a: None)
+    r = CliRunner().invoke(main, ["ui", str(spec), "--tracking-uri", uri, "--port", "5999"])
+    (chart_line,) = [line for line in r.output.splitlines() if "compareRunsMode=CHART" in line]
+    assert chart_line.strip().startswith("charts (") and f"viewStateShareKey={key}" in chart_line
+    assert f"/#/experiments/{exp_id}/runs?workflowType=machine_learning&" in chart_line
