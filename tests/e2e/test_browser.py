@@ -1,14 +1,17 @@
-"""Opt-in (``pytest -m browser``): `rirlab ui SPEC` on a quick sweep's store, opened in headless Chromium: the printed
-URL lists the sweep's trial runs (no click) with the swept parameters and the metric as columns, in the
-model-training view; a trial's page stays in that view once MLflow's switch is on Model training.
+"""Opt-in (``pytest -m browser``): `rirlab ui SPEC` on a quick sweep's store, opened in a fresh headless Chromium (no
+choice of its own stored, as a new user's browser): the printed URL lists the sweep's trial runs (no click) with the
+swept parameters and the metric as columns, in the model-training view, with the Assistant panel closed; clicking a
+trial opens its page in that view, as does the compare page (issue 54 items 1 and 3: both were GenAI pages); the
+printed charts URL opens on parallel coordinates and a contour of the swept parameters against the metric.
 
 Needs Debian's chromium (``apt-get install chromium``), node, and playwright-core
 (``npm install --prefix ~/.cache/rirlab-browser playwright-core``; or set RIRLAB_NODE_MODULES to a
-node_modules folder that has it). Saves the screenshot to $RIRLAB_SCREENSHOT_DIR (default tmp_path).
+node_modules folder that has it). Saves the screenshots to $RIRLAB_SCREENSHOT_DIR (default tmp_path).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -25,40 +28,57 @@ ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
          "--disable-sync", "--no-first-run"]
+GENAI = "/Judges|Evaluation runs|Sessions/"  # the GenAI view's side navigation
 
 SCRIPT = r"""
 const { chromium } = require('playwright-core');
-const [url, childNames, columns, shot, runUrl, runShot] = [process.argv[2], JSON.parse(process.argv[3]),
-  JSON.parse(process.argv[4]), process.argv[5], process.argv[6], process.argv[7]];
+const a = JSON.parse(process.argv[2]);
 const sidebar = async (page) => (await page.locator('nav, aside').allInnerTexts()).join('\n');
-(async () => {
-  const browser = await chromium.launch({ executablePath: '%s', args: %s });
-  const page = await browser.newPage({ viewport: { width: 1400, height: 800 } });
-  // the URL `rirlab ui SPEC` printed: the spec's experiment, its trials listed (no click), its columns, best first
-  await page.goto(url, { waitUntil: 'load', timeout: 180000 });
-  for (const name of childNames) await page.getByText(name, { exact: true }).first().waitFor({ timeout: 180000 });
-  const headers = await page.locator('[role=columnheader]').allInnerTexts();
-  for (const c of columns) if (!headers.some(h => h.trim() === c)) throw new Error('no column ' + c + ' in ' + headers);
+const training = async (page, what) => {
   const side = await sidebar(page);
-  if (/Judges|Evaluation runs/.test(side)) throw new Error('landing page in the GenAI view: ' + side.slice(0, 300));
-  await page.screenshot({ path: shot });
-  console.log('OK ' + childNames.length + ' trial runs listed with columns ' + columns.join(', '));
-  // run pages follow MLflow's own GenAI / Model training switch (kept in the browser): picked once, they stay
-  // (each pick opens the experiment's page in that view; the GenAI one greets with a popover that covers the page)
-  for (const [label, type] of [['GenAI', 'genai'], ['Model training', 'machine_learning']]) {
-    await page.getByText(label, { exact: true }).first().click({ timeout: 60000 });
-    for (let i = 0; i < 60 && !page.url().includes('workflowType=' + type); i++) await page.waitForTimeout(500);
-    await page.waitForTimeout(3000);
-    const gotIt = page.getByRole('button', { name: 'Got it' });
-    if (await gotIt.count()) await gotIt.first().click();
-  }
-  await page.goto(runUrl, { waitUntil: 'load', timeout: 180000 });
-  await page.getByText(childNames[0], { exact: true }).first().waitFor({ timeout: 120000 });
+  if (%(genai)s.test(side)) throw new Error(what + ' in the GenAI view: ' + side.slice(0, 300));
+};
+(async () => {
+  const browser = await chromium.launch({ executablePath: '%(chromium)s', args: %(flags)s });
+  const page = await (await browser.newContext({ viewport: { width: 1400, height: 800 } })).newPage();
+  // the URL `rirlab ui SPEC` printed: the spec's experiment, its trials listed (no click), its columns, best first
+  await page.goto(a.url, { waitUntil: 'load', timeout: 180000 });
+  for (const name of a.children) await page.getByText(name, { exact: true }).first().waitFor({ timeout: 180000 });
+  const headers = await page.locator('[role=columnheader]').allInnerTexts();
+  for (const c of a.columns) if (!headers.some(h => h.trim() === c)) throw new Error('no column ' + c + ' in ' + headers);
+  await training(page, 'landing page');
+  await page.waitForTimeout(5000);  // MLflow opens the Assistant on a first load within a second or two
+  const open = await page.evaluate(() => window.localStorage.getItem('mlflow.assistant.panelOpen_v1'));
+  if (open === 'true') throw new Error('the Assistant panel opened by itself');
+  await page.locator('[data-assistant-ui=true]').first().waitFor({ timeout: 30000 });  // its button, shown while closed
+  await page.screenshot({ path: a.shots.table });
+  console.log('OK ' + a.children.length + ' trial runs listed with columns ' + a.columns.join(', ') + '; Assistant closed');
+  // a click on a trial, as a user does: its page, still in the model-training view
+  await page.locator('a[href$="/runs/' + a.childId + '"]').first().click();
+  for (let i = 0; i < 60 && !page.url().includes('/runs/' + a.childId); i++) await page.waitForTimeout(500);
+  if (!page.url().includes('/runs/' + a.childId)) throw new Error('the click did not open the trial: ' + page.url());
+  await page.getByText('Model metrics', { exact: true }).first().waitFor({ timeout: 120000 });
   await page.waitForTimeout(2000);
-  const runSide = await sidebar(page);
-  if (/Judges|Evaluation runs/.test(runSide)) throw new Error('run page in the GenAI view: ' + runSide.slice(0, 300));
-  await page.screenshot({ path: runShot });
-  console.log('OK run page in the model-training view');
+  await training(page, 'trial page');
+  await page.screenshot({ path: a.shots.run });
+  console.log('OK trial page in the model-training view');
+  // the compare page (the runs table's Compare button): model-training view too
+  await page.goto(a.compareUrl, { waitUntil: 'load', timeout: 180000 });
+  await page.getByText('Parallel Coordinates Plot', { exact: false }).first().waitFor({ timeout: 120000 });
+  await page.waitForTimeout(2000);
+  await training(page, 'compare page');
+  await page.screenshot({ path: a.shots.compare });
+  console.log('OK compare page in the model-training view');
+  // the charts URL: the swept parameters against the metric first
+  await page.goto(a.chartUrl, { waitUntil: 'load', timeout: 180000 });
+  await page.getByText('Parallel Coordinates', { exact: true }).first().waitFor({ timeout: 180000 });
+  await page.getByText(a.contour, { exact: true }).first().waitFor({ timeout: 60000 });
+  await page.waitForTimeout(3000);
+  const axes = (await page.locator('svg text').allTextContents()).join('|');
+  for (const c of a.columns) if (!axes.includes(c)) throw new Error('no axis ' + c + ' in the charts: ' + axes.slice(0, 300));
+  await training(page, 'charts');
+  await page.screenshot({ path: a.shots.charts });
+  console.log('OK charts: parallel coordinates of ' + a.columns.join(', ') + '; contour ' + a.contour);
   await browser.close();
 })().catch(e => { console.error(String(e)); process.exit(1); });
 """
@@ -108,28 +128,36 @@ def test_rirlab_ui_lands_on_the_sweeps_trials_with_their_columns(tmp_path):
                            "--port", str(port)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                           text=True, start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
-        url = _printed_url(ui)  # printed once the UI answers
+        url, printed = _printed_url(ui)  # printed once the UI answers
         assert url.startswith(f"http://127.0.0.1:{port}/#/experiments/{exp.experiment_id}/runs?") and \
             "viewStateShareKey=" in url, url
+        chart_url = next(line.split(": ", 1)[1] for line in printed if "compareRunsMode=CHART" in line)
+        assert chart_url == url.replace("compareRunsMode=TABLE", "compareRunsMode=CHART"), printed
         script = tmp_path / "ui_check.js"
-        script.write_text(SCRIPT % (CHROMIUM, str(FLAGS).replace("'", '"')))
+        script.write_text(SCRIPT % {"chromium": CHROMIUM, "flags": json.dumps(FLAGS), "genai": GENAI})
         shots = Path(os.environ.get("RIRLAB_SCREENSHOT_DIR", tmp_path))
         shots.mkdir(parents=True, exist_ok=True)
-        shot, run_shot = shots / "mlflow_ui_sweep.png", shots / "mlflow_ui_trial_run.png"
-        import json
-
-        columns = ["chunk_size", "beam_size", "dev/accuracy"]  # the swept parameters and the metric
+        names = {"table": "mlflow_ui_sweep.png", "run": "mlflow_ui_trial_run.png", "compare": "mlflow_ui_compare.png",
+                 "charts": "mlflow_ui_charts.png"}
         child = next(r for r in runs if r.info.run_name == children[0])
-        run_url = f"http://127.0.0.1:{port}/#/experiments/{exp.experiment_id}/runs/{child.info.run_id}"
-        res = subprocess.run([node, str(script), url, json.dumps(children), json.dumps(columns), str(shot), run_url,
-                              str(run_shot)], env={**os.environ, "NODE_PATH": modules}, capture_output=True, text=True,
-                             timeout=420)
+        ids = [r.info.run_id for r in runs if r.info.run_name in children]
+        compare_url = (f"http://127.0.0.1:{port}/#/compare-runs?runs={json.dumps(ids, separators=(',', ':'))}"
+                       f"&experiments={json.dumps([exp.experiment_id])}")  # where the Compare button goes
+        columns = ["chunk_size", "beam_size", "dev/accuracy"]  # the swept parameters and the metric
+        args = {"url": url, "children": children, "columns": columns, "childId": child.info.run_id,
+                "compareUrl": compare_url, "chartUrl": chart_url, "contour": "chunk_size vs. beam_size vs. dev/accuracy",
+                "shots": {k: str(shots / v) for k, v in names.items()}}
+        res = subprocess.run([node, str(script), json.dumps(args)], env={**os.environ, "NODE_PATH": modules},
+                             capture_output=True, text=True, timeout=600)
         assert res.returncode == 0, res.stdout + res.stderr
-        assert "OK 4 trial runs listed with columns chunk_size, beam_size, dev/accuracy" in res.stdout
-        assert "OK run page in the model-training view" in res.stdout
-        for png in (shot, run_shot):
+        assert "OK 4 trial runs listed with columns chunk_size, beam_size, dev/accuracy; Assistant closed" in res.stdout
+        assert "OK trial page in the model-training view" in res.stdout
+        assert "OK compare page in the model-training view" in res.stdout
+        assert "OK charts: parallel coordinates of chunk_size, beam_size, dev/accuracy" in res.stdout
+        for png in names.values():
+            png = shots / png
             assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
-        print(f"screenshots: {shot} {run_shot}")
+        print(f"screenshots: {', '.join(str(shots / v) for v in names.values())}")
     finally:
         os.killpg(ui.pid, signal.SIGTERM)  # the UI's own process group (mlflow + uvicorn workers)
         try:
@@ -138,20 +166,24 @@ def test_rirlab_ui_lands_on_the_sweeps_trials_with_their_columns(tmp_path):
             os.killpg(ui.pid, signal.SIGKILL)
 
 
-def _printed_url(proc, timeout: float = 420) -> str:
-    """The URL `rirlab ui` prints (on the line after "MLflow UI for ...") once the UI answers (its own start-up limit
-    is 180 s after MLflow is imported; on 2 busy cores both take minutes)."""
+def _printed_url(proc, timeout: float = 420) -> tuple[str, list]:
+    """The URL `rirlab ui` prints (on the line after "MLflow UI for ...") once the UI answers, and the lines it prints
+    up to its charts URL (its own start-up limit is 180 s after MLflow is imported; on 2 busy cores both take
+    minutes)."""
     import selectors
 
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ)
-    t0 = time.time()
+    t0, url, lines = time.time(), None, []
     while time.time() - t0 < timeout:
         if not sel.select(timeout=5):
             continue
         line = proc.stdout.readline()
         if not line:
-            raise AssertionError(f"rirlab ui exited with {proc.wait()} before printing a URL")
-        if line.strip().startswith("http://"):
-            return line.strip()
-    raise AssertionError(f"rirlab ui printed no URL within {timeout}s")
+            raise AssertionError(f"rirlab ui exited with {proc.wait()} after printing {lines}")
+        lines.append(line.strip())
+        if url is None and line.strip().startswith("http://"):
+            url = line.strip()
+        if url is not None and "compareRunsMode=CHART" in line:
+            return url, lines
+    raise AssertionError(f"rirlab ui printed no URL and charts URL within {timeout}s: {lines}")
