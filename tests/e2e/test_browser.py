@@ -174,16 +174,19 @@ def _printed_url(proc, timeout: float = 420) -> tuple[str, list]:
 
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ)
-    t0, url, lines = time.time(), None, []
+    fd = proc.stdout.fileno()  # read the pipe itself: a text stream's readline buffers lines select() then misses
+    t0, url, lines, pending = time.time(), None, [], b""
     while time.time() - t0 < timeout:
         if not sel.select(timeout=5):
             continue
-        line = proc.stdout.readline()
-        if not line:
+        chunk = os.read(fd, 65536)
+        if not chunk:
             raise AssertionError(f"rirlab ui exited with {proc.wait()} after printing {lines}")
-        lines.append(line.strip())
-        if url is None and line.strip().startswith("http://"):
-            url = line.strip()
-        if url is not None and "compareRunsMode=CHART" in line:
-            return url, lines
+        *done, pending = (pending + chunk).split(b"\n")
+        for line in (d.decode(errors="replace").strip() for d in done):
+            lines.append(line)
+            if url is None and line.startswith("http://"):
+                url = line
+            if url is not None and "compareRunsMode=CHART" in line:
+                return url, lines
     raise AssertionError(f"rirlab ui printed no URL and charts URL within {timeout}s: {lines}")
