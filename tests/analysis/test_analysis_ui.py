@@ -107,7 +107,8 @@ def test_ui_spec_lands_on_the_specs_experiment_not_the_newest(store, monkeypatch
     (url,) = [line.strip() for line in r.output.splitlines() if line.strip().startswith("http://")]
     # run pages stay in the model-training view: MLflow's app with that preset (issue 54 item 1; before, the user
     # was told to pick Model training once, tests/sweeps/test_ui_preset.py)
-    assert started[0][-2:] == ["--app-name", "rirlab-ui"] and "open in the Model training view" in r.output
+    assert started[0][-2:] == ["--app-name", "rirlab-ui"], "an install older than setup.cfg's: pip install -e ."
+    assert "open in the Model training view" in r.output
     exp_id, _ = _parent(client, "chunk_beam")
     assert url.startswith(f"http://127.0.0.1:5999/#/experiments/{exp_id}/runs?workflowType=machine_learning&")
     key = urllib.parse.parse_qs(url.partition("?")[2])["viewStateShareKey"][0]

@@ -93,7 +93,9 @@ def test_the_script_sets_only_what_the_browser_has_not_chosen():
 
 def test_mlflow_finds_the_app_by_its_entry_point_and_it_wraps_mlflows_own():
     """`mlflow ui --app-name rirlab-ui` looks the app up in the entry point group mlflow.app (setup.cfg)."""
-    (point,) = [p for p in importlib.metadata.entry_points(group="mlflow.app") if p.name == compat.UI_APP_NAME]
+    points = [p for p in importlib.metadata.entry_points(group="mlflow.app") if p.name == compat.UI_APP_NAME]
+    assert len(points) == 1, "no mlflow.app entry point rirlab-ui: an install older than setup.cfg's; pip install -e ."
+    (point,) = points
     assert point.load() is compat.create_ui_app and compat.ui_app_installed()
     from mlflow.server import _find_app, _is_factory
     from mlflow.server.fastapi_app import app
