@@ -187,12 +187,38 @@ class S4D(nn.Module):
             return self.conv(u)
 
     def conv(self, u: torch.Tensor) -> torch.Tensor:
+        return CausalConv.apply(u, self.kernel(u.size(1)), self.d)  # (N, S, H)
+
+
+class CausalConv(torch.autograd.Function):
+    """y = K * u + D u over (N, S, H) by FFT, zero-padded to 2S so the circular convolution is the causal one.
+
+    The backward is written out (autograd's through rfft/irfft and the complex product dispatches ~37 ops per
+    direction, conj and clone copies included): both adjoints are correlations, computed with the same FFTs,
+    grad u[m] = sum_t g[t] K[t - m] = irfft(rfft(g) conj(rfft(K)))[m] and grad K = the same with u summed over
+    the batch; the wrapped-around terms land in the zero padding."""
+
+    @staticmethod
+    def forward(ctx, u, k, d):
         s = u.size(1)
-        k = self.kernel(s)  # (H, S)
         uf = torch.fft.rfft(u.transpose(1, 2), n=2 * s)  # (N, H, S+1)
-        y = torch.fft.irfft(uf * torch.fft.rfft(k, n=2 * s), n=2 * s)[..., :s]  # (N, H, S) causal conv
+        kf = torch.fft.rfft(k, n=2 * s)  # (H, S+1)
+        y = torch.fft.irfft(uf * kf, n=2 * s)[..., :s]  # (N, H, S) causal conv
+        ctx.save_for_backward(u, d, uf, kf)
         # contiguous (N, S, H): a transposed result would make the GELU after it back-propagate ~9x slower
-        return torch.addcmul(y.transpose(1, 2).contiguous(), u, self.d)  # (N, S, H)
+        return torch.addcmul(y.transpose(1, 2).contiguous(), u, d)  # (N, S, H)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):
+        u, d, uf, kf = ctx.saved_tensors
+        s = u.size(1)
+        gf = torch.fft.rfft(g.transpose(1, 2), n=2 * s)  # (N, H, S+1)
+        grad_u = torch.fft.irfft(gf * torch.conj_physical(kf), n=2 * s)[..., :s]  # (N, H, S)
+        grad_u = torch.addcmul(grad_u.transpose(1, 2), g, d)  # (N, S, H)
+        grad_k = torch.fft.irfft((gf * torch.conj_physical(uf)).sum(0), n=2 * s)[..., :s]  # (H, S)
+        grad_d = (g * u).sum((0, 1))  # (H,)
+        return grad_u, grad_k, grad_d
 
 
 class BiS4D(nn.Module):
