@@ -22,6 +22,7 @@ from rirlab.analysis.layouts import ablation_rows, signature  # noqa: E402
 from rirlab.analysis.stats import DEFAULT_CI, DEFAULT_STAT, centre, summarise  # noqa: E402
 from rirlab.analysis.tables import metric_column, split_columns, usable  # noqa: E402
 from rirlab import contract  # noqa: E402
+from rirlab.compat.mlflow import metric_histories  # noqa: E402
 from rirlab.errors import UserError  # noqa: E402
 
 X_AXES = {"memory": "peak memory (MB)"}  # and "time": time_axis(), which names its clock
@@ -115,6 +116,12 @@ def configuration_points(sw, split: Optional[str] = None, stat: str = DEFAULT_ST
     return pts, ylabel
 
 
+# Points numbered in a Pareto plot before only the frontier's are: placing N labels apart is O(N^2) a step (minutes
+# at the 333 configurations of a 1,000-run random search, benchmarks/readonly_at_scale.py), and so many numbers
+# overlap the points they name anyway.
+MAX_LABELS = 60
+
+
 def spread_labels(ax, xy: list[tuple[float, float]], texts: list[str], min_px: float = 14.0, steps: int = 60):
     """Place ``texts`` near the points ``xy`` without overlaps: start up-right of each point, then push labels
     apart (and off every point) in display space for a few steps. Returns the label offsets in points."""
@@ -167,6 +174,8 @@ def objective_points(sw, stat: str = DEFAULT_STAT) -> pd.DataFrame:
         raise UserError(f"no finished runs of '{sw.experiment}' report {missing[0] if missing else ym}; run "
                         f"`rirlab sweep` first")
     sigs = [signature(s) for s in df["swept"]]
+    # every run's history in one read (one query per 500 runs on a database store), not a call per run
+    histories = metric_histories(client, list(df["run_id"]), metric)
     rows = []
     for row in ablation_rows(sw.spec, list(df["swept"])):
         g = df[[s == row.sig for s in sigs]]
@@ -212,6 +221,11 @@ def pareto_plot(sw, out, x: str = "both", split: Optional[str] = None, stat: str
         ax.scatter(fx, fy, s=70, facecolors="none", edgecolors="tab:red", zorder=4)
         ax.margins(0.15)
         groups = point_groups(xy)
+        if len(groups) > MAX_LABELS:  # a search's hundreds of configurations: number the frontier's points only
+            on_front = set(front)
+            groups = [g for g in groups if any(idx[i] in on_front for i in g)]
+            ax.text(0.99, 0.01, f"numbered: the frontier's {len(groups)} of {len(xy)} points", transform=ax.transAxes,
+                    ha="right", va="bottom", fontsize=7, color="0.35")
         texts = [", ".join(str(idx[i] + 1) for i in g) for g in groups]
         anchors = [xy[g[0]] for g in groups]
         for (px, py), text, off in zip(anchors, texts, spread_labels(ax, anchors, texts)):
@@ -272,13 +286,15 @@ def curves_plot(client, sw, metric: str, out, stat: str = DEFAULT_STAT, ci: str 
     n, banded = 0, False
     lows, highs = [], []  # every seed's own values: the y axis spans them, not a band of few seeds
     sigs = [signature(s) for s in df["swept"]]
+    # every run's history in one read (one query per 500 runs on a database store), not a call per run
+    histories = metric_histories(client, list(df["run_id"]), metric)
     # 7 markers x 4 line styles, stepped together (28 distinct pairs); markers of each curve start at another
     # point, so curves that coincide still show every one's markers
     styles = zip(itertools.cycle(("-", "--", ":", "-.")), itertools.cycle(("o", "s", "^", "D", "v", "P", "X")))
     for i, row in enumerate(ablation_rows(sw.spec, list(df["swept"]))):
         series = []
         for run_id in df["run_id"][[s == row.sig for s in sigs]]:
-            hist = client.get_metric_history(run_id, metric)
+            hist = histories[run_id]
             if hist:
                 series.append(pd.Series({m.step: m.value for m in hist}, name=run_id))
         if not series:
