@@ -130,7 +130,7 @@ def history_table(client: MlflowClient, runs: list) -> pa.Table:
     """Every logged point of every metric of ``runs``, run by run and key by key. Read a key at a time for all the
     runs that logged it (``metric_histories``: one query per 500 runs on a database store), not a call per run and
     key: a 1,000-run sweep logging 30 metrics was 30,000 round trips."""
-    from rirlab.compat.mlflow import metric_histories
+    from rirlab.analysis.runs import metric_histories
 
     keys = sorted({k for r in runs for k in r.data.metrics})
     points = {key: metric_histories(client, [r.info.run_id for r in runs if key in r.data.metrics], key)

@@ -22,7 +22,6 @@ from rirlab.analysis.layouts import ablation_rows, signature  # noqa: E402
 from rirlab.analysis.stats import DEFAULT_CI, DEFAULT_STAT, centre, summarise  # noqa: E402
 from rirlab.analysis.tables import metric_column, split_columns, usable  # noqa: E402
 from rirlab import contract  # noqa: E402
-from rirlab.compat.mlflow import metric_histories  # noqa: E402
 from rirlab.errors import UserError  # noqa: E402
 
 X_AXES = {"memory": "peak memory (MB)"}  # and "time": time_axis(), which names its clock
@@ -174,8 +173,6 @@ def objective_points(sw, stat: str = DEFAULT_STAT) -> pd.DataFrame:
         raise UserError(f"no finished runs of '{sw.experiment}' report {missing[0] if missing else ym}; run "
                         f"`rirlab sweep` first")
     sigs = [signature(s) for s in df["swept"]]
-    # every run's history in one read (one query per 500 runs on a database store), not a call per run
-    histories = metric_histories(client, list(df["run_id"]), metric)
     rows = []
     for row in ablation_rows(sw.spec, list(df["swept"])):
         g = df[[s == row.sig for s in sigs]]
@@ -278,6 +275,8 @@ def curves_plot(client, sw, metric: str, out, stat: str = DEFAULT_STAT, ci: str 
     95% interval (``ci``); each configuration has its own colour, line style and marker."""
     from matplotlib.patches import Patch
     from matplotlib.ticker import MaxNLocator
+
+    from rirlab.analysis.runs import metric_histories
 
     df = sw.runs[sw.runs["status"].isin(["FINISHED", "RUNNING"])] if not sw.runs.empty else sw.runs
     if df.empty:

@@ -23,8 +23,10 @@ The private parts, and why no public API does their job:
   start with (``wait_for_locks``): a store another process holds is waited for as long as rirlab states, not 20 s;
   MLflow has no setting for it and its pragma overrides any connect timeout.
 - ``MlflowClient._tracking_client.store.get_metric_history_bulk`` (``SqlAlchemyStore``; its UI's endpoint on a
-  server): one metric's history of many runs in one query (``metric_histories``), where the public client asks once
-  per run, so `rirlab export` and `plot curves` on a sweep of 1,000 runs made thousands of round trips.
+  server): one metric's history of many runs in one query, where the public client asks once per run, so `rirlab
+  export` and `plot curves` on a sweep of 1,000 runs made thousands of round trips. Used in
+  ``rirlab.analysis.runs.metric_histories`` (analysis imports nothing of rirlab but the contract and a few
+  torch-free helpers, tests/analysis/test_analysis.py), which falls back to the public per-run call without it.
 - the logger ``mlflow.store.db.utils``: quieted while a schema is built, and filtered of failed statements.
 - ``mlflow.server.fastapi_app.app`` (what ``mlflow ui`` serves) and two localStorage keys of its built UI:
   ``rirlab ui`` serves that app with the keys preset (the last section says why no setting does it).
@@ -266,21 +268,3 @@ def ui_app_installed() -> bool:
         points = importlib.metadata.entry_points().get("mlflow.app", [])
     return any(p.name == UI_APP_NAME for p in points)
 BULK_RUNS = 500  # run ids per bulk history query: under SQLite's oldest limit of 999 bound variables
-
-
-def metric_histories(client, run_ids, key: str) -> dict:
-    """{run id: the Metric points of ``key``} of every run in ``run_ids``, each in ``client.get_metric_history``'s
-    order (timestamp, step, value); a run that never logged ``key`` maps to []. On a database store one query per
-    500 runs (``SqlAlchemyStore.get_metric_history_bulk``, which MLflow's UI uses for its charts); the public client
-    has no call for several runs, and one call per run is a round trip per run: seconds at a thousand runs. Other
-    stores (a tracking server) are read a run at a time, as before."""
-    run_ids = list(dict.fromkeys(run_ids))
-    store = getattr(getattr(client, "_tracking_client", None), "store", None)  # (None: e.g. analysis.records.Records)
-    bulk = getattr(store, "get_metric_history_bulk", None)
-    if bulk is None:
-        return {rid: list(client.get_metric_history(rid, key)) for rid in run_ids}
-    out: dict = {rid: [] for rid in run_ids}
-    for i in range(0, len(run_ids), BULK_RUNS):
-        for point in bulk(run_ids[i:i + BULK_RUNS], key, max_results=2 ** 62):  # (no limit: every point)
-            out[point.run_id].append(getattr(point, "metric", point))  # (a Metric with a run_id in MLflow 3)
-    return out
