@@ -267,4 +267,3 @@ def ui_app_installed() -> bool:
     except TypeError:  # Python < 3.10
         points = importlib.metadata.entry_points().get("mlflow.app", [])
     return any(p.name == UI_APP_NAME for p in points)
-BULK_RUNS = 500  # run ids per bulk history query: under SQLite's oldest limit of 999 bound variables
