@@ -96,12 +96,18 @@ class _FakeServer:
         return 0
 
 
-def test_ui_spec_lands_on_the_specs_experiment_not_the_newest(store, monkeypatch):
-    uri, spec, client = store
+def _fake_server(monkeypatch) -> list:
+    """`rirlab ui` with MLflow's server faked (answering at once, no signal handlers): the commands it would start."""
     started = []
     monkeypatch.setattr(subprocess, "Popen", lambda cmd, **kw: started.append(cmd) or _FakeServer(cmd, **kw))
     monkeypatch.setattr(ui_cli, "_wait_until_answering", lambda server, host, port, tail: f"http://{host}:{port}")
     monkeypatch.setattr(ui_cli.signal, "signal", lambda *a: None)
+    return started
+
+
+def test_ui_spec_lands_on_the_specs_experiment_not_the_newest(store, monkeypatch):
+    uri, spec, client = store
+    started = _fake_server(monkeypatch)
     r = CliRunner().invoke(main, ["ui", str(spec), "--tracking-uri", uri, "--port", "5999"])
     assert r.exit_code == 0, r.output
     (url,) = [line.strip() for line in r.output.splitlines() if line.strip().startswith("http://")]
@@ -122,10 +128,7 @@ def test_an_install_without_the_app_serves_plain_mlflow_and_says_how_to_keep_run
     from rirlab.compat import mlflow as compat
 
     uri, spec, _ = store
-    started = []
-    monkeypatch.setattr(subprocess, "Popen", lambda cmd, **kw: started.append(cmd) or _FakeServer(cmd, **kw))
-    monkeypatch.setattr(ui_cli, "_wait_until_answering", lambda server, host, port, tail: f"http://{host}:{port}")
-    monkeypatch.setattr(ui_cli.signal, "signal", lambda *a: None)
+    started = _fake_server(monkeypatch)
     monkeypatch.setattr(compat, "ui_app_installed", lambda: False)
     r = CliRunner().invoke(main, ["ui", str(spec), "--tracking-uri", uri, "--port", "5999"])
     assert r.exit_code == 0, r.output
@@ -164,9 +167,7 @@ def test_the_chart_view_draws_the_swept_parameters_against_the_metric(store, mon
     assert "CONTOUR" not in charts and charts["SCATTER"]["xaxis"] == {"key": "lr", "type": "PARAM"}
     assert charts["SCATTER"]["yaxis"] == {"key": "train/loss", "type": "METRIC"}
     # `rirlab ui` prints the charts' URL after the table's: the same saved view, compareRunsMode=CHART
-    monkeypatch.setattr(subprocess, "Popen", _FakeServer)
-    monkeypatch.setattr(ui_cli, "_wait_until_answering", lambda server, host, port, tail: f"http://{host}:{port}")
-    monkeypatch.setattr(ui_cli.signal, "signal", lambda *a: None)
+    _fake_server(monkeypatch)
     r = CliRunner().invoke(main, ["ui", str(spec), "--tracking-uri", uri, "--port", "5999"])
     (chart_line,) = [line for line in r.output.splitlines() if "compareRunsMode=CHART" in line]
     assert chart_line.strip().startswith("charts (") and f"viewStateShareKey={key}" in chart_line

@@ -110,3 +110,21 @@ def learns_listops(name, steps=150, *, n=1500, n_train=1200, max_args=3, max_dep
         return acc, majority
     finally:
         torch.set_num_threads(saved)
+
+
+def training_step_ops(name: str, batch: int = 2, length: int = 100):
+    """The ATen ops one training step of model ``name`` dispatches (rirlab.bench.ops.OpCounter), counted as `rirlab
+    bench` steps it (random ListOps rows, its fused AdamW), after one warm-up step that builds per-shape caches."""
+    import torch
+
+    from rirlab.bench.base import BenchOptions, bench_optimizer, build_model, one_step, random_batch
+    from rirlab.bench.ops import OpCounter
+
+    torch.manual_seed(0)
+    model = build_model(name, BenchOptions(batch=batch, length=length)).train()
+    opt = bench_optimizer(model)  # as `rirlab bench` steps it (the trainer on CUDA)
+    rows = random_batch(batch, length, "cpu")
+    one_step(model, opt, rows, True)  # warm-up: merge tables, index caches and kernel constants, once per shape
+    with OpCounter() as ops:
+        one_step(model, opt, rows, True)
+    return ops

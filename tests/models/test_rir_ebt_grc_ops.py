@@ -8,23 +8,14 @@ figure (benchmarks/README.md, "Ops per training step") in a second.
 
 from __future__ import annotations
 
-import torch
-
-from rirlab.bench.base import BenchOptions, bench_optimizer, build_model, one_step, random_batch
-from rirlab.bench.ops import OpCounter
+from tests.helpers.models import training_step_ops
 
 # counted at 2,884 (2026-12-05, 993 of them views; 3,680 before issue 57's merge-step work); ~10% headroom
 MAX_OPS = 3_170
 
 
 def test_rir_ebt_grc_training_step_op_count_does_not_regress():
-    torch.manual_seed(0)
-    model = build_model("rir_ebt_grc", BenchOptions(batch=2, length=100)).train()
-    opt = bench_optimizer(model)  # as `rirlab bench` steps it (the trainer on CUDA)
-    batch = random_batch(2, 100, "cpu")
-    one_step(model, opt, batch, True)  # warm-up: the merge tables and index caches are built once per shape
-    with OpCounter() as ops:
-        one_step(model, opt, batch, True)
+    ops = training_step_ops("rir_ebt_grc")
     # the counter saw the whole step (forward, the fused search's backward, AdamW), not a fraction of it
     assert ops.by_name["addmm"] > 0 and ops.by_name["put_"] > 0 and ops.by_name["_fused_adamw_"] == 1
     assert ops.total <= MAX_OPS, (f"{ops.total} ATen ops per rir_ebt_grc training step at 2 x 100 (bound {MAX_OPS}); "

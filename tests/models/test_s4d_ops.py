@@ -7,10 +7,7 @@ step at 2 x 100 tracks the benchmark's figures (benchmarks/README.md, "Ops per t
 
 from __future__ import annotations
 
-import torch
-
-from rirlab.bench.base import BenchOptions, bench_optimizer, build_model, one_step, random_batch
-from rirlab.bench.ops import OpCounter
+from tests.helpers.models import training_step_ops
 
 # counted at 1,340 (2026-12-05, 560 of them views; 2,284 with autograd through the complex kernel and the FFTs,
 # 136 `_conj` and 152 `clone` of them); ~10% headroom
@@ -18,13 +15,7 @@ MAX_OPS = 1_470
 
 
 def test_s4d_training_step_op_count_does_not_regress():
-    torch.manual_seed(0)
-    model = build_model("s4d", BenchOptions(batch=2, length=100)).train()
-    opt = bench_optimizer(model)  # as `rirlab bench` steps it (the trainer on CUDA)
-    batch = random_batch(2, 100, "cpu")
-    one_step(model, opt, batch, True)  # warm-up: the kernel's constants are built once per length
-    with OpCounter() as ops:
-        one_step(model, opt, batch, True)
+    ops = training_step_ops("s4d")
     # the counter saw the whole step (forward, the FFT convolutions' backward, AdamW), not a fraction of it
     assert ops.by_name["_fft_r2c"] > 0 and ops.by_name["bmm"] > 0 and ops.by_name["_fused_adamw_"] == 1
     assert ops.total <= MAX_OPS, (f"{ops.total} ATen ops per s4d training step at 2 x 100 (bound {MAX_OPS}); "
