@@ -77,7 +77,7 @@ def test_curves_of_a_step_time_name_the_clock(store, tmp_path, figures, metric, 
                                   "--out", str(tmp_path / "c.png")])
     assert r.exit_code == 0, r.output
     ax = figures[-1].axes[0]
-    assert ax.get_ylabel() == words and ax.get_title().startswith(f"clocks: {words} (")
+    assert ax.get_ylabel() == words and ax.get_title().startswith(f"clocks: {words}\n(")  # two lines (plots.curves_plot)
 
 
 def test_tables_of_a_time_objective_name_the_clock(store):
