@@ -1,4 +1,5 @@
-"""`rirlab sweep` at N trials against a bare Ray Tune `Tuner.fit` of the same trial function (issue 50 item 1).
+"""`rirlab sweep` at N trials against a bare Ray Tune `Tuner.fit` and a bare Optuna study of the same trial
+function, on an sqlite store and on an MLflow server (issue 50 item 1).
 
 Both sides run N of the smallest real trials (rir_grc, hidden size 8, a few training steps on a few generated
 ListOps rows, one evaluation split) on a local Ray, one trial at a time by default (--max-concurrent), each as a
@@ -11,7 +12,18 @@ in the experiment shows as a larger gap between one trial's end and the next one
 early (``gap first/last``, from the MLflow runs' start and end times, max concurrency 1 only).
 
     taskset -c 1 .venv/bin/python benchmarks/sweep_scale.py --trials 10 [--steps 5] [--max-concurrent 1]
-        [--skip-bare] [--keep DIR] [--json FILE]
+        [--sides bare,rirlab,optuna,rirlab-optuna,rirlab-server] [--reuse] [--keep DIR] [--json FILE]
+
+Sides (``--sides``, default ``bare,rirlab``):
+- ``bare``: a bare ``Tuner.fit`` of ``run_trial`` over N seeds (grid), Tune's folder only;
+- ``rirlab``: ``rirlab sweep`` of the same N seeds, sqlite MLflow store;
+- ``rirlab-server``: the same against a local ``mlflow server`` (on its own sqlite file), the read-only commands
+  timed against the server too;
+- ``optuna``: a bare Optuna study (TPE, in-memory storage) calling ``run_trial`` in its own process for N trials,
+  lr log-uniform in [1e-4, 1e-2]: no Ray, no per-trial process;
+- ``rirlab-optuna``: ``rirlab sweep`` of the same search (``algorithm: optuna``, ``num_samples: N``), which runs
+  Optuna's sampler in the driver through Ray Tune's OptunaSearch and each trial in a Ray worker, sqlite store (and
+  the study in ``optuna.db`` beside it).
 
 --trials is a flag because 1,000 trials take hours on one shared core (about 10-25 s a trial here); the issue's
 figures at 10 and 100 are in benchmarks/README.md ("Sweeps at scale").
@@ -48,7 +60,7 @@ import json, os, ray
 from ray import tune
 from rirlab.train import run_trial
 
-configs, storage, concurrent = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+configs, storage, concurrent, reuse = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
 
 def fn(config):
     run_trial(config["trial"], lambda metrics, checkpoint=None: tune.report(metrics))
@@ -58,11 +70,28 @@ def fn(config):
 os.environ.setdefault("RAY_worker_niceness", "0")
 ray.init(address="local", include_dashboard=False, log_to_driver=False)
 tuner = tune.Tuner(tune.with_resources(fn, {"cpu": 1}), param_space={"trial": tune.grid_search(configs)},
-                   tune_config=tune.TuneConfig(max_concurrent_trials=concurrent),
+                   tune_config=tune.TuneConfig(max_concurrent_trials=concurrent, reuse_actors=reuse),
                    run_config=tune.RunConfig(storage_path=storage, verbose=0))
 grid = tuner.fit()
 assert not grid.errors and len(grid) == len(configs), 'the bare sweep did not run every trial'
 """
+
+BARE_OPTUNA = PEAK + """
+import json, optuna
+from rirlab.train import run_trial
+
+base, n = json.loads(sys.argv[1]), int(sys.argv[2])
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+def objective(trial):
+    return run_trial({**base, "lr": trial.suggest_float("lr", 1e-4, 1e-2, log=True)})["dev/accuracy"]
+
+study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=0))
+study.optimize(objective, n_trials=n)
+assert len(study.trials) == n and all(t.state.name == "COMPLETE" for t in study.trials), 'a bare Optuna trial failed'
+"""
+
+LR_RANGE = [1e-4, 1e-2]
 
 
 def size_mb(*paths: Path) -> float:
@@ -97,32 +126,78 @@ def gaps(uri: str, name: str) -> tuple[float, float]:
     return sum(between[:k]) / len(between[:k]), sum(between[-k:]) / len(between[-k:])
 
 
-def run_rirlab(work: Path, n: int, steps: int, concurrent: int) -> dict:
-    spec = {"name": f"scale{n}", "task": "listops", "model": "rir_grc", "fixed": {**FIXED, "steps": steps},
-            "seeds": n, "max_concurrent": concurrent, "max_trials": max(n, 1000)}
-    (work / "spec.yaml").write_text(yaml.safe_dump(spec))
-    uri = f"sqlite:///{work / 'mlruns.db'}"
-    peak = work / "peak_rirlab.txt"
-    wall = timed_run([sys.executable, "-c", RIRLAB, str(peak), "sweep", "spec.yaml", "--tracking-uri", uri], work)
-    out = {"wall_s": wall, "trials_per_min": n / wall * 60, "driver_peak_rss_mb": int(peak.read_text()) / 1024,
-           "store_mb": size_mb(work / "mlruns.db", work / "mlartifacts"), "tune_folder_mb": size_mb(work / "rirlab_runs")}
-    script = Path(sys.executable).parent / "rirlab"
-    cli = [str(script)] if script.exists() else [sys.executable, "-m", "rirlab.cli"]
-    out["runs_s"] = timed_run([*cli, "runs", "spec.yaml", "--tracking-uri", uri], work)
-    out["tables_s"] = timed_run([*cli, "tables", "spec.yaml", "--tracking-uri", uri], work)
-    out["export_s"] = timed_run([*cli, "export", "--experiment", spec["name"], "--tracking-uri", uri,
-                             "--out", str(work / "export.parquet")], work)
-    if concurrent == 1:
-        out["gap_first_s"], out["gap_last_s"] = gaps(uri, spec["name"])
-    return out
+def start_server(folder: Path):
+    """A local `mlflow server` on its own sqlite file (as benchmarks/logging_cost.py starts it): (process, url)."""
+    from logging_cost import start_server as start
+
+    return start(folder)
 
 
-def run_bare(work: Path, n: int, steps: int, concurrent: int) -> dict:
+def run_rirlab(work: Path, n: int, steps: int, concurrent: int, side: str = "rirlab", reuse: bool = False) -> dict:
+    """``rirlab sweep`` of n tiny trials: a grid over n seeds (``rirlab``, ``rirlab-server``) or an Optuna search of
+    n configurations, one seed (``rirlab-optuna``); then the read-only commands on the store it wrote."""
+    name = f"scale{n}{side.removeprefix('rirlab')}".replace("-", "_")
+    folder = work / side
+    folder.mkdir(parents=True, exist_ok=True)
+    if side == "rirlab-optuna":
+        fixed = {k: v for k, v in FIXED.items() if k != "lr"}
+        spec = {"name": name, "task": "listops", "model": "rir_grc", "fixed": {**fixed, "steps": steps}, "seeds": 1,
+                "algorithm": "optuna", "num_samples": n, "search": {"lr": {"loguniform": LR_RANGE}},
+                "max_concurrent": concurrent, "max_trials": max(n, 1000)}
+    else:
+        spec = {"name": name, "task": "listops", "model": "rir_grc", "fixed": {**FIXED, "steps": steps},
+                "seeds": n, "max_concurrent": concurrent, "max_trials": max(n, 1000)}
+    if reuse:
+        spec["reuse_workers"] = True
+    (folder / "spec.yaml").write_text(yaml.safe_dump(spec))
+    server = None
+    if side == "rirlab-server":
+        server, uri = start_server(folder)
+    else:
+        uri = f"sqlite:///{folder / 'mlruns.db'}"
+    try:
+        peak = folder / "peak.txt"
+        wall = timed_run([sys.executable, "-c", RIRLAB, str(peak), "sweep", "spec.yaml", "--tracking-uri", uri],
+                         folder)
+        out = {"wall_s": wall, "trials_per_min": n / wall * 60, "driver_peak_rss_mb": int(peak.read_text()) / 1024,
+               "store_mb": size_mb(*(folder / f for f in ("mlruns.db", "server.db", "optuna.db", "mlartifacts",
+                                                          "artifacts"))),
+               "tune_folder_mb": size_mb(folder / "rirlab_runs")}
+        script = Path(sys.executable).parent / "rirlab"
+        cli = [str(script)] if script.exists() else [sys.executable, "-m", "rirlab.cli"]
+        out["runs_s"] = timed_run([*cli, "runs", "spec.yaml", "--tracking-uri", uri], folder)
+        out["tables_s"] = timed_run([*cli, "tables", "spec.yaml", "--tracking-uri", uri], folder)
+        out["export_s"] = timed_run([*cli, "export", "--experiment", name, "--tracking-uri", uri,
+                                     "--out", str(folder / "export.parquet")], folder)
+        if concurrent == 1:
+            out["gap_first_s"], out["gap_last_s"] = gaps(uri, name)
+        return out
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(30)
+
+
+def run_bare(work: Path, n: int, steps: int, concurrent: int, reuse: bool = False) -> dict:
     configs = [{"task": "listops", "model": "rir_grc", **FIXED, "steps": steps, "seed": s} for s in range(n)]
     peak, storage = work / "peak_bare.txt", work / "bare_tune"
-    wall = timed_run([sys.executable, "-c", BARE, str(peak), json.dumps(configs), str(storage), str(concurrent)], work)
+    wall = timed_run([sys.executable, "-c", BARE, str(peak), json.dumps(configs), str(storage), str(concurrent),
+                                 str(int(reuse))], work)
     return {"wall_s": wall, "trials_per_min": n / wall * 60, "driver_peak_rss_mb": int(peak.read_text()) / 1024,
             "tune_folder_mb": size_mb(storage)}
+
+
+def run_bare_optuna(work: Path, n: int, steps: int) -> dict:
+    base = {"task": "listops", "model": "rir_grc", **{k: v for k, v in FIXED.items() if k != "lr"}, "steps": steps,
+            "seed": 0}
+    peak = work / "peak_optuna.txt"
+    wall = timed_run([sys.executable, "-c", BARE_OPTUNA, str(peak), json.dumps(base), str(n)], work)
+    return {"wall_s": wall, "trials_per_min": n / wall * 60, "driver_peak_rss_mb": int(peak.read_text()) / 1024}
+
+
+SIDES = ("bare", "rirlab", "rirlab-server", "optuna", "rirlab-optuna")
+# each rirlab side against its bare counterpart
+RATIOS = {"rirlab": "bare", "rirlab-server": "bare", "rirlab-optuna": "optuna"}
 
 
 def main() -> None:
@@ -130,25 +205,37 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=10)
     ap.add_argument("--steps", type=int, default=5, help="training steps per trial")
     ap.add_argument("--max-concurrent", type=int, default=1)
-    ap.add_argument("--skip-bare", action="store_true", help="only the rirlab side")
+    ap.add_argument("--sides", default="bare,rirlab", help=f"comma-separated, of {', '.join(SIDES)}")
+    ap.add_argument("--reuse", action="store_true",
+                    help="trials reuse their worker process: reuse_actors on the bare Tune side, reuse_workers: true "
+                         "on rirlab's (the bare Optuna side runs every trial in its one process anyway)")
+    ap.add_argument("--skip-bare", action="store_true", help="only the rirlab side (= --sides rirlab)")
     ap.add_argument("--keep", default=None, help="keep the stores and Tune folders in this folder")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
+    sides = ["rirlab"] if args.skip_bare else [s.strip() for s in args.sides.split(",") if s.strip()]
+    unknown = sorted(set(sides) - set(SIDES))
+    if unknown:
+        ap.error(f"unknown side {', '.join(unknown)}: choose from {', '.join(SIDES)}")
     work = Path(args.keep or tempfile.mkdtemp(prefix="rirlab-scale-"))
     work.mkdir(parents=True, exist_ok=True)
-    result = {"trials": args.trials, "steps": args.steps, "max_concurrent": args.max_concurrent}
+    result = {"trials": args.trials, "steps": args.steps, "max_concurrent": args.max_concurrent, "reuse": args.reuse}
     try:
-        if not args.skip_bare:
-            result["bare"] = run_bare(work, args.trials, args.steps, args.max_concurrent)
-            print(f"bare Tuner.fit: {json.dumps(result['bare'])}", flush=True)
-        result["rirlab"] = run_rirlab(work, args.trials, args.steps, args.max_concurrent)
-        print(f"rirlab sweep:   {json.dumps(result['rirlab'])}", flush=True)
+        for side in sides:
+            if side == "bare":
+                result[side] = run_bare(work, args.trials, args.steps, args.max_concurrent, args.reuse)
+            elif side == "optuna":
+                result[side] = run_bare_optuna(work, args.trials, args.steps)
+            else:
+                result[side] = run_rirlab(work, args.trials, args.steps, args.max_concurrent, side, args.reuse)
+            print(f"{side:>14}: {json.dumps(result[side])}", flush=True)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    if "bare" in result:
-        result["ratio"] = result["rirlab"]["wall_s"] / result["bare"]["wall_s"]
-        print(f"ratio rirlab / bare wall time: {result['ratio']:.2f}")
+    for side, base in RATIOS.items():
+        if side in result and base in result:
+            result[f"ratio_{side}"] = result[side]["wall_s"] / result[base]["wall_s"]
+            print(f"ratio {side} / {base} wall time: {result[f'ratio_{side}']:.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
 

@@ -92,8 +92,19 @@ def pick_device(name: str) -> torch.device:
 
 
 def rss_mb() -> float:
-    """Peak resident set size of this process in MB (Linux reports KB)."""
+    """Peak resident set size of this process in MB (Linux reports KB), since :func:`reset_peak_rss`."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def reset_peak_rss() -> None:
+    """Start :func:`rss_mb`'s peak again from the current resident size (Linux: ``/proc/self/clear_refs`` 5 resets
+    the high-water mark that ``ru_maxrss`` reports), so a trial in a reused worker (a sweep's ``reuse_workers``)
+    reports its own peak, not an earlier trial's. Elsewhere a no-op: the process's peak since it started."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
 
 
 def seed_everything(seed: int) -> None:
@@ -414,6 +425,7 @@ def run_trial(config: dict, report: Optional[Report] = None, *, state: Optional[
     """
     report = report or (lambda metrics, checkpoint=None: None)
     cfg = resolve(config)
+    reset_peak_rss()  # process_rss_mb: this trial's peak (a reused worker ran others before it)
     trainer = Trainer(cfg)
     if state is not None:
         trainer.load_state_dict(state)

@@ -51,13 +51,16 @@ class LoadedSpec:
         for field in ("max_trials", *algorithms.sections()):
             if field not in self.spec.model_fields_set:
                 dump.pop(field)
+        # how trials run, not what they compute: in the spec or by --set, set or not, the same sweep (--resume)
+        dump.pop("reuse_workers")
+        overrides = {k: v for k, v in self.overrides.items() if k != "reuse_workers"}
         for variant in dump["variants"]:  # likewise a training row's evaluates: (None) and trains: (True)
             if variant.get("evaluates") is None:
                 variant.pop("evaluates", None)
             if variant.get("trains", True):
                 variant.pop("trains", None)
         blob = json.dumps({"spec": dump, "quick": self.quick,
-                           "overrides": self.overrides, **({"imported": self.imported} if self.imported else {})},
+                           "overrides": overrides, **({"imported": self.imported} if self.imported else {})},
                           sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
@@ -69,7 +72,7 @@ class LoadedSpec:
 
 
 SPEC_FIELDS = ("seeds", "num_samples", "max_concurrent", "algorithm", "metric", "mode", "checkpoint_every",
-               "max_failures", "max_trials", "description")  # spec-level fields --set may replace
+               "max_failures", "max_trials", "reuse_workers", "description")  # spec-level fields --set may replace
 
 
 def spec_sections() -> dict:

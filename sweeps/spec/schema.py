@@ -155,6 +155,9 @@ class Spec(_Strict):
     checkpoint_every: Count = Field(0, ge=0)  # steps; 0 = only at the end
     max_failures: Count = Field(2, ge=0)
     max_trials: Optional[Count] = Field(None, ge=1)  # refuse a sweep of more trials (default MAX_TRIALS)
+    # run the next trial in the finished trial's worker process (Ray Tune's reuse_actors): no interpreter start and
+    # torch import per trial; how trials run, not what they compute, so it is not part of the spec's hash
+    reuse_workers: bool = False
     quick: Optional[Quick] = None
 
     @field_validator("name")

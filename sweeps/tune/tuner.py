@@ -50,7 +50,8 @@ def _tuner(plan, train_fn, tune_path, callbacks, search, sched, metric, mode, nu
         train_fn, param_space=space,
         tune_config=tune.TuneConfig(
             metric=metric, mode=mode, search_alg=search, scheduler=sched, num_samples=num_samples,
-            max_concurrent_trials=concurrent, trial_dirname_creator=lambda t: f"trial_{t.trial_id}"),
+            max_concurrent_trials=concurrent, trial_dirname_creator=lambda t: f"trial_{t.trial_id}",
+            reuse_actors=spec.reuse_workers),
         run_config=run_config)
 
 

@@ -108,6 +108,15 @@ def test_set_reaches_spec_level_fields(tmp_path):
     assert "seeds" not in spec.fixed and "resources.cpu" not in spec.fixed
 
 
+def test_reuse_workers_is_settable_and_no_part_of_the_spec_hash(tmp_path):
+    """How trials run, not what they compute: --resume of a sweep with it flipped is the same sweep."""
+    plain = load(tmp_path)
+    reused = load(tmp_path, reuse_workers="true")
+    assert (plain.spec.reuse_workers, reused.spec.reuse_workers) == (False, True)
+    assert plain.hash == reused.hash
+    assert load(tmp_path, max_concurrent=1).hash != plain.hash  # (a field that counts changes it)
+
+
 def test_set_steps_goes_to_the_budget_when_the_spec_budgets_steps(tmp_path):
     from rirlab.sweeps.spec.trials import expand
 

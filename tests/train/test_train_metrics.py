@@ -169,3 +169,15 @@ def test_a_non_finite_loss_stops_before_the_update(cache, monkeypatch):
         trainer.train_step()
     assert math.isnan(err.value.value) and err.value.step == 2 and trainer.step == 1
     assert all(torch.equal(v, trainer.model.state_dict()[k]) for k, v in before.items())
+
+
+def test_process_rss_is_the_trials_own_peak_after_a_bigger_one_in_the_same_process():
+    """A reused worker (reuse_workers) runs trials one after another: each trial's process_rss_mb starts again
+    from the resident size at its start (reset_peak_rss), not from an earlier trial's peak."""
+    from rirlab.train import reset_peak_rss, rss_mb
+
+    big = bytearray(400 * 2**20)  # an earlier trial's peak: 400 MiB touched
+    peak_with_it = rss_mb()
+    del big
+    reset_peak_rss()
+    assert rss_mb() < peak_with_it - 300
