@@ -109,9 +109,10 @@ def timed_run(cmd, cwd, env=None) -> float:
     return wall([str(c) for c in cmd], env, cwd)
 
 
-def gaps(uri: str, name: str) -> tuple[float, float]:
-    """Mean seconds between a trial run's end and the next one's start, over the first and the last tenth (at least
-    3) of the sweep's trial runs in start order: equal when the driver's per-trial cost does not grow."""
+def gaps(uri: str, name: str) -> tuple[float, float, float, float]:
+    """Mean seconds between a trial run's end and the next one's start, and mean seconds a trial run lasted (its
+    start to its end in MLflow: the trial and the driver's recording of it), over the first and the last tenth (at
+    least 3) of the sweep's trial runs in start order: equal when the driver's per-trial cost does not grow."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(uri)
@@ -120,10 +121,15 @@ def gaps(uri: str, name: str) -> tuple[float, float]:
             if r.data.tags.get("mlflow.parentRunId")]
     runs.sort(key=lambda r: r.info.start_time)
     between = [(b.info.start_time - a.info.end_time) / 1000 for a, b in zip(runs, runs[1:]) if a.info.end_time]
-    k = max(3, len(between) // 10)
+    lasted = [(r.info.end_time - r.info.start_time) / 1000 for r in runs if r.info.end_time]
     if len(between) < 2:
-        return float("nan"), float("nan")
-    return sum(between[:k]) / len(between[:k]), sum(between[-k:]) / len(between[-k:])
+        return (float("nan"),) * 4
+
+    def ends(xs):
+        k = max(3, len(xs) // 10)
+        return sum(xs[:k]) / len(xs[:k]), sum(xs[-k:]) / len(xs[-k:])
+
+    return (*ends(between), *ends(lasted))
 
 
 def start_server(folder: Path):
@@ -170,7 +176,7 @@ def run_rirlab(work: Path, n: int, steps: int, concurrent: int, side: str = "rir
         out["export_s"] = timed_run([*cli, "export", "--experiment", name, "--tracking-uri", uri,
                                      "--out", str(folder / "export.parquet")], folder)
         if concurrent == 1:
-            out["gap_first_s"], out["gap_last_s"] = gaps(uri, name)
+            out["gap_first_s"], out["gap_last_s"], out["run_first_s"], out["run_last_s"] = gaps(uri, name)
         return out
     finally:
         if server is not None:
