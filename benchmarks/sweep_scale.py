@@ -60,7 +60,8 @@ import json, os, ray
 from ray import tune
 from rirlab.train import run_trial
 
-configs, storage, concurrent, reuse = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
+configs = json.loads(open(sys.argv[1]).read())  # a file: 1,000 configs are too long for a command line
+storage, concurrent, reuse = sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
 
 def fn(config):
     run_trial(config["trial"], lambda metrics, checkpoint=None: tune.report(metrics))
@@ -186,8 +187,9 @@ def run_rirlab(work: Path, n: int, steps: int, concurrent: int, side: str = "rir
 
 def run_bare(work: Path, n: int, steps: int, concurrent: int, reuse: bool = False) -> dict:
     configs = [{"task": "listops", "model": "rir_grc", **FIXED, "steps": steps, "seed": s} for s in range(n)]
-    peak, storage = work / "peak_bare.txt", work / "bare_tune"
-    wall = timed_run([sys.executable, "-c", BARE, str(peak), json.dumps(configs), str(storage), str(concurrent),
+    peak, storage, listed = work / "peak_bare.txt", work / "bare_tune", work / "bare_configs.json"
+    listed.write_text(json.dumps(configs))
+    wall = timed_run([sys.executable, "-c", BARE, str(peak), str(listed), str(storage), str(concurrent),
                                  str(int(reuse))], work)
     return {"wall_s": wall, "trials_per_min": n / wall * 60, "driver_peak_rss_mb": int(peak.read_text()) / 1024,
             "tune_folder_mb": size_mb(storage)}
