@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+
+import numpy as np
 import torch
 from torch import nn
 
@@ -9,6 +12,8 @@ from rirlab.models.base import EncoderOutput
 from rirlab.models.grc import GRC, GRCConfig, LeafTransform, dropout_scaled_mask, rnn_compose
 from rirlab.models.heads import TaskModel
 from rirlab.models.registry import register
+
+_ln_backward = torch.ops.aten.native_layer_norm_backward
 
 
 class GRCRNN(nn.Module):
@@ -87,82 +92,114 @@ def fused_rnn_compose(cell: GRC, x: torch.Tensor, lengths: torch.Tensor, start: 
     return out[inv]
 
 
+def step_rows(n_t: list[int], m: int, width: int, begin: int, device: torch.device):
+    """Host-built row indices of :class:`_GRCRecurrence`'s step-major packing (composition rows r, step t's n_t rows
+    at offset sum_{s<t} n_s): ``x_rows`` (R,), the row of ``xs.view(M T, D)`` each composition reads;
+    ``prev_rows`` (R,), the row of [h_0 (M) | every composition's output (R)] it reads as h_{t-1}; ``last`` (M,),
+    the row of that same table holding each row's final state. One transfer to the device for the three."""
+    n = np.asarray(n_t, dtype=np.int64)
+    starts = np.cumsum(n) - n  # step t's first composition row
+    step = np.repeat(np.arange(n.size), n)  # (R,) the step of each composition
+    row = np.arange(int(n.sum())) - np.repeat(starts, n)  # (R,) its row (sorted order)
+    x_rows = row * width + begin + step
+    block = np.concatenate([[0], m + starts])  # where h_{t-1} of step t starts in [h_0 | outputs]: h_0, then step t-1's
+    prev_rows = block[step] + row
+    steps_of = np.searchsorted(-n, -np.arange(m), side="left")  # row i composes at the steps t with n_t > i
+    last = np.where(steps_of > 0, block[steps_of] + np.arange(m), np.arange(m))  # output of its last step, or h_0
+    flat = torch.from_numpy(np.concatenate([x_rows, prev_rows, last])).to(device)
+    return flat.split([x_rows.size, prev_rows.size, m])
+
+
 class _GRCRecurrence(torch.autograd.Function):
     """Forward and hand-written backward of :func:`fused_rnn_compose`. Per-step tensors are packed step-major:
-    step t's n_t rows are contiguous at offset sum_{s<t} n_s (LayerNorm and GELU by ATen's own kernels)."""
+    step t's n_t rows are contiguous at offset sum_{s<t} n_s (LayerNorm and GELU by ATen's own kernels).
+
+    A step is a chain of small ops, so its op count is its cost on a GPU (one launch each; ``rirlab bench``
+    ``ops_per_step``): every buffer is cut into its steps' rows by ONE ``split`` before the loop (no slice per step),
+    the ops write their step's rows with ``out=`` (no copy), and what does not depend on the step is computed once
+    for all of them: 9 ops per step forward, 7 backward (were ~45 each)."""
 
     @staticmethod
     def forward(ctx, xs, h0, keep, begin, n_t, eps, w1, b1, w2, b2, gamma, beta):
         m, width, d = xs.shape
         dc = w1.size(0)
+        x_rows, prev_rows, last = step_rows(n_t, m, width, begin, xs.device)
         w1h, w1x = w1[:, :d], w1[:, d:]  # (Dc, D) each: the first layer on h and on x_t
-        xp = torch.cat([xs[:n, begin + t] for t, n in enumerate(n_t)])  # (R, D) the input of each composition
+        xp = xs.reshape(m * width, d).index_select(0, x_rows)  # (R, D) the input of each composition
         r = xp.size(0)
         a = torch.addmm(b1, xp, w1x.t())  # (R, Dc) the inputs' half of the first layer, then + h's
-        hp = xs.new_empty(r, d)  # h_{t-1} of each composition
-        z, o, y = xs.new_empty(r, dc), xs.new_empty(r, 4 * d), xs.new_empty(r, d)
-        u, mean, rstd = xs.new_empty(r, d), xs.new_empty(r, 1), xs.new_empty(r, 1)
-        h = h0.clone()  # (M, D) the running state, rows sorted by length
-        at = 0
-        for n in n_t:
-            s = slice(at, at + n)
-            hp[s] = h[:n]
-            a[s].addmm_(h[:n], w1h.t())  # (n, Dc)
-            zs = torch.ops.aten.gelu.out(a[s], out=z[s])
-            if keep is not None:
-                zs.mul_(keep[s])
-            os_ = torch.addmm(b2, zs, w2.t(), out=o[s])  # (n, 4D): l, r, g, h of eq. 10
-            torch.sigmoid(os_[:, : 3 * d], out=os_[:, : 3 * d])  # the gates, in place (their values are kept)
-            torch.mul(os_[:, :d], h[:n], out=u[s])
-            u[s].addcmul_(os_[:, d : 2 * d], xp[s]).addcmul_(os_[:, 2 * d : 3 * d], os_[:, 3 * d :])  # eq. 10
-            y[s], mean[s], rstd[s] = torch.native_layer_norm(u[s], (d,), gamma, beta, eps)  # eq. 11
-            h[:n] = y[s]
-            at += n
-        ctx.save_for_backward(xp, hp, keep, w1, w2, gamma, beta, a, z, o, u, mean, rstd)
-        ctx.shape, ctx.begin, ctx.n_t = xs.shape, begin, n_t
-        return h
+        z, o, u = xs.new_empty(r, dc), xs.new_empty(r, 4 * d), xs.new_empty(r, d)
+        o4 = o.view(r, 4, d)
+        cut = lambda t: t.split(n_t)  # noqa: E731
+        w1ht, w2t = w1h.t(), w2.t()
+        h, ends = h0, []  # h_{t-1}; the final states of rows that stop reading (sorted order), later steps first
+        steps = zip(n_t, cut(a), cut(z), cut(o), cut(o[:, : 3 * d]), *(cut(o4[:, k]) for k in range(4)), cut(xp),
+                    cut(u), cut(keep) if keep is not None else itertools.repeat(None))
+        for n, a_t, z_t, o_t, gates, sl, sr, sg, hh, x_t, u_t, keep_t in steps:
+            if h.size(0) > n:  # rows n.. made their last composition: their state is final
+                ends.append(h[n:])
+                h = h[:n]
+            a_t.addmm_(h, w1ht)  # (n, Dc)
+            torch.ops.aten.gelu.out(a_t, out=z_t)
+            if keep_t is not None:
+                z_t.mul_(keep_t)
+            torch.addmm(b2, z_t, w2t, out=o_t)  # (n, 4D): l, r, g, h of eq. 10
+            gates.sigmoid_()  # the gates, in place (their values are kept)
+            torch.mul(sl, h, out=u_t).addcmul_(sr, x_t).addcmul_(sg, hh)  # eq. 10
+            h = torch.native_layer_norm(u_t, (d,), gamma, beta, eps)[0]  # eq. 11 (recomputed by the backward)
+        ends.append(h)
+        out = torch.cat(ends[::-1]) if len(ends) > 1 else h  # (M, D)
+        ctx.save_for_backward(xp, h0, keep, w1, w2, gamma, beta, a, z, o, u, x_rows, prev_rows, last)
+        ctx.shape, ctx.n_t, ctx.eps = xs.shape, n_t, eps
+        return out
 
     @staticmethod
     def backward(ctx, g_h):
-        xp, hp, keep, w1, w2, gamma, beta, a, z, o, u, mean, rstd = ctx.saved_tensors
-        (m, width, d), begin, n_t = ctx.shape, ctx.begin, ctx.n_t
+        xp, h0, keep, w1, w2, gamma, beta, a, z, o, u, x_rows, prev_rows, last = ctx.saved_tensors
+        (m, width, d), n_t = ctx.shape, ctx.n_t
+        r = xp.size(0)
         w1h, w1x = w1[:, :d], w1[:, d:]
-        g = g_h.clone()  # (M, D) the gradient reaching h_t
-        g_y = torch.empty_like(u)  # (R, D) reaching each composition's output
-        g_u = torch.empty_like(u)
-        g_o = torch.empty_like(o)  # (R, 4D)
+        # every composition's output, mean and 1/std again (one LayerNorm over all rows), h_{t-1} of each
+        y, mean, rstd = torch.native_layer_norm(u, (d,), gamma, beta, ctx.eps)
+        hp = torch.cat([h0, y]).index_select(0, prev_rows)  # (R, D)
+        # what does not depend on the output gradients, for all steps at once, side by side per row: d mixed ->
+        # d (l, r, g, h) pre-activation [h sigma'(l), x sigma'(r), hh sigma'(g), sigma(g)], then the direct shares
+        # of h_{t-1} and x_t [sigma(l), sigma(r)]: ONE product per step gives all six
+        o4 = o.view(r, 4, d)
+        fac = o.new_empty(r, 6, d)
+        torch.mul(o4[:, :3], 1 - o4[:, :3], out=fac[:, :3])  # sigma'
+        fac[:, 0].mul_(hp)
+        fac[:, 1].mul_(xp)
+        fac[:, 2].mul_(o4[:, 3])
+        fac[:, 3] = o4[:, 2]
+        fac[:, 4:] = o4[:, :2]
+        prod = torch.empty_like(fac)  # (R, 6, D) d (l, r, g, h), d h_{t-1} directly, d x_t directly
+        g_o = prod.view(r, 6 * d)[:, : 4 * d]
         g_a = torch.empty_like(a)  # (R, Dc)
-        g_xp = torch.empty_like(xp)  # (R, D) through the gated sum
-        offs = [0]
-        for n in n_t:
-            offs.append(offs[-1] + n)
-        for t in range(len(n_t) - 1, -1, -1):
-            n, s = n_t[t], slice(offs[t], offs[t + 1])
-            g_y[s] = g[:n]
-            gu = g_u[s]
-            gu.copy_(torch.ops.aten.native_layer_norm_backward(g[:n], u[s], (d,), mean[s], rstd[s], gamma, beta,
-                                                               [True, False, False])[0])
-            sg, go = o[s], g_o[s]  # gates (sigmoid, in o[:, :3D]) and h of eq. 10 (o[:, 3D:])
-            torch.mul(gu, hp[s], out=go[:, :d])  # d/d sigma(l), sigma(r), sigma(g), then through the sigmoid
-            torch.mul(gu, xp[s], out=go[:, d : 2 * d])
-            torch.mul(gu, sg[:, 3 * d :], out=go[:, 2 * d : 3 * d])
-            go[:, : 3 * d].mul_(sg[:, : 3 * d] - sg[:, : 3 * d] * sg[:, : 3 * d])
-            torch.mul(gu, sg[:, 2 * d : 3 * d], out=go[:, 3 * d :])
-            g_z = go @ w2  # (n, Dc)
-            if keep is not None:
-                g_z.mul_(keep[s])
-            g_a[s] = torch.ops.aten.gelu_backward(g_z, a[s])
-            torch.mul(gu, sg[:, d : 2 * d], out=g_xp[s])
-            g[:n] = gu * sg[:, :d] + g_a[s] @ w1h
-        g_xp.add_(g_a @ w1x)  # (R, D) through the first layer's input half
-        g_xs = g_xp.new_zeros(m, width, d)
-        for t, n in enumerate(n_t):
-            g_xs[:n, begin + t] = g_xp[offs[t] : offs[t + 1]]
-        g_h0 = g  # what reaches h_0 (zero start: discarded by autograd; first_token: x_1)
-        _, g_gamma, g_beta = torch.ops.aten.native_layer_norm_backward(g_y, u, (d,), mean, rstd, gamma, beta,
-                                                                      [False, True, True])
+        # the gradient reaching [h_0 | each output]: each row's final state first, the rest written by the steps
+        g_all = g_h.new_zeros(m + r, d).index_copy_(0, last, g_h)
+        g_h0, g_y = g_all.split([m, r])
+        cut = lambda t: t.split(n_t)  # noqa: E731
+        g_ys = cut(g_y)
+        steps = zip(range(len(n_t) - 1, -1, -1), *(reversed(cut(t)) for t in (u, mean, rstd, fac, prod, g_o,
+                                                                               prod[:, 4], a, g_a)),
+                    reversed(cut(keep)) if keep is not None else itertools.repeat(None))
+        for t, u_t, mean_t, rstd_t, fac_t, prod_t, go_t, dh_t, a_t, ga_t, keep_t in steps:
+            gu = _ln_backward(g_ys[t], u_t, (d,), mean_t, rstd_t, gamma, beta, [True, False, False])[0]  # (n, D)
+            torch.mul(fac_t, gu.unsqueeze(1), out=prod_t)
+            g_z = torch.mm(go_t, w2)  # (n, Dc)
+            if keep_t is not None:
+                g_z.mul_(keep_t)
+            torch.ops.aten.gelu_backward.grad_input(g_z, a_t, grad_input=ga_t)
+            g_prev = g_ys[t - 1] if t else g_h0  # the gradient reaching h_{t-1}: only from this step
+            n = ga_t.size(0)
+            torch.addmm(dh_t, ga_t, w1h, out=g_prev if g_prev.size(0) == n else g_prev[:n])
+        g_xp = torch.addmm(prod[:, 5], g_a, w1x)  # (R, D) through the gated sum and the first layer's input half
+        g_xs = g_xp.new_zeros(m * width, d).index_copy_(0, x_rows, g_xp).view(m, width, d)
+        _, g_gamma, g_beta = _ln_backward(g_y, u, (d,), mean, rstd, gamma, beta, [False, True, True])
         g_w1 = torch.cat([g_a.t() @ hp, g_a.t() @ xp], 1)  # (Dc, 2D)
         g_w2 = g_o.t() @ z  # (4D, Dc): z holds the dropped hidden layer, what the second layer read
+        # g_h0: what reaches h_0 (zero start: discarded by autograd; first_token: x_1)
         return g_xs, g_h0, None, None, None, None, g_w1, g_a.sum(0), g_w2, g_o.sum(0), g_gamma, g_beta
 
 
