@@ -104,24 +104,58 @@ def beam_ids(b: int, device: torch.device) -> torch.Tensor:
     return torch.arange(b, device=device)
 
 
-def merge_index(w: int, big_b: int, b: int, lp_idx: torch.Tensor, jj: torch.Tensor, parent: torch.Tensor):
+@functools.lru_cache(maxsize=16)
+def pair_table(rows: int, device: torch.device) -> torch.Tensor:
+    """(rows, 16) what a wide merge step (:func:`merge_index` above :data:`TABLE_MAX`) looks up per merged pair j, for
+    every width at once (``rows`` a power of two above the widest pair seen): the lead columns' offsets in the parent's
+    node ids (j, j+1, j-1 clamped at 0, two unused, j+2; :func:`merge_table`'s lead), then P (5) and E (5): the columns
+    of the next merge row that take the new ids are P + (W-1) E (the lead's new node twice, the node j, the left pair
+    score at (j-1) mod (W-1) + W-1, the right one at j + W-1; the mod only wraps at j = 0, where E counts W-1 twice)."""
+    j = torch.arange(rows, device=device)[:, None]
+    zero = torch.zeros_like(j)
+    lead = torch.cat([j, j + 1, (j - 1).clamp_(min=0), zero, zero, j + 2], 1)
+    p = torch.cat([zero + 3, zero + 4, LEAD + j, LEAD + j - 1, LEAD + j], 1)
+    e = torch.cat([zero, zero, zero, 1 + (j == 0).long(), zero + 1], 1)
+    return torch.cat([lead, p, e], 1)
+
+
+@functools.lru_cache(maxsize=8192)
+def wide_new_ids(w: int, big_b: int, b: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(b, 5) where a wide merge step's new ids (the lead's new node twice, the node, the left and the right pair
+    score of kept beam i) sit in its gather's source: after the B merge rows (LEAD + 2W each), 3 per kept beam;
+    and LEAD as a tensor (the parent's merge row starts at LEAD + p (LEAD + 2W))."""
+    ids = big_b * (LEAD + 2 * w) + 3 * torch.arange(b, device=device)[:, None] + torch.tensor([0, 0, 0, 1, 2],
+                                                                                              device=device)
+    return ids, torch.tensor(LEAD, device=device)
+
+
+@functools.lru_cache(maxsize=8192)
+def merge_table_by_parent(w: int, big_b: int, b: int, device: torch.device) -> torch.Tensor:
+    """:func:`merge_table` as (B, W-1, b, LEAD + 2W - 2): looked up by parent beam and pair (no p (W-1) + j per step)."""
+    return merge_table(w, big_b, b, device).view(big_b, w - 1, b, -1)
+
+
+def merge_index(w: int, big_b: int, b: int, jj: torch.Tensor, parent: torch.Tensor):
     """The :func:`merge_table` entries (n, b, LEAD + 2W - 2) of the kept beams (merged pair ``jj`` (n, b), parent beam
-    ``parent``, ``lp_idx`` = p (W-1) + j, or j where B = 1): one lookup up to :data:`TABLE_MAX`, the same indices
-    computed from j and p above it (a non-RIR pass over a long sequence)."""
+    ``parent``, ignored where B = 1): one lookup up to :data:`TABLE_MAX`; above it (a non-RIR
+    pass over a long sequence, where a table per width would be O(W^2)) the same indices in 9 ops: the pair's lead
+    columns and new-id columns (one lookup, :func:`pair_table`), [lead | :func:`state_shift`'s source, + 1 past its
+    key], plus the parent's merge row, the new ids scattered in (was ~24 ops: aranges, shifts and a scatter index
+    built per step)."""
     dev = jj.device
     if w <= TABLE_MAX:
-        return merge_table(w, big_b, b, dev)[lp_idx, beam_ids(b, dev)]
+        if big_b == 1:
+            return merge_table(w, big_b, b, dev)[jj, beam_ids(b, dev)]
+        return merge_table_by_parent(w, big_b, b, dev)[parent, jj, beam_ids(b, dev)]
     stride = LEAD + 2 * w  # one beam's merge row
-    j = jj.unsqueeze(2)  # (n, b, 1)
-    beam = (parent.unsqueeze(2) if big_b > 1 else torch.zeros_like(j)) * stride + LEAD  # (n, b, 1) its state
-    four = (j + torch.arange(-1, 3, device=dev)).clamp_(0, w - 1).add_(beam)  # (n, b, 4) j-1 .. j+2
-    new = big_b * stride + 3 * torch.arange(b, device=dev)[:, None]  # (b, 1) the kept beam's new ids
     source, key = state_shift(w, dev)
-    nxt = (source + beam).add_(key > j)  # (n, b, 2W-2) the parent beam, shifted
-    where = torch.cat([j, (j - 1).remainder_(w - 1).add_(w - 1), j + (w - 1)], 2)  # as next_state's scatter
-    nxt.scatter_(2, where, (new + torch.arange(3, device=dev)).expand_as(where))
-    node = new.expand_as(j)
-    return torch.cat([four[..., 1:3], four[..., :1], node, node, four[..., 3:], nxt], 2)
+    new_ids, lead0 = wide_new_ids(w, big_b, b, dev)
+    rows = pair_table(1 << (w - 2).bit_length(), dev)  # covers j <= W-2
+    lead, p, e = F.embedding(jj, rows).split([6, 5, 5], 2)  # (n, b, 6 | 5 | 5)
+    j = jj.unsqueeze(2)
+    shift = torch.cat([lead.clamp_(max=w - 1), torch.add(source, torch.gt(key, j))], 2)  # (n, b, LEAD + 2W - 2)
+    at = shift.add_(torch.add(lead0, parent, alpha=stride).unsqueeze(2) if big_b > 1 else lead0)
+    return at.scatter_(2, torch.add(p, e, alpha=w - 1), new_ids.expand(*jj.shape, 5))
 
 
 BLOCK = 1 << 21  # log-probabilities per batched log-softmax backward: bounds its buffers (~24 bytes each) in a long
@@ -372,12 +406,10 @@ class Search:
             new_scores, sel = keep_survivors(cand.view(n, -1), b, gumbel)  # (n, b) b of b x k1
             parent = torch.div(sel, k1, rounding_mode="floor")  # (n, b) kept beam's predecessor
             if big_b == 1:  # one input beam (a fresh search): every candidate extends it
-                lp_idx = top_pos.view(n, k1).gather(1, sel.remainder(k1))  # (n, b) merged pair = (j, j+1)
-                jj = lp_idx
-            else:
+                jj = top_pos.view(n, k1).gather(1, sel.remainder(k1))  # (n, b) merged pair = (j, j+1)
+            else:  # (the chosen log-probability p (W-1) + j in (B, W-1): by the backward, on the host)
                 jj = top_pos.view(n, b * k1).gather(1, sel)  # (n, b) merged pair = (j, j+1)
-                lp_idx = torch.add(jj, parent, alpha=w - 1)  # (n, b) the chosen log-probability in (B, W-1)
-            at = merge_index(w, big_b, b, lp_idx, jj, parent)  # (n, b, LEAD + 2W - 2)
+            at = merge_index(w, big_b, b, jj, parent)  # (n, b, LEAD + 2W - 2)
             src = torch.cat([state.view(n, 1, -1), new3[r0]], 2)  # (n, 1, B (LEAD + 2W) + 3b), one per kept beam:
             state = src.expand(n, b, src.size(2)).gather(2, at)  # (n, b, LEAD + 2W - 2)
             # (n, b, 2) children j, j+1; (n, b, 4) the scored pairs; the next step's score ids (n, b, W-2)
@@ -385,7 +417,7 @@ class Search:
             self.compose_children(r0, nb, ids, keeps.get(r0), self.new_nodes[r0])
             bad = self.score_pairs(r0, pids, jj, lims[t])
             if self.buf is not None:
-                self.steps.append((n, big_b, w, r0, parent, lp_idx, sid, logp))
+                self.steps.append((n, big_b, w, r0, parent, jj, sid, logp))
                 for name, v in (("ids", ids), ("pids", pids), ("right_bad", bad)):
                     self.saved[name].append(v)
             scores = new_scores
@@ -550,13 +582,16 @@ class Search:
         dev, b, steps = g_final.device, self.b, self.steps
         if not steps:  # no merge at all (every sequence one token)
             return g_final, torch.empty(0, dtype=torch.long, device=dev), []
-        parents, chosen = torch.cat([s[4] for s in steps]), torch.cat([s[5] for s in steps])  # (Q, b) each
-        flat = torch.cat([parents.view(-1), chosen.view(-1), self.root_ids.view(-1), ids.view(-1)])
+        parents, pairs = torch.cat([s[4] for s in steps]), torch.cat([s[5] for s in steps])  # (Q, b) each
+        flat = torch.cat([parents.view(-1), pairs.view(-1), self.root_ids.view(-1), ids.view(-1)])
         host = flat.cpu().numpy()  # the one host read of the backward
         q = parents.numel()
         shapes = tuple((n, big_b, w) for n, big_b, w, *_ in steps)
+        # the chosen log-probability in (B, W-1) of every kept beam: p (W-1) + j (j where B = 1), here, not per step
+        per_beam = np.repeat([(w - 1) * (big_b > 1) for _, big_b, w in shapes], [n * b for n, _, _ in shapes])
+        chosen = host[q : 2 * q] + host[:q] * per_beam
         pos, seg, g0, live, counts = lineage(shapes, [s[3] for s in steps], self.n_merging, b, self.n_leaf,
-                                             self.n_rows, host[:q], host[q : 2 * q], host[2 * q : 2 * q + self.m * b],
+                                             self.n_rows, host[:q], chosen, host[2 * q : 2 * q + self.m * b],
                                              host[2 * q + self.m * b :].reshape(-1, 2))
         sizes, segs = [n * big_b * (w - 1) for n, big_b, w in shapes], [n * big_b for n, big_b, _ in shapes]
         po, so = np.cumsum([0] + sizes), np.cumsum([0] + segs)

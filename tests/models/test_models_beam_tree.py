@@ -221,13 +221,14 @@ def test_merge_index_table_equals_the_indices_computed_for_wide_steps(big_b, mon
 
     b, n = 3, 40
     torch.manual_seed(0)
-    for w in (2, 3, 6, 11):
+    for w in (2, 3, 6, 11, 67, 130):  # 67, 130: above TABLE_MAX, where a run computes them (the table built here)
         jj = torch.randint(0, w - 1, (n, b))
+        jj[:2] = torch.tensor([0, w - 2])[:, None]  # both ends, where the neighbours clamp and the spare column fills
         parent = torch.randint(0, big_b, (n, b)) if big_b > 1 else torch.randint(0, b, (n, b))  # B=1: ignored
-        lp_idx = jj + (w - 1) * parent if big_b > 1 else jj
-        table = fb.merge_index(w, big_b, b, lp_idx, jj, parent)
+        monkeypatch.setattr(fb, "TABLE_MAX", 1 << 10)
+        table = fb.merge_index(w, big_b, b, jj, parent)
         monkeypatch.setattr(fb, "TABLE_MAX", 1)
-        computed = fb.merge_index(w, big_b, b, lp_idx, jj, parent)
+        computed = fb.merge_index(w, big_b, b, jj, parent)
         monkeypatch.undo()
         if w == 2:  # the spare column takes both new pair scores there; the table keeps the right one, as the scatter
             table, computed = table[..., :-1], computed[..., :-1]
