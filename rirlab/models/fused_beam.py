@@ -273,6 +273,10 @@ class Search:
         starts = list(itertools.accumulate([0] + nbs[:-1]))
         rows = lambda t, k=1: dict(zip([k * r for r in starts], t.split([k * nb for nb in nbs])))  # noqa: E731
         self.new_nodes, self.new_scores = rows(self.pool[self.n_leaf :]), rows(self.spool[self.n_sc0 :], 2)
+        # the right pair's score of every composition, (n_t, b) per step: where a merge with no right neighbour
+        # writes NEG (one strided view, cut once, not one per step)
+        self.right_scores = dict(zip(starts, self.spool[self.n_sc0 :].view(-1, self.b, 2)[..., 1].split(
+            self.n_merging[:-1]))) if nbs else {}
         self.parts = {} if self.buf is None else {
             name: rows(t, 2 if name in ("sin", "shp", "sha") else 1) for name, t in self.buf.items()}
         self.saved = {"ids": [], "pids": [], "right_bad": []}  # per step, concatenated by the backward
@@ -452,7 +456,7 @@ class Search:
         two = self.new_scores[2 * r0]
         self.score(sin, out=two, rows=(2 * r0, 2 * r0 + 2 * n * b))
         bad = jj >= lim
-        two.as_strided((n, b), (2 * b, 2), two.storage_offset() + 1).masked_fill_(bad, NEG)  # the right pairs
+        self.right_scores[r0].masked_fill_(bad, NEG)  # the right pairs
         return bad
 
     def score_new_pairs(self, r0: int, four, new: torch.Tensor, jj: torch.Tensor, lim: torch.Tensor):
