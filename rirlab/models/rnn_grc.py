@@ -173,7 +173,7 @@ class _GRCRecurrence(torch.autograd.Function):
         fac[:, 2].mul_(o4[:, 3])
         fac[:, 3] = o4[:, 2]
         fac[:, 4:] = o4[:, :2]
-        prod = torch.empty_like(fac)  # (R, 6, D) d (l, r, g, h), d h_{t-1} directly, d x_t directly
+        prod = fac  # each step's factors times its d mixed, in place: (R, 6, D) d (l, r, g, h), d h_{t-1}, d x_t
         g_o = prod.view(r, 6 * d)[:, : 4 * d]
         g_a = torch.empty_like(a)  # (R, Dc)
         # the gradient reaching [h_0 | each output]: each row's final state first, the rest written by the steps
@@ -181,12 +181,12 @@ class _GRCRecurrence(torch.autograd.Function):
         g_h0, g_y = g_all.split([m, r])
         cut = lambda t: t.split(n_t)  # noqa: E731
         g_ys = cut(g_y)
-        steps = zip(range(len(n_t) - 1, -1, -1), *(reversed(cut(t)) for t in (u, mean, rstd, fac, prod, g_o,
-                                                                               prod[:, 4], a, g_a)),
+        steps = zip(range(len(n_t) - 1, -1, -1), *(reversed(cut(t)) for t in (u, mean, rstd, prod, g_o, prod[:, 4],
+                                                                               a, g_a)),
                     reversed(cut(keep)) if keep is not None else itertools.repeat(None))
-        for t, u_t, mean_t, rstd_t, fac_t, prod_t, go_t, dh_t, a_t, ga_t, keep_t in steps:
+        for t, u_t, mean_t, rstd_t, prod_t, go_t, dh_t, a_t, ga_t, keep_t in steps:
             gu = _ln_backward(g_ys[t], u_t, (d,), mean_t, rstd_t, gamma, beta, [True, False, False])[0]  # (n, D)
-            torch.mul(fac_t, gu.unsqueeze(1), out=prod_t)
+            prod_t.mul_(gu.unsqueeze(1))
             g_z = torch.mm(go_t, w2)  # (n, Dc)
             if keep_t is not None:
                 g_z.mul_(keep_t)
