@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from tests.helpers.models import training_step_ops
 
-# counted at 1,793 (2026-12-05, 201 of them views; 9,138 with a slice per buffer and a copy per saved tensor in every
+# counted at 1,791 (2026-12-05, 200 of them views; 9,138 with a slice per buffer and a copy per saved tensor in every
 # step, 5,650 of them views); ~10% headroom
 MAX_OPS = 1_970
 
