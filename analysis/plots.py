@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from rirlab.analysis.layouts import ablation_rows, signature  # noqa: E402
-from rirlab.analysis.stats import DEFAULT_CI, DEFAULT_STAT, centre, summarise  # noqa: E402
+from rirlab.analysis.stats import DEFAULT_CI, DEFAULT_STAT, centre, centre_groups, summarise  # noqa: E402
 from rirlab.analysis.tables import metric_column, split_columns, usable  # noqa: E402
 from rirlab import contract  # noqa: E402
 from rirlab.errors import UserError  # noqa: E402
@@ -104,55 +104,120 @@ def configuration_points(sw, split: Optional[str] = None, stat: str = DEFAULT_ST
                    time=df[time_col].astype(float) / df[batch_col].astype(float)
                    if time_col in df and batch_col in df else float("nan"),
                    memory=df.get(f"metric.{contract.PEAK_MEM_MB}", float("nan")), sig=[signature(s) for s in df["swept"]])
-    rows = []
-    for row in ablation_rows(sw.spec, list(df["swept"])):
-        g = df[df["sig"] == row.sig]
-        if len(g):
-            rows.append({"label": row.label, "acc": centre(g["acc"], stat), "time": centre(g["time"], stat),
-                         "memory": centre(g["memory"], stat), "n": len(g)})
-    pts = pd.DataFrame(rows)
+    centres, counts = centre_groups(df[["sig", "acc", "time", "memory"]], "sig", stat)
+    rows = [{"label": row.label, **centres.loc[row.sig, ["acc", "time", "memory"]].to_dict(), "n": int(counts[row.sig])}
+            for row in ablation_rows(sw.spec, list(df["swept"])) if row.sig in counts.index]
+    pts = pd.DataFrame(rows, columns=["label", "acc", "time", "memory", "n"])
     pts.attrs["time_metric"] = timed
     return pts, ylabel
 
 
-# Points numbered in a Pareto plot before only the frontier's are: placing N labels apart is O(N^2) a step (minutes
-# at the 333 configurations of a 1,000-run random search, benchmarks/readonly_at_scale.py), and so many numbers
-# overlap the points they name anyway.
+# Points numbered in a Pareto plot before only the frontier's are: so many numbers hide the points they name, and a
+# key of hundreds of configurations is not read (`rirlab tables` lists them all).
 MAX_LABELS = 60
+LABEL_PT = 8.0  # font size of the numbers beside the points
+MARKER_PT = 4.5  # half the side of the box kept clear around each marker (points; the frontier's ring is ~4.2)
+KEY_PT = 7.5  # font size of the key
+LABEL_GID, CONNECTORS_GID = "point-label", "label-connectors"  # what the labels and their lines are (tests count them)
 
 
-def spread_labels(ax, xy: list[tuple[float, float]], texts: list[str], min_px: float = 14.0, steps: int = 60):
-    """Place ``texts`` near the points ``xy`` without overlaps: start up-right of each point, then push labels
-    apart (and off every point) in display space for a few steps. Returns the label offsets in points."""
-    import numpy as np
+def label_sizes(fig, texts: list[str], fontsize: float = LABEL_PT) -> np.ndarray:
+    """Width and height (points) of each of ``texts`` as the renderer lays them out, measured once per distinct
+    string without a Text artist or a draw: what keeps labels apart and where their connectors end."""
+    from matplotlib.font_manager import FontProperties
 
+    renderer = fig.canvas.get_renderer()
+    prop = FontProperties(size=fontsize)
+    per_pt = renderer.points_to_pixels(1.0)
+    height = renderer.get_text_width_height_descent("lp", prop, ismath=False)[1] / per_pt  # one line of text
+    width = {t: renderer.get_text_width_height_descent(t, prop, ismath=False)[0] / per_pt for t in set(texts)}
+    return np.array([[width[t], height] for t in texts], dtype=float).reshape(-1, 2)
+
+
+def spread(points, sizes, pad: float = 1.5, marker: float = MARKER_PT, steps: int = 200) -> tuple[np.ndarray, int]:
+    """Centres (points) for label boxes of ``sizes`` beside ``points`` (points: display space in 1/72 inch), none
+    overlapping another label or any marker: each starts up-right of its point, then every overlapping pair is
+    pushed apart along the axis it overlaps least on, all pairs of a step at once (arrays, not a Python loop over
+    pairs), until none overlaps or ``steps`` run out. Returns (centres, the steps taken)."""
+    pts = np.asarray(points, dtype=float).reshape(-1, 2)
+    half = np.asarray(sizes, dtype=float).reshape(-1, 2) / 2 + pad / 2
+    n = len(pts)
+    pos = pts + half + 0.6 * marker
+    other = ~np.eye(n, dtype=bool)
+    tie = np.sign(np.arange(n)[:, None] - np.arange(n)[None, :]).astype(float)  # labels at one place: by index
+    for step in range(steps):
+        moves = []
+        for d, depth, share, hit in _overlaps(pos, half, pts, marker, other):
+            if hit.any():
+                axis = np.argmin(depth, axis=2)[..., None]  # the shortest way out of each overlap
+                away = np.sign(np.take_along_axis(d, axis, 2)[..., 0])
+                away = np.where(away == 0, tie if share < 1 else 1.0, away)
+                amount = np.where(hit, away * (share * np.take_along_axis(depth, axis, 2)[..., 0] + 0.25), 0.0)
+                moves.append(np.stack([np.where(axis[..., 0] == k, amount, 0.0).sum(axis=1) for k in (0, 1)], 1))
+        if not moves:
+            return pos, step
+        pos = pos + sum(moves)
+    return pos, steps
+
+
+def _overlaps(pos, half, pts, marker, other):
+    """For the labels at ``pos``: (offsets, overlap depth per axis, the share of it each moves, which overlap) against
+    the other labels (each of a pair moves half) and against the markers (the label moves it all)."""
+    d = pos[:, None, :] - pos[None, :, :]
+    depth = half[:, None, :] + half[None, :, :] - np.abs(d)
+    yield d, depth, 0.5, other & (depth > 0).all(axis=2)
+    d = pos[:, None, :] - pts[None, :, :]
+    depth = half[:, None, :] + marker - np.abs(d)
+    yield d, depth, 1.0, (depth > 0).all(axis=2)
+
+
+def spread_labels(ax, xy: list[tuple[float, float]], texts: list[str]) -> tuple[list[tuple[float, float]], np.ndarray]:
+    """Place ``texts`` near the data points ``xy`` of ``ax`` (its final layout) without overlaps (:func:`spread`).
+    Returns each label's offset from its point and its size, in points."""
     fig = ax.figure
-    fig.canvas.draw()
-    to_px = ax.transData.transform
-    pts = np.array([to_px(p) for p in xy], dtype=float).reshape(-1, 2)
-    pos = pts + 9.0
-    scale = fig.dpi / 72.0
-    sizes = np.array([[6.0 * len(t) * scale, 11.0 * scale] for t in texts]).reshape(-1, 2)
-    for _ in range(steps):
-        moved = False
-        for i in range(len(pos)):
-            for j in range(len(pos)):
-                if i == j:
-                    continue
-                d = pos[i] - pos[j]
-                gap = (sizes[i] + sizes[j]) / 2 + 2
-                if abs(d[0]) < gap[0] and abs(d[1]) < gap[1]:  # boxes overlap: move i away along y (then x)
-                    away = np.sign(d[1]) or (1.0 if i > j else -1.0)
-                    pos[i, 1] += away * ((gap[1] - abs(d[1])) / 2 + 0.5)
-                    moved = True
-            for p in pts:  # keep clear of the markers
-                d = pos[i] - p
-                if np.hypot(*d) < min_px:
-                    pos[i] += (d / (np.hypot(*d) or 1.0) if np.hypot(*d) else np.array([1.0, 1.0])) * (min_px - np.hypot(*d))
-                    moved = True
-        if not moved:
-            break
-    return [tuple((pos[i] - pts[i]) / scale) for i in range(len(pos))]
+    ax.get_xlim(), ax.get_ylim()  # the view limits the autoscaling settles on (no draw needed for them)
+    per_pt = fig.dpi / 72.0
+    pts = ax.transData.transform(np.asarray(xy, dtype=float).reshape(-1, 2)) / per_pt
+    sizes = label_sizes(fig, texts)
+    centres, _ = spread(pts, sizes)
+    return [tuple(o) for o in centres - pts], sizes
+
+
+def connector(offset, size, gap: float = 3.0, pad: float = 1.0):
+    """A straight segment (points, from the point) from ``gap`` points off a point to the edge of its label's box
+    (grown by ``pad``), the label ``offset`` away and ``size`` big; None for a label right beside its point."""
+    (dx, dy), (hw, hh) = offset, (size[0] / 2 + pad, size[1] / 2 + pad)
+    dist = float(np.hypot(dx, dy))
+    if abs(dx) <= hw and abs(dy) <= hh:  # the point is inside its label's box
+        return None
+    edge = dist * (1 - min(hw / abs(dx) if dx else np.inf, hh / abs(dy) if dy else np.inf))  # to the box's edge
+    if edge <= gap + 1.0:
+        return None
+    ux, uy = dx / dist, dy / dist
+    return [(ux * gap, uy * gap), (ux * edge, uy * edge)]
+
+
+def draw_labels(ax, xy: list[tuple[float, float]], texts: list[str]) -> None:
+    """The numbers beside the points, apart (:func:`spread_labels`), each joined to its point by a plain line: one
+    LineCollection for all, not an arrow per label clipped against its text box (seconds of Bezier clipping at
+    every layout, legend placement and draw)."""
+    from matplotlib.collections import LineCollection
+    from matplotlib.transforms import Affine2D
+
+    offsets, sizes = spread_labels(ax, xy, texts)
+    segments, anchors = [], []
+    for point, text, off, size in zip(xy, texts, offsets, sizes):
+        ax.annotate(text, point, textcoords="offset points", xytext=off, fontsize=LABEL_PT, ha="center",
+                    va="center", gid=LABEL_GID)
+        seg = connector(off, size)
+        if seg is not None:
+            segments.append(seg)
+            anchors.append(point)
+    if segments:  # each segment in points, drawn at its point (offsets in data): right at any dpi and layout
+        lines = LineCollection(segments, offsets=anchors, offset_transform=ax.transData, colors="0.6",
+                               linewidths=0.6, transform=Affine2D().scale(1 / 72.0) + ax.figure.dpi_scale_trans,
+                               zorder=2.5, gid=CONNECTORS_GID)
+        ax.add_collection(lines, autolim=False)
 
 
 def point_groups(xy: list[tuple[float, float]]) -> list[list[int]]:
@@ -172,16 +237,22 @@ def objective_points(sw, stat: str = DEFAULT_STAT) -> pd.DataFrame:
     if df.empty or missing:
         raise UserError(f"no finished runs of '{sw.experiment}' report {missing[0] if missing else ym}; run "
                         f"`rirlab sweep` first")
-    sigs = [signature(s) for s in df["swept"]]
-    rows = []
-    for row in ablation_rows(sw.spec, list(df["swept"])):
-        g = df[[s == row.sig for s in sigs]]
-        if len(g):
-            rows.append({"label": row.label, "acc": centre(g[f"metric.{ym}"].astype(float), stat),
-                         "objectives": centre(g[f"metric.{xm}"].astype(float), stat), "n": len(g)})
-    pts = pd.DataFrame(rows)
+    values = pd.DataFrame({"sig": [signature(s) for s in df["swept"]], "acc": df[f"metric.{ym}"].astype(float).to_numpy(),
+                           "objectives": df[f"metric.{xm}"].astype(float).to_numpy()})
+    centres, counts = centre_groups(values, "sig", stat)
+    rows = [{"label": row.label, **centres.loc[row.sig, ["acc", "objectives"]].to_dict(), "n": int(counts[row.sig])}
+            for row in ablation_rows(sw.spec, list(df["swept"])) if row.sig in counts.index]
+    pts = pd.DataFrame(rows, columns=["label", "acc", "objectives", "n"])
     pts.attrs.update(metrics=(ym, xm), modes=modes)
     return pts
+
+
+def tight_layout(fig, **kw) -> None:
+    """``fig.tight_layout(**kw)`` without leaving a layout engine on the figure: with one (even the placeholder that
+    ``Figure.tight_layout`` leaves), ``savefig`` draws the whole figure twice, once only to lay it out."""
+    from matplotlib.layout_engine import TightLayoutEngine
+
+    TightLayoutEngine(**kw).execute(fig)
 
 
 def pareto_plot(sw, out, x: str = "both", split: Optional[str] = None, stat: str = DEFAULT_STAT,
@@ -204,40 +275,47 @@ def pareto_plot(sw, out, x: str = "both", split: Optional[str] = None, stat: str
     if not usable_x:
         raise UserError(f"the runs of '{sw.experiment}' logged no {' or '.join(x_words[k] for k in axes_x)}; "
                         f"plot another --x")
-    key = [f"{i + 1}  {lbl}  (n={n})" for i, (lbl, n) in enumerate(zip(pts["label"], pts["n"]))]
-    key_width = min(6.0, 0.9 + 0.065 * max(len(k) for k in key))
-    fig, axes = plt.subplots(1, len(usable_x), figsize=(5.2 * len(usable_x) + key_width, 4.4), squeeze=False)
-    for ax, xk in zip(axes[0], usable_x):
+    panels = []  # per axis: its points, frontier and numbered groups of points
+    for xk in usable_x:
         ok = pts[xk].notna() & pts["acc"].notna()
         idx = [i for i in range(len(pts)) if ok.iloc[i]]
         xy = [(float(pts[xk].iloc[i]), float(pts["acc"].iloc[i])) for i in idx]
         front = [idx[i] for i in pareto_front([(flip[0] * a, flip[1] * b) for a, b in xy])]
+        groups = point_groups(xy)
+        if len(groups) > MAX_LABELS:  # a search's hundreds of configurations: number the frontier's points only
+            on_front = set(front)
+            groups = [g for g in groups if any(idx[i] in on_front for i in g)]
+        panels.append((xk, idx, xy, front, groups))
+    numbered = sorted({idx[i] for _, idx, _, _, groups in panels for g in groups for i in g})
+    width = len(str(len(pts)))  # numbers right-aligned: the configurations line up
+    key = [f"{i + 1:>{width}}  {pts['label'].iloc[i]}  (n={pts['n'].iloc[i]})" for i in numbered]
+    if len(numbered) < len(pts):
+        key += ["", f"(the {len(numbered)} numbered of {len(pts)}", " configurations; `rirlab tables`", " lists all)"]
+    key_width = min(6.0, 0.9 + 0.065 * max(len(k) for k in key))
+    line_in = KEY_PT * 1.45 / 72  # the key's line height (inches, monospace at 1.2 line spacing); the figure grows to hold it
+    height = max(4.4, (len(key) * line_in + 0.3) / 0.88)
+    fig, axes = plt.subplots(1, len(usable_x), figsize=(5.2 * len(usable_x) + key_width, height), squeeze=False)
+    for ax, (xk, idx, xy, front, groups) in zip(axes[0], panels):
         ax.scatter([p[0] for p in xy], [p[1] for p in xy], s=36, color="tab:blue", zorder=3, label="configuration")
         fx, fy = [float(pts[xk].iloc[i]) for i in front], [float(pts["acc"].iloc[i]) for i in front]
         ax.step(fx, fy, where="post", color="tab:red", lw=1.5, zorder=2, label="Pareto frontier")
         ax.scatter(fx, fy, s=70, facecolors="none", edgecolors="tab:red", zorder=4)
         ax.margins(0.15)
-        groups = point_groups(xy)
-        if len(groups) > MAX_LABELS:  # a search's hundreds of configurations: number the frontier's points only
-            on_front = set(front)
-            groups = [g for g in groups if any(idx[i] in on_front for i in g)]
+        if len(groups) < len(point_groups(xy)):
             ax.text(0.99, 0.01, f"numbered: the frontier's {len(groups)} of {len(xy)} points", transform=ax.transAxes,
                     ha="right", va="bottom", fontsize=7, color="0.35")
-        texts = [", ".join(str(idx[i] + 1) for i in g) for g in groups]
-        anchors = [xy[g[0]] for g in groups]
-        for (px, py), text, off in zip(anchors, texts, spread_labels(ax, anchors, texts)):
-            ax.annotate(text, (px, py), textcoords="offset points", xytext=off, fontsize=8, ha="center", va="center",
-                        arrowprops=dict(arrowstyle="-", color="0.6", lw=0.6, shrinkA=0, shrinkB=3))
         ax.set_xlabel(x_words[xk])
         ax.set_ylabel(ylabel.split(":")[0])  # a mean over several splits names them in the title
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="best")
     mean_of = f"\ny = {ylabel}" if ":" in ylabel else ""
     what = "the study's objectives" if x == "objectives" else "accuracy vs cost"
     fig.suptitle(f"{sw.experiment}: {what} ({stat} over seeds){mean_of}", fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1 - key_width / fig.get_figwidth(), 1))
-    fig.text(1 - key_width / fig.get_figwidth() + 0.01, 0.88, "\n".join(key), fontsize=7.5, va="top", ha="left",
+    tight_layout(fig, rect=(0, 0, 1 - key_width / fig.get_figwidth(), 1))
+    fig.text(1 - key_width / fig.get_figwidth() + 0.01, 0.88, "\n".join(key), fontsize=KEY_PT, va="top", ha="left",
              family="monospace")
+    for ax, (xk, idx, xy, front, groups) in zip(axes[0], panels):  # labels placed in the final layout
+        draw_labels(ax, [xy[g[0]] for g in groups], [", ".join(str(idx[i] + 1) for i in g) for g in groups])
+        ax.legend(fontsize=8, loc="best")
     fig.savefig(out, dpi=120)
     plt.close(fig)
     return len(pts)

@@ -38,6 +38,15 @@ def centre(values, stat: str = DEFAULT_STAT, axis=None):
     return values.median(**kwargs) if stat == "median" else values.mean(**kwargs)
 
 
+def centre_groups(frame, by: str, stat: str = DEFAULT_STAT):
+    """:func:`centre` of every other column of ``frame`` within each group of equal ``by`` (one groupby, not a mask per
+    group), and the rows of each group: (a DataFrame indexed by the groups, a Series of counts)."""
+    if stat not in STATS:
+        raise ValueError(f"stat {stat!r}: one of {', '.join(STATS)}")
+    groups = frame.groupby(by, sort=False)
+    return (groups.median() if stat == "median" else groups.mean()), groups.size()
+
+
 def sample_sd(values: Sequence[float]) -> Optional[float]:
     """The sample standard deviation (ddof 1); None for fewer than two values."""
     n = len(values)

@@ -93,6 +93,60 @@ def test_pareto_plot_of_many_configurations_numbers_only_the_frontier(stores, tm
     monkeypatch.setattr(plots, "spread_labels", lambda ax, xy, texts, **k: spread.append(texts) or real(ax, xy, texts, **k))
     assert plots.pareto_plot(load_sweep(MlflowClient(uri), name), tmp_path / "p.png", x="time", split="test") == 50
     ax = figures[-1].axes[0]
-    numbered = [t for t in ax.texts if getattr(t, "arrow_patch", None) is not None]  # the annotations
+    numbered = [t for t in ax.texts if t.get_gid() == plots.LABEL_GID]
     assert spread and 0 < len(spread[0]) < 50 and len(numbered) == len(spread[0])
     assert any("numbered: the frontier's" in t.get_text() for t in ax.texts)
+
+
+def test_pareto_labels_are_plain_text_joined_by_one_line_collection(stores, tmp_path, figures):
+    """No arrow per label (FancyArrowPatch clipped against its text box: most of `plot pareto`'s time at 34 labels,
+    at every layout, legend placement and draw): the labels are plain text, their lines one LineCollection an axes,
+    each segment from its point to its label's box."""
+    from matplotlib.collections import LineCollection
+    from matplotlib.patches import FancyArrowPatch
+
+    from rirlab.analysis import plots
+
+    uri, name = stores[50]
+    plots.pareto_plot(load_sweep(MlflowClient(uri), name), tmp_path / "p.png", x="both", split="test")
+    for ax in figures[-1].axes:
+        labels = [t for t in ax.texts if t.get_gid() == plots.LABEL_GID]
+        assert labels and all(getattr(t, "arrow_patch", None) is None for t in labels)
+        assert not [a for a in ax.get_children() if isinstance(a, FancyArrowPatch)]
+        lines = [c for c in ax.collections if c.get_gid() == plots.CONNECTORS_GID]
+        assert len(lines) <= 1 and all(isinstance(c, LineCollection) for c in lines)
+        assert sum(len(c.get_segments()) for c in lines) <= len(labels)
+
+
+def test_pareto_plot_draws_its_figure_once(stores, tmp_path, figures, monkeypatch):
+    """Labels are measured from the renderer and placed in the final layout: the figure is drawn once, when it is
+    saved (it was drawn once more per axes to place the labels)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from rirlab.analysis import plots
+
+    draws = []
+    real = FigureCanvasAgg.draw
+    monkeypatch.setattr(FigureCanvasAgg, "draw", lambda self: draws.append(self) or real(self))
+    uri, name = stores[50]
+    plots.pareto_plot(load_sweep(MlflowClient(uri), name), tmp_path / "p.png", x="both", split="test")
+    assert len(draws) == 1, draws
+
+
+def test_spread_separates_a_crowd_in_few_steps():
+    """Every label and marker of a crowd kept apart, all pairs a step at once: 60 labels on a 6 x 10 grid of points
+    closer than a label's size resolve within the step limit (the loop runs over steps, not over pairs)."""
+    import numpy as np
+
+    from rirlab.analysis.plots import MARKER_PT, spread
+
+    pts = np.array([(8.0 * i, 6.0 * j) for i in range(6) for j in range(10)])
+    sizes = np.array([(5.0 * len(str(k + 1)), 9.0) for k in range(len(pts))])
+    centres, steps = spread(pts, sizes)
+    assert 0 < steps < 200
+    half = sizes / 2
+    for i in range(len(pts)):
+        for j in range(len(pts)):
+            if i != j:
+                assert (np.abs(centres[i] - centres[j]) >= half[i] + half[j]).any(), (i, j)
+            assert (np.abs(centres[i] - pts[j]) >= half[i] + MARKER_PT).any(), (i, j)
