@@ -119,6 +119,7 @@ LABEL_PT = 8.0  # font size of the numbers beside the points
 MARKER_PT = 4.5  # half the side of the box kept clear around each marker (points; the frontier's ring is ~4.2)
 KEY_PT = 7.5  # font size of the key
 LABEL_GID, CONNECTORS_GID = "point-label", "label-connectors"  # what the labels and their lines are (tests count them)
+OTHERS_GID = "other-curves"  # plot curves: the configurations drawn grey, past MAX_CURVES
 
 
 def label_sizes(fig, texts: list[str], fontsize: float = LABEL_PT) -> np.ndarray:
@@ -237,7 +238,8 @@ def objective_points(sw, stat: str = DEFAULT_STAT) -> pd.DataFrame:
     if df.empty or missing:
         raise UserError(f"no finished runs of '{sw.experiment}' report {missing[0] if missing else ym}; run "
                         f"`rirlab sweep` first")
-    values = pd.DataFrame({"sig": [signature(s) for s in df["swept"]], "acc": df[f"metric.{ym}"].astype(float).to_numpy(),
+    values = pd.DataFrame({"sig": [signature(s) for s in df["swept"]],
+                           "acc": df[f"metric.{ym}"].astype(float).to_numpy(),
                            "objectives": df[f"metric.{xm}"].astype(float).to_numpy()})
     centres, counts = centre_groups(values, "sig", stat)
     rows = [{"label": row.label, **centres.loc[row.sig, ["acc", "objectives"]].to_dict(), "n": int(counts[row.sig])}
@@ -292,7 +294,7 @@ def pareto_plot(sw, out, x: str = "both", split: Optional[str] = None, stat: str
     if len(numbered) < len(pts):
         key += ["", f"(the {len(numbered)} numbered of {len(pts)}", " configurations; `rirlab tables`", " lists all)"]
     key_width = min(6.0, 0.9 + 0.065 * max(len(k) for k in key))
-    line_in = KEY_PT * 1.45 / 72  # the key's line height (inches, monospace at 1.2 line spacing); the figure grows to hold it
+    line_in = KEY_PT * 1.45 / 72  # the key's line height (inches: monospace, 1.2 line spacing); the figure holds it
     height = max(4.4, (len(key) * line_in + 0.3) / 0.88)
     fig, axes = plt.subplots(1, len(usable_x), figsize=(5.2 * len(usable_x) + key_width, height), squeeze=False)
     for ax, (xk, idx, xy, front, groups) in zip(axes[0], panels):
@@ -348,9 +350,37 @@ def _axis_on_the_seeds(ax, lows: list, highs: list) -> None:
                 ha="right", va="bottom", fontsize=7, color="0.35")
 
 
+# Curves drawn each in its own colour, line style and marker, with its band and legend entry, before only the best
+# are: a legend of hundreds of entries runs off the figure and hundreds of bands cover every curve. The others are
+# drawn as one thin grey LineCollection, and the legend's title says what is omitted.
+MAX_CURVES = 10
+
+
+def lower_is_better(sw, metric: str) -> bool:
+    """Whether a smaller ``metric`` is the better one: the sweep's own mode for its metrics, else by kind (losses,
+    times and memory down, the rest up)."""
+    spec = getattr(sw, "spec", None)
+    if spec is not None and metric in spec.metrics:
+        return spec.modes[spec.metrics.index(metric)] == "min"
+    kind = metric.rpartition("/")[2]
+    return kind == "loss" or kind.endswith("_ms") or kind.endswith("_mb")
+
+
+def history_frame(histories: dict, run_sig: dict) -> pd.DataFrame:
+    """Every logged point of the runs as one frame: sig (the run's configuration), run_id, step, value; a step a run
+    logged twice keeps its last value (as a curve of that run did)."""
+    rows = [(run_sig[rid], rid, m.step, m.value) for rid, hist in histories.items() for m in hist]
+    frame = pd.DataFrame(rows, columns=["sig", "run_id", "step", "value"])
+    return frame.drop_duplicates(["run_id", "step"], keep="last")
+
+
 def curves_plot(client, sw, metric: str, out, stat: str = DEFAULT_STAT, ci: str = DEFAULT_CI) -> int:
     """``metric`` against step for each configuration: ``stat`` over seeds (the tables' statistic), the band its
-    95% interval (``ci``); each configuration has its own colour, line style and marker."""
+    95% interval (``ci``); each configuration has its own colour, line style and marker. Past MAX_CURVES
+    configurations the best MAX_CURVES by their last point are drawn so, the others as thin grey lines without bands,
+    and the legend says so."""
+    from matplotlib.collections import LineCollection
+    from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
     from matplotlib.ticker import MaxNLocator
 
@@ -359,38 +389,45 @@ def curves_plot(client, sw, metric: str, out, stat: str = DEFAULT_STAT, ci: str 
     df = sw.runs[sw.runs["status"].isin(["FINISHED", "RUNNING"])] if not sw.runs.empty else sw.runs
     if df.empty:
         raise UserError(f"no runs of '{sw.experiment}' to plot; run `rirlab sweep` first")
-    fig, ax = plt.subplots(figsize=(7.5, 4.4))
-    n, banded = 0, False
-    lows, highs = [], []  # every seed's own values: the y axis spans them, not a band of few seeds
-    sigs = [signature(s) for s in df["swept"]]
+    run_sig = dict(zip(df["run_id"], (signature(s) for s in df["swept"])))
     # every run's history in one read (one query per 500 runs on a database store), not a call per run
-    histories = metric_histories(client, list(df["run_id"]), metric)
+    points = history_frame(metric_histories(client, list(df["run_id"]), metric), run_sig)
+    centres, _ = centre_groups(points[["sig", "step", "value"]], ["sig", "step"], stat)  # one groupby, every curve
+    seeds = points.groupby("sig")["run_id"].nunique()
+    rows = [row for row in ablation_rows(sw.spec, list(df["swept"])) if row.sig in seeds.index]
+    if not rows:
+        raise UserError(f"no run logged metric '{metric}'; try dev/accuracy, train/loss or "
+                        f"{contract.CPU_TIME_PER_STEP_MS}")
+    curve = {row.sig: centres["value"].loc[row.sig].sort_index() for row in rows}
+    order = {row.sig: i for i, row in enumerate(ablation_rows(sw.spec, list(df["swept"])))}  # colours as before
+    shown = rows
+    if len(rows) > MAX_CURVES:  # the best by their last point, in the order of the rows
+        best = sorted(rows, key=lambda r: curve[r.sig].iloc[-1], reverse=not lower_is_better(sw, metric))
+        keep = {r.sig for r in best[:MAX_CURVES]}
+        shown = [r for r in rows if r.sig in keep]
+        order = {r.sig: i for i, r in enumerate(shown)}
+    longest = max(len(f"{row.label} (n={seeds[row.sig]})") for row in shown)  # the legend's widest entry
+    legend_in = min(7.0, max(2.9, 0.8 + 0.053 * longest))  # inches kept right of the axes for the legend
+    fig, ax = plt.subplots(figsize=(4.6 + legend_in, 4.4))
+    rest = [row for row in rows if row not in shown]
+    if rest:  # one artist for all the others
+        ax.add_collection(LineCollection([np.column_stack([curve[r.sig].index, curve[r.sig].to_numpy()]) for r in rest],
+                                         colors="0.55", linewidths=0.6, alpha=0.6, zorder=1.5, gid=OTHERS_GID))  # over the bands
+    banded = False
     # 7 markers x 4 line styles, stepped together (28 distinct pairs); markers of each curve start at another
     # point, so curves that coincide still show every one's markers
     styles = zip(itertools.cycle(("-", "--", ":", "-.")), itertools.cycle(("o", "s", "^", "D", "v", "P", "X")))
-    for i, row in enumerate(ablation_rows(sw.spec, list(df["swept"]))):
-        series = []
-        for run_id in df["run_id"][[s == row.sig for s in sigs]]:
-            hist = histories[run_id]
-            if hist:
-                series.append(pd.Series({m.step: m.value for m in hist}, name=run_id))
-        if not series:
-            continue
-        table = pd.concat(series, axis=1).sort_index()  # (steps, seeds)
-        color, (ls, mk) = f"C{i % 10}", next(styles)
-        every = 1 if len(table) <= 6 else max(2, len(table) // 10)  # few points: mark them all
-        ax.plot(table.index, centre(table, stat, axis=1), color=color, ls=ls, marker=mk, ms=5, mfc="none", mew=1.2, lw=1.6,
-                markevery=(n % every, every), label=f"{row.label} (n={len(series)})")
-        lows.append(np.nanmin(table.to_numpy()))
-        highs.append(np.nanmax(table.to_numpy()))
-        if len(series) > 1:
+    for n, row in enumerate(shown):
+        line = curve[row.sig]
+        color, (ls, mk) = f"C{order[row.sig] % 10}", next(styles)
+        every = 1 if len(line) <= 6 else max(2, len(line) // 10)  # few points: mark them all
+        ax.plot(line.index, line.to_numpy(), color=color, ls=ls, marker=mk, ms=5, mfc="none", mew=1.2, lw=1.6,
+                markevery=(n % every, every), label=f"{row.label} (n={seeds[row.sig]})")
+        if seeds[row.sig] > 1:
+            table = points[points["sig"] == row.sig].pivot(index="step", columns="run_id", values="value")
             ax.fill_between(table.index, *seed_band(table, stat, ci), color=color, alpha=0.15, lw=0)
             banded = True
-        n += 1
-    if n == 0:
-        plt.close(fig)
-        raise UserError(f"no run logged metric '{metric}'; try dev/accuracy, train/loss or "
-                        f"{contract.CPU_TIME_PER_STEP_MS}")
+    ax.autoscale_view()
     words = metric_words(metric, dict(sw.splits))
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("training step")
@@ -398,17 +435,24 @@ def curves_plot(client, sw, metric: str, out, stat: str = DEFAULT_STAT, ci: str 
     # two lines: one would run past the figure's edge beside the legend
     ax.set_title(f"{sw.experiment}: {words}\n({stat} over seeds" + (f", band = {BANDS[ci]})" if banded else ")"),
                  fontsize=10)
-    if banded:
-        _axis_on_the_seeds(ax, lows, highs)
+    if banded:  # every seed's own values: the y axis spans them, not a band of few seeds
+        _axis_on_the_seeds(ax, [float(points["value"].min())], [float(points["value"].max())])
     ax.grid(alpha=0.3)
     handles = ax.get_legend_handles_labels()[0]
+    title = None
+    if rest:
+        handles.append(Line2D([], [], color="0.6", lw=0.6, label=f"the other {len(rest)} (no band)"))
+        title = f"the {len(shown)} {'lowest' if lower_is_better(sw, metric) else 'highest'} of {len(rows)} " \
+                f"configurations\nby the last point"
     if banded:
         handles.append(Patch(color="0.5", alpha=0.3, label=f"band: {BANDS[ci]}"))
-    ax.legend(handles=handles, fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-    fig.tight_layout()
+    legend = ax.legend(handles=handles, fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0,
+                       title=title, title_fontsize=7.5)
+    legend.set_in_layout(False)  # its room is kept by hand: the layout squeezed the axes yet let a long legend run off
+    tight_layout(fig, rect=(0, 0, 1 - legend_in / fig.get_figwidth(), 1))
     fig.savefig(out, dpi=120)
     plt.close(fig)
-    return n
+    return len(rows)
 
 
 def split_panels(grid) -> list[dict]:

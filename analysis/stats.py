@@ -38,12 +38,13 @@ def centre(values, stat: str = DEFAULT_STAT, axis=None):
     return values.median(**kwargs) if stat == "median" else values.mean(**kwargs)
 
 
-def centre_groups(frame, by: str, stat: str = DEFAULT_STAT):
-    """:func:`centre` of every other column of ``frame`` within each group of equal ``by`` (one groupby, not a mask per
-    group), and the rows of each group: (a DataFrame indexed by the groups, a Series of counts)."""
+def centre_groups(frame, by, stat: str = DEFAULT_STAT):
+    """:func:`centre` of every other column of ``frame`` within each group of equal ``by`` (a column, or a list of
+    them; one groupby, not a mask per group), and the rows of each group: (a DataFrame indexed by the groups, a Series
+    of counts)."""
     if stat not in STATS:
         raise ValueError(f"stat {stat!r}: one of {', '.join(STATS)}")
-    groups = frame.groupby(by, sort=False)
+    groups = frame.groupby(by, sort=isinstance(by, list))  # several keys: sorted, e.g. steps in order
     return (groups.median() if stat == "median" else groups.mean()), groups.size()
 
 

@@ -150,3 +150,27 @@ def test_spread_separates_a_crowd_in_few_steps():
             if i != j:
                 assert (np.abs(centres[i] - centres[j]) >= half[i] + half[j]).any(), (i, j)
             assert (np.abs(centres[i] - pts[j]) >= half[i] + MARKER_PT).any(), (i, j)
+
+
+def test_curves_of_many_configurations_draw_the_best_and_one_artist_for_the_rest(stores, tmp_path, figures):
+    """50 configurations: the MAX_CURVES best by their last point each a line with its legend entry, the other 40 one
+    grey LineCollection (not 40 lines, 40 bands and a legend past the figure's edge), and the legend says what it
+    leaves out."""
+    from matplotlib.collections import LineCollection
+
+    from rirlab.analysis import plots
+
+    uri, name = stores[50]
+    client = MlflowClient(uri)
+    assert plots.curves_plot(client, load_sweep(client, name), "dev/accuracy", tmp_path / "c.png") == 50
+    ax = figures[-1].axes[0]
+    lines = [ln for ln in ax.get_lines() if not ln.get_label().startswith("_")]
+    assert len(lines) == plots.MAX_CURVES
+    assert [ln.get_ydata()[-1] for ln in lines] == [50.0 + i for i in range(50 - plots.MAX_CURVES, 50)]  # the best
+    (others,) = [c for c in ax.collections if c.get_gid() == plots.OTHERS_GID]
+    assert isinstance(others, LineCollection) and len(others.get_segments()) == 50 - plots.MAX_CURVES
+    assert len(ax.collections) == 1  # one seed each: no band
+    legend = ax.get_legend()
+    assert len(legend.get_texts()) == plots.MAX_CURVES + 1
+    assert "of 50 configurations" in legend.get_title().get_text()
+    assert "the other 40" in legend.get_texts()[-1].get_text()
