@@ -174,3 +174,29 @@ def test_curves_of_many_configurations_draw_the_best_and_one_artist_for_the_rest
     assert len(legend.get_texts()) == plots.MAX_CURVES + 1
     assert "of 50 configurations" in legend.get_title().get_text()
     assert "the other 40" in legend.get_texts()[-1].get_text()
+
+
+def test_tables_build_no_pandas_series_per_run_or_cell(stores, monkeypatch):
+    """The ablation table reads runs as dicts and centres cells with numpy: the pandas Series it builds do not grow
+    with the runs and cells (iterrows and a Series per cell were most of the table's own time at 1,000 runs)."""
+    import pandas as pd
+
+    from rirlab.analysis import tables as T
+
+    made = []
+    real = pd.Series.__init__
+
+    def counted(self, *a, **k):
+        made.append(1)
+        real(self, *a, **k)
+
+    counts = {}
+    for n, (uri, name) in stores.items():
+        sw = load_sweep(MlflowClient(uri), name)
+        made.clear()
+        monkeypatch.setattr(pd.Series, "__init__", counted)
+        grid = T.ablation(sw.runs, spec=sw.spec, n_expected=sw.n_expected, splits=sw.splits)
+        monkeypatch.setattr(pd.Series, "__init__", real)
+        assert len(grid.body) == n
+        counts[n] = len(made)
+    assert counts[50] == counts[5], counts
