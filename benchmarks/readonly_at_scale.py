@@ -13,7 +13,11 @@ measures those alone); what grows from there with N is the commands' own cost.
 
     taskset -c 1 .venv/bin/python benchmarks/readonly_at_scale.py [--sizes 10,100,1000] [--repeats 3] [--keep DIR]
 
---keep DIR keeps the stores (DIR/n<N>/mlruns.db) and reuses them on the next run.
+--keep DIR keeps the stores (DIR/n<N>/mlruns.db) and reuses them on the next run. --before DIR times each command a
+second time, interleaved run for run, with DIR first on PYTHONPATH: a tree of the package at an earlier commit (its
+rirlab/ with analysis/ and sweeps/ moved inside, as they install), so that before and after share the core's load:
+
+    git archive BASE rirlab analysis sweeps | tar -x -C DIR && mv DIR/analysis DIR/sweeps DIR/rirlab/
 """
 
 from __future__ import annotations
@@ -128,6 +132,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds one command may take (inf past it)")
     ap.add_argument("--keep", default=None, help="folder to keep (and reuse) the stores in")
+    ap.add_argument("--before", default=None, help="package tree of an earlier commit, timed interleaved (docstring)")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     with tempfile.TemporaryDirectory() as d:
@@ -135,18 +140,28 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "RIRLAB_PLUGINS")}
         env["RIRLAB_CACHE"] = str(Path(d) / "cache")
         stores = {n: build(base / f"n{n}", n) for n in sizes}
-        table: dict[str, dict[int, float]] = {}
+        envs = {"": env}
+        if args.before:
+            envs["before"] = {**env, "PYTHONPATH": os.pathsep.join([str(Path(args.before).resolve()),
+                                                                    *filter(None, [env.get("PYTHONPATH")])])}
+        table: dict[str, dict[tuple, float]] = {}
         for n in sizes:
             work = Path(d) / f"out{n}"
             work.mkdir()
             for label, cmd in commands(*stores[n], work):
-                times = [wall([*RIRLAB, *cmd], env, work, args.timeout) for _ in range(args.repeats)]
-                table.setdefault(label, {})[n] = min(times)
-                print(f"N={n} {label}: {' '.join(f'{t:.2f}' for t in times)}", file=sys.stderr, flush=True)
-        print("| command | " + " | ".join(f"{n} runs: s" for n in sizes) + " |")
-        print("|---|" + "---:|" * len(sizes))
+                times: dict[str, list] = {k: [] for k in envs}
+                for _ in range(args.repeats):  # after, before, after, before...: the same load for both
+                    for k, e in envs.items():
+                        times[k].append(wall([*RIRLAB, *cmd], e, work, args.timeout))
+                for k, ts in times.items():
+                    table.setdefault(label, {})[(n, k)] = min(ts)
+                    print(f"N={n} {label}{' (' + k + ')' if k else ''}: {' '.join(f'{t:.2f}' for t in ts)}",
+                          file=sys.stderr, flush=True)
+        cols = [(n, k) for n in sizes for k in envs]
+        print("| command | " + " | ".join(f"{n} runs{' ' + k if k else ''}: s" for n, k in cols) + " |")
+        print("|---|" + "---:|" * len(cols))
         for label, row in table.items():
-            print(f"| `rirlab {label}` | " + " | ".join(f"{row[n]:.2f}" for n in sizes) + " |")
+            print(f"| `rirlab {label}` | " + " | ".join(f"{row[c]:.2f}" for c in cols) + " |")
 
 
 if __name__ == "__main__":
