@@ -14,6 +14,7 @@ from mlflow.tracking import MlflowClient
 
 from rirlab import contract
 from rirlab.errors import UserError, command
+from rirlab.store_reads import metric_history_bulk
 from rirlab.sweeps.spec.schema import Spec, read_spec
 
 __all__ = ["Sweep", "child_runs", "describe_parent", "effective_spec", "latest_parent", "load_sweep", "open_store",
@@ -206,8 +207,7 @@ def metric_histories(client, run_ids, key: str) -> dict:
     has no call for several runs, and one call per run is a round trip per run: seconds at a thousand runs. Other
     stores (a tracking server) are read a run at a time, as before."""
     run_ids = list(dict.fromkeys(run_ids))
-    store = getattr(getattr(client, "_tracking_client", None), "store", None)  # (None: e.g. analysis.records.Records)
-    bulk = getattr(store, "get_metric_history_bulk", None)
+    bulk = metric_history_bulk(client)  # below MLflow's public client: rirlab.store_reads, listed in rirlab.compat
     if bulk is None:
         return {rid: list(client.get_metric_history(rid, key)) for rid in run_ids}
     out: dict = {rid: [] for rid in run_ids}

@@ -24,9 +24,10 @@ The private parts, and why no public API does their job:
   MLflow has no setting for it and its pragma overrides any connect timeout.
 - ``MlflowClient._tracking_client.store.get_metric_history_bulk`` (``SqlAlchemyStore``; its UI's endpoint on a
   server): one metric's history of many runs in one query, where the public client asks once per run, so `rirlab
-  export` and `plot curves` on a sweep of 1,000 runs made thousands of round trips. Used in
-  ``rirlab.analysis.runs.metric_histories`` (analysis imports nothing of rirlab but the contract and a few
-  torch-free helpers, tests/analysis/test_analysis.py), which falls back to the public per-run call without it.
+  export` and `plot curves` on a sweep of 1,000 runs made thousands of round trips. Reached in
+  ``rirlab.store_reads.metric_history_bulk``, not here: its one user, ``rirlab.analysis.runs.metric_histories``,
+  imports nothing of rirlab but the contract and a few torch-free helpers (tests/analysis/test_analysis.py), and
+  falls back to the public per-run call where the store has no bulk read.
 - the logger ``mlflow.store.db.utils``: quieted while a schema is built, and filtered of failed statements.
 - ``mlflow.server.fastapi_app.app`` (what ``mlflow ui`` serves) and two localStorage keys of its built UI:
   ``rirlab ui`` serves that app with the keys preset (the last section says why no setting does it).
@@ -56,7 +57,7 @@ PRIVATE = (
     ("mlflow.utils.credentials", "get_default_host_creds", ()),
     ("mlflow.server.fastapi_app", "app", ()),
     ("mlflow.server.handlers", "STATIC_PREFIX_ENV_VAR", ()),
-    ("mlflow.store.tracking.sqlalchemy_store", "SqlAlchemyStore", ()),  # its get_metric_history_bulk
+    ("mlflow.store.tracking.sqlalchemy_store", "SqlAlchemyStore", ()),  # get_metric_history_bulk: rirlab.store_reads
 )
 
 DB_LOGGER = "mlflow.store.db.utils"  # MLflow's logger of schema creation, migrations and failed statements

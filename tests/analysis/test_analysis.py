@@ -347,11 +347,12 @@ def test_rirlab_tables_imports_no_torch(request, store, args):
 def test_analysis_imports_only_the_contract_of_this_project():
     """analysis/ imports, from this project, only the MLflow contract, the torch-free spec schema, trial
     expansion and search-algorithm registry (to lay out a table before any run exists), the error and key-matching helpers and the redaction of
-    passwords and paths (`rirlab export --redact`; re only), besides itself."""
+    passwords and paths (`rirlab export --redact`; re only), and the store read below MLflow's client
+    (rirlab.store_reads), besides itself."""
     import ast
 
     allowed = {"rirlab.contract", "rirlab.errors", "rirlab.config", "rirlab.redact", "rirlab.sweeps.spec.schema",
-               "rirlab.sweeps.spec.trials", "rirlab.sweeps.algorithms"}
+               "rirlab.sweeps.spec.trials", "rirlab.sweeps.algorithms", "rirlab.store_reads"}
     for path in sorted((Path(__file__).resolve().parents[2] / "analysis").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module:
@@ -364,6 +365,24 @@ def test_analysis_imports_only_the_contract_of_this_project():
             for name in names:
                 if name.split(".")[0] in ("sweeps", "rirlab") and not name.startswith("rirlab.analysis"):
                     assert name in allowed, f"{path.name} imports {name}"
+
+
+def test_analysis_reaches_below_mlflows_client_only_through_store_reads():
+    """MLflow's private client attributes are read in one torch-free helper (rirlab.store_reads, which imports
+    nothing at module level), listed where rirlab.compat documents the project's pinned MLflow internals."""
+    import ast
+
+    import rirlab.compat.mlflow as compat_mlflow
+    import rirlab.store_reads as store_reads
+
+    repo = Path(__file__).resolve().parents[2]
+    for path in sorted((repo / "analysis").glob("*.py")):
+        assert "_tracking_client" not in path.read_text(), f"{path.name}: use rirlab.store_reads"
+    tree = ast.parse(Path(store_reads.__file__).read_text())
+    imported = {a.name if isinstance(n, ast.Import) else n.module for n in tree.body
+                if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+    assert imported <= {"__future__", "typing"}, imported
+    assert "rirlab.store_reads.metric_history_bulk" in " ".join(compat_mlflow.__doc__.split())
 
 
 def test_the_cli_offers_the_statistics_analysis_computes():
