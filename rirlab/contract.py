@@ -183,9 +183,10 @@ METRICS = {
                                  "trials of a sweep (below)"),
     PEAK_MEM_MB: ("MiB", "the memory the model's training uses: on CUDA the allocator's peak over the trial, on CPU "
                          "the tensor-level high-water mark of `rirlab.perf.TensorMemory` (below)"),
-    PROCESS_RSS_MB: ("MiB", "peak resident set size of the whole process: the Python interpreter, torch's "
-                            "libraries, the datasets and heap the allocator keeps after freeing (several hundred MB "
-                            "whatever the model). Kept as its own metric; never plot it as the model's memory"),
+    PROCESS_RSS_MB: ("MiB", "peak resident set size of the whole process since the trial started (in a reused "
+                            "worker, `reuse_workers: true`, not an earlier trial's peak): the Python interpreter, "
+                            "torch's libraries, the datasets and heap the allocator keeps after freeing (several "
+                            "hundred MB whatever the model). Kept as its own metric; never plot it as the model's memory"),
     **{m: ("—", "the best dev evaluation of a recipe that selects by dev: its step, epoch, accuracy (%) and loss "
                 "(nats)") for m in BEST_METRICS},
     STOPPED_EPOCH: ("—", "the epoch the trial stopped in (a recipe that selects by dev)"),

@@ -176,8 +176,11 @@ def test_process_rss_is_the_trials_own_peak_after_a_bigger_one_in_the_same_proce
     from the resident size at its start (reset_peak_rss), not from an earlier trial's peak."""
     from rirlab.train import reset_peak_rss, rss_mb
 
-    big = bytearray(400 * 2**20)  # an earlier trial's peak: 400 MiB touched
+    import mmap
+
+    big = mmap.mmap(-1, 400 * 2**20)  # an earlier trial's peak: 400 MiB touched, then unmapped (a heap block might
+    big.write(b"x" * (400 * 2**20))  # stay resident after free: the trainer tunes the allocator to keep memory)
     peak_with_it = rss_mb()
-    del big
+    big.close()
     reset_peak_rss()
     assert rss_mb() < peak_with_it - 300
