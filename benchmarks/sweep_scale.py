@@ -81,18 +81,19 @@ BARE_OPTUNA = PEAK + """
 import json, optuna
 from rirlab.train import run_trial
 
-base, n = json.loads(sys.argv[1]), int(sys.argv[2])
+base, n, (low, high) = json.loads(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3])
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 def objective(trial):
-    return run_trial({**base, "lr": trial.suggest_float("lr", 1e-4, 1e-2, log=True)})["dev/accuracy"]
+    return run_trial({**base, "lr": trial.suggest_float("lr", low, high, log=True)})["dev/accuracy"]
 
 study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=0))
 study.optimize(objective, n_trials=n)
 assert len(study.trials) == n and all(t.state.name == "COMPLETE" for t in study.trials), 'a bare Optuna trial failed'
 """
 
-LR_RANGE = [1e-4, 1e-2]
+LR_RANGE = [1e-4, 1e-2]  # the Optuna sides' search of lr (log-uniform)
+FIXED_SEARCHED = {k: v for k, v in FIXED.items() if k != "lr"}  # FIXED less what the Optuna sides search
 
 
 def size_mb(*paths: Path) -> float:
@@ -133,32 +134,24 @@ def gaps(uri: str, name: str) -> tuple[float, float, float, float]:
     return (*ends(between), *ends(lasted))
 
 
-def start_server(folder: Path):
-    """A local `mlflow server` on its own sqlite file (as benchmarks/logging_cost.py starts it): (process, url)."""
-    from logging_cost import start_server as start
-
-    return start(folder)
-
-
 def run_rirlab(work: Path, n: int, steps: int, concurrent: int, side: str = "rirlab", reuse: bool = False) -> dict:
     """``rirlab sweep`` of n tiny trials: a grid over n seeds (``rirlab``, ``rirlab-server``) or an Optuna search of
     n configurations, one seed (``rirlab-optuna``); then the read-only commands on the store it wrote."""
     name = f"scale{n}{side.removeprefix('rirlab')}".replace("-", "_")
     folder = work / side
     folder.mkdir(parents=True, exist_ok=True)
+    spec = {"name": name, "task": "listops", "model": "rir_grc", "fixed": {**FIXED, "steps": steps}, "seeds": n,
+            "max_concurrent": concurrent, "max_trials": max(n, 1000)}
     if side == "rirlab-optuna":
-        fixed = {k: v for k, v in FIXED.items() if k != "lr"}
-        spec = {"name": name, "task": "listops", "model": "rir_grc", "fixed": {**fixed, "steps": steps}, "seeds": 1,
-                "algorithm": "optuna", "num_samples": n, "search": {"lr": {"loguniform": LR_RANGE}},
-                "max_concurrent": concurrent, "max_trials": max(n, 1000)}
-    else:
-        spec = {"name": name, "task": "listops", "model": "rir_grc", "fixed": {**FIXED, "steps": steps},
-                "seeds": n, "max_concurrent": concurrent, "max_trials": max(n, 1000)}
+        spec.update(fixed={**FIXED_SEARCHED, "steps": steps}, seeds=1, algorithm="optuna", num_samples=n,
+                    search={"lr": {"loguniform": LR_RANGE}})
     if reuse:
         spec["reuse_workers"] = True
     (folder / "spec.yaml").write_text(yaml.safe_dump(spec))
     server = None
     if side == "rirlab-server":
+        from logging_cost import start_server  # (this folder) a local `mlflow server` on its own sqlite file
+
         server, uri = start_server(folder)
     else:
         uri = f"sqlite:///{folder / 'mlruns.db'}"
@@ -196,10 +189,10 @@ def run_bare(work: Path, n: int, steps: int, concurrent: int, reuse: bool = Fals
 
 
 def run_bare_optuna(work: Path, n: int, steps: int) -> dict:
-    base = {"task": "listops", "model": "rir_grc", **{k: v for k, v in FIXED.items() if k != "lr"}, "steps": steps,
-            "seed": 0}
+    base = {"task": "listops", "model": "rir_grc", **FIXED_SEARCHED, "steps": steps, "seed": 0}
     peak = work / "peak_optuna.txt"
-    wall = timed_run([sys.executable, "-c", BARE_OPTUNA, str(peak), json.dumps(base), str(n)], work)
+    wall = timed_run([sys.executable, "-c", BARE_OPTUNA, str(peak), json.dumps(base), str(n), json.dumps(LR_RANGE)],
+                     work)
     return {"wall_s": wall, "trials_per_min": n / wall * 60, "driver_peak_rss_mb": int(peak.read_text()) / 1024}
 
 
