@@ -19,12 +19,32 @@ SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchr
 
 class OpCounter(TorchDispatchMode):
     """Counts every ATen op dispatched inside the ``with`` block (forward, autograd's backward, optimiser), by name;
-    ``views``: how many of them are views (no kernel on any device; the rest is what launches one)."""
+    ``views``: how many of them are views (no kernel on any device; the rest is what launches one).
+
+    Code compiled by ``torch.compile`` (a model's ``compile: true``) runs under it as it runs outside: the counter is
+    an "infra" mode, as Dynamo runs nothing compiled under any other dispatch mode (it falls back to eager, or raises
+    with ``fullgraph=True``). There the counter sees what the compiled code dispatches (matrix products, top-k, the
+    runtime's views), not the kernels inductor generated: on the CPU ``kernels`` counts those (C++ kernels called
+    inside the block, :func:`inductor_cpu_kernels`); on CUDA the profiler counts every launch (:func:`count_step`)."""
 
     def __init__(self):
         super().__init__()
         self.by_name: collections.Counter = collections.Counter()
         self.views = 0
+        self.kernels: collections.Counter = collections.Counter()
+        self._unwrap = None
+
+    @classmethod
+    def is_infra_mode(cls) -> bool:
+        return True
+
+    def __enter__(self):
+        self._unwrap = inductor_cpu_kernels(self.kernels)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        self._unwrap()
+        return super().__exit__(*exc)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.by_name[func.overloadpacket.__name__] += 1
@@ -33,7 +53,34 @@ class OpCounter(TorchDispatchMode):
 
     @property
     def total(self) -> int:
-        return sum(self.by_name.values())
+        """ATen ops dispatched and inductor's C++ kernels run (each one launch's worth of host work)."""
+        return sum(self.by_name.values()) + sum(self.kernels.values())
+
+
+def inductor_cpu_kernels(counts: collections.Counter) -> Callable[[], None]:
+    """Count the calls of every C++ kernel torch.compile's inductor has loaded so far (``cpp_fused_*`` functions of
+    its generated modules, which call them by module global) into ``counts`` until the returned function restores
+    them. Kernels loaded later (a graph compiled inside the block) are not counted: count after a warm-up step."""
+    import sys
+
+    mod = sys.modules.get("torch._inductor.codecache")
+    wrapped = []
+    for m in list(mod.PyCodeCache.modules) if mod is not None else []:
+        for name in [n for n in vars(m) if n.startswith("cpp_fused")]:
+            fn = getattr(m, name)
+
+            def counted(*args, _fn=fn, _name=name, **kwargs):
+                counts[_name] += 1
+                return _fn(*args, **kwargs)
+
+            setattr(m, name, counted)
+            wrapped.append((m, name, fn))
+
+    def restore():
+        for m, name, fn in wrapped:
+            setattr(m, name, fn)
+
+    return restore
 
 
 def busy_share(events, wall_us: float) -> float:
@@ -62,7 +109,7 @@ def count_step(step: Callable[[], None], device: str, top: int = 12) -> dict:
     with OpCounter() as ops:
         step()
     out = {"ops_per_step": ops.total, "view_ops_per_step": ops.views,
-           "top_ops": dict(ops.by_name.most_common(top))}
+           "top_ops": dict(ops.by_name.most_common(top)), "compiled_kernels_per_step": sum(ops.kernels.values())}
     if device == "cuda":
         events, wall = profile_steps(step, 1)
         kernels = kernel_events(events)

@@ -36,8 +36,14 @@ class EBTConfig(PreChunkConfig):
 
 
 def search(cfg: EBTConfig) -> FusedBeamTree:
-    """The EBT-GRC search of a config: GRC cell (eq. 10-11), scorer (eq. 12), beam ``beam_size``, ``beam_select``."""
-    return FusedBeamTree(GRC.from_config(cfg), Scorer(cfg.hidden_size, cfg.d_s), cfg.beam_size, cfg.beam_select)
+    """The EBT-GRC search of a config: GRC cell (eq. 10-11), scorer (eq. 12), beam ``beam_size``, ``beam_select``;
+    its merge steps compiled where the config says ``compile`` (RIR-EBT-GRC's, :mod:`rirlab.models.compiled_beam`)."""
+    tree = FusedBeamTree(GRC.from_config(cfg), Scorer(cfg.hidden_size, cfg.d_s), cfg.beam_size, cfg.beam_select)
+    if getattr(cfg, "compile", False):
+        from rirlab.models.compiled_beam import CompiledSearch
+
+        tree.search_class = CompiledSearch
+    return tree
 
 
 class EBTEncoder(nn.Module):

@@ -27,6 +27,9 @@ class RIREBTConfig(RIRConfig):
     d_s: int = Field(64, ge=1)  # features of each child the scorer reads (EBT Fix 2)
     beam_select: BeamSelect = "stochastic"  # training survivors: Gumbel top-b (authors' code) or plain top-b
     inference: Inference = "non_rir"
+    # training steps' merge steps by torch.compile (inductor): ~3x fewer ops dispatched per merge step, the same values;
+    # costs a compile per kind of step on a trial's first steps (rirlab.models.compiled_beam; benchmarks/README.md)
+    compile: bool = False
 
 
 @register("rir_ebt_grc", RIREBTConfig, select_by="accuracy", table1_row=11, memory_width=beam_width)
