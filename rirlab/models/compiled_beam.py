@@ -16,24 +16,29 @@ from __future__ import annotations
 import functools
 
 import torch
+import torch.fx.experimental._config
 import torch.nn.functional as F
 
 from rirlab.models.beam_tree import NEG, keep_survivors, perturbs_survivors
 from rirlab.models.fused_beam import LEAD, TABLE_MAX, Search, merge_table, merge_table_by_parent
 
 
-def merge_step(pool, spool, state, scores, new3, noise, keep, table, lengths, w1t, b1, w2t, b2, gamma, beta, sw1t,
-               sb1, sw2v, sb2, *, t: int, g_at: int, survivors: bool, r0: int, sc0: int, b: int, k1: int, w: int,
-               scale: float, eps: float, ds: int):
+def merge_step(pool, spool, state, scores, new_ids, noise, keep, table, lengths, w1t, b1, w2t, b2, gamma, beta, sw1t,
+               sb1, sw2v, sb2, *, n: int, t: int, g_at: int, survivors: bool, r0: int, n_leaf: int, n_sc0: int, b: int,
+               k1: int, w: int, scale: float, eps: float, ds: int):
     """One merge step of :meth:`Search.run` (its loop body) as one function of tensors, with two writes: the new nodes
-    into ``pool`` rows r0.. and their two pair scores into ``spool`` from ``sc0``. ``state`` (n, B, LEAD + 2W) the
-    merge rows, ``scores`` (n, b), ``new3`` (n, 1, 3b) the new ids, ``noise`` the search's Gumbel stream (or None;
-    this step's draws start at ``g_at``, the survivors' follow where ``survivors``), ``keep`` the dropout keep rows (or
-    None), ``table`` the merge table (:func:`merge_table`, by parent where B > 1), ``lengths`` the merging rows'
-    lengths (at least n; step ``t``). Returns the next merge rows, the scores, and what the backward reads, none of
-    them a view of another (an output that aliases costs the runtime a view op per step)."""
-    n, big_b = state.size(0), state.size(1)
+    into ``pool`` rows n_leaf + r0.. and their two pair scores into ``spool`` from n_sc0 + 2 r0 (r0: the step's first
+    composition). ``state`` (>= n, B, LEAD + 2W) the merge rows and ``scores`` (>= n, b) of the rows still merging
+    first, ``new_ids`` (:meth:`Search.new_ids`, all steps), ``noise`` the search's Gumbel stream (or None; this step's
+    draws start at ``g_at``, the survivors' follow where ``survivors``), ``keep`` the dropout keep rows of all steps
+    (or None), ``table`` the merge table (:func:`merge_table`, by parent where B > 1), ``lengths`` the rows' sorted
+    lengths (step ``t``). Every tensor argument is a whole buffer or the previous step's output, never a slice of
+    one, and no output is a view of another: a view argument guards on its base (a recompile where the base
+    differs) and an aliased output costs the runtime a view op per step.
+    Returns the next merge rows, the scores, and what the backward reads."""
+    big_b = state.size(1)
     nb, d = n * b, pool.size(1)
+    state, scores = state[:n], scores[:n]
     sid = state[..., LEAD + w : LEAD + 2 * w - 1]  # (n, B, W-1) score ids of the adjacent pairs
     logp = F.log_softmax(torch.take(spool, sid), dim=-1)  # (n, B, W-1)
     npair = n * big_b * (w - 1)
@@ -49,7 +54,7 @@ def merge_step(pool, spool, state, scores, new3, noise, keep, table, lengths, w1
     else:
         jj = top_pos.view(n, b * k1).gather(1, sel)
         at = table[parent, jj, torch.arange(b, device=jj.device)]
-    src = torch.cat([state.reshape(n, 1, -1), new3], 2)
+    src = torch.cat([state.reshape(n, 1, -1), new_ids[r0 : r0 + nb].view(n, 1, 3 * b)], 2)
     state = src.expand(n, b, src.size(2)).gather(2, at)  # (n, b, LEAD + 2W - 2)
     ids, pids = state[..., :2], state[..., 2:LEAD]
     # the GRC cell (eq. 10-11) on the two children
@@ -57,14 +62,14 @@ def merge_step(pool, spool, state, scores, new3, noise, keep, table, lengths, w1
     h1 = torch.addmm(b1, pair, w1t)
     act = F.gelu(h1)
     if keep is not None:
-        act = act * keep
+        act = act * keep[r0 : r0 + nb]
     gh = torch.addmm(b2, act, w2t, alpha=scale)
     gates, h = gh.split([3 * d, d], 1)
     sg = gates.sigmoid()
     gh = torch.cat([sg, h], 1)  # what the backward reads: sigma(l), sigma(r), sigma(g), h
     mixed = (torch.cat([pair, h], 1) * sg).view(nb, 3, d).sum(1)
     new, mean, rstd = torch.native_layer_norm(mixed, (d,), gamma, beta, eps)
-    pool[r0 : r0 + nb] = new
+    pool[n_leaf + r0 : n_leaf + r0 + nb] = new
     # the scorer (eq. 12) on the two pairs touching each new node
     sin = F.embedding(pids, pool[:, :ds]).view(2 * nb, 2 * ds)
     hp = torch.addmm(sb1, sin, sw1t)
@@ -72,8 +77,8 @@ def merge_step(pool, spool, state, scores, new3, noise, keep, table, lengths, w1
     two = torch.addmv(sb2, ha, sw2v).view(n, b, 2)
     bad = jj >= (lengths[:n] - (2 + t)).view(n, 1)  # a merge at j >= length - 2 - t has no right neighbour
     two = torch.stack([two[..., 0], two[..., 1].masked_fill(bad, NEG)], 2)
-    spool[sc0 : sc0 + 2 * nb] = two.view(-1)
-    return (state, new_scores, parent, jj, logp, sid.clone(), state[..., :LEAD].clone(), bad, h1, gh, mixed, mean,
+    spool[n_sc0 + 2 * r0 : n_sc0 + 2 * r0 + 2 * nb] = two.view(-1)
+    return (state, new_scores, parent, jj, logp, sid.reshape(-1).clone(), state[..., :LEAD].clone(), bad, h1, gh, mixed, mean,
             rstd, hp, ha)
 
 
@@ -103,37 +108,47 @@ class CompiledSearch(Search):
             return super().run()
         b = self.b
         step = compiled_merge_step(self.backend)
-        state, scores, lengths, pieces = self.start()
-        state = F.pad(state, (LEAD, 0))
-        new3 = self.new_ids().view(-1, 1, 3 * b).split(self.n_merging[:-1])
+        state, _, _, pieces = self.start()
+        state, scores = F.pad(state, (LEAD, 0)), self.scores0  # the step reads their first n rows
+        new_ids = self.new_ids()
         noise = self.noise  # None at eval
-        g = None if noise is None else noise.g  # (draws,) the Gumbel stream, read at offsets
-        keeps = None if noise is None or noise.keep is None else noise.keep.split([n * b for n in self.n_merging[:-1]])
+        g, keep = (None, None) if noise is None else (noise.g, noise.keep)  # (draws,) the Gumbel stream, at offsets
         outs = []
         r0 = 0
         for t in range(len(self.n_merging) - 1):
-            n, big_b, w = state.size(0), state.size(1), (state.size(2) - LEAD) // 2
+            n, n_next = self.n_merging[t], self.n_merging[t + 1]
+            big_b, w = state.size(1), (state.size(2) - LEAD) // 2
             k1 = min(b, w - 1)
             survivors, g_at = False, 0
             if noise is not None:  # this step's draws: the pairs' (n, B, W-1), then the survivors' (n, b k1)
                 survivors, g_at = noise.survivors and perturbs_survivors(big_b), noise.g_at
                 noise.g_at += n * big_b * (w - 1) + (n * b * k1 if survivors else 0)
-            out = step(self.pool, self.spool, state, scores, new3[t], g, keeps[t] if keeps else None,
-                       merge_table(w, big_b, b, state.device) if big_b == 1 else merge_table_by_parent(
-                           w, big_b, b, state.device), lengths, self.w1t, self.b1, self.w2t, self.b2, self.gamma,
-                       self.beta, self.sw1t, self.sb1, self.sw2v, self.sb2, t=t, g_at=g_at, survivors=survivors,
-                       r0=self.n_leaf + r0, sc0=self.n_sc0 + 2 * r0, b=b, k1=k1, w=w, scale=self.scale, eps=self.eps,
-                       ds=self.ds)
+            table = (merge_table(w, big_b, b, state.device) if big_b == 1
+                     else merge_table_by_parent(w, big_b, b, state.device))
+            with _no_duck_shapes():
+                out = step(self.pool, self.spool, state, scores, new_ids, g, keep, table, self.lengths, self.w1t,
+                           self.b1, self.w2t, self.b2, self.gamma, self.beta, self.sw1t, self.sb1, self.sw2v,
+                           self.sb2, n=n, t=t, g_at=g_at, survivors=survivors, r0=r0, n_leaf=self.n_leaf,
+                           n_sc0=self.n_sc0, b=b, k1=k1, w=w, scale=self.scale, eps=self.eps, ds=self.ds)
             state, scores, parent, jj, logp, sid = out[:6]
             self.steps.append((n, big_b, w, r0, parent, jj, sid, logp))
             outs.append(out[6:])
             r0 += n * b
-            n_next = self.n_merging[t + 1]
             if n_next < n:  # rows that made their last merge leave the batch: root ids (column LEAD), scores
                 pieces.append((state[n_next:, :, LEAD], scores[n_next:]))
-                state, scores = state[:n_next], scores[:n_next]
         if outs:
             lead, bad, *rows = (torch.cat(z) for z in zip(*outs))
             self.saved = {"ids": [lead[..., :2]], "pids": [lead[..., 2:]], "right_bad": [bad]}
             self.buf = dict(zip(("h1", "gh", "mixed", "mean", "rstd", "shp", "sha"), rows))
         return self.finish(pieces)
+
+    def put_scores(self, g_spool, steps, g_ps, sizes):
+        """The log-probabilities' gradients into the score pool: ONE ``put_`` for a run of steps (each step's score
+        ids came out of the compiled step flat)."""
+        g_spool.put_(torch.cat([s[6] for s in steps]), g_ps, accumulate=True)
+
+
+def _no_duck_shapes():
+    """Dynamo's shape environment without duck sizing while a step compiles: two sizes that happen to be equal (the
+    rows merging and the rows of the lengths) would otherwise become one symbol and recompile when they differ."""
+    return torch.fx.experimental._config.patch(use_duck_shape=False)

@@ -612,12 +612,17 @@ class Search:
             sums = g_final.new_zeros(so[t1] - so[t0]).index_add_(0, idx[len(blocks) + k], vals)  # per softmax
             logp = torch.cat([s[7].view(-1) for s in steps[t0:t1]]).exp_()  # softmax
             g_ps = torch.addcmul(g_lp, logp, sums.index_select(0, segment_index(run, dev)), value=-1)  # its backward
-            for s, g in zip(steps[t0:t1], g_ps.split(sizes[t0:t1])):
-                g_spool.put_(s[6], g, accumulate=True)
+            self.put_scores(g_spool, steps[t0:t1], g_ps, sizes[t0:t1])
         g0, live = idx[-2:]
         n0, m = self.n_merging[0], self.m
         g_in = g_final.new_zeros(n0 * b).index_add_(0, g0, g_final.view(-1)[: n0 * b]).view(n0, b)
         return (g_in if n0 == m else torch.cat([g_in, g_final[n0:]])), live, counts
+
+    def put_scores(self, g_spool, steps, g_ps, sizes):
+        """The log-probabilities' gradients ``g_ps`` of a run of ``steps`` (``sizes`` each) into the score pool at
+        their score ids: one ``put_`` per step (a step's ids are a strided view of its state)."""
+        for s, g in zip(steps, g_ps.split(sizes)):
+            g_spool.put_(s[6], g, accumulate=True)
 
     def cells_backward(self, g_pool, children, live, counts):
         """The GRC cells (eq. 10-11) of the ``live`` compositions (children ``children`` (K, 2)), one batch per depth
