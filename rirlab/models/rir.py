@@ -106,7 +106,7 @@ class Inner:
 
 INNERS = {
     # EBT-GRC beam search (RIR §3)
-    "ebt_grc": Inner(ebt_grc.search, ("beam_size", "d_s", "beam_select", "compile"), "rir_ebt_grc"),
+    "ebt_grc": Inner(ebt_grc.search, ("beam_size", "d_s", "beam_select"), "rir_ebt_grc"),
     "grc_rnn": Inner(GRCRNN, (), "rir_grc"),  # GRC RNN over each chunk (RIR-GRC, §4.1; rnn_start: RIR-GRC's)
     # Ordered Memory with the authors' per-call input projection (RIR-OM, Table 5)
     "om": Inner(ProjectedOrderedMemory, ("om_slots", "om_memory_dropout", "om_mask", "om_ln"), "rir_om"),
