@@ -2,7 +2,7 @@
 # The GPU issue's measurements, as run on a lent device (each section under its own time limit, so one slow
 # section cannot eat the others; every figure is written under $OUT as it is measured).
 #
-#   bash benchmarks/gpu_session.sh SECTION...      sections: env tests table1 steps profile learn goal om_bf16 launches
+#   bash benchmarks/gpu_session.sh SECTION...      sections: env tests table1 steps profile learn goal om_bf16 launches launches_compiled
 #
 # On a machine without ray/mlflow/optuna: rirlab needs none of them for these sections; it runs from the
 # checkout (PYTHONPATH=$PWD, `python3 -m rirlab.cli`). RIRLAB_CACHE may point at a generated data cache
@@ -53,6 +53,13 @@ for section in "$@"; do
       done
       timeout "${GOAL_S:-240}" $RIR bench --protocol table1 --device "${DEVICE:-cuda}" --models rir_ebt_grc \
         --time-cap-s "${GOAL_CAP_S:-60}" --json "$OUT/launches_table1.json" 2>&1 | tee -a "$OUT/launches.log" ;;
-    *) echo "unknown section $section (env tests table1 steps profile learn goal om_bf16 launches)"; exit 2 ;;
+    launches_compiled)  # issue 57 item 2: the same step with `compile: true` (the merge steps through inductor, Triton
+                        # kernels on CUDA; the first step compiles ~4 graphs), against the eager figures of `launches`
+      for shape in 128x100 1x1800; do
+        timeout "${COMPILE_S:-600}" $RIR bench --device "${DEVICE:-cuda}" --model rir_ebt_grc --batch "${shape%x*}" \
+          --length "${shape#*x}" --repeats 5 --warmup 2 --set compile=true --json "$OUT/launches_compiled_$shape.json" \
+          2>&1 | tee -a "$OUT/launches_compiled.log"
+      done ;;
+    *) echo "unknown section $section (env tests table1 steps profile learn goal om_bf16 launches launches_compiled)"; exit 2 ;;
   esac
 done
