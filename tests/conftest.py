@@ -12,7 +12,8 @@ import pytest
 # tests of the dry run's other output skip that (tests/sweeps/test_spec_dryrun.py times on purpose)
 os.environ.setdefault("RIRLAB_DRY_RUN_TIMING", "0")
 
-OPT_IN = ("browser", "cluster", "slurm", "inductor")  # need a browser, PostgreSQL, Slurm daemons, C++ builds, minutes: run only where -m names them
+# need a browser, PostgreSQL, Slurm daemons, inductor's C++ builds, minutes: run only where -m names them
+OPT_IN = ("browser", "cluster", "slurm", "inductor")
 
 
 def pytest_configure(config):

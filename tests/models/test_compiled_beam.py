@@ -105,7 +105,8 @@ def test_op_counter_lets_compiled_code_run_and_counts_what_it_dispatches():
 
 @pytest.mark.inductor
 def test_op_counter_counts_inductor_cpu_kernels():
-    """Inductor's C++ kernels bypass the dispatcher: the counter counts their calls apart (``kernels``), in ``total``."""
+    """Inductor's C++ kernels bypass the dispatcher: the counter counts their calls apart (``kernels``), and in
+    ``total``."""
     from rirlab.bench.ops import OpCounter
 
     def f(x, w):
