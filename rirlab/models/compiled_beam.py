@@ -142,6 +142,10 @@ class CompiledSearch(Search):
             lead, bad, *rows = (torch.cat(z) for z in zip(*outs))
             self.saved = {"ids": [lead[..., :2]], "pids": [lead[..., 2:]], "right_bad": [bad]}
             self.buf = dict(zip(("h1", "gh", "mixed", "mean", "rstd", "shp", "sha"), rows))
+        else:  # no merge at all (every row one token): the empty buffers the backward reads
+            e, d, h = self.pool.new_empty, self.d, self.sw1.size(0)
+            self.buf = {"h1": e(0, self.w1.size(0)), "gh": e(0, 4 * d), "mixed": e(0, d), "mean": e(0, 1),
+                        "rstd": e(0, 1), "shp": e(0, h), "sha": e(0, h)}
         return self.finish(pieces)
 
     def put_scores(self, g_spool, steps, g_ps, sizes):

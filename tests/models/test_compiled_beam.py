@@ -44,6 +44,14 @@ def run_both(search_class, b_in: int, lengths: list[int], width: int, seed: int 
     return out
 
 
+def assert_equal_values(out):
+    (r1, s1, g1), (r2, s2, g2) = out
+    torch.testing.assert_close(r2, r1, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(s2, s1, rtol=1e-12, atol=1e-12)
+    for a, c in zip(g1, g2):
+        torch.testing.assert_close(c, a, rtol=1e-10, atol=1e-12)
+
+
 def assert_equal(out):
     (r1, s1, g1), (r2, s2, g2) = out
     torch.testing.assert_close(r2, r1, rtol=1e-12, atol=1e-12)
@@ -73,6 +81,12 @@ def test_compiled_merge_step_equals_the_eager_search_and_compiles_once_per_kind_
         assert_equal(run_both(EagerBackendSearch, 1, lengths, width, seed=3))
     assert counters["stats"]["unique_graphs"] == graphs, "a new length or batch recompiled the merge step"
     assert_equal(run_both(EagerBackendSearch, 3, [4, 2, 4], 4))
+
+
+def test_a_search_with_no_merge_step_runs_and_equals_the_eager_one():
+    """Every row one token: nothing to compile, and the backward still finds its (empty) buffers."""
+    out = run_both(EagerBackendSearch, 1, [1, 1], 3)
+    assert_equal_values(out)
 
 
 @pytest.mark.inductor
