@@ -15,6 +15,7 @@ trial's first step (minutes on a loaded 2-core machine; later processes read the
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import torch
@@ -154,7 +155,11 @@ class CompiledSearch(Search):
         g_spool.put_(torch.cat([s[6] for s in steps]), g_ps, accumulate=True)
 
 
+@contextlib.contextmanager
 def _no_duck_shapes():
     """Dynamo's shape environment without duck sizing while a step compiles: two sizes that happen to be equal (the
-    rows merging and the rows of the lengths) would otherwise become one symbol and recompile when they differ."""
-    return torch.fx.experimental._config.patch(use_duck_shape=False)
+    rows merging and the rows of the lengths) would otherwise become one symbol and recompile when they differ. And a
+    recompile limit above the kinds of step (training has at most 8, Dynamo's default limit, and a search with
+    gradients in eval mode adds more): with ``fullgraph=True`` Dynamo raises past the limit."""
+    with torch.fx.experimental._config.patch(use_duck_shape=False), torch._dynamo.config.patch(recompile_limit=64):
+        yield
