@@ -25,9 +25,11 @@ def pytest_configure(config):
         torch.set_num_threads(1)
 
 
+@pytest.hookimpl(trylast=True)  # after -m's deselection: the order below is of the tests that run
 def pytest_collection_modifyitems(config, items):
     """Leave out the opt-in markers' tests unless the -m expression names the marker (`pytest -m browser`,
-    `-m "cluster or e2e"`); `pytest` and `pytest -m "not e2e"` run none of them."""
+    `-m "cluster or e2e"`); `pytest` and `pytest -m "not e2e"` run none of them. Under pytest-xdist the slow tests
+    start first, spread over the workers (tests/helpers/schedule.py); without it, the collection order stays."""
     named = {m for m in OPT_IN if re.search(rf"\b{m}\b", config.option.markexpr or "")}
     keep, left_out = [], []
     for item in items:
@@ -35,6 +37,27 @@ def pytest_collection_modifyitems(config, items):
     if left_out:
         config.hook.pytest_deselected(items=left_out)
         items[:] = keep
+    workerinput = getattr(config, "workerinput", None)  # set in an xdist worker only
+    if workerinput is not None:
+        from tests.helpers import schedule
+
+        ids = [item.nodeid for item in items]
+        e2e = {item.nodeid for item in items if item.get_closest_marker("e2e")}
+        estimate = schedule.estimates(ids, e2e, schedule.read_durations())
+        if workerinput.get(SCHEDULER_KEY) == "worksteal":
+            order = schedule.spread(ids, estimate, int(workerinput["workercount"]))
+        else:
+            order = schedule.longest_first(ids, estimate)
+        items[:] = [items[i] for i in order]
+
+
+SCHEDULER_KEY = "rirlab_dist"  # the controller's --dist, which xdist resets to "no" in its workers
+
+
+@pytest.hookimpl(optionalhook=True)  # (a pytest-xdist hook; `-p no:xdist` runs without it)
+def pytest_configure_node(node):
+    """Tell each xdist worker which scheduler hands it tests (the order above depends on it)."""
+    node.workerinput[SCHEDULER_KEY] = node.config.option.dist
 
 
 @pytest.fixture
