@@ -26,7 +26,10 @@ from tests.helpers.sweep_runs import TINY, runs_of, write_spec
 
 
 def test_damaged_checkpoints_stop_their_trials_in_one_line_and_restart_damaged_trains_them(workdir, new_store):
-    spec = write_spec(workdir / "d.yaml", name="damaged", seeds=2, checkpoint_every=50, max_concurrent=2,
+    # three trials, two at a time: the two running ones get damaged, the third (pending at the kill) is the trial
+    # --resume runs to its end beside them
+    spec = write_spec(workdir / "d.yaml", name="damaged", seeds=1, checkpoint_every=50, max_concurrent=2,
+                      search={"lr": {"grid": [0.003, 0.001, 0.002]}},
                       fixed={**TINY["fixed"], "steps": 300, "eval_every": 150})
     db = workdir / "mlruns.db"
     new_store(db)

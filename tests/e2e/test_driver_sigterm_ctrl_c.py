@@ -23,13 +23,15 @@ def _start(workdir, spec):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
-def _wait_for(predicate, proc, timeout, what):
+def _wait_for(predicate, proc, timeout, what, every=0.5):
+    """Poll PREDICATE every EVERY seconds: a query of the store costs this process about 0.1 s of CPU, taken from the
+    sweep it waits for, so the store is polled twice a second; a file's existence can be polled faster."""
     end = time.time() + timeout
     while time.time() < end:
         if predicate():
             return
         assert proc.poll() is None, f"exited {proc.returncode} before {what}: {proc.communicate()}"
-        time.sleep(0.1)
+        time.sleep(every)
     raise AssertionError(f"timed out waiting for {what}")
 
 
@@ -123,7 +125,7 @@ def test_ctrl_c_before_the_parent_run_exists_prints_no_resume_command(workdir, s
     spec.write_text(yaml.safe_dump({**TINY, "name": "early"}, sort_keys=False))
     proc = _start(workdir, spec)
     try:
-        _wait_for(lambda: list(workdir.glob("rirlab_runs/*/ray_driver.log")), proc, 300, "Ray starting")
+        _wait_for(lambda: list(workdir.glob("rirlab_runs/*/ray_driver.log")), proc, 300, "Ray starting", every=0.1)
         proc.send_signal(sig)
     finally:
         out, err = _finish(proc)

@@ -72,8 +72,8 @@ def test_a_rerun_stopped_by_ctrl_c_continues_with_resume_in_the_same_new_run(wor
     new_store(db)
     fail = workdir / "fail-now"
     fail.touch()
-    spec = write_spec(workdir / "c.yaml", name="rerun_c", seeds=1, max_failures=0, checkpoint_every=50, search={},
-                      model="flaky_grc", fixed={**TINY_FIXED, "steps": 600, "eval_every": 300})
+    spec = write_spec(workdir / "c.yaml", name="rerun_c", seeds=1, max_failures=0, checkpoint_every=25, search={},
+                      model="flaky_grc", fixed={**TINY_FIXED, "steps": 300, "eval_every": 150})
     env = {"RIRLAB_PLUGINS": "tests.helpers.plugin_models", "PYTHONPATH": str(REPO), FAIL_FILE_ENV: str(fail)}
     run_cli(["sweep", spec, "--no-checkpoint-artifacts"], cwd=workdir, env=env)
     client, (parent,), (failed,) = runs_of(db, "rerun_c")
@@ -92,7 +92,7 @@ def test_a_rerun_stopped_by_ctrl_c_continues_with_resume_in_the_same_new_run(wor
         end = time.time() + 300
         while not rerun_checkpoint():
             assert proc.poll() is None and time.time() < end, "the rerun ended before its first checkpoint"
-            time.sleep(0.2)
+            time.sleep(0.5)  # (a store query per poll: CPU the rerun needs)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
     finally:
@@ -111,7 +111,7 @@ def test_a_rerun_stopped_by_ctrl_c_continues_with_resume_in_the_same_new_run(wor
     again = client.get_run(new.info.run_id)
     assert again.info.status == "FINISHED" and again.data.tags.get(contract.RESUMED) == contract.TRUE
     steps = [m.step for m in client.get_metric_history(new.info.run_id, "train/loss")]
-    assert len(steps) == len(set(steps)) and max(steps) == 600
+    assert len(steps) == len(set(steps)) and max(steps) == 300
     assert client.get_run(failed.info.run_id).data.tags[contract.SUPERSEDED_BY] == new.info.run_id
 
 

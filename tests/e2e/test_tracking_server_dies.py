@@ -57,7 +57,9 @@ def _kill(server) -> None:
 def test_a_tracking_server_killed_mid_sweep_stops_it_in_one_line_and_resume_finishes(workdir):
     port = _free_port()
     uri = f"http://127.0.0.1:{port}"
-    spec = write_spec(workdir / "s.yaml", name="server_dies", seeds=2, checkpoint_every=50, max_concurrent=2,
+    # two trials (one seed of the two learning rates), both running when the server dies: --resume continues both
+    # from their checkpoints (the trials a sweep had not started yet: test_driver_resume, test_sweep_engine_runs)
+    spec = write_spec(workdir / "s.yaml", name="server_dies", seeds=1, checkpoint_every=50, max_concurrent=2,
                       fixed={**TINY["fixed"], "steps": 300, "eval_every": 150})
     env = {k: v for k, v in os.environ.items()
            if k not in ("MLFLOW_TRACKING_URI", "MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT",
