@@ -4,10 +4,12 @@ worker's first share starts with long tests.
 `scripts/test.sh` runs `pytest -n auto --dist worksteal` (a worker per core: 2 on CI). Work stealing first hands
 worker k the k-th contiguous block of the collected tests (sizes N // workers, in order) and later moves the tail of
 the longest queue to a worker that ran dry. In collection order the minutes-long end-to-end tests sit together in
-tests/e2e, and whichever of them started last set the wall time: one worker ran a 5-minute test alone while the other
-had finished. Here the tests known to be slow go into the blocks longest first, each to the block with the least
+tests/e2e, inside the first block; a long one late in a block can start last and run alone while the other worker
+has finished. Here the tests known to be slow go into the blocks longest first, each to the block with the least
 work so far, and each block runs its longest first; the tests with no recorded time (most of the suite: seconds)
-fill the blocks' tails, which is what stealing moves.
+fill the blocks' tails, which is what stealing moves. (A guard for the tail more than a saving: with the suite's
+loaded serial times, a model of two stealing workers ends 13 s after an even split in collection order, 1 s after
+it in this one; benchmarks/HISTORY.md, "Suite wall time".)
 
 tests/durations.txt holds the recorded times, in the lines `pytest --durations=N` prints (``367.21s call
 tests/e2e/...::test_x``; refresh it by pasting that section of a serial run). A test that is not listed counts
