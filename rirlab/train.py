@@ -18,6 +18,7 @@ accuracy %, loss nats, time ms, memory MiB); docs/metrics.md's table is generate
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -309,6 +310,11 @@ class Trainer:
     def dev_split(self):
         return next(iter(self.data.eval_splits.values()))  # "dev" comes first
 
+    def evaluate_dev(self) -> dict:
+        """Dev during training, under the model's ``dev_inference`` where it has one (RIR models)."""
+        with dev_inference(self.model):
+            return self.evaluate(self.dev_split())
+
     def selection_point(self) -> Optional[dict]:
         """After a step: at an epoch end (and at the last step) of a recipe that selects, schedules or stops on
         dev, evaluate dev and act on it (:meth:`consider`); returns the dev metrics, or None where none is due."""
@@ -319,7 +325,7 @@ class Trainer:
         periodic = t.dev_every is not None and self.step % t.dev_every == 0
         if not (epoch_end or periodic or self.step == self.total_steps):
             return None
-        dev = self.evaluate(self.dev_split())
+        dev = self.evaluate_dev()
         self.consider(dev, epoch_end, counts=epoch_end or periodic)
         return dev
 
@@ -417,6 +423,19 @@ def unreadable_checkpoint(path, err: Exception) -> str:
     return f"{path} is not a readable rirlab checkpoint ({type(err).__name__}: {line[:200]})"
 
 
+@contextlib.contextmanager
+def dev_inference(model: torch.nn.Module):
+    """Within the block, every submodule with a ``dev_inference`` set (the RIR encoders) runs that inference."""
+    changed = [(m, m.inference) for m in model.modules() if getattr(m, "dev_inference", None) is not None]
+    for m, _ in changed:
+        m.inference = m.dev_inference
+    try:
+        yield
+    finally:
+        for m, inference in changed:
+            m.inference = inference
+
+
 def run_trial(config: dict, report: Optional[Report] = None, *, state: Optional[dict] = None,
               checkpoint_every: int = 0) -> dict:
     """Train one trial described by a flat ``config`` dict; return the final metrics.
@@ -452,7 +471,7 @@ def run_trial(config: dict, report: Optional[Report] = None, *, state: Optional[
                             C.EPOCH: trainer.epoch})
             window = []
             if dev is None and s % t.eval_every == 0 and not last:
-                dev = trainer.evaluate(trainer.dev_split())
+                dev = trainer.evaluate_dev()
             if dev is not None and not last:  # at the end dev is reported with the other splits (and its N)
                 metrics.update({C.split_metric("dev", k): dev[k] for k in C.EVAL_METRICS})
             ckpt = trainer.state_dict() if checkpoint_every and (s % checkpoint_every == 0 or last) else None

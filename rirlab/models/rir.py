@@ -65,13 +65,19 @@ Choices the paper leaves open (ours):
 - ``inference="non_rir"`` (Appendix D) runs the inner RvNN over the whole sequence in eval mode; a batch whose
   padded length is 1 skips a one-beam inner RvNN that passes one item through (RIR-GRC, RIR-OM), as the authors'
   HGRC.py loops while S > 1.
+- ``dev_inference``: the inference of the dev evaluations during training, which select the tested weights, drive
+  the plateau schedule and stop early; None (default) is ``inference``, the paper's text (App. D: "by default only
+  use non-RIR inference"). The authors' code trains and tests in separate runs of its ``train.py``, and its
+  ``argparser.py`` defaults to ``--chunk_mode_inference True``: a run that trains with that default and tests with
+  ``--chunk_mode_inference False`` selects by RIR-inference dev accuracy and reports non-RIR test accuracy,
+  ``inference="non_rir", dev_inference="rir"``. Which of the two produced the published tables is not stated.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import Callable, Literal
+from typing import Callable, Literal, Optional
 
 import torch
 import torch.nn.functional as F
@@ -126,6 +132,9 @@ class RIRConfig(PreChunkConfig):
     chunk_by: Literal["batch", "sequence"] = "batch"  # chunk every sequence by the batch's padded length (the
     # authors' code) or each by its own length (module doc)
     inference: Inference = "rir"
+    # the inference of the dev evaluations during training (what selects the tested weights, lowers the lr and stops
+    # early; module doc); None: ``inference``, as the test splits
+    dev_inference: Optional[Inference] = None
     eval_alignment: Literal["sample", "string_it"] = "sample"  # eval under RIR inference (module doc)
     pair_batch: Literal["joint", "separate"] = "joint"  # pairs: both sentences in one padded batch (module doc)
     eval_batches: EvalOrder = "buckets"  # evaluation batches: the authors' loader (module doc)
@@ -261,6 +270,7 @@ class RIREncoder(nn.Module):
         self.leaf = leaf_layer(cfg)
         self.tree = INNERS[cfg.inner].build(cfg)  # the inner RvNN
         self.chunk_size, self.alignment, self.inference = cfg.chunk_size, cfg.alignment, cfg.inference
+        self.dev_inference = cfg.dev_inference  # read by the trainer's dev evaluations (rirlab.train.dev_inference)
         self.slot0, self.chunk_by, self.eval_alignment = cfg.alignment_slot0, cfg.chunk_by, cfg.eval_alignment
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> EncoderOutput:

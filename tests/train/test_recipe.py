@@ -235,3 +235,28 @@ def test_ranger_steps_many_parameters_as_each_alone_in_launches_that_do_not_grow
         return c.n
 
     assert ops(30) == ops(3) <= 12
+
+
+def test_dev_inference_selects_by_rir_inference_and_tests_under_non_rir():
+    """``dev_inference: rir`` (the authors' code run with its argparser default for training, then tested with
+    ``--chunk_mode_inference False``): every dev evaluation during training runs RIR inference, the final splits
+    the model's own ``inference``. Each epoch's dev figures equal those of the epoch's weights evaluated under RIR
+    inference, not under non-RIR inference; the final dev is non-RIR's."""
+    cfg = {"model": "rir_ebt_grc", **TINY, "chunk_size": 4, "beam_size": 2, "d_s": 8, "recipe": "paper",
+           "epochs": 2, "early_stop_patience": 10, "eval_alignment": "string_it",  # deterministic RIR eval
+           "inference": "non_rir", "dev_inference": "rir"}
+    reports, ckpts = [], []
+    final = run_trial(cfg, lambda m, checkpoint=None: (reports.append(m), ckpts.append(checkpoint)),
+                      checkpoint_every=4)  # 4 steps an epoch: a checkpoint at each epoch end
+    first = next(r for r in reports if "dev/loss" in r)  # epoch 1's dev, reported with its step's checkpoint
+    weights = ckpts[reports.index(first)]["model"]
+    by_mode = {}
+    for mode in ("rir", "non_rir"):
+        t = Trainer(resolve({**cfg, "inference": mode, "dev_inference": None}))
+        t.model.load_state_dict(weights)
+        by_mode[mode] = t.evaluate(t.dev_split())["loss"]
+    assert by_mode["rir"] != pytest.approx(by_mode["non_rir"], rel=1e-6)  # the two modes differ on this model
+    assert first["dev/loss"] == pytest.approx(by_mode["rir"], rel=1e-9)
+    t = Trainer(resolve(cfg))  # the trained trial's final dev is under its own inference, non-RIR
+    t.model.load_state_dict(weights if final["best/step"] == first["step"] else ckpts[-1]["model"])
+    assert final["dev/loss"] == pytest.approx(t.evaluate(t.dev_split())["loss"], rel=1e-6)
