@@ -98,7 +98,7 @@ CHECKPOINT_DIR = re.compile(r"checkpoint_(\d+)")  # a trial folder's numbered ch
 STATE_CONFIG = "config"
 STATE_TRIAL = "trial"
 CONFIG_ARTIFACT = "config.yaml"  # the trial's resolved flat config
-MODEL_ARTIFACT = "model"  # its final weights as an MLflow PyTorch model (and as a logged model of that name)
+MODEL_ARTIFACT = "model"  # its final weights as an MLflow PyTorch model of that name (MLflow 3: a logged model)
 TRIAL_NAME_TAG = "rirlab.trial"  # on a trial's logged model: the trial's run name
 # algorithm: optuna: a child run and the Optuna study trial that proposed its configuration name each other
 OPTUNA_TRIAL_NUMBER = "rirlab.optuna.trial_number"  # child tag: that trial's number in its study

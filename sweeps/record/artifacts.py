@@ -4,8 +4,9 @@ The parent run: the spec as params (``spec.<key>``; the spec file and the effect
 already), the spec's ``description`` as the run's and the experiment's MLflow note, and at the end the best
 trial (per objective: its final value as ``sweep/best/<objective>``; by the first objective: the trial's name, run
 id and final metrics as ``sweep/best_trial/<metric>``, with ``best_trial.yaml``). A child run: its resolved config
-as ``config.yaml`` and its final weights as an MLflow PyTorch model under ``model/``
-(``mlflow.pytorch.load_model("runs:/<run id>/model")``).
+as ``config.yaml`` and its final weights as an MLflow PyTorch model named ``model``
+(``mlflow.pytorch.load_model("runs:/<run id>/model")``): an MLflow 3 logged model, or the run's ``model/`` folder
+on MLflow 2 (``log_model``).
 """
 
 from __future__ import annotations
@@ -114,9 +115,15 @@ def evaluated_weights(state: dict, config: dict) -> dict:
     return state["model"]
 
 
-def log_model(client, run_id: str, checkpoint_dir: str, resolved) -> None:
-    """The trial's evaluated weights as an MLflow PyTorch model under ``model/`` (rebuilt on the driver from
-    the trial's resolved config and the task's vocabulary; the data is never loaded here)."""
+def log_model(client, run_id: str, checkpoint_dir: str, resolved, experiment_id: Optional[str] = None,
+              run_name: Optional[str] = None) -> None:
+    """The trial's evaluated weights as an MLflow PyTorch model named ``model`` (rebuilt on the driver from the
+    trial's resolved config and the task's vocabulary; the data is never loaded here), stored once, where this
+    MLflow's own ``mlflow.pytorch.log_model`` puts it: on MLflow 3 a logged model whose source is the run (the
+    UI's Models tab and the run's logged models, ``models:/<model id>``; ``runs:/<run id>/model`` resolves to it),
+    on MLflow 2, which has no logged models, the run's ``model/`` artifacts. Where the logged model cannot be
+    made (an MLflow 3 client, a tracking server of MLflow 2) the weights go to the run's ``model/`` and the run's
+    ``rirlab.model_error`` says why."""
     import mlflow.pytorch
     import torch
 
@@ -140,20 +147,32 @@ def log_model(client, run_id: str, checkpoint_dir: str, resolved) -> None:
             path = Path(d) / MODEL_ARTIFACT
             mlflow.pytorch.save_model(model, str(path), serialization_format="pickle",
                                       pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"])
-            client.log_artifacts(run_id, str(path), MODEL_ARTIFACT)  # runs:/<run id>/model
-            log_logged_model(client, run_id, str(path))
+            if not hasattr(client, "create_logged_model"):  # MLflow 2
+                client.log_artifacts(run_id, str(path), MODEL_ARTIFACT)  # runs:/<run id>/model
+                return
+            try:
+                log_logged_model(client, run_id, str(path), experiment_id, run_name)
+            except Exception as err:  # noqa: BLE001 - the weights are kept the MLflow 2 way instead
+                client.log_artifacts(run_id, str(path), MODEL_ARTIFACT)
+                client.set_tag(run_id, contract.MODEL_ERROR,
+                               f"no logged model ({type(err).__name__}: {err}); the weights are the run's "
+                               f"{MODEL_ARTIFACT}/ artifacts"[:5000])
     finally:
         quiet.setLevel(level)
 
 
-def log_logged_model(client, run_id: str, model_dir: str) -> str:
-    """The saved model directory also as an MLflow 3 logged model (the UI's Models tab, ``search_logged_models``,
-    ``models:/<model id>``), linked to the trial's run as its source and as a run output; returns its id."""
+def log_logged_model(client, run_id: str, model_dir: str, experiment_id: Optional[str] = None,
+                     run_name: Optional[str] = None) -> str:
+    """The saved model directory as an MLflow 3 logged model (the UI's Models tab, ``search_logged_models``,
+    ``models:/<model id>``, and ``runs:/<run id>/model``), linked to the trial's run as its source and as a run
+    output; returns its id. The run is read only when the caller does not give its experiment and name."""
     from mlflow.entities import LoggedModelOutput
 
-    run = client.get_run(run_id)
-    model = client.create_logged_model(run.info.experiment_id, name=MODEL_ARTIFACT, source_run_id=run_id,
-                                       model_type="pytorch", tags={contract.TRIAL_NAME_TAG: run.info.run_name})
+    if experiment_id is None or run_name is None:
+        run = client.get_run(run_id)
+        experiment_id, run_name = run.info.experiment_id, run.info.run_name
+    model = client.create_logged_model(experiment_id, name=MODEL_ARTIFACT, source_run_id=run_id,
+                                       model_type="pytorch", tags={contract.TRIAL_NAME_TAG: run_name})
     try:
         client.log_model_artifacts(model.model_id, model_dir)
     except Exception:

@@ -198,6 +198,7 @@ class MLflowTrialCallback(DriverCallback):
         self.tune_path = tune_path  # watched for a full disk (Tune's state, checkpoints and results live there)
         self.checkpoint_artifacts = checkpoint_artifacts
         self.runs: dict[str, str] = {}
+        self._run_names: dict[str, str] = {}  # per trial: its run's name (the logged model's tag)
         self.state: dict[str, str] = {}
         self.logged: dict[str, dict[str, int]] = {}  # per trial, per metric: the last step its run holds
         self.existing = {}
@@ -205,6 +206,7 @@ class MLflowTrialCallback(DriverCallback):
         self.unclosed: set[str] = set()  # trials whose final result was logged but whose run was not closed
         self.resumed: set[str] = set()  # trials whose run this driver reopened (metrics logged before it)
         self.early: set[str] = set()  # trials stopped early (ASHA or a time limit): ended, neither finished nor failed
+        self.said_finished: set[str] = set()  # trials whose final result's batch carried the outcome "finished"
         self.fault: SweepFault | None = None  # the machine's fault that stopped the sweep (nothing is written after it)
         self.damaged: dict[str, tuple[str, str]] = {}  # trials stopped on a damaged checkpoint: (file, why)
         children = tracker.children(exp_id, parent_id)
@@ -233,6 +235,8 @@ class MLflowTrialCallback(DriverCallback):
                         self.early.add(key)
                 elif run.data.tags.get(contract.FINAL_LOGGED) == contract.TRUE:
                     self.unclosed.add(key)
+                    if run.data.tags.get(contract.OUTCOME) == contract.FINISHED_WORD:
+                        self.said_finished.add(key)
 
     def _run_for(self, trial) -> str:
         key = trial.trial_id
@@ -241,6 +245,7 @@ class MLflowTrialCallback(DriverCallback):
         old = self.existing.get(key) or self.replaced_runs.get(key)
         if old is not None:
             run_id = old.info.run_id
+            self._run_names[key] = old.info.run_name
             if key not in self.ended:
                 self.tracker.reopen(run_id)
                 for tag in (contract.DAMAGED_CHECKPOINT, contract.FAILURE_REASON):  # tried again: no failure yet
@@ -257,6 +262,7 @@ class MLflowTrialCallback(DriverCallback):
             if rerun is not None:  # created with the link: readers never see both attempts counted
                 tags.update({**rerun.inherit, contract.RERUN_OF: rerun.run_id, contract.ATTEMPT: str(rerun.attempt)})
             run_id = self.tracker.start_child(self.exp_id, self.parent_id, record.name, flat, tags)
+            self._run_names[key] = record.name
             if rerun is not None:
                 self.tracker.set_tags(rerun.run_id, {
                     contract.SUPERSEDED_BY: run_id,
@@ -342,22 +348,32 @@ class MLflowTrialCallback(DriverCallback):
         # a repeated metric's run already holds a later step: keep that mark, or the next replayed step is logged
         # (the mark says "written or pending": a driver that dies reads the marks again from the run)
         logged.update({k: step for k in numbers if k not in repeated})
-        if result.get(contract.FINAL) or result.get("should_checkpoint") or self._due(key):
+        if result.get(contract.FINAL):  # the trial's end is in MLflow from here on: --resume never reruns it. The
+            # marks go with the final values (in their last call), one round trip; the outcome's word too, which an
+            # error after this result takes back (``_unsay_finished``)
+            self._flush(key, {contract.FINAL_LOGGED: contract.TRUE, contract.OUTCOME: contract.FINISHED_WORD})
+            self.said_finished.add(key)
+        elif result.get("should_checkpoint") or self._due(key):
             self._flush(key)
-        if result.get(contract.FINAL):  # the trial's end is in MLflow from here on: --resume never reruns it
-            self.tracker.set_tags(run_id, {contract.FINAL_LOGGED: contract.TRUE})
 
     def _due(self, key: str) -> bool:
         since = self.pending_since.get(key)
         return since is not None and time.monotonic() - since >= self.flush_every_s
 
-    def _flush(self, key: str) -> None:
+    def _flush(self, key: str, last_tags: dict[str, str] | None = None) -> None:
         """Write a trial's pending results in one round trip (taken off first: a write that fails is not retried
-        by the next flush, the sweep stops on it and --resume replays those steps)."""
+        by the next flush, the sweep stops on it and --resume replays those steps); ``last_tags`` with them, in
+        their last call (``Tracker.log_batch``)."""
         results = self.pending.pop(key, None)
         self.pending_since.pop(key, None)
-        if results and key in self.runs:
-            self.tracker.log_results(self.runs[key], results)
+        if key in self.runs and (results or last_tags):
+            self.tracker.log_results(self.runs[key], results or [], last_tags)
+
+    def _unsay_finished(self, run_id: str, key: str) -> None:
+        """A trial that failed after its final result was logged: its run no longer says "finished"."""
+        if key in self.said_finished:
+            self.said_finished.discard(key)
+            self.tracker.client.delete_tag(run_id, contract.OUTCOME)
 
     def flush(self) -> None:
         """Write every trial's pending results (Ctrl-C, the experiment's end)."""
@@ -400,8 +416,10 @@ class MLflowTrialCallback(DriverCallback):
             self.early.add(key)
             self.tracker.set_tags(run_id, {contract.EARLY_STOPPED: contract.TRUE, contract.NOTE: early_note(last),
                                            contract.OUTCOME: contract.STOPPED_EARLY_WORD})
-        elif reason is None:
+        elif reason is None and key not in self.said_finished:  # (said with the final result, as a rule)
             self.tracker.set_tags(run_id, {contract.OUTCOME: contract.FINISHED_WORD})
+        elif reason is not None:
+            self._unsay_finished(run_id, key)
         ckpt = getattr(trial, "checkpoint", None)
         if self.checkpoint_artifacts and reason is None and ckpt is not None and Path(ckpt.path).is_dir():
             self.tracker.client.log_artifacts(run_id, ckpt.path, contract.CHECKPOINT_ARTIFACT)
@@ -412,7 +430,9 @@ class MLflowTrialCallback(DriverCallback):
     def _log_model(self, run_id: str, trial, path: str) -> None:
         """The evaluated weights as an MLflow PyTorch model; a failure there costs the model, not the run."""
         try:
-            log_model(self.tracker.client, run_id, path, self.plan.resolved_of(self.plan.space.trial(trial.config)))
+            record = self.plan.space.trial(trial.config)
+            log_model(self.tracker.client, run_id, path, self.plan.resolved_of(record), self.exp_id,
+                      self._run_names.get(trial.trial_id))
         except Exception as err:  # noqa: BLE001 - the checkpoint itself is logged above
             self.tracker.set_tags(run_id, {contract.MODEL_ERROR: f"{type(err).__name__}: {err}"[:5000]})
 
@@ -426,6 +446,7 @@ class MLflowTrialCallback(DriverCallback):
         self._flush(key)
         if key in self.damaged:  # a damaged checkpoint (not retried): FAILED with why, resumable with the flag
             path, why = self.damaged[key]
+            self._unsay_finished(run_id, key)
             self.tracker.set_tags(run_id, {contract.DAMAGED_CHECKPOINT: path})
             self.tracker.finish(run_id, "FAILED", why)
             self.state[key] = "failed"
@@ -437,6 +458,7 @@ class MLflowTrialCallback(DriverCallback):
             self.stop_for(SweepFault(full or f"a disk a trial writes to is full ({_full_line(error)})"))  # the data
             # cache's too
             return
+        self._unsay_finished(run_id, key)
         self.tracker.finish(run_id, "FAILED", error)
         self.state[key] = "failed"
 

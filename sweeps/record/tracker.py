@@ -28,7 +28,8 @@ from rirlab import contract
 from rirlab.redact import mask_url, redact_uri, strip_credentials
 from rirlab.compat import mlflow as compat_mlflow
 from rirlab.sweeps.record.faults import bound_http_waits, store_wait_s
-from rirlab.sweeps.record.store import StoreURI, can_create, check_store, raw, sqlite_path, validate_uri
+from rirlab.sweeps.record.store import (DB_SCHEMES, StoreURI, can_create, check_store, raw, scheme, sqlite_path,
+                                        validate_uri)
 
 DEFAULT_URI_FILE = "mlruns.db"
 SUPPRESS_URL_PRINTING = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
@@ -122,6 +123,13 @@ def batches(metrics=(), params=(), tags=()):
         yield chunk["m"], chunk["p"], chunk["t"]
 
 
+def creates_may_repeat(uri: str) -> bool:
+    """Whether one ``create_run`` call may leave two runs in the store: over HTTP (a tracking server, Databricks) a
+    request whose answer is lost is retried by MLflow's client after the server made the run. A database or folder
+    store is written by the driver's own process, each call once (its SQL transaction commits or rolls back)."""
+    return scheme(raw(uri)) not in ("sqlite", "file", *DB_SCHEMES)
+
+
 def context_tags() -> dict[str, str]:
     """MLflow's own run-context tags (mlflow.user, mlflow.source.name/type, mlflow.source.git.commit, ...), as
     ``mlflow.start_run`` would set them."""
@@ -160,6 +168,7 @@ class Tracker:
         else:
             check_store(uri, create=create)
         self.uri = uri  # prints masked; uri.raw for MLflow
+        self.creates_may_repeat = creates_may_repeat(uri)  # (``_one_run`` searches for a run's twin only then)
         self._client: Optional[MlflowClient] = None
         self._context: Optional[dict[str, str]] = None
 
@@ -206,7 +215,7 @@ class Tracker:
         run = self.create_run(exp_id, name, {contract.SWEEP_TAG: contract.PARENT, **tags, contract.VERSION: rirlab.__version__,
                                              contract.GIT_COMMIT: self.context()[contract.GIT_COMMIT]})
         spec_hash = tags.get(contract.SPEC_HASH, "")
-        if re.fullmatch(r"[0-9a-f]*", spec_hash):  # pasted into a filter: only a hash (or none)
+        if self.creates_may_repeat and re.fullmatch(r"[0-9a-f]*", spec_hash):  # pasted into a filter: only a hash (or none)
             self._one_run(exp_id, run, contract.parent_filter(spec_hash), contract.TUNE_PATH)
         return run.info.run_id
 
@@ -233,7 +242,7 @@ class Tracker:
     def start_child(self, exp_id: str, parent_id: str, name: str, params: dict[str, Any], tags: dict[str, str]) -> str:
         run = self.create_run(exp_id, name, {contract.PARENT_RUN_ID: parent_id, **tags})
         key = tags.get(contract.TRIAL_KEY, "")
-        if re.fullmatch(r"[\w.-]+", key):  # Ray Tune's trial ids; pasted into a filter
+        if self.creates_may_repeat and re.fullmatch(r"[\w.-]+", key):  # Ray Tune's trial ids; pasted into a filter
             flt = f"{contract.children_filter(parent_id)} and tags.`{contract.TRIAL_KEY}` = '{key}'"
             self._one_run(exp_id, run, flt, contract.TRIAL_KEY)
         self.log_params(run.info.run_id, params)
@@ -243,7 +252,9 @@ class Tracker:
         """Creating a run is idempotent by its key (a trial's key; a sweep's Tune folder): a tracking server whose
         answer to ``runs/create`` was lost (a proxy's 503 after forwarding it) has made the run twice by the time
         MLflow's client, retrying, returns one. The others of that key that hold nothing (no param, no metric: made
-        by the same request, never written to) are deleted, and no empty run stays RUNNING forever beside it."""
+        by the same request, never written to) are deleted, and no empty run stays RUNNING forever beside it. Only
+        where the store is reached over HTTP (``creates_may_repeat``): a run that was in the store before this call
+        (a resumed sweep's) is found by the caller first and never created again (``MLflowTrialCallback``)."""
         key = run.data.tags.get(key_tag)
         if key is None:
             return
@@ -256,19 +267,27 @@ class Tracker:
     def log_params(self, run_id: str, params: dict[str, Any]) -> None:
         self.log_batch(run_id, params=[Param(k, str(v)[:6000]) for k, v in sorted(params.items())])
 
-    def log_batch(self, run_id: str, metrics=(), params=(), tags=()) -> None:
+    def log_batch(self, run_id: str, metrics=(), params=(), tags=(), last_tags=()) -> None:
         """Metrics, params and tags of a run in as few ``log_batch`` calls as MLflow's limits allow (``batches``):
-        one round trip to the store for a whole result, never one per metric."""
-        for m, p, t in batches(metrics, params, tags):
+        one round trip to the store for a whole result, never one per metric. ``last_tags`` are written with the
+        last of the other values or after them, never before (a mark that says they are all in the store: a
+        driver killed between two calls of a large result leaves no mark)."""
+        tags, last_tags = list(tags), list(last_tags)
+        chunks = list(batches(metrics, params, tags + last_tags))
+        if last_tags and len(chunks) > 1:
+            chunks = [*batches(metrics, params, tags), ([], [], last_tags)]
+        for m, p, t in chunks:
             self.client.log_batch(run_id, metrics=m, params=p, tags=t, synchronous=True)
 
     def log_result(self, run_id: str, result: dict, step: int) -> None:
         self.log_results(run_id, [(result, step)])
 
-    def log_results(self, run_id: str, results: list[tuple[dict, int]]) -> None:
+    def log_results(self, run_id: str, results: list[tuple[dict, int]],
+                    last_tags: Optional[dict[str, str]] = None) -> None:
         """Several results of one run (each with its step) in as few ``log_batch`` calls as MLflow's limits allow:
         the driver's buffered reports of a trial (``MLflowTrialCallback``) in one round trip. A param or string
-        value reported twice keeps its latest value (MLflow refuses one key twice in a call)."""
+        value reported twice keeps its latest value (MLflow refuses one key twice in a call). ``last_tags`` (the
+        trial's final-result marks) go with the last call (``log_batch``)."""
         metrics, params, tags = [], {}, {}
         now = int(time.time() * 1000)
         for result, step in results:
@@ -280,8 +299,10 @@ class Tracker:
             tags.update(strings)
             params.update({k.removeprefix(contract.PARAM_PREFIX): str(v)[:6000] for k, v in result.items()
                            if k.startswith(contract.PARAM_PREFIX)})
+        last = {k: str(v) for k, v in (last_tags or {}).items()}
         self.log_batch(run_id, metrics=metrics, params=[Param(k, v) for k, v in params.items()],
-                       tags=[RunTag(k, v) for k, v in tags.items()])
+                       tags=[RunTag(k, v) for k, v in tags.items() if k not in last],
+                       last_tags=[RunTag(k, v) for k, v in last.items()])
 
     def log_datasets(self, run_id: str, datasets: list[dict]) -> None:
         """Record a trial's splits as MLflow dataset inputs (``Task.datasets`` as dicts; see contract.DATASET_*)."""

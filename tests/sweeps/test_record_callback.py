@@ -102,6 +102,7 @@ def test_a_run_created_twice_by_a_retried_request_is_one_run(tmp_path, new_store
     from mlflow.entities import ViewType
 
     tracker = Tracker(new_store(tmp_path / "mlruns.db"))
+    tracker.creates_may_repeat = True  # (a tracking server's, as below: an SQLite store makes each run once)
     exp_id = tracker.experiment_id("tiny")
     client = tracker.client
     create = client.create_run
@@ -124,3 +125,27 @@ def test_a_run_created_twice_by_a_retried_request_is_one_run(tmp_path, new_store
     assert child.info.status == "FINISHED" and child.data.metrics["dev/accuracy"] == 20.0
     gone = client.search_runs([exp_id], run_view_type=ViewType.DELETED_ONLY)
     assert len(gone) == 2 and {r.info.status for r in gone} == {"KILLED"}  # neither stays RUNNING
+
+
+def test_only_a_store_over_http_is_searched_for_a_runs_twin(tmp_path, new_store, monkeypatch):
+    """The twin search above costs a query per trial run (and per parent). Only a store reached over HTTP can make
+    one run twice; an SQLite, database or folder store creates each run once, and the driver makes its runs there
+    without the search (a resumed sweep's runs are found before any is created: the first test)."""
+    from rirlab.sweeps.record.tracker import creates_may_repeat
+
+    assert creates_may_repeat("http://127.0.0.1:5000") and creates_may_repeat("https://user:pw@mlflow.lab.org")
+    assert creates_may_repeat("databricks")
+    for local in ("sqlite:////tmp/m.db", "postgresql+psycopg2://u@h/db", "mysql://u@h/db", "file:///tmp/mlruns"):
+        assert not creates_may_repeat(local), local
+    tracker = Tracker(new_store(tmp_path / "mlruns.db"))
+    assert not tracker.creates_may_repeat
+    exp_id = tracker.experiment_id("tiny")
+    searched = []
+    search = tracker.client.search_runs
+    monkeypatch.setattr(tracker.client, "search_runs", lambda *a, **kw: searched.append(a) or search(*a, **kw))
+    parent = tracker.start_parent(exp_id, "tiny", {contract.SPEC_HASH: "abc123", contract.TUNE_PATH: "/runs/t-1"})
+    tracker.start_child(exp_id, parent, "t", {"lr": 0.1}, {contract.TRIAL_KEY: "a1b2c_00000"})
+    assert searched == []
+    tracker.creates_may_repeat = True
+    tracker.start_child(exp_id, parent, "u", {"lr": 0.2}, {contract.TRIAL_KEY: "a1b2c_00001"})
+    assert len(searched) == 1
