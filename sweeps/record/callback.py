@@ -268,7 +268,7 @@ class MLflowTrialCallback(DriverCallback):
                     contract.SUPERSEDED_BY: run_id,
                     contract.NOTE: f"Trained again as run {run_id} (attempt {rerun.attempt}, --rerun-failed): "
                                    f"tables and counts read that run instead of this one."})
-            self.tracker.client.log_text(run_id, config_yaml(flat), contract.CONFIG_ARTIFACT)
+            self.tracker.log_text(run_id, config_yaml(flat), contract.CONFIG_ARTIFACT)
             self.tracker.log_datasets(run_id, trial_datasets(resolved))
             if self.link is not None:
                 tags = self.link(key, run_id)
@@ -422,7 +422,7 @@ class MLflowTrialCallback(DriverCallback):
             self._unsay_finished(run_id, key)
         ckpt = getattr(trial, "checkpoint", None)
         if self.checkpoint_artifacts and reason is None and ckpt is not None and Path(ckpt.path).is_dir():
-            self.tracker.client.log_artifacts(run_id, ckpt.path, contract.CHECKPOINT_ARTIFACT)
+            self.tracker.log_artifacts(run_id, ckpt.path, contract.CHECKPOINT_ARTIFACT)
             self._log_model(run_id, trial, ckpt.path)
         self.tracker.finish(run_id, "FINISHED" if reason is None else "FAILED", reason)
         self.state[key] = "finished" if reason is None else "failed"

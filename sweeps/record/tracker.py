@@ -13,6 +13,7 @@ import math
 import os
 import re
 import subprocess
+import tempfile
 import time
 from collections import deque
 from pathlib import Path
@@ -171,6 +172,7 @@ class Tracker:
         self.creates_may_repeat = creates_may_repeat(uri)  # (``_one_run`` searches for a run's twin only then)
         self._client: Optional[MlflowClient] = None
         self._context: Optional[dict[str, str]] = None
+        self._artifact_uris: dict[str, str] = {}  # runs this driver created: where their artifacts go
 
     @property
     def client(self) -> MlflowClient:
@@ -193,7 +195,37 @@ class Tracker:
 
     def create_run(self, exp_id: str, name: str, tags: Optional[dict[str, str]] = None):
         """A run with MLflow's context tags (user, source, git commit) under the given tags."""
-        return self.client.create_run(exp_id, run_name=name, tags={**self.context(), **(tags or {})})
+        run = self.client.create_run(exp_id, run_name=name, tags={**self.context(), **(tags or {})})
+        self._artifact_uris[run.info.run_id] = run.info.artifact_uri
+        return run
+
+    def _local_artifacts(self, run_id: str):
+        """A run's artifact folder as MLflow's local repository, where this driver created the run and its artifacts
+        are files on this machine (an SQLite store's mlartifacts/); else None (MLflow's client finds the run's
+        repository, reading the run once)."""
+        uri = self._artifact_uris.get(run_id, "")
+        if not (uri.startswith("file:") or (os.path.isabs(uri) and not re.match(r"^[a-zA-Z][\w+.-]*:", uri))):
+            return None
+        from mlflow.store.artifact.local_artifact_repo import LocalArtifactRepository
+
+        return LocalArtifactRepository(uri)
+
+    def log_text(self, run_id: str, text: str, artifact_file: str) -> None:
+        """``MlflowClient.log_text``, without reading the run back where its artifacts are local files."""
+        repo = self._local_artifacts(run_id)
+        if repo is None:
+            return self.client.log_text(run_id, text, artifact_file)
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d) / Path(artifact_file).name
+            path.write_text(text, encoding="utf-8")
+            repo.log_artifact(str(path), str(Path(artifact_file).parent) if "/" in artifact_file else None)
+
+    def log_artifacts(self, run_id: str, local_dir: str, artifact_path: Optional[str] = None) -> None:
+        """``MlflowClient.log_artifacts``, without reading the run back where its artifacts are local files."""
+        repo = self._local_artifacts(run_id)
+        if repo is None:
+            return self.client.log_artifacts(run_id, local_dir, artifact_path)
+        repo.log_artifacts(local_dir, artifact_path)
 
     def experiment_id(self, name: str, create: bool = True) -> Optional[str]:
         if not create and not self.store_exists():
