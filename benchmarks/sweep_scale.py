@@ -13,6 +13,14 @@ early (``gap first/last``, from the MLflow runs' start and end times, max concur
 
     taskset -c 1 .venv/bin/python benchmarks/sweep_scale.py --trials 10 [--steps 5] [--max-concurrent 1]
         [--sides bare,rirlab,optuna,rirlab-optuna,rirlab-server] [--reuse] [--keep DIR] [--json FILE]
+        [--before DIR] [--rounds R]
+
+--before DIR runs every rirlab side a second time, just before this tree's run of it, with DIR first on
+PYTHONPATH: a tree of the package at an earlier commit (its rirlab/ with analysis/ and sweeps/ moved inside, as
+they install), so that before and after share the core's load; --rounds R repeats every side R times (bare, before,
+after, bare, before, after, ...):
+
+    git archive BASE rirlab analysis sweeps | tar -x -C DIR && mv DIR/analysis DIR/sweeps DIR/rirlab/
 
 Sides (``--sides``, default ``bare,rirlab``):
 - ``bare``: a bare ``Tuner.fit`` of ``run_trial`` over N seeds (grid), Tune's folder only;
@@ -111,6 +119,14 @@ def timed_run(cmd, cwd, env=None) -> float:
     return wall([str(c) for c in cmd], env, cwd)
 
 
+def tree_env(tree: str | None) -> dict | None:
+    """The environment that runs the package at ``tree`` (first on PYTHONPATH; None: this one)."""
+    if tree is None:
+        return None
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(tree).resolve()),
+                                                          *filter(None, [os.environ.get("PYTHONPATH")])])}
+
+
 def gaps(uri: str, name: str) -> tuple[float, float, float, float]:
     """Mean seconds between a trial run's end and the next one's start, and mean seconds a trial run lasted (its
     start to its end in MLflow: the trial and the driver's recording of it), over the first and the last tenth (at
@@ -134,11 +150,13 @@ def gaps(uri: str, name: str) -> tuple[float, float, float, float]:
     return (*ends(between), *ends(lasted))
 
 
-def run_rirlab(work: Path, n: int, steps: int, concurrent: int, side: str = "rirlab", reuse: bool = False) -> dict:
+def run_rirlab(work: Path, n: int, steps: int, concurrent: int, side: str = "rirlab", reuse: bool = False,
+               env: dict | None = None, label: str | None = None) -> dict:
     """``rirlab sweep`` of n tiny trials: a grid over n seeds (``rirlab``, ``rirlab-server``) or an Optuna search of
-    n configurations, one seed (``rirlab-optuna``); then the read-only commands on the store it wrote."""
+    n configurations, one seed (``rirlab-optuna``); then the read-only commands on the store it wrote. ``env``: the
+    package's environment (``tree_env``), ``label`` the folder of this run under ``work``."""
     name = f"scale{n}{side.removeprefix('rirlab')}".replace("-", "_")
-    folder = work / side
+    folder = work / (label or side)
     folder.mkdir(parents=True, exist_ok=True)
     spec = {"name": name, "task": "listops", "model": "rir_grc", "fixed": {**FIXED, "steps": steps}, "seeds": n,
             "max_concurrent": concurrent, "max_trials": max(n, 1000)}
@@ -158,17 +176,17 @@ def run_rirlab(work: Path, n: int, steps: int, concurrent: int, side: str = "rir
     try:
         peak = folder / "peak.txt"
         wall = timed_run([sys.executable, "-c", RIRLAB, str(peak), "sweep", "spec.yaml", "--tracking-uri", uri],
-                         folder)
+                         folder, env)
         out = {"wall_s": wall, "trials_per_min": n / wall * 60, "driver_peak_rss_mb": int(peak.read_text()) / 1024,
                "store_mb": size_mb(*(folder / f for f in ("mlruns.db", "server.db", "optuna.db", "mlartifacts",
                                                           "artifacts"))),
                "tune_folder_mb": size_mb(folder / "rirlab_runs")}
         script = Path(sys.executable).parent / "rirlab"
         cli = [str(script)] if script.exists() else [sys.executable, "-m", "rirlab.cli"]
-        out["runs_s"] = timed_run([*cli, "runs", "spec.yaml", "--tracking-uri", uri], folder)
-        out["tables_s"] = timed_run([*cli, "tables", "spec.yaml", "--tracking-uri", uri], folder)
+        out["runs_s"] = timed_run([*cli, "runs", "spec.yaml", "--tracking-uri", uri], folder, env)
+        out["tables_s"] = timed_run([*cli, "tables", "spec.yaml", "--tracking-uri", uri], folder, env)
         out["export_s"] = timed_run([*cli, "export", "--experiment", name, "--tracking-uri", uri,
-                                     "--out", str(folder / "export.parquet")], folder)
+                                     "--out", str(folder / "export.parquet")], folder, env)
         if concurrent == 1:
             out["gap_first_s"], out["gap_last_s"], out["run_first_s"], out["run_last_s"] = gaps(uri, name)
         return out
@@ -211,6 +229,9 @@ def main() -> None:
                     help="trials reuse their worker process: reuse_actors on the bare Tune side, reuse_workers: true "
                          "on rirlab's (the bare Optuna side runs every trial in its one process anyway)")
     ap.add_argument("--skip-bare", action="store_true", help="only the rirlab side (= --sides rirlab)")
+    ap.add_argument("--before", default=None,
+                    help="package tree of an earlier commit: each rirlab side run with it too, just before (docstring)")
+    ap.add_argument("--rounds", type=int, default=1, help="run every side this many times, in turn")
     ap.add_argument("--keep", default=None, help="keep the stores and Tune folders in this folder")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
@@ -218,25 +239,41 @@ def main() -> None:
     unknown = sorted(set(sides) - set(SIDES))
     if unknown:
         ap.error(f"unknown side {', '.join(unknown)}: choose from {', '.join(SIDES)}")
+    if args.before and not (Path(args.before) / "rirlab" / "sweeps").is_dir():
+        ap.error(f"--before {args.before}: no rirlab/sweeps/ inside; make the tree as the docstring says")
     work = Path(args.keep or tempfile.mkdtemp(prefix="rirlab-scale-"))
     work.mkdir(parents=True, exist_ok=True)
-    result = {"trials": args.trials, "steps": args.steps, "max_concurrent": args.max_concurrent, "reuse": args.reuse}
+    result = {"trials": args.trials, "steps": args.steps, "max_concurrent": args.max_concurrent, "reuse": args.reuse,
+              "rounds": []}
     try:
-        for side in sides:
-            if side == "bare":
-                result[side] = run_bare(work, args.trials, args.steps, args.max_concurrent, args.reuse)
-            elif side == "optuna":
-                result[side] = run_bare_optuna(work, args.trials, args.steps)
-            else:
-                result[side] = run_rirlab(work, args.trials, args.steps, args.max_concurrent, side, args.reuse)
-            print(f"{side:>14}: {json.dumps(result[side])}", flush=True)
+        for r in range(args.rounds):
+            here = work / f"round{r}" if args.rounds > 1 else work
+            here.mkdir(parents=True, exist_ok=True)
+            one = {}
+            for side in sides:
+                if side == "bare":
+                    one[side] = run_bare(here, args.trials, args.steps, args.max_concurrent, args.reuse)
+                elif side == "optuna":
+                    one[side] = run_bare_optuna(here, args.trials, args.steps)
+                else:
+                    if args.before:
+                        label = f"{side}@before"
+                        one[label] = run_rirlab(here, args.trials, args.steps, args.max_concurrent, side, args.reuse,
+                                                tree_env(args.before), label)
+                        print(f"{label:>21}: {json.dumps(one[label])}", flush=True)
+                    one[side] = run_rirlab(here, args.trials, args.steps, args.max_concurrent, side, args.reuse)
+                print(f"{side:>21}: {json.dumps(one[side])}", flush=True)
+            for side, base in RATIOS.items():
+                for label in (side, f"{side}@before"):
+                    if label in one and base in one:
+                        one[f"ratio_{label}"] = one[label]["wall_s"] / one[base]["wall_s"]
+                        print(f"ratio {label} / {base} wall time: {one[f'ratio_{label}']:.2f}", flush=True)
+            result["rounds"].append(one)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    for side, base in RATIOS.items():
-        if side in result and base in result:
-            result[f"ratio_{side}"] = result[side]["wall_s"] / result[base]["wall_s"]
-            print(f"ratio {side} / {base} wall time: {result[f'ratio_{side}']:.2f}")
+    if args.rounds == 1:  # (one round: the sides at the top level, as before --rounds)
+        result.update(result.pop("rounds")[0])
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
 
