@@ -218,9 +218,10 @@ def test_a_whole_trial_never_reads_its_run_back_and_its_artifacts_are_where_mlfl
 
 def test_a_trials_round_trips_to_the_store_are_these_nine(tmp_path, new_store, monkeypatch):
     """Every MLflow client call of one finished trial, start to end (a bound counted, not timed; issue 50): the run,
-    its params, its datasets, its results with their marks, its end, and the four calls of the logged model. Before:
-    14 calls and two reads of the run inside the client (a twin search, a get_run to name the logged model, two
-    tag writes, the weights copied to the run's model/ too), 26 SQLite commits against 18 now."""
+    its params, its datasets, its results with their marks, its end, and the four calls of the logged model (the
+    config and the checkpoint are file copies into the run's local folder). Before: 16 calls (a twin search, the
+    config and the checkpoint through the client, which read the run back, two tag writes of their own, the
+    weights copied to the run's model/ too, a get_run to name the logged model), 26 SQLite commits against 18 now."""
     tracker, exp_id, parent = _store(tmp_path, new_store)
     ckpt, _ = _checkpoint(tmp_path)
     cb = MLflowTrialCallback(tracker, exp_id, parent, PLAN)
