@@ -198,7 +198,6 @@ class MLflowTrialCallback(DriverCallback):
         self.tune_path = tune_path  # watched for a full disk (Tune's state, checkpoints and results live there)
         self.checkpoint_artifacts = checkpoint_artifacts
         self.runs: dict[str, str] = {}
-        self._run_names: dict[str, str] = {}  # per trial: its run's name (the logged model's tag)
         self.state: dict[str, str] = {}
         self.logged: dict[str, dict[str, int]] = {}  # per trial, per metric: the last step its run holds
         self.existing = {}
@@ -245,7 +244,6 @@ class MLflowTrialCallback(DriverCallback):
         old = self.existing.get(key) or self.replaced_runs.get(key)
         if old is not None:
             run_id = old.info.run_id
-            self._run_names[key] = old.info.run_name
             if key not in self.ended:
                 self.tracker.reopen(run_id)
                 for tag in (contract.DAMAGED_CHECKPOINT, contract.FAILURE_REASON):  # tried again: no failure yet
@@ -262,7 +260,6 @@ class MLflowTrialCallback(DriverCallback):
             if rerun is not None:  # created with the link: readers never see both attempts counted
                 tags.update({**rerun.inherit, contract.RERUN_OF: rerun.run_id, contract.ATTEMPT: str(rerun.attempt)})
             run_id = self.tracker.start_child(self.exp_id, self.parent_id, record.name, flat, tags)
-            self._run_names[key] = record.name
             if rerun is not None:
                 self.tracker.set_tags(rerun.run_id, {
                     contract.SUPERSEDED_BY: run_id,
@@ -431,8 +428,7 @@ class MLflowTrialCallback(DriverCallback):
         """The evaluated weights as an MLflow PyTorch model; a failure there costs the model, not the run."""
         try:
             record = self.plan.space.trial(trial.config)
-            log_model(self.tracker.client, run_id, path, self.plan.resolved_of(record), self.exp_id,
-                      self._run_names.get(trial.trial_id))
+            log_model(self.tracker.client, run_id, path, self.plan.resolved_of(record), self.exp_id, record.name)
         except Exception as err:  # noqa: BLE001 - the checkpoint itself is logged above
             self.tracker.set_tags(run_id, {contract.MODEL_ERROR: f"{type(err).__name__}: {err}"[:5000]})
 

@@ -204,7 +204,8 @@ class Tracker:
         are files on this machine (an SQLite store's mlartifacts/); else None (MLflow's client finds the run's
         repository, reading the run once)."""
         uri = self._artifact_uris.get(run_id, "")
-        if not (uri.startswith("file:") or (os.path.isabs(uri) and not re.match(r"^[a-zA-Z][\w+.-]*:", uri))):
+        kind = scheme(uri)
+        if not (kind == "file" or (kind == "" and os.path.isabs(uri))):
             return None
         from mlflow.store.artifact.local_artifact_repo import LocalArtifactRepository
 
