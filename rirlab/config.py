@@ -70,6 +70,10 @@ class TrainConfig:
     adam_beta1: float = Field(0.9, ge=0, lt=1)  # AdamW betas (the dynamic-halt paper's code: 0.9, 0.98)
     adam_beta2: float = Field(0.999, ge=0, lt=1)
     adam_eps: float = Field(1e-8, gt=0, lt=1)  # AdamW eps (the dynamic-halt code's LRA Image configs: 1e-9)
+    # Ranger's eps (recipe "paper"): 1e-8, the Ranger class of the RIR/EBT authors' public code (BeamRecursionFamily,
+    # optimizers/ranger.py; their agents pass no eps). Records trained before 2026-12-06 used 1e-5 (rirlab had taken
+    # lessw2020's Ranger default): with gradients of about 1e-5 and below, late in training, 1e-5 shrinks the steps.
+    ranger_eps: float = Field(1e-8, gt=0, lt=1)
     batch_size: int = Field(128, ge=1)
     # examples per forward/backward: a batch of batch_size runs as micro-batches of this many, each padded on its own,
     # their gradients summed (each loss weighted by its share of the batch) into one optimiser step, as the

@@ -15,8 +15,10 @@ Written from the two definitions:
   1907.08610, Algorithm 1): slow weights phi start at the initial weights; every k fast steps
   ``phi += alpha * (theta - phi)`` and the fast weights theta restart from phi.
 
-Defaults are the papers' code settings: betas (0.9, 0.999), rho threshold 5, k 5, alpha 0.8, eps 1e-5
-(Ranger's). Everything, slow weights included, lives in the optimiser state, so ``state_dict`` /
+Defaults are the papers' code settings (the Ranger class of the RIR/EBT authors' public code, BeamRecursionFamily's
+optimizers/ranger.py, which their agents construct with lr and weight decay only): betas (0.9, 0.999), rho
+threshold 5, k 5, alpha 0.8, eps 1e-8. rirlab had 1e-5 (the Ranger of lessw2020's repository) until 2026-12-06;
+``TrainConfig.ranger_eps`` sets it. Everything, slow weights included, lives in the optimiser state, so ``state_dict`` /
 ``load_state_dict`` resume it exactly.
 
 Parameter groups follow the convention of the S4 code (state-spaces/s4, "Efficiently Modeling Long Sequences with
@@ -37,7 +39,7 @@ import torch
 class Ranger(torch.optim.Optimizer):
     """RAdam (rectified Adam) + Lookahead; per-group ``lr`` and ``weight_decay`` (ReduceLROnPlateau-friendly)."""
 
-    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-5,
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, alpha: float = 0.8, k: int = 5, rho_threshold: float = 5.0):
         if not 0.0 <= alpha <= 1.0:
             raise ValueError(f"Ranger: alpha={alpha} must be in [0, 1]")

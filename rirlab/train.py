@@ -67,7 +67,7 @@ def param_groups(model: torch.nn.Module, t) -> list[dict]:
 def make_optimizer(model: torch.nn.Module, t) -> torch.optim.Optimizer:
     groups = param_groups(model, t)
     if t.optimizer == "ranger":
-        return Ranger(groups, lr=t.lr, weight_decay=t.weight_decay)
+        return Ranger(groups, lr=t.lr, weight_decay=t.weight_decay, eps=t.ranger_eps)
     return torch.optim.AdamW(groups, lr=t.lr, weight_decay=t.weight_decay, betas=(t.adam_beta1, t.adam_beta2),
                              eps=t.adam_eps, **optim.adamw_kernel(groups))
 

@@ -160,3 +160,14 @@ def test_variant_carries_the_authors_config(spec, variant):
     assert len(table) >= 15, table  # the training keys at least
     wrong = [(key, value, source, ours(cfg, key)) for _, _, key, value, source in table if ours(cfg, key) != value]
     assert not wrong, f"{spec} {variant}: (key, the code's value, source, ours) {wrong}"
+
+
+RANGER_EPS = 1e-8  # optimizers/ranger.py: Ranger(..., eps=1e-8); agents/*_agent.py construct it with lr and weight decay
+
+
+RANGER_VARIANTS = [(s, v) for s, v in VARIANTS if trial_configs(s)[v].get("optimizer") == "ranger"]
+
+
+@pytest.mark.parametrize("spec,variant", RANGER_VARIANTS, ids=[f"{s}:{v}" for s, v in RANGER_VARIANTS])
+def test_a_ranger_variant_steps_with_the_ranger_class_eps(spec, variant):
+    assert trial_configs(spec)[variant]["ranger_eps"] == RANGER_EPS, (spec, variant)

@@ -22,7 +22,7 @@ TINY = {"task": "listops", "hidden_size": 16, "batch_size": 16, "n_train": 64, "
 # --- Ranger ---
 
 def ranger_by_hand(x0: float, a: float, lr: float, wd: float, steps: int, k: int = 5, alpha: float = 0.8,
-                   b1: float = 0.9, b2: float = 0.999, eps: float = 1e-5) -> list[float]:
+                   b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> list[float]:
     """Ranger on f(x) = a x^2 / 2 in plain floats, straight from RAdam Algorithm 2 and Lookahead Algorithm 1."""
     x, slow, m, v, out = x0, x0, 0.0, 0.0, []
     rho_inf = 2 / (1 - b2) - 1
@@ -66,6 +66,19 @@ def test_ranger_matches_a_hand_computation_on_a_quadratic():
     assert Ranger.rectification(5, 0.999)[0] < 5 < Ranger.rectification(6, 0.999)[0]
     # without Lookahead (k huge) step 5 lands elsewhere: the sync at step 5 is really applied
     assert ranger_steps(x0, a, lr, wd, 5, k=10**6)[-1] != pytest.approx(got[4], rel=1e-6)
+
+
+def test_the_paper_recipe_steps_ranger_with_the_authors_eps():
+    """The authors' Ranger has eps 1e-8 (their agents pass none); rirlab had 1e-5 until 2026-12-06. Where the
+    gradients are about 1e-6 (late in training) the two differ by about 10x in step length."""
+    base = {"model": "rir_grc", **TINY, "recipe": "paper"}
+    assert Trainer(resolve(base)).opt.defaults["eps"] == 1e-8
+    assert Trainer(resolve({**base, "ranger_eps": 1e-5})).opt.defaults["eps"] == 1e-5
+    x0, a = 1e-6, 1.0  # gradient a * x = 1e-6
+    got = ranger_steps(x0, a, 1e-8, 0.0, 8)
+    assert got == pytest.approx(ranger_by_hand(x0, a, 1e-8, 0.0, 8, eps=1e-8), rel=1e-12, abs=1e-20)
+    moved = {eps: x0 - ranger_by_hand(x0, a, 1e-8, 0.0, 8, eps=eps)[-2] for eps in (1e-8, 1e-5)}
+    assert moved[1e-8] > 5 * moved[1e-5] > 0
 
 
 def test_ranger_without_lookahead_is_torch_radam_with_decoupled_weight_decay():
