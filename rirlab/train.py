@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import os
 import random
@@ -149,6 +150,41 @@ def checkpoint_config(cfg: TrialConfig) -> dict:
     weights-only loader reads; ``resolve`` of it gives the same config back), passwords in URLs masked as in every
     record of a trial (rirlab.redact)."""
     return json.loads(json.dumps(redact_all(cfg.flat()), default=str))
+
+
+# keys a resumed trial takes from this run rather than from its checkpoint: where and how fast it runs, not what it
+# trains (a cache folder the driver made absolute, the threads, the device)
+RUNTIME_KEYS = frozenset({"num_threads", "device", "cache_dir"})
+
+
+def drifted_keys(saved: dict, cfg: TrialConfig) -> dict:
+    """{key: (checkpoint's value, this code's value)} of the training keys on which ``cfg`` (the trial's config as
+    this rirlab resolves it) differs from ``saved``, the resolved config its checkpoint was trained with
+    (``checkpoint_config``). The spec and its flags are the same on ``--resume`` (the spec hash says so), so such a
+    difference is a default that changed between the rirlab that started the trial and the one resuming it (Ranger's
+    eps, 2026-12-06); keys this rirlab no longer has, runtime keys and masked values are left out."""
+    now = checkpoint_config(cfg)
+    return {k: (v, now[k]) for k, v in saved.items()
+            if k in now and k not in RUNTIME_KEYS and v != now[k] and "***" not in json.dumps(v)}
+
+
+def resumed_config(config: dict, state: Optional[dict]) -> TrialConfig:
+    """The resolved config a trial resumed from ``state`` continues with: ``config`` as resolved now, except that
+    every training key whose value changed since the checkpoint was written (``drifted_keys``) keeps the
+    checkpoint's value, so one run never trains under two settings while its params record one; a warning names
+    them."""
+    cfg = resolve(config)
+    saved = (state or {}).get(C.STATE_CONFIG)
+    if not isinstance(saved, dict):
+        return cfg
+    drift = drifted_keys(saved, cfg)
+    if not drift:
+        return cfg
+    logging.getLogger(__name__).warning(
+        "resumed from a checkpoint of an earlier rirlab: keeping its %s (this rirlab's defaults: %s)",
+        ", ".join(f"{k}={v!r}" for k, (v, _) in sorted(drift.items())),
+        ", ".join(f"{k}={n!r}" for k, (_, n) in sorted(drift.items())))
+    return resolve({**cfg.flat(), **{k: v for k, (v, _) in drift.items()}})
 
 
 class Trainer:
@@ -361,7 +397,7 @@ class Trainer:
             "torch_rng": torch.get_rng_state(),
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
             "py_rng": random.getstate(),
-            C.STATE_CONFIG: checkpoint_config(self.cfg),  # read by `rirlab evaluate`, never by a resume
+            C.STATE_CONFIG: checkpoint_config(self.cfg),  # read by `rirlab evaluate` and by a resume (resumed_config)
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -443,7 +479,7 @@ def run_trial(config: dict, report: Optional[Report] = None, *, state: Optional[
     ``state``: a checkpoint from an earlier ``report(..., checkpoint=...)`` to resume from.
     """
     report = report or (lambda metrics, checkpoint=None: None)
-    cfg = resolve(config)
+    cfg = resumed_config(config, state)
     reset_peak_rss()  # process_rss_mb: this trial's peak (a reused worker ran others before it)
     trainer = Trainer(cfg)
     if state is not None:

@@ -13,7 +13,7 @@ from rirlab.config import TrainConfig, build
 from rirlab.trial import resolve
 from rirlab.errors import UserError
 from rirlab.optim import Ranger, marked
-from rirlab.train import Trainer, run_trial, selection_metric
+from rirlab.train import Trainer, resumed_config, run_trial, selection_metric
 
 TINY = {"task": "listops", "hidden_size": 16, "batch_size": 16, "n_train": 64, "n_dev": 32, "n_test": 32,
         "eval_splits": ["test"], "log_every": 1, "eval_every": 10**6, "num_threads": 1, "device": "cpu"}
@@ -190,6 +190,25 @@ def test_resume_restores_best_weights_plateau_early_stop_counters_and_lookahead_
     for i, st in a["opt"]["state"].items():
         torch.testing.assert_close(st["slow"], b["opt"]["state"][i]["slow"], rtol=0, atol=0)
     assert a["sched"] == b["sched"] and a["bad_epochs"] == b["bad_epochs"]
+
+
+def test_a_resume_keeps_the_training_settings_its_checkpoint_was_trained_with(caplog):
+    """A checkpoint of an earlier rirlab (Ranger's eps 1e-5 before 2026-12-06) resumed by this one: the run goes on
+    with the checkpoint's eps, as its params recorded it, not half under each; runtime keys follow this run."""
+    cfg = {"model": "rir_grc", **TINY, "recipe": "paper", "steps": 4}
+    saved = {}
+    run_trial(cfg, lambda m, checkpoint=None: checkpoint and saved.update({m["step"]: copy.deepcopy(checkpoint)}),
+              checkpoint_every=2)
+    assert resumed_config(cfg, saved[2]).flat() == resolve(cfg).flat()  # the same rirlab: nothing kept
+    earlier = {**saved[2], "config": {**saved[2]["config"], "ranger_eps": 1e-5, "num_threads": 3, "gone": 1}}
+    with caplog.at_level("WARNING"):
+        cfg_resumed = resumed_config(cfg, earlier)
+    assert cfg_resumed.train.ranger_eps == 1e-5 and cfg_resumed.flat()["num_threads"] == 1
+    assert "ranger_eps=1e-05" in caplog.text and "ranger_eps=1e-08" in caplog.text and "num_threads" not in caplog.text
+    resumed = {}
+    run_trial(cfg, lambda m, checkpoint=None: checkpoint and resumed.update({m["step"]: checkpoint}), state=earlier,
+              checkpoint_every=2)
+    assert resumed[4]["config"]["ranger_eps"] == 1e-5  # what the trainer ran with, in its next checkpoint
 
 
 def test_bf16_precision_runs_the_forward_under_autocast_with_a_finite_fp32_loss():
