@@ -26,18 +26,18 @@ from rirlab.models.beam_tree import NEG, keep_survivors, perturbs_survivors
 from rirlab.models.fused_beam import LEAD, TABLE_MAX, Search, merge_table, merge_table_by_parent
 
 
-def merge_step(pool, spool, state, scores, new_ids, noise, keep, table, lengths, w1t, b1, w2t, b2, gamma, beta, sw1t,
+def merge_step(pool, spool, state, scores, noise, keep, table, lengths, w1t, b1, w2t, b2, gamma, beta, sw1t,
                sb1, sw2v, sb2, *, n: int, t: int, g_at: int, survivors: bool, r0: int, n_leaf: int, n_sc0: int, b: int,
                k1: int, w: int, scale: float, eps: float, ds: int):
     """One merge step of :meth:`Search.run` (its loop body) as one function of tensors, with two writes: the new nodes
     into ``pool`` rows n_leaf + r0.. and their two pair scores into ``spool`` from n_sc0 + 2 r0 (r0: the step's first
-    composition). ``state`` (>= n, B, LEAD + 2W) the merge rows and ``scores`` (>= n, b) of the rows still merging
-    first, ``new_ids`` (:meth:`Search.new_ids`, all steps), ``noise`` the search's Gumbel stream (or None; this step's
-    draws start at ``g_at``, the survivors' follow where ``survivors``), ``keep`` the dropout keep rows of all steps
-    (or None), ``table`` the merge table (:func:`merge_table`, by parent where B > 1), ``lengths`` the rows' sorted
-    lengths (step ``t``). Every tensor argument is a whole buffer or the previous step's output, never a slice of
-    one, and no output is a view of another: a view argument guards on its base (a recompile where the base
-    differs) and an aliased output costs the runtime a view op per step.
+    composition; the step's new ids, :meth:`Search.new_ids`, are computed in the graph from it). ``state`` (>= n, B,
+    LEAD + 2W) the merge rows and ``scores`` (>= n, b) of the rows still merging first, ``noise`` the search's Gumbel
+    stream (or None; this step's draws start at ``g_at``, the survivors' follow where ``survivors``), ``keep`` the
+    dropout keep rows of all steps (or None), ``table`` the merge table (:func:`merge_table`, by parent where B > 1),
+    ``lengths`` the rows' sorted lengths (step ``t``). Every tensor argument is a whole buffer or the previous step's
+    output, never a slice of one, and no output is a view of another: a view argument guards on its base (a
+    recompile where the base differs) and an aliased output costs the runtime a view op per step.
     Returns the next merge rows, the scores, and what the backward reads."""
     big_b = state.size(1)
     nb, d = n * b, pool.size(1)
@@ -57,7 +57,9 @@ def merge_step(pool, spool, state, scores, new_ids, noise, keep, table, lengths,
     else:
         jj = top_pos.view(n, b * k1).gather(1, sel)
         at = table[parent, jj, torch.arange(b, device=jj.device)]
-    src = torch.cat([state.reshape(n, 1, -1), new_ids[r0 : r0 + nb].view(n, 1, 3 * b)], 2)
+    r = torch.arange(r0, r0 + nb, device=state.device)  # this step's compositions: node, left and right pair score ids
+    new3 = torch.stack([r + n_leaf, 2 * r + n_sc0, 2 * r + (n_sc0 + 1)], 1).view(n, 1, 3 * b)
+    src = torch.cat([state.reshape(n, 1, -1), new3], 2)
     state = src.expand(n, b, src.size(2)).gather(2, at)  # (n, b, LEAD + 2W - 2)
     ids, pids = state[..., :2], state[..., 2:LEAD]
     # the GRC cell (eq. 10-11) on the two children
@@ -81,8 +83,9 @@ def merge_step(pool, spool, state, scores, new_ids, noise, keep, table, lengths,
     bad = jj >= (lengths[:n] - (2 + t)).view(n, 1)  # a merge at j >= length - 2 - t has no right neighbour
     two = torch.stack([two[..., 0], two[..., 1].masked_fill(bad, NEG)], 2)
     spool[n_sc0 + 2 * r0 : n_sc0 + 2 * r0 + 2 * nb] = two.view(-1)
-    return (state, new_scores, parent, jj, logp, sid.reshape(-1).clone(), state[..., :LEAD].clone(), bad, h1, gh,
-            mixed, mean, rstd, hp, ha)
+    # flat or stacked as the backward reads them (a view of an output or an intermediate is a view op per step)
+    return (state, new_scores, torch.stack([parent, jj]), logp.reshape(-1).clone(), sid.reshape(-1).clone(),
+            ids.clone(), pids.clone(), bad, h1, gh, mixed, mean, rstd, hp, ha)
 
 
 @functools.lru_cache(maxsize=4)
@@ -113,7 +116,6 @@ class CompiledSearch(Search):
         step = compiled_merge_step(self.backend)
         state, _, _, pieces = self.start()
         state, scores = F.pad(state, (LEAD, 0)), self.scores0  # the step reads their first n rows
-        new_ids = self.new_ids()
         noise = self.noise  # None at eval
         g, keep = (None, None) if noise is None else (noise.g, noise.keep)  # (draws,) the Gumbel stream, at offsets
         outs = []
@@ -129,25 +131,29 @@ class CompiledSearch(Search):
             table = (merge_table(w, big_b, b, state.device) if big_b == 1
                      else merge_table_by_parent(w, big_b, b, state.device))
             with _no_duck_shapes():
-                out = step(self.pool, self.spool, state, scores, new_ids, g, keep, table, self.lengths, self.w1t,
+                out = step(self.pool, self.spool, state, scores, g, keep, table, self.lengths, self.w1t,
                            self.b1, self.w2t, self.b2, self.gamma, self.beta, self.sw1t, self.sb1, self.sw2v,
                            self.sb2, n=n, t=t, g_at=g_at, survivors=survivors, r0=r0, n_leaf=self.n_leaf,
                            n_sc0=self.n_sc0, b=b, k1=k1, w=w, scale=self.scale, eps=self.eps, ds=self.ds)
-            state, scores, parent, jj, logp, sid = out[:6]
-            self.steps.append((n, big_b, w, r0, parent, jj, sid, logp))
-            outs.append(out[6:])
+            state, scores, pj, logp, sid = out[:5]
+            self.steps.append((n, big_b, w, r0, pj, None, sid, logp))  # pj: (2, n, b) parents and merged pairs
+            outs.append(out[5:])
             r0 += n * b
             if n_next < n:  # rows that made their last merge leave the batch: root ids (column LEAD), scores
                 pieces.append((state[n_next:, :, LEAD], scores[n_next:]))
         if outs:
-            lead, bad, *rows = (torch.cat(z) for z in zip(*outs))
-            self.saved = {"ids": [lead[..., :2]], "pids": [lead[..., 2:]], "right_bad": [bad]}
+            ids, pids, bad, *rows = (torch.cat(z) for z in zip(*outs))
+            self.saved = {"ids": [ids], "pids": [pids], "right_bad": [bad]}  # one each: the backward reads it as is
             self.buf = dict(zip(("h1", "gh", "mixed", "mean", "rstd", "shp", "sha"), rows))
         else:  # no merge at all (every row one token): the empty buffers the backward reads
             e, d, h = self.pool.new_empty, self.d, self.sw1.size(0)
             self.buf = {"h1": e(0, self.w1.size(0)), "gh": e(0, 4 * d), "mixed": e(0, d), "mean": e(0, 1),
                         "rstd": e(0, 1), "shp": e(0, h), "sha": e(0, h)}
         return self.finish(pieces)
+
+    def parents_and_pairs(self) -> list[torch.Tensor]:
+        """[parents (Q) | merged pairs (Q)] of all steps: ONE ``cat`` of the steps' stacked (2, n, b)."""
+        return [torch.cat([s[4] for s in self.steps], 1).view(-1)]
 
     def put_scores(self, g_spool, steps, g_ps, sizes):
         """The log-probabilities' gradients into the score pool: ONE ``put_`` for a run of steps (each step's score

@@ -158,6 +158,11 @@ def merge_index(w: int, big_b: int, b: int, jj: torch.Tensor, parent: torch.Tens
     return at.scatter_(2, torch.add(p, e, alpha=w - 1), new_ids.expand(*jj.shape, 5))
 
 
+def flat1(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as one dimension: itself where it is one already (a ``view`` is an op dispatched, one per step)."""
+    return t if t.dim() == 1 else t.view(-1)
+
+
 BLOCK = 1 << 21  # log-probabilities per batched log-softmax backward: bounds its buffers (~24 bytes each) in a long
 # non-RIR search (1 x 1800: ~11M); one block holds a RIR level (128 x 100: ~1.5M)
 
@@ -376,7 +381,7 @@ class Search:
         m, b, d = self.m, self.b, self.d
         dev = self.x.device
         self.root_ids = torch.cat([r for r, _ in reversed(pieces)])  # (M, b) sorted order
-        inv = torch.empty_like(self.order)
+        self.inv = inv = torch.empty_like(self.order)  # (M,) sorted position of each row (the backward's too)
         inv[self.order] = torch.arange(m, device=dev)
         roots = self.pool[self.root_ids.view(-1)].view(m, b, d)[inv]
         final = torch.cat([s for _, s in reversed(pieces)])[inv]
@@ -547,7 +552,9 @@ class Search:
         g_roots, g_final = g_roots[self.order], g_final[self.order]  # sorted order
         g_pool.index_add_(0, self.root_ids.reshape(-1), g_roots.reshape(-1, d))
         def cat(key: str, dtype) -> torch.Tensor:  # no merge step at all (every sequence one token): nothing saved
-            return torch.cat(self.saved[key]) if self.saved[key] else torch.empty(0, dtype=dtype, device=dev)
+            parts = self.saved[key]  # one per step (a compiled search: one for all steps, no copy)
+            return (parts[0] if len(parts) == 1 else torch.cat(parts)) if parts else torch.empty(0, dtype=dtype,
+                                                                                                    device=dev)
 
         ids = cat("ids", torch.long).view(-1, 2)  # (R, 2) children
         # 1. the beam-score chain and the depth pass are integer bookkeeping over the whole search: ONE host read of
@@ -556,14 +563,14 @@ class Search:
         g_scores, live, counts = self.beam_score_grads(g_spool, g_final, ids)
         k_all = live.numel()
         pids = cat("pids", torch.long).view(-1, 4).index_select(0, live)  # (K, 4) left, new, new, right
-        # 2. scorer of the two new pairs of every live composition; a masked right pair is a constant
-        srows = (2 * live)[:, None] + torch.arange(2, device=dev)  # (K, 2)
-        g_two = g_spool.index_select(0, srows.view(-1) + self.n_sc0).view(k_all, 2)
+        # 2. scorer of the two new pairs of every live composition (two rows each: one gather of row pairs); a masked
+        # right pair is a constant
+        g_two = g_spool[self.n_sc0 :].view(-1, 2).index_select(0, live)  # (K, 2)
         g_two[:, 1].masked_fill_(cat("right_bad", torch.bool).view(-1).index_select(0, live), 0.0)
-        srows = srows.view(-1)
         sin = F.embedding(pids, self.pool_ds).view(2 * k_all, 2 * ds)  # the scorer's inputs, re-read
-        g_sin = self.score_backward(g_two.view(-1), sin, buf["shp"].index_select(0, srows),
-                                    buf["sha"].index_select(0, srows))
+        hs = self.sw1.size(0)
+        g_sin = self.score_backward(g_two.view(-1), sin, *(buf[k].view(-1, 2 * hs).index_select(0, live).view(-1, hs)
+                                                           for k in ("shp", "sha")))
         g_pool[:, :ds].index_add_(0, pids.view(-1), g_sin.view(4 * k_all, ds))
         # 3. GRC cells by depth; what does not depend on the output gradients is gathered for all live rows at once
         g_gh, g_h1, pair, act, (g_new, mixed, mean, rstd) = self.cells_backward(g_pool, ids.index_select(0, live), live,
@@ -586,11 +593,10 @@ class Search:
         dev, b, steps = g_final.device, self.b, self.steps
         if not steps:  # no merge at all (every sequence one token)
             return g_final, torch.empty(0, dtype=torch.long, device=dev), []
-        parents, pairs = torch.cat([s[4] for s in steps]), torch.cat([s[5] for s in steps])  # (Q, b) each
-        flat = torch.cat([parents.view(-1), pairs.view(-1), self.root_ids.view(-1), ids.view(-1)])
-        host = flat.cpu().numpy()  # the one host read of the backward
-        q = parents.numel()
         shapes = tuple((n, big_b, w) for n, big_b, w, *_ in steps)
+        q = b * sum(n for n, _, _ in shapes)  # kept beams over all steps
+        flat = torch.cat([*self.parents_and_pairs(), self.root_ids.view(-1), ids.view(-1)])
+        host = flat.cpu().numpy()  # the one host read of the backward
         # the chosen log-probability in (B, W-1) of every kept beam: p (W-1) + j (j where B = 1), here, not per step
         per_beam = np.repeat([(w - 1) * (big_b > 1) for _, big_b, w in shapes], [n * b for n, _, _ in shapes])
         chosen = host[q : 2 * q] + host[:q] * per_beam
@@ -610,13 +616,18 @@ class Search:
             vals = g_flat.index_select(0, contribution_rows(run, b, dev))
             g_lp = g_final.new_zeros(po[t1] - po[t0]).index_add_(0, idx[k], vals)  # d log-probabilities
             sums = g_final.new_zeros(so[t1] - so[t0]).index_add_(0, idx[len(blocks) + k], vals)  # per softmax
-            logp = torch.cat([s[7].view(-1) for s in steps[t0:t1]]).exp_()  # softmax
+            logp = torch.cat([flat1(s[7]) for s in steps[t0:t1]]).exp_()  # softmax
             g_ps = torch.addcmul(g_lp, logp, sums.index_select(0, segment_index(run, dev)), value=-1)  # its backward
             self.put_scores(g_spool, steps[t0:t1], g_ps, sizes[t0:t1])
         g0, live = idx[-2:]
         n0, m = self.n_merging[0], self.m
         g_in = g_final.new_zeros(n0 * b).index_add_(0, g0, g_final.view(-1)[: n0 * b]).view(n0, b)
         return (g_in if n0 == m else torch.cat([g_in, g_final[n0:]])), live, counts
+
+    def parents_and_pairs(self) -> list[torch.Tensor]:
+        """Flat tensors whose concatenation is every step's kept beams' parents (Q = sum n b), then their merged pairs
+        (Q): steps' (n, b) ``parent`` and ``jj``."""
+        return [torch.cat([s[4] for s in self.steps]).view(-1), torch.cat([s[5] for s in self.steps]).view(-1)]
 
     def put_scores(self, g_spool, steps, g_ps, sizes):
         """The log-probabilities' gradients ``g_ps`` of a run of ``steps`` (``sizes`` each) into the score pool at
@@ -629,7 +640,7 @@ class Search:
         (``counts`` rows each, shallowest first), backward into the node pool: the cell's algebra of
         :meth:`cell_backward` with every factor that does not depend on the output gradient computed once for all
         K rows, in ONE buffer per row that each batch multiplies by its d mixed in one op, and each batch's slices
-        of every tensor cut by one ``split`` per tensor (8 ops per depth). Returns the rows the weights' products
+        of every tensor cut by one ``split`` per tensor (7 ops per depth). Returns the rows the weights' products
         read (gate/content and hidden gradients, children, hidden activations) and the output gradients with the
         LayerNorm's saved rows (K, 1, D) (for the LayerNorm weights)."""
         d, off, buf, k_all = self.d, self.n_leaf, self.buf, live.numel()
@@ -637,8 +648,9 @@ class Search:
         h1 = buf["h1"].index_select(0, live)
         act = F.gelu(h1)
         keep = self.noise.keep.index_select(0, live) if self.p > 0 else None
-        if keep is not None:
-            act.mul_(keep)
+        if keep is not None:  # GELU's derivative times the 0/1 keep rows, once for all rows (into h1's rows): a depth
+            act.mul_(keep)  # multiplies it by its d act in ONE op (bitwise g keep gelu'(h1), as mul_ + gelu_backward)
+            torch.ops.aten.gelu_backward.grad_input(keep.to(h1.dtype), h1, grad_input=h1)  # (keep is bool)
         gh = buf["gh"].index_select(0, live).view(k_all, 4, d)  # sigma(l), sigma(r), sigma(g), h
         # d mixed -> d (l, r, g, h) pre-activation: [c_l sigma'(l), c_r sigma'(r), h sigma'(g), sigma(g)] * d mixed,
         # and the children's direct share [sigma(l), sigma(r)] * d mixed: the six factors side by side per row
@@ -656,18 +668,18 @@ class Search:
         parts = (z.split(counts) for z in ((live + off).view(k_all, 1), mixed, mean, rstd, fac, g_gh, sig_lr, h1,
                                            g_pair))
         parts = zip(*parts, *(z.split([2 * k for k in counts]) for z in (children.reshape(-1),
-                                                                          g_pair.view(2 * k_all, d))),
-                    *(() if keep is None else (keep.split(counts),)))
+                                                                          g_pair.view(2 * k_all, d))))
         g_new = []
-        for rows_k, mixed_k, mean_k, rstd_k, fac_k, go, sig_k, h1_k, g_pair_k, ch, g_ch, *keep_k in parts:
+        for rows_k, mixed_k, mean_k, rstd_k, fac_k, go, sig_k, h1_k, g_pair_k, ch, g_ch in parts:
             g_new.append(F.embedding(rows_k, g_pool))  # (k, 1, D) d output, complete at this depth
             g_mixed = _ln_backward(g_new[-1], mixed_k, [d], mean_k, rstd_k, self.gamma, self.beta,
                                    [True, False, False])[0]  # (k, 1, D)
             fac_k.mul_(g_mixed)  # go: d (l, r, g, h); sig_k: the children's direct share
             g_act = torch.mm(go, self.w2)
-            if keep_k:
-                g_act.mul_(keep_k[0])
-            gh1 = torch.ops.aten.gelu_backward.grad_input(g_act, h1_k, grad_input=h1_k)  # h1's rows: now d h1
+            if keep is None:
+                gh1 = torch.ops.aten.gelu_backward.grad_input(g_act, h1_k, grad_input=h1_k)  # h1's rows: now d h1
+            else:  # h1's rows hold keep gelu'(h1): now d h1
+                gh1 = torch.mul(g_act, h1_k, out=h1_k)
             torch.addmm(sig_k, gh1, self.w1, alpha=self.scale, out=g_pair_k)
             g_pool.index_add_(0, ch, g_ch)
         g_new = torch.cat(g_new) if g_new else mixed.new_empty(0, 1, d)
@@ -681,13 +693,13 @@ class Search:
         ``leaf_inputs=False``: the leaf pairs' scores reached the leaves already (their weights' rows only)."""
         d, ds, off = self.d, self.ds, self.n_leaf
         n0 = self.n_merging[0]
-        g_x = g_pool[:off].view(self.m, self.b_in, self.w0, d).clone()
+        g_x = g_pool[:off].view(self.m, self.b_in, self.w0, d)  # the leaves' rows (the pool is not read after this)
         if self.n_sc0:
             g0 = g_spool[: self.n_sc0].view(n0, self.b_in, self.w0 - 1) * self.valid0
             g_in = self.score_backward(g0.view(-1), *self.leaf_scorer).view(n0, self.b_in, self.w0 - 1, 2 * ds)
-            if leaf_inputs:
-                g_x[:n0, :, :-1, :ds] += g_in[..., :ds]
-                g_x[:n0, :, 1:, :ds] += g_in[..., ds:]
+            if leaf_inputs:  # in place on views (a `+=` on an indexed tensor re-slices it to write the sum back)
+                g_x[:n0, :, :-1, :ds].add_(g_in[..., :ds])
+                g_x[:n0, :, 1:, :ds].add_(g_in[..., ds:])
         # weight gradients: one product over the live rows of all steps (dropout scale folded in)
         g_w1, g_b1 = torch.mm(g_h1.t(), pair).mul_(self.scale), g_h1.sum(0).mul_(self.scale)
         g_w2, g_b2 = torch.mm(g_gh.t(), act).mul_(self.scale), g_gh.sum(0)
@@ -695,11 +707,9 @@ class Search:
                                  self.sw1.new_empty(0, self.sw1.size(0)))]  # no pair scored: one token per sequence
         g_sc, g_shp, s_in, s_ha = (torch.cat(z) for z in zip(*rows))
         g_sw1, g_sb1 = g_shp.t() @ s_in, g_shp.sum(0)
-        g_sw2, g_sb2 = (g_sc @ s_ha)[None], g_sc.sum().view(1)
-        inv_x = torch.empty_like(g_x)
-        inv_x[self.order] = g_x
-        inv_s = torch.empty_like(g_scores)
-        inv_s[self.order] = g_scores
+        g_sw2, g_sb2 = torch.mm(g_sc.view(1, -1), s_ha), g_sc.sum(0, keepdim=True)  # (1, H), (1,)
+        # back to the input's row order: one gather each by the inverse permutation (:meth:`finish`)
+        inv_x, inv_s = g_x.index_select(0, self.inv), g_scores.index_select(0, self.inv)
         return inv_x, inv_s, (g_w1, g_b1, g_w2, g_b2, g_gamma, g_beta, g_sw1, g_sb1, g_sw2, g_sb2)
 
 
