@@ -23,10 +23,10 @@ import torch.fx.experimental._config
 import torch.nn.functional as F
 
 from rirlab.models.beam_tree import NEG, keep_survivors, perturbs_survivors
-from rirlab.models.fused_beam import LEAD, TABLE_MAX, Search, merge_table, merge_table_by_parent
+from rirlab.models.fused_beam import LEAD, Search
 
 
-def merge_step(pool, spool, state, scores, noise, keep, table, lengths, w1t, b1, w2t, b2, gamma, beta, sw1t,
+def merge_step(pool, spool, state, scores, noise, keep, lengths, w1t, b1, w2t, b2, gamma, beta, sw1t,
                sb1, sw2v, sb2, *, n: int, t: int, g_at: int, survivors: bool, r0: int, n_leaf: int, n_sc0: int, b: int,
                k1: int, w: int, scale: float, eps: float, ds: int):
     """One merge step of :meth:`Search.run` (its loop body) as one function of tensors, with two writes: the new nodes
@@ -34,8 +34,8 @@ def merge_step(pool, spool, state, scores, noise, keep, table, lengths, w1t, b1,
     composition; the step's new ids, :meth:`Search.new_ids`, are computed in the graph from it). ``state`` (>= n, B,
     LEAD + 2W) the merge rows and ``scores`` (>= n, b) of the rows still merging first, ``noise`` the search's Gumbel
     stream (or None; this step's draws start at ``g_at``, the survivors' follow where ``survivors``), ``keep`` the
-    dropout keep rows of all steps (or None), ``table`` the merge table (:func:`merge_table`, by parent where B > 1),
-    ``lengths`` the rows' sorted lengths (step ``t``). Every tensor argument is a whole buffer or the previous step's
+    dropout keep rows of all steps (or None), ``lengths`` the rows' sorted lengths (step ``t``); the merge's gather
+    indices are :func:`merge_columns` (any width). Every tensor argument is a whole buffer or the previous step's
     output, never a slice of one, and no output is a view of another: a view argument guards on its base (a
     recompile where the base differs) and an aliased output costs the runtime a view op per step.
     Returns the next merge rows, the scores, and what the backward reads."""
@@ -53,10 +53,9 @@ def merge_step(pool, spool, state, scores, noise, keep, table, lengths, w1t, b1,
     parent = torch.div(sel, k1, rounding_mode="floor")
     if big_b == 1:
         jj = top_pos.view(n, k1).gather(1, sel.remainder(k1))
-        at = table[jj, torch.arange(b, device=jj.device)]
     else:
         jj = top_pos.view(n, b * k1).gather(1, sel)
-        at = table[parent, jj, torch.arange(b, device=jj.device)]
+    at = merge_columns(w, big_b, b, jj, parent)
     r = torch.arange(r0, r0 + nb, device=state.device)  # this step's compositions: node, left and right pair score ids
     new3 = torch.stack([r + n_leaf, 2 * r + n_sc0, 2 * r + (n_sc0 + 1)], 1).view(n, 1, 3 * b)
     src = torch.cat([state.reshape(n, 1, -1), new3], 2)
@@ -88,6 +87,32 @@ def merge_step(pool, spool, state, scores, noise, keep, table, lengths, w1t, b1,
             ids.clone(), pids.clone(), bad, h1, gh, mixed, mean, rstd, hp, ha)
 
 
+def merge_columns(w: int, big_b: int, b: int, jj: torch.Tensor, parent: torch.Tensor) -> torch.Tensor:
+    """:func:`~rirlab.models.fused_beam.merge_table`'s entries (n, b, LEAD + 2W - 2) of the kept beams (merged pair
+    ``jj`` (n, b), parent beam ``parent``, ignored where B = 1) computed from j, p and the column, elementwise: no
+    table, so a width of any size (EBT-GRC's non-RIR pass, 1,800 wide) is one symbolic size in a compiled step, whose
+    gather kernel computes these indices where it reads them. Sources as the table's: the B merge rows (LEAD + 2W each), then 3 new ids per kept
+    beam (node, left and right pair score)."""
+    stride = LEAD + 2 * w
+    j = jj.unsqueeze(2)  # (n, b, 1)
+    base = LEAD + (parent.unsqueeze(2) * stride if big_b > 1 else 0)  # the parent's merge row
+    new = big_b * stride + 3 * torch.arange(b, device=jj.device).view(1, b, 1)  # the kept beam's new node id
+    col = torch.arange(LEAD + 2 * w - 2, device=jj.device)  # (C,) columns of the kept beam's merge row
+    c = col - LEAD  # its state columns: node ids 0..W-2, pair score ids W-1..2W-3, one spare (state_shift)
+    key = torch.where(c < w - 1, c, c - (w - 1))
+    key = torch.where(c == 2 * w - 3, 2 * w, key)  # the spare column never shifts
+    at = base + c + (c >= w - 1).long() + (key > j).long()  # the parent's column, one further past the pair
+    # the new ids (in merge_table's order, a later one winning: at W = 2 both pair scores fall on the spare column)
+    at = torch.where(c == j, new, at)
+    at = torch.where(c == (j - 1).remainder(w - 1) + (w - 1), new + 1, at)
+    at = torch.where(c == j + (w - 1), new + 2, at)
+    # the lead: children j, j+1; the scorer's left node j-1 (clamped), the new node twice, right node j+2 (clamped)
+    lead = torch.where(col == 0, j, torch.where(col == 1, j + 1, torch.where(col == 2, (j - 1).clamp(min=0),
+                                                                               (j + 2).clamp(max=w - 1))))
+    lead = torch.where((col == 3) | (col == 4), new, base + lead)
+    return torch.where(col < LEAD, lead, at)
+
+
 @functools.lru_cache(maxsize=4)
 def compiled_merge_step(backend: str = "inductor"):
     """:func:`merge_step` compiled with dynamic shapes (the rows, the width, the offsets are symbolic; a graph per
@@ -97,14 +122,14 @@ def compiled_merge_step(backend: str = "inductor"):
 
 
 class CompiledSearch(Search):
-    """:class:`Search` whose merge steps run as :func:`compiled_merge_step` when it saves for a backward and every step
-    is at most :data:`TABLE_MAX` wide (RIR's chunks); a wider search (a non-RIR pass over a long sequence) and one that
-    saves nothing (no gradient wanted) run the eager steps."""
+    """:class:`Search` whose merge steps run as :func:`compiled_merge_step` when it saves for a backward, at any width
+    (RIR's chunks, EBT-GRC's whole sequence); a search that saves nothing (no gradient wanted: evaluation) runs the
+    eager steps."""
 
     backend = "inductor"  # torch.compile's backend (see :func:`compiled_merge_step`)
 
     def __init__(self, tree, cw, sw, x, lengths, scores, save: bool):
-        self.compiled = save and x.size(2) <= TABLE_MAX
+        self.compiled = save
         super().__init__(tree, cw, sw, x, lengths, scores, save and not self.compiled)  # no per-step buffers
         if self.compiled:
             self.buf = {}  # filled by :meth:`run`: what every step returned, concatenated
@@ -128,10 +153,8 @@ class CompiledSearch(Search):
             if noise is not None:  # this step's draws: the pairs' (n, B, W-1), then the survivors' (n, b k1)
                 survivors, g_at = noise.survivors and perturbs_survivors(big_b), noise.g_at
                 noise.g_at += n * big_b * (w - 1) + (n * b * k1 if survivors else 0)
-            table = (merge_table(w, big_b, b, state.device) if big_b == 1
-                     else merge_table_by_parent(w, big_b, b, state.device))
             with _no_duck_shapes():
-                out = step(self.pool, self.spool, state, scores, g, keep, table, self.lengths, self.w1t,
+                out = step(self.pool, self.spool, state, scores, g, keep, self.lengths, self.w1t,
                            self.b1, self.w2t, self.b2, self.gamma, self.beta, self.sw1t, self.sb1, self.sw2v,
                            self.sb2, n=n, t=t, g_at=g_at, survivors=survivors, r0=r0, n_leaf=self.n_leaf,
                            n_sc0=self.n_sc0, b=b, k1=k1, w=w, scale=self.scale, eps=self.eps, ds=self.ds)

@@ -33,11 +33,15 @@ class EBTConfig(PreChunkConfig):
     # survivors of the b x k candidates while training: Gumbel-perturbed top-b (the authors' code; the papers say
     # "stochastic Top-K") or plain top-b; eval is always plain top-b (rirlab.models.beam_tree.keep_survivors)
     beam_select: BeamSelect = "stochastic"
+    # training steps' merge steps by torch.compile (inductor): one compiled step per token where the eager one
+    # dispatches ~56 ops, the same values; costs a compile per kind of step on a trial's first steps
+    # (rirlab.models.compiled_beam; benchmarks/README.md)
+    compile: bool = False
 
 
 def search(cfg: EBTConfig) -> FusedBeamTree:
     """The EBT-GRC search of a config: GRC cell (eq. 10-11), scorer (eq. 12), beam ``beam_size``, ``beam_select``;
-    its merge steps compiled where the config says ``compile`` (RIR-EBT-GRC's, :mod:`rirlab.models.compiled_beam`)."""
+    its training merge steps compiled where the config says ``compile`` (:mod:`rirlab.models.compiled_beam`)."""
     tree = FusedBeamTree(GRC.from_config(cfg), Scorer(cfg.hidden_size, cfg.d_s), cfg.beam_size, cfg.beam_select)
     if getattr(cfg, "compile", False):
         from rirlab.models.compiled_beam import CompiledSearch

@@ -74,10 +74,41 @@ def test_compiled_merge_step_equals_the_eager_search_and_compiles_once_per_kind_
     assert_equal(run_both(EagerBackendSearch, 1, [4, 4], 4))
     graphs = counters["stats"]["unique_graphs"]
     assert graphs <= 6
-    for lengths, width in (([9, 7, 3, 9, 8], 9), ([12, 5, 2], 12)):
+    for lengths, width in (([9, 7, 3, 9, 8], 9), ([12, 5, 2], 12), ([70, 66], 70)):  # 70: wider than a merge table
         assert_equal(run_both(EagerBackendSearch, 1, lengths, width, seed=3))
     assert counters["stats"]["unique_graphs"] == graphs, "a new length or batch recompiled the merge step"
     assert_equal(run_both(EagerBackendSearch, 3, [4, 2, 4], 4))
+
+
+def test_merge_columns_equal_the_merge_table():
+    """The compiled step computes its gather indices elementwise (any width: EBT-GRC's whole-sequence steps) where the
+    eager one looks them up in :func:`merge_table`: the same entries at every pair, parent and kept beam, both ends of
+    a row (where the neighbours clamp and the spare column fills) and W = 2 (both pair scores on the spare column)."""
+    from rirlab.models.compiled_beam import merge_columns
+    from rirlab.models.fused_beam import merge_table, merge_table_by_parent
+
+    b, n, cpu = 3, 30, torch.device("cpu")
+    torch.manual_seed(0)
+    for big_b in (1, 3):
+        for w in (2, 3, 6, 11, 67):
+            jj = torch.randint(0, w - 1, (n, b))
+            jj[:2] = torch.tensor([0, w - 2])[:, None]
+            parent = torch.randint(0, big_b, (n, b)) if big_b > 1 else torch.randint(0, b, (n, b))  # B=1: ignored
+            beams = torch.arange(b)
+            table = (merge_table(w, 1, b, cpu)[jj, beams] if big_b == 1
+                     else merge_table_by_parent(w, big_b, b, cpu)[parent, jj, beams])
+            assert torch.equal(merge_columns(w, big_b, b, jj, parent), table), (big_b, w)
+
+
+def test_compile_config_selects_the_compiled_search_for_ebt_grc_and_rir_ebt_grc():
+    """``compile: true`` (default false) runs both models' training searches compiled; the default stays eager."""
+    from rirlab.bench.base import BenchOptions, build_model
+
+    for name in ("ebt_grc", "rir_ebt_grc"):
+        trees = [[m for m in build_model(name, BenchOptions(batch=1, length=10, overrides=o)).modules()
+                  if isinstance(m, FusedBeamTree)] for o in ({}, {"compile": True})]
+        assert trees[0] and all(t.search_class is Search for t in trees[0]), name
+        assert trees[1] and all(t.search_class is CompiledSearch for t in trees[1]), name
 
 
 def test_a_search_with_no_merge_step_runs_and_equals_the_eager_one():
@@ -93,6 +124,7 @@ def test_inductor_compiled_merge_step_equals_the_eager_search():
     compiled_merge_step.cache_clear()
     assert_equal(run_both(CompiledSearch, 1, [5, 3, 1, 5], 5))
     assert_equal(run_both(CompiledSearch, 3, [4, 2, 4], 4))
+    assert_equal(run_both(CompiledSearch, 1, [70, 66], 70))  # EBT-GRC's wide steps: the same graphs
 
 
 def test_op_counter_lets_compiled_code_run_and_counts_what_it_dispatches():
