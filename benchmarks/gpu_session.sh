@@ -53,12 +53,15 @@ for section in "$@"; do
       done
       timeout "${GOAL_S:-240}" $RIR bench --protocol table1 --device "${DEVICE:-cuda}" --models rir_ebt_grc \
         --time-cap-s "${GOAL_CAP_S:-60}" --json "$OUT/launches_table1.json" 2>&1 | tee -a "$OUT/launches.log" ;;
-    launches_compiled)  # issue 57 item 2: the same step with `compile: true` (the merge steps through inductor, Triton
-                        # kernels on CUDA; the first step compiles ~4 graphs), against the eager figures of `launches`
-      for shape in 128x100 1x1800; do
-        timeout "${COMPILE_S:-600}" $RIR bench --device "${DEVICE:-cuda}" --model rir_ebt_grc --batch "${shape%x*}" \
-          --length "${shape#*x}" --repeats 5 --warmup 2 --set compile=true --json "$OUT/launches_compiled_$shape.json" \
-          2>&1 | tee -a "$OUT/launches_compiled.log"
+    launches_compiled)  # issue 57 items 2-3: the same step with `compile: true` (the merge steps through inductor, Triton
+                        # kernels on CUDA; the first step compiles ~4 graphs), against the eager figures of `launches`;
+                        # EBT-GRC's per-token merge steps run the same graphs
+      for model in rir_ebt_grc ebt_grc; do
+        for shape in 128x100 1x1800; do
+          timeout "${COMPILE_S:-600}" $RIR bench --device "${DEVICE:-cuda}" --model $model --batch "${shape%x*}" \
+            --length "${shape#*x}" --repeats 5 --warmup 2 --set compile=true \
+            --json "$OUT/launches_compiled_${model}_$shape.json" 2>&1 | tee -a "$OUT/launches_compiled.log"
+        done
       done ;;
     *) echo "unknown section $section (env tests table1 steps profile learn goal om_bf16 launches launches_compiled)"; exit 2 ;;
   esac
