@@ -551,10 +551,12 @@ class Search:
         self.sc_rows = []
         g_roots, g_final = g_roots[self.order], g_final[self.order]  # sorted order
         g_pool.index_add_(0, self.root_ids.reshape(-1), g_roots.reshape(-1, d))
-        def cat(key: str, dtype) -> torch.Tensor:  # no merge step at all (every sequence one token): nothing saved
-            parts = self.saved[key]  # one per step (a compiled search: one for all steps, no copy)
-            return (parts[0] if len(parts) == 1 else torch.cat(parts)) if parts else torch.empty(0, dtype=dtype,
-                                                                                                    device=dev)
+        def cat(key: str, dtype) -> torch.Tensor:
+            parts = self.saved[key]  # one per step (a compiled search: one for all its steps, read as is)
+            if not parts:  # no merge step at all (every sequence one token): nothing saved
+                return torch.empty(0, dtype=dtype, device=dev)
+            return parts[0] if len(parts) == 1 and parts[0].is_contiguous() else torch.cat(parts)  # (an eager step's
+            # are views of its state)
 
         ids = cat("ids", torch.long).view(-1, 2)  # (R, 2) children
         # 1. the beam-score chain and the depth pass are integer bookkeeping over the whole search: ONE host read of

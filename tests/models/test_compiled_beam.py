@@ -117,6 +117,12 @@ def test_a_search_with_no_merge_step_runs_and_equals_the_eager_one():
     assert_equal_values(out)
 
 
+def test_a_search_of_one_merge_step_runs_and_equals_the_eager_one():
+    """One merge step: the backward reads one saved tensor per kind as is where it is whole (the compiled search's),
+    and copies an eager step's (views of its state) as when there are several."""
+    assert_equal_values(run_both(EagerBackendSearch, 1, [2, 2, 1], 2))  # (one pair a row: no scorer gradient)
+
+
 @pytest.mark.inductor
 def test_inductor_compiled_merge_step_equals_the_eager_search():
     """The same with inductor's generated kernels (opt-in: minutes of C++ builds on a busy machine)."""
