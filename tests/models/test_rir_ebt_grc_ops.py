@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from tests.helpers.models import training_step_ops
 
-# counted at 2,577 (2026-12-06 after the backward's bookkeeping cut; 2,619 after the RNN and wide-merge work, 2,884
-# before it, 3,680 before issue 57's merge-step work); ~10% headroom
+# counted at 2,577 (2026-12-06 after the backward's bookkeeping cut; 2,619 before it, after the RNN and wide-merge
+# work; 2,884 before that, 3,680 before issue 57's merge-step work); ~10% headroom
 MAX_OPS = 2_840
 
 
