@@ -7,8 +7,9 @@ width), so that inductor fuses its pointwise and indexing chains into a few kern
 step's (same ops, same draws: tests/models/test_compiled_beam.py); the backward is :class:`Search`'s, which reads
 what each step returns (the per-step buffers are gathered by ONE ``cat`` per buffer after the loop).
 
-A compiled step is 6 inductor kernels and 5 externs (3 ``addmm``, 2 ``topk``): RIR-EBT-GRC's training step goes
-from ~2,635 to ~1,584 ops at 128 x 100 and ~4,252 to ~2,305 at 1 x 1800 (benchmarks/README.md), but is not faster on
+A compiled step is 6 inductor kernels and 5 externs (3 ``addmm``, 2 ``topk``), at any width (its gather indices are
+computed, :func:`merge_columns`): RIR-EBT-GRC's training step goes from ~2,605 to ~1,472 ops at 128 x 100 and ~4,161
+to ~2,130 at 1 x 1800, EBT-GRC's from ~100,570 to ~20,340 at 1 x 1800 (benchmarks/README.md), but is not faster on
 the CPU. Hence opt-in (``compile: true`` in the model config): inductor builds C++ kernels for its ~4 graphs on a
 trial's first step (minutes on a loaded 2-core machine; later processes read the on-disk cache).
 """
@@ -91,8 +92,8 @@ def merge_columns(w: int, big_b: int, b: int, jj: torch.Tensor, parent: torch.Te
     """:func:`~rirlab.models.fused_beam.merge_table`'s entries (n, b, LEAD + 2W - 2) of the kept beams (merged pair
     ``jj`` (n, b), parent beam ``parent``, ignored where B = 1) computed from j, p and the column, elementwise: no
     table, so a width of any size (EBT-GRC's non-RIR pass, 1,800 wide) is one symbolic size in a compiled step, whose
-    gather kernel computes these indices where it reads them. Sources as the table's: the B merge rows (LEAD + 2W each), then 3 new ids per kept
-    beam (node, left and right pair score)."""
+    gather kernel computes these indices where it reads them. Sources as the table's: the B merge rows (LEAD + 2W
+    each), then 3 new ids per kept beam (node, left and right pair score)."""
     stride = LEAD + 2 * w
     j = jj.unsqueeze(2)  # (n, b, 1)
     base = LEAD + (parent.unsqueeze(2) * stride if big_b > 1 else 0)  # the parent's merge row
