@@ -17,6 +17,7 @@ import dataclasses
 import difflib
 import types
 import typing
+import weakref
 from typing import Any, Literal, Optional, Union
 
 import yaml
@@ -210,11 +211,28 @@ GROUPS = {"train": "training config", "model": "model config", "task": "task con
 _claims: dict[str, list[tuple[str, type, str]]] = {}  # key -> (group, config class, owner) of each class with the key
 
 
+_hints: "weakref.WeakKeyDictionary[type, dict]" = weakref.WeakKeyDictionary()
+
+
+def _type_hints(cls) -> Optional[dict]:
+    """``typing.get_type_hints(cls)``, kept per class (it evaluates every annotation of the class and its bases: the
+    registries' shared keys asked it ~3,000 times in every process that loads them, most of a second of CPU); None
+    where an annotation does not resolve (yet: asked again next time)."""
+    hints = _hints.get(cls)
+    if hints is None:
+        try:
+            hints = _hints[cls] = typing.get_type_hints(cls)
+        except NameError:
+            return None
+    return hints
+
+
 def _key_type(cls, key: str):
     """The field's type with Optional removed (None as "use the default" does not change what a key means)."""
-    try:
-        hint = typing.get_type_hints(cls).get(key, Any)
-    except NameError:  # an annotation that does not resolve: compare its text
+    hints = _type_hints(cls)
+    if hints is not None:
+        hint = hints.get(key, Any)
+    else:  # an annotation that does not resolve: compare its text
         hint = next(f.type for f in dataclasses.fields(cls) if f.name == key)
     if typing.get_origin(hint) in (Union, types.UnionType):
         args = tuple(a for a in typing.get_args(hint) if a is not type(None))

@@ -116,6 +116,20 @@ def test_one_class_under_two_names_is_one_claim(registries):
     assert ("model", OptionalHiddenSize, "tmp_a") in config._claims["fresh_key_xyz"]  # tmp_b still uses it
 
 
+def test_a_config_class_annotations_are_read_once_however_many_classes_share_its_keys(registries, monkeypatch):
+    # hidden_size is a field of most model configs: registering one more compares its type with each of theirs
+    # (every process that loads the registries did this ~3,000 times, a second of CPU)
+    read = []
+    get_type_hints = config.typing.get_type_hints
+    monkeypatch.setattr(config.typing, "get_type_hints", lambda cls, *a, **kw: read.append(cls) or
+                        get_type_hints(cls, *a, **kw))
+    shares = dataclass(config=STRICT)(type("SharesHiddenSize", (), {"__annotations__": {"hidden_size": "int"},
+                                                                    "hidden_size": 3}))
+    add_model(registries, "tmp_shares", shares)
+    assert len([c for _, c, _ in config._claims["hidden_size"]]) > 3
+    assert read.count(shares) == 1 and len(read) == len(set(read)), read
+
+
 def test_resolve_routes_each_key_to_its_owner():
     cfg = resolve({"model": "rir_grc", "task": "logic", "lr": 0.01, "chunk_size": 4, "n_dev": 7}, where="t")
     assert cfg.train.lr == 0.01 and cfg.model_cfg.chunk_size == 4 and cfg.task_cfg.n_dev == 7
