@@ -38,6 +38,11 @@ def ray_init(address: Optional[str], log_dir: Path, tracking_uri: Optional[str] 
         # real trial went from 0.24 to 6.8 s/step beside a test run): trials run at the sweep's own niceness, so
         # `nice rirlab sweep ...` means what it says. A user's RAY_worker_niceness still wins.
         os.environ.setdefault(WORKER_NICENESS_ENV, "0")
+        # Ray prestarts a worker per CPU for its first driver; Ray Tune starts each trial's worker itself, and
+        # the prestarted ones stay idle through the whole sweep: each imported Ray (0.6-0.8 s of CPU apiece, one
+        # per core of the machine) beside the sweep's start for nothing. A user's RAY_prestart_worker_first_driver
+        # still wins.
+        os.environ.setdefault(PRESTART_ENV, "0")
         try:
             ray.init(address="local", runtime_env={"env_vars": worker_env(tracking_uri)}, **kwargs)
         except Exception as err:  # noqa: BLE001 - Ray's start-up raises plain RuntimeError/Exception/TimeoutError
@@ -89,6 +94,7 @@ def package_for_workers(staging: Path) -> Path:
 
 
 WORKER_NICENESS_ENV = "RAY_worker_niceness"  # how much nicer than the raylet Ray starts a worker (Ray: 15)
+PRESTART_ENV = "RAY_prestart_worker_first_driver"  # Ray starts a worker per CPU for the first driver (Ray: on)
 GCS_WAIT_ENV = "RAY_gcs_server_port_wait_time_s"  # Ray's wait for its GCS server to start (default 30 s)
 
 

@@ -1,6 +1,7 @@
 """Faults of a real sweep driver (real Ray, a real MLflow store): a local Ray that does not start within its time
 limit is one line naming the limit and how to raise it, exit 2, no Tune folder and no store left behind; the
-local Ray's trials run at the sweep's own priority, not Ray's 15 steps nicer (starved by any other process)."""
+local Ray's trials run at the sweep's own priority, not Ray's 15 steps nicer (starved by any other process), in
+the only worker processes it starts."""
 
 from __future__ import annotations
 
@@ -28,23 +29,43 @@ def test_a_local_ray_that_does_not_start_in_time_is_one_line_exit_2_and_leaves_n
 NICENESS_PROBE = """
 import os, sys
 from pathlib import Path
-import ray
+import psutil, ray
 from rirlab.sweeps.driver.cluster import ray_init
+
+
+class Trial:
+    def probe(self):
+        return os.nice(0), os.getpid()
+
+
+def name(process):  # the program and its script (the raylet's own arguments name the worker scripts)
+    try:
+        return " ".join(process.cmdline()[:2])
+    except psutil.Error:  # (exited meanwhile)
+        return ""
+
+
 ray_init(None, Path(sys.argv[1]))
-print(os.nice(0), ray.get(ray.remote(num_cpus=0)(lambda: os.nice(0)).remote()))
+niceness, pid = ray.get(ray.remote(num_cpus=1)(Trial).remote().probe.remote())
+names = {p.pid: name(p) for p in psutil.Process().children(recursive=True)}
+workers = [p for p, n in names.items() if "_worker.py" in n or n.startswith("ray::") and "Agent" not in n]
+print(os.nice(0), niceness, pid, *workers)
 ray.shutdown()
 """
 
 
-def test_a_local_rays_trials_run_at_the_sweeps_niceness(tmp_path):
+def test_a_local_rays_trials_run_at_the_sweeps_niceness_in_the_only_worker_it_starts(tmp_path):
     # Ray's default (worker_niceness 15) ran every trial at nice 15-19; under `nice -n 3` the driver and its trial
-    # processes are both at 3. The probe is a Ray task in a worker process, as a trial is.
-    env = {k: v for k, v in os.environ.items() if k != "RAY_worker_niceness"}
+    # processes are both at 3. The probe is a Ray actor in a worker process, as a trial is. Its worker is the only
+    # one: Ray's default prestarted one more per CPU for the first driver, idle through a whole sweep (Ray Tune
+    # starts each trial's worker itself), each importing Ray for nothing beside the sweep's start.
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_worker_niceness", "RAY_prestart_worker_first_driver")}
     proc = subprocess.run(["nice", "-n", "3", sys.executable, "-c", NICENESS_PROBE, str(tmp_path / "log")],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    driver, worker = map(int, proc.stdout.split()[-2:])
+    driver, worker, pid, *workers = map(int, proc.stdout.splitlines()[-1].split())
     assert worker == driver >= 3, proc.stdout
+    assert workers == [pid], f"Ray worker processes {workers} beside the trial's {pid}"
 
 
 HOLD = """
