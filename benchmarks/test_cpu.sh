@@ -6,13 +6,25 @@
 # too, but two tests sharing a core finish closer together than they would alone: compare the CPU seconds.
 #   bash benchmarks/test_cpu.sh BEFORE TEST_ID...      (root: it makes cgroups; pytest -n 0, one torch thread)
 # Both trees import rirlab from the environment's python ($PYTHON, default .venv/bin/python): the tests differ,
-# the package is the one installed. CI's wall time is about the suite's CPU seconds over its two cores.
+# the package is the one installed. BEFORE_PACKAGE=1: BEFORE's tests run its own rirlab instead (a copy of BEFORE
+# with sweeps/ and analysis/ inside rirlab/, as a wheel installs them, first on its PYTHONPATH; the sweeps' drivers
+# and Ray workers inherit it), for a change to the package itself. CI's wall time is about the suite's CPU seconds
+# over its two cores.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { echo "usage: bash benchmarks/test_cpu.sh BEFORE_CHECKOUT TEST_ID..." >&2; exit 2; }
 before=$(cd "$1" 2>/dev/null && pwd) || { echo "error: no folder $1: give an earlier checkout of the repository" >&2; exit 2; }
 shift
 after=$(pwd)
+before_path=""
+if [ "${BEFORE_PACKAGE:-0}" = 1 ]; then
+  copy=$(mktemp -d /tmp/test_cpu_before_XXXXXX) && tar -C "$before" --exclude=./.git --exclude=./.venv -cf - . |
+    tar -C "$copy" -xf - &&
+    mv "$copy/sweeps" "$copy/rirlab/sweeps" && mv "$copy/analysis" "$copy/rirlab/analysis" ||
+    { echo "error: cannot assemble the package of $before (rirlab/, sweeps/, analysis/) in a copy" >&2; exit 2; }
+  trap 'rm -rf "$copy"' EXIT
+  before=$copy before_path=$copy
+fi
 PY=${PYTHON:-$after/.venv/bin/python}
 CORE=${CORE:-1}
 if [ -d /sys/fs/cgroup/cpuacct ]; then root=/sys/fs/cgroup/cpuacct; usage() { echo $(( $(cat "$1/cpuacct.usage") / 1000000 )); }
@@ -21,8 +33,10 @@ measure() {  # measure NAME DIR TEST_ID: "wall_s cpu_s rc"
   local cg="$root/test_cpu_$1_$$" start rc
   mkdir "$cg" || { echo "error: cannot make a cgroup under $root (run as root)" >&2; return 2; }
   start=$(date +%s.%N)
-  (cd "$2" && echo $BASHPID > "$cg/cgroup.procs" && OMP_NUM_THREADS=1 exec taskset -c "$CORE" "$PY" -m pytest -n 0 \
-    -p no:cacheprovider -q "$3" > "/tmp/test_cpu_$1_$$.log" 2>&1)
+  local path=""; [ "$1" = before ] && path=$before_path
+  (cd "$2" && echo $BASHPID > "$cg/cgroup.procs" && PYTHONPATH=$path${PYTHONPATH:+${path:+:}$PYTHONPATH} \
+    OMP_NUM_THREADS=1 exec taskset -c "$CORE" "$PY" -m pytest -n 0 -p no:cacheprovider -q "$3" \
+    > "/tmp/test_cpu_$1_$$.log" 2>&1)
   rc=$?
   sleep 2  # the test's last processes exit
   printf "%.0f %.1f %s\n" "$(echo "$(date +%s.%N) - $start - 2" | bc)" "$(echo "scale=1; $(usage "$cg") / 1000" | bc)" "$rc"
