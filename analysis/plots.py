@@ -390,7 +390,7 @@ def curves_plot(client, sw, metric: str, out, stat: str = DEFAULT_STAT, ci: str 
     if df.empty:
         raise UserError(f"no runs of '{sw.experiment}' to plot; run `rirlab sweep` first")
     run_sig = dict(zip(df["run_id"], (signature(s) for s in df["swept"])))
-    # every run's history in one read (one query per 500 runs on a database store), not a call per run
+    # every run's history in one read (one query per 500 runs on a database store, a request per 100 on a server)
     points = history_frame(metric_histories(client, list(df["run_id"]), metric), run_sig)
     centres, _ = centre_groups(points[["sig", "step", "value"]], ["sig", "step"], stat)  # one groupby, every curve
     seeds = points.groupby("sig")["run_id"].nunique()

@@ -197,24 +197,19 @@ def sweeps_of(client: MlflowClient, experiment: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-BULK_RUNS = 500  # run ids per bulk history query: under SQLite's oldest limit of 999 bound variables
-
-
 def metric_histories(client, run_ids, key: str) -> dict:
     """{run id: the Metric points of ``key``} of every run in ``run_ids``, each in ``client.get_metric_history``'s
-    order (timestamp, step, value); a run that never logged ``key`` maps to []. On a database store one query per
-    500 runs (``SqlAlchemyStore.get_metric_history_bulk``, which MLflow's UI uses for its charts); the public client
-    has no call for several runs, and one call per run is a round trip per run: seconds at a thousand runs. Other
-    stores (a tracking server) are read a run at a time, as before."""
+    order (timestamp, step, value); a run that never logged ``key`` maps to []. Read in bulk where the store has a
+    read for several runs (``rirlab.store_reads.metric_history_bulk``: a database store one query per 500 runs, a
+    tracking server one request per up to 100): the public client has no call for several runs, and one call per
+    run is a round trip per run, seconds at a thousand runs (a minute over HTTP). Other stores, and the runs a bulk
+    read left unread, are read a run at a time."""
     run_ids = list(dict.fromkeys(run_ids))
     bulk = metric_history_bulk(client)  # below MLflow's public client: rirlab.store_reads, listed in rirlab.compat
-    if bulk is None:
-        return {rid: list(client.get_metric_history(rid, key)) for rid in run_ids}
-    out: dict = {rid: [] for rid in run_ids}
-    for i in range(0, len(run_ids), BULK_RUNS):
-        for point in bulk(run_ids[i:i + BULK_RUNS], key, max_results=2 ** 62):  # (no limit: every point)
-            out[point.run_id].append(getattr(point, "metric", point))  # (a Metric with a run_id in MLflow 3)
-    return out
+    out, unread = bulk(run_ids, key) if bulk is not None and run_ids else ({}, run_ids)
+    for rid in unread:
+        out[rid] = list(client.get_metric_history(rid, key))
+    return {rid: out[rid] for rid in run_ids}
 
 
 def child_runs(client: MlflowClient, exp_id: str, parent_id: str) -> pd.DataFrame:

@@ -22,12 +22,17 @@ The private parts, and why no public API does their job:
 - ``MlflowClient._tracking_client.store.engine`` and the ``PRAGMA busy_timeout = 20000`` MLflow's SQLite sessions
   start with (``wait_for_locks``): a store another process holds is waited for as long as rirlab states, not 20 s;
   MLflow has no setting for it and its pragma overrides any connect timeout.
-- ``MlflowClient._tracking_client.store.get_metric_history_bulk`` (``SqlAlchemyStore``; its UI's endpoint on a
-  server): one metric's history of many runs in one query, where the public client asks once per run, so `rirlab
-  export` and `plot curves` on a sweep of 1,000 runs made thousands of round trips. Reached in
-  ``rirlab.store_reads.metric_history_bulk``, not here: its one user, ``rirlab.analysis.runs.metric_histories``,
-  imports nothing of rirlab but the contract and a few torch-free helpers (tests/analysis/test_analysis.py), and
-  falls back to the public per-run call where the store has no bulk read.
+- ``MlflowClient._tracking_client.store.get_metric_history_bulk`` (``SqlAlchemyStore``) and, on a tracking server,
+  the endpoint its UI draws charts with, ``GET /ajax-api/2.0/mlflow/metrics/get-history-bulk``
+  (``mlflow.server.handlers.get_metric_history_bulk_handler``: up to 100 run ids a request, up to 25,000 points a
+  response; ``server_history_bulk`` below, with MLflow's own credentials and HTTP retries): one metric's history of
+  many runs in one query or request, where the public client asks once per run, so `rirlab export` and `plot
+  curves` on a sweep of 1,000 runs made thousands of round trips (over HTTP: 56 s against SQLite's 9 s at 100
+  runs). Reached in ``rirlab.store_reads.metric_history_bulk``, not here: its one user,
+  ``rirlab.analysis.runs.metric_histories``, imports nothing of rirlab but the contract and a few torch-free helpers
+  (tests/analysis/test_analysis.py), and falls back to the public per-run call where the store has no bulk read
+  (a server that answers the endpoint with anything but its points: an older MLflow, a proxy passing only
+  ``/api``, a server under a static prefix).
 - the logger ``mlflow.store.db.utils``: quieted while a schema is built, and filtered of failed statements.
 - ``mlflow.server.fastapi_app.app`` (what ``mlflow ui`` serves) and two localStorage keys of its built UI:
   ``rirlab ui`` serves that app with the keys preset (the last section says why no setting does it).
@@ -58,6 +63,7 @@ PRIVATE = (
     ("mlflow.server.fastapi_app", "app", ()),
     ("mlflow.server.handlers", "STATIC_PREFIX_ENV_VAR", ()),
     ("mlflow.store.tracking.sqlalchemy_store", "SqlAlchemyStore", ()),  # get_metric_history_bulk: rirlab.store_reads
+    ("mlflow.server.handlers", "get_metric_history_bulk_handler", ()),  # HISTORY_BULK's server side
 )
 
 DB_LOGGER = "mlflow.store.db.utils"  # MLflow's logger of schema creation, migrations and failed statements
@@ -132,6 +138,62 @@ def probe_server(uri: str, endpoint: str, params: dict, timeout: float):
 
     return http_request(get_default_host_creds(uri), endpoint, "GET", params=params, max_retries=0,
                         timeout=timeout, raise_on_status=False)
+
+
+HISTORY_BULK = "/ajax-api/2.0/mlflow/metrics/get-history-bulk"  # the UI's read (get_metric_history_bulk_handler)
+HISTORY_BULK_RUNS = 100  # run ids the handler takes in one request (it refuses more)
+HISTORY_BULK_POINTS = 25000  # points the handler returns at most (it cuts the rest off)
+HISTORY_BULK_QUERY = 3500  # bytes of run_id=... in one request line: gunicorn, MLflow 2's server, refuses past 4094
+
+
+class HistoryPoints(list):
+    """A bulk response's points (dicts: key, value, timestamp, step, run_id); ``full``: as many as the server
+    returns at most, so some may have been cut off."""
+
+    full = False
+
+
+def history_bulk_chunks(run_ids: list, key: str) -> list[list]:
+    """``run_ids`` in groups that one bulk request may carry: at most ``HISTORY_BULK_RUNS`` ids, and a query string
+    (``run_id=ID&`` per id, the key URL-encoded) within ``HISTORY_BULK_QUERY`` bytes."""
+    from urllib.parse import quote
+
+    chunks: list[list] = [[]]
+    size = len(quote(key, safe="")) + 40
+    for rid in run_ids:
+        cost = len("run_id=&") + len(quote(str(rid), safe=""))
+        if chunks[-1] and (len(chunks[-1]) == HISTORY_BULK_RUNS or size + cost > HISTORY_BULK_QUERY):
+            chunks.append([])
+            size = len(quote(key, safe="")) + 40
+        chunks[-1].append(rid)
+        size += cost
+    return [c for c in chunks if c]
+
+
+def server_history_bulk(uri: str, run_ids: list, key: str):
+    """One ``GET`` of ``HISTORY_BULK`` on the tracking server ``uri``: the points of ``key`` logged by ``run_ids``
+    (a :class:`HistoryPoints`, sorted by run, then timestamp, step and value), with the credentials and retries
+    MLflow's client uses (``get_default_host_creds``: MLFLOW_TRACKING_USERNAME/PASSWORD/TOKEN, its TLS settings).
+    None where the server answers anything but a list of points (404 or 405 from an older MLflow or a proxy,
+    401/403: the per-run read then raises MLflow's own error); a server that does not answer raises as MLflow's
+    client does."""
+    from mlflow.utils.credentials import get_default_host_creds
+    from mlflow.utils.rest_utils import http_request
+
+    resp = http_request(get_default_host_creds(uri), HISTORY_BULK, "GET", raise_on_status=False,
+                        params={"run_id": list(run_ids), "metric_key": key, "max_results": HISTORY_BULK_POINTS})
+    if resp.status_code != 200:
+        return None
+    try:
+        body = resp.json()
+    except ValueError:  # not JSON: not MLflow's handler
+        return None
+    metrics = body.get("metrics", []) if isinstance(body, dict) else None
+    if not isinstance(metrics, list) or not all(isinstance(m, dict) and "run_id" in m for m in metrics):
+        return None
+    points = HistoryPoints(metrics)
+    points.full = len(points) >= HISTORY_BULK_POINTS
+    return points
 
 
 # ---- the driver's SQLite sessions (sweeps/record/tracker.py) -------------------------------------------------

@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
-import sys
 import time
-import urllib.request
 
 from mlflow.tracking import MlflowClient
 
@@ -20,42 +17,12 @@ from rirlab.sweeps.spec.load import load_spec
 from rirlab.sweeps.spec.trials import expand
 from tests.e2e.test_sweep_engine_runs import _wait_for
 from tests.helpers.cli import RIRLAB, run_cli
+from tests.helpers.mlflow_server import free_port, kill, start_server
 from tests.helpers.sweep_runs import TINY, write_spec
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start_server(workdir, port):
-    """`mlflow server` on a SQLite store in ``workdir``, in its own process group (its workers die with it)."""
-    server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri",
-                               f"sqlite:///{workdir / 'server.db'}", "--default-artifact-root",
-                               str(workdir / "server-artifacts"), "--host", "127.0.0.1", "--port", str(port),
-                               "--workers", "1"], cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
-                              start_new_session=True)
-    for _ in range(480):
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
-                return server
-        except OSError:
-            if server.poll() is not None:
-                raise AssertionError(f"mlflow server exited ({server.returncode})")
-            time.sleep(0.5)
-    raise AssertionError("mlflow server did not start")
-
-
-def _kill(server) -> None:
-    if server.poll() is None:
-        os.killpg(server.pid, signal.SIGKILL)
-    server.wait(timeout=60)
-
-
 def test_a_tracking_server_killed_mid_sweep_stops_it_in_one_line_and_resume_finishes(workdir):
-    port = _free_port()
+    port = free_port()
     uri = f"http://127.0.0.1:{port}"
     # two trials (one seed of the two learning rates), both running when the server dies: --resume continues both
     # from their checkpoints (the trials a sweep had not started yet: test_driver_resume, test_sweep_engine_runs)
@@ -64,7 +31,7 @@ def test_a_tracking_server_killed_mid_sweep_stops_it_in_one_line_and_resume_fini
     env = {k: v for k, v in os.environ.items()
            if k not in ("MLFLOW_TRACKING_URI", "MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT",
                         "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR")}
-    server = _start_server(workdir, port)
+    server = start_server(workdir, port)
     client = MlflowClient(f"sqlite:///{workdir / 'server.db'}")  # read beside the server, not through it
 
     def a_trial_logging():
@@ -79,7 +46,7 @@ def test_a_tracking_server_killed_mid_sweep_stops_it_in_one_line_and_resume_fini
         try:
             _wait_for(a_trial_logging, 600, "a trial logging into the server", proc)
         finally:
-            _kill(server)  # for good
+            kill(server)  # for good
         killed = time.monotonic()
         bound = server_wait_s() * 2 + 90  # a result's write, the parent's marking, Tune's stop (a loaded machine)
         try:
@@ -100,12 +67,12 @@ def test_a_tracking_server_killed_mid_sweep_stops_it_in_one_line_and_resume_fini
     assert errors[0].endswith(f"sweep {spec} --tracking-uri {uri} --resume"), errors
     assert took < bound, took
 
-    server = _start_server(workdir, port)
+    server = start_server(workdir, port)
     try:
         again = run_cli(["sweep", spec, "--tracking-uri", uri, "--resume", "--no-checkpoint-artifacts"], cwd=workdir,
                         env={"TUNE_GLOBAL_CHECKPOINT_S": "1"})
     finally:
-        _kill(server)
+        kill(server)
     assert again.returncode == 0, again.stdout + again.stderr
     exp = client.get_experiment_by_name("server_dies")
     runs = client.search_runs([exp.experiment_id], max_results=100)

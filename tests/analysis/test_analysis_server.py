@@ -1,0 +1,149 @@
+"""`rirlab export` and `plot curves` against a real local `mlflow server` (issue 50: 56 s against SQLite's 9 s at
+100 runs, one history request per run and metric): the histories come in bulk, through the endpoint MLflow's UI
+draws its charts with, a request per up to 100 runs and metric, and the export equals the export of the same runs
+read from the SQLite file the server serves. Counted in HTTP requests, not timed (benchmarks/readonly_at_scale.py
+--server has the times)."""
+
+from __future__ import annotations
+
+import collections
+from urllib.parse import urlparse
+
+import pyarrow.parquet as pq
+import pytest
+import requests
+from mlflow.tracking import MlflowClient
+
+from rirlab.analysis.export import EXPORT_ID_KEY, export_runs, history_path, trial_runs
+from rirlab.analysis.plots import curves_plot
+from rirlab.analysis.runs import load_sweep, metric_histories
+from rirlab.compat import mlflow as compat_mlflow
+from tests.helpers.analysis_store import make_sweep
+from tests.helpers.mlflow_server import free_port, kill, start_server
+
+N = 12
+BULK = compat_mlflow.HISTORY_BULK
+PER_RUN = "/api/2.0/mlflow/metrics/get-history"
+LONG = 9  # points of the last run's dev/accuracy history (the others have 3)
+
+
+def _runs():
+    runs = [{"swept": {"lr": round(1e-4 * (i + 1), 6), "seed": 0},
+             "metrics": {"dev/accuracy": 50.0 + i, "test/accuracy": 40.0 + i},
+             "history": {"dev/accuracy": [(10, 20.0 + i), (20, 30.0 + i), (30, 40.0 + i)],
+                         "train/loss": [(10, 2.0), (20, 1.0 + i / 100)]}} for i in range(N)]
+    runs[-1]["history"]["dev/accuracy"] = [(10 * (s + 1), 1.0 + s) for s in range(LONG)]
+    return runs
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """A 12-run sweep in a SQLite store and a `mlflow server` serving that same file: (sqlite uri, server uri, name)."""
+    root = tmp_path_factory.mktemp("served")
+    spec = {"name": "served", "task": "listops", "model": "rir_grc", "seeds": 1,
+            "search": {"lr": {"grid": [round(1e-4 * (i + 1), 6) for i in range(N)]}}}
+    uri, _ = make_sweep(root, spec, _runs())
+    port = free_port()
+    server = start_server(root, port, db=root / "mlruns.db")
+    try:
+        yield uri, f"http://127.0.0.1:{port}", spec["name"]
+    finally:
+        kill(server)
+
+
+@pytest.fixture
+def requests_made(monkeypatch):
+    """The path of every HTTP request this process makes from here on (MLflow's client goes through requests)."""
+    paths = collections.Counter()
+    real = requests.Session.request
+
+    def counted(self, method, url, *a, **k):
+        paths[urlparse(url).path] += 1
+        return real(self, method, url, *a, **k)
+
+    monkeypatch.setattr(requests.Session, "request", counted)
+    return paths
+
+
+def _per_run(client, run_ids, key):
+    return {rid: [(m.key, m.value, m.timestamp, m.step) for m in client.get_metric_history(rid, key)]
+            for rid in run_ids}
+
+
+def _points(histories):
+    return {rid: [(m.key, m.value, m.timestamp, m.step) for m in ms] for rid, ms in histories.items()}
+
+
+def test_an_export_through_a_server_equals_the_export_of_its_sqlite_file_in_a_request_per_metric(served, tmp_path,
+                                                                                                requests_made):
+    sqlite_uri, server_uri, name = served
+    export_runs(MlflowClient(sqlite_uri), name, tmp_path / "sqlite.parquet")
+    requests_made.clear()
+    written = export_runs(MlflowClient(server_uri), name, tmp_path / "server.parquet")
+    assert written["run"][1] == N and written["history"][1] == N * 7 + LONG - 3  # dev 3 + 1 final, loss 2, test 1
+    # the three metrics' histories: one bulk request each for the 12 runs (before: 36 per-run requests)
+    assert requests_made[BULK] == 3 and requests_made[PER_RUN] == 0, requests_made
+    for kind in ("sqlite", "server"):
+        assert (tmp_path / f"{kind}.history.parquet").exists()
+    for a, b in ((tmp_path / "sqlite.parquet", tmp_path / "server.parquet"),
+                 (history_path(tmp_path / "sqlite.parquet"), history_path(tmp_path / "server.parquet"))):
+        ta, tb = pq.read_table(a), pq.read_table(b)
+        assert ta.schema.remove_metadata() == tb.schema.remove_metadata()
+        assert ta.to_pylist() == tb.to_pylist()
+        meta = {k: v for k, v in (ta.schema.metadata or {}).items() if k not in (EXPORT_ID_KEY, b"rirlab.tracking_uri")}
+        assert meta == {k: v for k, v in (tb.schema.metadata or {}).items()
+                        if k not in (EXPORT_ID_KEY, b"rirlab.tracking_uri")}
+
+
+def test_a_curves_plot_through_a_server_reads_the_histories_in_one_request(served, tmp_path, figures, requests_made):
+    _, server_uri, name = served
+    client = MlflowClient(server_uri)
+    sw = load_sweep(client, name)
+    requests_made.clear()
+    assert curves_plot(client, sw, "dev/accuracy", tmp_path / "c.png") == N
+    assert requests_made[BULK] == 1 and requests_made[PER_RUN] == 0, requests_made
+
+
+def test_runs_past_a_requests_limits_are_read_in_several_and_a_cut_response_again_in_halves(served, monkeypatch,
+                                                                                          requests_made):
+    """At most HISTORY_BULK_RUNS run ids a request; a response holding HISTORY_BULK_POINTS points may have been cut
+    by the server (it returns no more): asked again in halves, and a run alone over the limit read by the per-run
+    call (which pages). Here 5 runs a request and 9 points a response, so the server cuts for real: each run holds
+    4 points of dev/accuracy (3 evaluations and the final value), the long one 10."""
+    _, server_uri, name = served
+    client = MlflowClient(server_uri)
+    ids = [r.info.run_id for r in trial_runs(client, name)]
+    expected = _per_run(client, ids, "dev/accuracy")
+    assert sorted(len(v) for v in expected.values()) == [4] * (N - 1) + [LONG + 1]
+    monkeypatch.setattr(compat_mlflow, "HISTORY_BULK_RUNS", 5)
+    monkeypatch.setattr(compat_mlflow, "HISTORY_BULK_POINTS", 9)
+    requests_made.clear()
+    got = _points(metric_histories(client, ids, "dev/accuracy"))
+    assert got == expected and list(got) == ids
+    assert requests_made[PER_RUN] == 1, requests_made  # the long run alone
+    assert requests_made[BULK] > 3, requests_made  # 3 groups of runs (5, 5, 2), the cut ones again in halves
+
+
+def test_a_server_without_the_bulk_read_is_read_run_by_run(served, monkeypatch, requests_made):
+    """An older MLflow, a proxy that passes only /api, a server under a static prefix: the endpoint answers 404,
+    and every run is read through the public per-run call, as before."""
+    _, server_uri, name = served
+    client = MlflowClient(server_uri)
+    ids = [r.info.run_id for r in trial_runs(client, name)]
+    expected = _per_run(client, ids, "train/loss")
+    monkeypatch.setattr(compat_mlflow, "HISTORY_BULK", "/ajax-api/2.0/mlflow/metrics/no-such-read")
+    requests_made.clear()
+    assert _points(metric_histories(client, ids, "train/loss")) == expected
+    assert requests_made["/ajax-api/2.0/mlflow/metrics/no-such-read"] == 1 and requests_made[PER_RUN] == N
+
+
+def test_request_chunks_stay_within_the_run_limit_and_a_request_line_gunicorn_takes():
+    ids = [f"{i:032x}" for i in range(250)]
+    chunks = compat_mlflow.history_bulk_chunks(ids, "dev/accuracy")
+    assert [rid for c in chunks for rid in c] == ids
+    assert all(len(c) <= compat_mlflow.HISTORY_BULK_RUNS for c in chunks)
+    line = max(len(requests.Request("GET", "http://h:5000" + compat_mlflow.HISTORY_BULK,
+                                    params={"run_id": c, "metric_key": "dev/accuracy",
+                                            "max_results": compat_mlflow.HISTORY_BULK_POINTS}).prepare().path_url)
+               for c in chunks)
+    assert line < 4094, line
