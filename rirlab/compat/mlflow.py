@@ -21,7 +21,10 @@ The private parts, and why no public API does their job:
   ``MlflowClient`` retries for minutes before it reports an unreachable server.
 - ``MlflowClient._tracking_client.store.engine`` and the ``PRAGMA busy_timeout = 20000`` MLflow's SQLite sessions
   start with (``wait_for_locks``): a store another process holds is waited for as long as rirlab states, not 20 s;
-  MLflow has no setting for it and its pragma overrides any connect timeout.
+  MLflow has no setting for it and its pragma overrides any connect timeout. The same engine gets ``PRAGMA
+  synchronous = FULL`` on each connection (``full_sync``) while a sweep writes in SQLite's write-ahead-log mode,
+  and its pooled connections closed (``close_connections``) before the sweep sets the rollback journal back
+  (``sweeps/record/store.py``): MLflow has no setting for either.
 - ``MlflowClient._tracking_client.store.get_metric_history_bulk`` (``SqlAlchemyStore``) and, on a tracking server,
   the endpoint its UI draws charts with, ``GET /ajax-api/2.0/mlflow/metrics/get-history-bulk``
   (``mlflow.server.handlers.get_metric_history_bulk_handler``: up to 100 run ids a request, up to 25,000 points a
@@ -205,8 +208,8 @@ def wait_for_locks(client, wait_s: float):
     pragma is rewritten on its way to SQLite. Other stores are left as they are."""
     from sqlalchemy import event
 
-    engine = getattr(getattr(client._tracking_client, "store", None), "engine", None)  # SqlAlchemyStore only
-    if engine is None or engine.dialect.name != "sqlite" or getattr(engine, "rirlab_waits", False):
+    engine = _sqlite_engine(client)
+    if engine is None or getattr(engine, "rirlab_waits", False):
         return client
     pragma = f"PRAGMA busy_timeout = {int(wait_s * 1000)};"
 
@@ -218,6 +221,41 @@ def wait_for_locks(client, wait_s: float):
     event.listen(engine, "before_cursor_execute", longer_wait, retval=True)
     engine.rirlab_waits = True  # (MLflow caches one store, so one engine, per URI)
     return client
+
+
+def _sqlite_engine(client):
+    engine = getattr(getattr(client._tracking_client, "store", None), "engine", None)  # SqlAlchemyStore only
+    return engine if engine is not None and engine.dialect.name == "sqlite" else None
+
+
+def full_sync(client):
+    """``client`` whose SQLite store's connections each start with ``PRAGMA synchronous = FULL``: in SQLite's
+    write-ahead-log mode every commit is synced to the disk before it returns, whatever default SQLite was built
+    with (some builds default WAL to NORMAL, which may lose the last commits on a power cut). The connections
+    already pooled are closed, so that every later one is new. Other stores are left as they are."""
+    from sqlalchemy import event
+
+    engine = _sqlite_engine(client)
+    if engine is None or getattr(engine, "rirlab_full_sync", False):
+        return client
+
+    def synchronous_full(dbapi_connection, connection_record):
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA synchronous = FULL")
+        cursor.close()
+
+    event.listen(engine, "connect", synchronous_full)
+    engine.rirlab_full_sync = True
+    engine.dispose()
+    return client
+
+
+def close_connections(client) -> None:
+    """Close the pooled connections of ``client``'s SQLite store (MLflow keeps them open; leaving SQLite's
+    write-ahead log needs none left open); the next statement opens a new one."""
+    engine = _sqlite_engine(client)
+    if engine is not None:
+        engine.dispose()
 
 
 # ---- the UI `rirlab ui` serves (rirlab/cli/ui.py) -------------------------------------------------------------

@@ -169,6 +169,7 @@ class SweepDriver:
     def run(self) -> SweepResult:
         with startup_window(), contextlib.ExitStack() as held:  # held: the sweep's lock (one driver per sweep)
             self._refuse_early()
+            held.callback(self.tracker.end_write_ahead)  # the rollback journal back, however the sweep ends
             self._take_tune_folder(held)
             self._start_ray()
             try:
@@ -261,6 +262,9 @@ class SweepDriver:
         """The parent run: reopened (--resume; no Tune state and no trial yet: the sweep starts afresh under the
         same run), or started."""
         tracker, plan = self.tracker, self.plan
+        journal = tracker.write_ahead()  # a SQLite store on a local filesystem: SQLite's write-ahead log meanwhile
+        if journal:
+            print(journal, flush=True)
         if self.earlier is not None:
             self.parent_id = self.earlier.info.run_id
             tracker.reopen(self.parent_id)

@@ -310,6 +310,67 @@ def _migrate_sqlite(path: Path, revision: str) -> None:
             tmp.unlink(missing_ok=True)
 
 
+# ---- SQLite's write-ahead log while a sweep writes -----------------------------------------------------------
+#
+# MLflow's SQLite store commits each write in SQLite's default rollback-journal mode: the journal written and synced,
+# the database written and synced, the journal deleted, about 40 ms a commit on this project's machine and ~20
+# commits per trial (benchmarks/README.md, "SQLite's journal on the driver"). In write-ahead-log mode (WAL) a commit
+# appends to one file and syncs it once (``synchronous=FULL``: still on the disk when the commit returns), and a
+# reader (`rirlab runs` during a sweep) never waits for the writer, nor the writer for it. SQLite's WAL needs the
+# shared memory of one machine's kernel: on a network filesystem (NFS, Lustre, GPFS, CIFS) it can corrupt the store
+# (sqlite.org/wal.html), so a sweep uses it only where /proc/mounts says the store's folder is on a local
+# filesystem, and sets the rollback journal back when it ends: a store at rest is one self-contained file, which a
+# reader without write access to its folder (another user, a read-only copy) can open, as before.
+
+LOCAL_FILESYSTEMS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "f2fs", "jfs", "reiserfs", "bcachefs",
+                               "tmpfs", "ramfs", "overlay", "apfs", "hfs", "hfsplus"})
+MOUNTS = "/proc/mounts"
+
+
+def filesystem_of(path: Path, mounts: Optional[str] = None) -> Optional[str]:
+    """The type of the filesystem ``path`` is on (which need not exist yet): the mount point of ``mounts`` that is the
+    longest prefix of its real path, the last listed where two mount the same point; None where ``mounts`` cannot be
+    read (no /proc: not Linux)."""
+    try:
+        lines = Path(mounts or MOUNTS).read_text().splitlines()
+    except OSError:
+        return None
+    target = os.path.realpath(path)
+    best, kind = "", None
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[1])  # \040: a space in the path
+        if (target == point or target.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
+            best, kind = point, fields[2]
+    return kind
+
+
+def journal_plan(db: Path) -> tuple[bool, str]:
+    """(whether a sweep writes the SQLite store ``db`` with SQLite's write-ahead log, the one line saying so)."""
+    kind = filesystem_of(db.parent)
+    if kind in LOCAL_FILESYSTEMS:
+        return True, (f"store journal: SQLite's write-ahead log while the sweep writes ({kind}, a local filesystem; "
+                      f"the rollback journal again at its end)")
+    where = "an unknown filesystem (no /proc/mounts)" if kind is None else f"{kind}, not a local filesystem"
+    return False, f"store journal: SQLite's rollback journal ({db.parent} is on {where}: no write-ahead log there)"
+
+
+def set_journal(db: Path, mode: str, wait_s: float) -> Optional[str]:
+    """``PRAGMA journal_mode=<mode>`` on the SQLite file ``db``, waiting up to ``wait_s`` for another process's
+    lock; the mode the file is in after (leaving WAL needs every other connection closed: "wal" while another
+    process has the store open), None where SQLite refused (locked past the wait, read-only)."""
+    try:
+        con = sqlite3.connect(db, timeout=wait_s)
+        try:
+            return con.execute(f"PRAGMA journal_mode={mode}").fetchone()[0]
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return None
+
+
 # ---- servers and databases -----------------------------------------------------------------------------
 
 def _probe_server(uri: str) -> None:

@@ -29,8 +29,8 @@ from rirlab import contract
 from rirlab.redact import mask_url, redact_uri, strip_credentials
 from rirlab.compat import mlflow as compat_mlflow
 from rirlab.sweeps.record.faults import bound_http_waits, store_wait_s
-from rirlab.sweeps.record.store import (DB_SCHEMES, StoreURI, can_create, check_store, raw, scheme, sqlite_path,
-                                        validate_uri)
+from rirlab.sweeps.record.store import (DB_SCHEMES, StoreURI, can_create, check_store, journal_plan, raw, scheme,
+                                        set_journal, sqlite_path, validate_uri)
 
 DEFAULT_URI_FILE = "mlruns.db"
 SUPPRESS_URL_PRINTING = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
@@ -171,6 +171,7 @@ class Tracker:
         self.uri = uri  # prints masked; uri.raw for MLflow
         self.creates_may_repeat = creates_may_repeat(uri)  # (``_one_run`` searches for a run's twin only then)
         self._client: Optional[MlflowClient] = None
+        self._wal = False  # a sweep writes this SQLite store in SQLite's write-ahead-log mode (``write_ahead``)
         self._context: Optional[dict[str, str]] = None
         self._artifact_uris: dict[str, str] = {}  # runs this driver created: where their artifacts go
 
@@ -180,11 +181,47 @@ class Tracker:
             if self._deferred:
                 check_store(self.uri, create=True)  # builds it (atomically, under a lock) unless someone did
                 self._deferred = False
+            if self._wal:
+                self._start_write_ahead()
             self._client = compat_mlflow.wait_for_locks(MlflowClient(tracking_uri=self.uri.raw), store_wait_s())
+            if self._wal:
+                compat_mlflow.full_sync(self._client)
         return self._client
 
     def store_exists(self) -> bool:
         return not self._deferred or sqlite_path(self.uri).exists()
+
+    def write_ahead(self) -> Optional[str]:
+        """A sweep's writes to a SQLite store in SQLite's write-ahead-log mode, synchronous FULL, where the file is on a
+        local filesystem (``rirlab.sweeps.record.store.journal_plan``: a commit costs one sync, not several, and
+        readers and the writer never wait for each other); the one line saying which journal the sweep uses. None
+        for any other store. ``end_write_ahead`` sets the rollback journal back."""
+        path = sqlite_path(self.uri)
+        if path is None:
+            return None
+        self._wal, line = journal_plan(path)
+        if self._wal and self._client is not None:  # (else when the client is made: the store may not exist yet)
+            self._start_write_ahead()
+            compat_mlflow.full_sync(self._client)
+        return line
+
+    def _start_write_ahead(self) -> None:
+        set_journal(sqlite_path(self.uri), "wal", store_wait_s())  # (refused: the rollback journal, as before)
+
+    def end_write_ahead(self) -> None:
+        """The rollback journal back on the SQLite store a sweep wrote with the write-ahead log: the file alone is the
+        store again (a reader without write access to its folder can open it). Where another process has the store
+        open (a second sweep, `rirlab runs`), it stays in WAL mode: whoever closes it last in a sweep sets it back,
+        and any SQLite reads it as it is. Never raises: every write of the sweep is committed already."""
+        if not self._wal:
+            return
+        self._wal = False
+        try:
+            if self._client is not None:
+                compat_mlflow.close_connections(self._client)
+            set_journal(sqlite_path(self.uri), "delete", 2.0)
+        except Exception:  # noqa: BLE001  (a store gone or unwritable at the end: its journal mode is SQLite's)
+            pass
 
     def context(self) -> dict[str, str]:
         if self._context is None:

@@ -4,11 +4,14 @@ step of any run is logged twice (a real driver process, real Ray, a real MLflow 
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 
 import yaml
 from mlflow.tracking import MlflowClient
 
+from rirlab.compat.mlflow import close_connections
+from rirlab.sweeps.record.store import journal_plan
 from tests.helpers.cli import REPO, RIRLAB, run_cli
 
 TINY = yaml.safe_load((REPO / "tests" / "specs" / "tiny.yaml").read_text())
@@ -144,13 +147,28 @@ def test_a_driver_killed_with_results_unwritten_loses_no_step_on_resume(workdir,
     proc = subprocess.run([*RIRLAB, "sweep", str(spec), "--no-checkpoint-artifacts"], cwd=workdir, env=env,
                           capture_output=True, text=True, timeout=600, start_new_session=True)
     assert proc.returncode == -9, proc.stdout + proc.stderr
+    # the driver wrote with SQLite's write-ahead log (where the test's folder is on a local filesystem), killed
+    # before it set the rollback journal back: what it committed is in the log, which any SQLite reads
+    wal, line = journal_plan(db)
+    assert line in proc.stdout.splitlines(), proc.stdout
+    assert _journal_mode(db) == ("wal" if wal else "delete")
     client = MlflowClient(f"sqlite:///{db}")
     exp = client.get_experiment_by_name("unwritten")
     (run,) = [r for r in client.search_runs([exp.experiment_id]) if "mlflow.parentRunId" in r.data.tags]
     written = [m.step for m in client.get_metric_history(run.info.run_id, "train/loss")]
     assert written == [5, 10, 15, 20], written  # up to the checkpoint at 20; 25 was still waiting
+    close_connections(client)  # (this process's pooled connections would keep the store in WAL mode)
 
     resumed = run_cli(["sweep", spec, "--resume", "--no-checkpoint-artifacts"], cwd=workdir, env=FAULTS, check=True)
     assert "1 finished, 0 failed" in resumed.stdout, resumed.stdout
+    assert _journal_mode(db) == "delete" and not db.with_name("mlruns.db-wal").exists()  # one file again
     steps = [m.step for m in client.get_metric_history(run.info.run_id, "train/loss")]
     assert sorted(steps) == list(range(5, 45, 5)), steps  # each once, 40 the final report's
+
+
+def _journal_mode(db) -> str:
+    con = sqlite3.connect(db)
+    try:
+        return con.execute("PRAGMA journal_mode").fetchone()[0]
+    finally:
+        con.close()
