@@ -116,9 +116,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(folder: Path):
+def start_server(folder: Path, db: Path | None = None):
+    """A local `mlflow server` on the SQLite file ``db`` (default ``folder/server.db``): (process, url)."""
     port = free_port()
-    db = folder / "server.db"
+    db = db or folder / "server.db"
     proc = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{db}",
                              "--default-artifact-root", str(folder / "artifacts"), "--host", "127.0.0.1",
                              "--port", str(port), "--workers", "1"],

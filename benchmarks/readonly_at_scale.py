@@ -12,6 +12,11 @@ runs per command and store size. The small store's row is the floor the imports 
 measures those alone); what grows from there with N is the commands' own cost.
 
     taskset -c 1 .venv/bin/python benchmarks/readonly_at_scale.py [--sizes 10,100,1000] [--repeats 3] [--keep DIR]
+        [--server] [--commands export,curves] [--before DIR]
+
+--server also serves each store with a local `mlflow server` (on the same SQLite file, pinned where this script
+is) and times the commands through it: the sqlite and the server rows of the same runs. --commands NAMES times only
+those (the first word after `rirlab`, or `pareto` / `curves`), e.g. ``--commands export,curves``.
 
 --keep DIR keeps the stores (DIR/n<N>/mlruns.db) and reuses them on the next run. --before DIR times each command a
 second time, interleaved run for run, with DIR first on PYTHONPATH: a tree of the package at an earlier commit (its
@@ -133,35 +138,60 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds one command may take (inf past it)")
     ap.add_argument("--keep", default=None, help="folder to keep (and reuse) the stores in")
     ap.add_argument("--before", default=None, help="package tree of an earlier commit, timed interleaved (docstring)")
+    ap.add_argument("--server", action="store_true", help="also through a local `mlflow server` on each store")
+    ap.add_argument("--commands", default=None, help="only these commands, comma-separated (export,curves,...)")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    only = set(args.commands.split(",")) if args.commands else None
     with tempfile.TemporaryDirectory() as d:
         base = Path(args.keep).resolve() if args.keep else Path(d)
         env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "RIRLAB_PLUGINS")}
         env["RIRLAB_CACHE"] = str(Path(d) / "cache")
         stores = {n: build(base / f"n{n}", n) for n in sizes}
+        servers = {}
+        if args.server:
+            sys.path.insert(0, str(REPO / "benchmarks"))
+            from logging_cost import start_server  # (this folder) a local `mlflow server`
+
+            for n in sizes:
+                uri, spec, name = stores[n]
+                servers[n] = start_server(base / f"n{n}", db=Path(uri[len("sqlite:///"):]))
         envs = {"": env}
         if args.before:
             envs["before"] = {**env, "PYTHONPATH": os.pathsep.join([str(Path(args.before).resolve()),
                                                                     *filter(None, [env.get("PYTHONPATH")])])}
         table: dict[str, dict[tuple, float]] = {}
-        for n in sizes:
-            work = Path(d) / f"out{n}"
-            work.mkdir()
-            for label, cmd in commands(*stores[n], work):
-                times: dict[str, list] = {k: [] for k in envs}
-                for _ in range(args.repeats):  # after, before, after, before...: the same load for both
-                    for k, e in envs.items():
-                        times[k].append(wall([*RIRLAB, *cmd], e, work, args.timeout))
-                for k, ts in times.items():
-                    table.setdefault(label, {})[(n, k)] = min(ts)
-                    print(f"N={n} {label}{' (' + k + ')' if k else ''}: {' '.join(f'{t:.2f}' for t in ts)}",
-                          file=sys.stderr, flush=True)
+        try:
+            for n in sizes:
+                work = Path(d) / f"out{n}"
+                work.mkdir()
+                runs = [("", stores[n])] + ([(" (server)", (servers[n][1], *stores[n][1:]))] if args.server else [])
+                for where, store in runs:
+                    for label, cmd in commands(*store, work):
+                        if only and not only & set(label.split()[:2]):
+                            continue
+                        time_one(f"{label}{where}", cmd, n, envs, work, args, table)
+        finally:
+            for proc, _ in servers.values():
+                proc.terminate()
+                proc.wait(30)
         cols = [(n, k) for n in sizes for k in envs]
         print("| command | " + " | ".join(f"{n} runs{' ' + k if k else ''}: s" for n, k in cols) + " |")
         print("|---|" + "---:|" * len(cols))
         for label, row in table.items():
             print(f"| `rirlab {label}` | " + " | ".join(f"{row[c]:.2f}" for c in cols) + " |")
+
+
+def time_one(label: str, cmd: list, n: int, envs: dict, work: Path, args, table: dict) -> None:
+    """Time one command REPEATS times per environment, interleaved; the minimum of each into ``table``."""
+    times: dict[str, list] = {k: [] for k in envs}
+    for _ in range(args.repeats):  # after, before, after, before...: the same load for both
+        for k, e in envs.items():
+            times[k].append(wall([*RIRLAB, *cmd], e, work, args.timeout))
+    for k, ts in times.items():
+        table.setdefault(label, {})[(n, k)] = min(ts)
+        print(f"N={n} {label}{' (' + k + ')' if k else ''}: {' '.join(f'{t:.2f}' for t in ts)}", file=sys.stderr,
+              flush=True)
 
 
 if __name__ == "__main__":
