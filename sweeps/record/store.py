@@ -360,9 +360,10 @@ def journal_plan(db: Path) -> tuple[bool, str]:
 def set_journal(db: Path, mode: str, wait_s: float) -> Optional[str]:
     """``PRAGMA journal_mode=<mode>`` on the SQLite file ``db``, waiting up to ``wait_s`` for another process's
     lock; the mode the file is in after (leaving WAL needs every other connection closed: "wal" while another
-    process has the store open), None where SQLite refused (locked past the wait, read-only)."""
+    process has the store open), None where SQLite refused (locked past the wait, read-only, no such file: never
+    created here)."""
     try:
-        con = sqlite3.connect(db, timeout=wait_s)
+        con = sqlite3.connect(f"{Path(db).as_uri()}?mode=rw", uri=True, timeout=wait_s)
         try:
             return con.execute(f"PRAGMA journal_mode={mode}").fetchone()[0]
         finally:

@@ -135,3 +135,14 @@ def test_another_process_holding_the_store_open_keeps_it_written_ahead_and_reada
     again.client.set_tag(parent, "again", "1")
     again.end_write_ahead()  # (MLflow keeps one engine per URI in a process: the first tracker's connections too)
     assert _mode(db) == "delete"
+
+
+def test_a_sweep_that_never_made_its_store_leaves_none(tmp_path, monkeypatch):
+    """A sweep refused before its first write (a full disk building the store, Ray not starting) ends its journal
+    too: that must not create an empty file where the store would have been."""
+    _mounts(tmp_path, monkeypatch, "ext4")
+    db = tmp_path / "mlruns.db"
+    tracker = Tracker(f"sqlite:///{db}")
+    assert "write-ahead log" in tracker.write_ahead()
+    tracker.end_write_ahead()
+    assert not db.exists()
