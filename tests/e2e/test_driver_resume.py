@@ -4,7 +4,6 @@ step of any run is logged twice (a real driver process, real Ray, a real MLflow 
 from __future__ import annotations
 
 import os
-import sqlite3
 import subprocess
 
 import yaml
@@ -13,6 +12,7 @@ from mlflow.tracking import MlflowClient
 from rirlab.compat.mlflow import close_connections
 from rirlab.sweeps.record.store import journal_plan
 from tests.helpers.cli import REPO, RIRLAB, run_cli
+from tests.sweeps.test_store_journal import journal_mode
 
 TINY = yaml.safe_load((REPO / "tests" / "specs" / "tiny.yaml").read_text())
 
@@ -151,7 +151,7 @@ def test_a_driver_killed_with_results_unwritten_loses_no_step_on_resume(workdir,
     # before it set the rollback journal back: what it committed is in the log, which any SQLite reads
     wal, line = journal_plan(db)
     assert line in proc.stdout.splitlines(), proc.stdout
-    assert _journal_mode(db) == ("wal" if wal else "delete")
+    assert journal_mode(db) == ("wal" if wal else "delete")
     client = MlflowClient(f"sqlite:///{db}")
     exp = client.get_experiment_by_name("unwritten")
     (run,) = [r for r in client.search_runs([exp.experiment_id]) if "mlflow.parentRunId" in r.data.tags]
@@ -161,14 +161,7 @@ def test_a_driver_killed_with_results_unwritten_loses_no_step_on_resume(workdir,
 
     resumed = run_cli(["sweep", spec, "--resume", "--no-checkpoint-artifacts"], cwd=workdir, env=FAULTS, check=True)
     assert "1 finished, 0 failed" in resumed.stdout, resumed.stdout
-    assert _journal_mode(db) == "delete" and not db.with_name("mlruns.db-wal").exists()  # one file again
+    assert journal_mode(db) == "delete" and not db.with_name("mlruns.db-wal").exists()  # one file again
     steps = [m.step for m in client.get_metric_history(run.info.run_id, "train/loss")]
     assert sorted(steps) == list(range(5, 45, 5)), steps  # each once, 40 the final report's
 
-
-def _journal_mode(db) -> str:
-    con = sqlite3.connect(db)
-    try:
-        return con.execute("PRAGMA journal_mode").fetchone()[0]
-    finally:
-        con.close()

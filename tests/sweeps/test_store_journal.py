@@ -25,7 +25,8 @@ lustre@tcp:/fs /lustre lustre rw 0 0
 """
 
 
-def _mode(db) -> str:
+def journal_mode(db) -> str:
+    """The journal mode of the SQLite file ``db`` (a connection of its own, closed at once)."""
     con = sqlite3.connect(db)
     try:
         return con.execute("PRAGMA journal_mode").fetchone()[0]
@@ -74,12 +75,12 @@ def test_a_store_on_a_local_filesystem_is_written_ahead_synced_and_left_one_file
     parent = tracker.start_parent(exp, "wal sweep", {})
     child = tracker.start_child(exp, parent, "lr=0.1", {"lr": 0.1}, {contract.TRIAL_KEY: "k"})
     tracker.client.log_metric(child, "train/loss", 1.0, step=5)
-    assert _mode(db) == "wal"
+    assert journal_mode(db) == "wal"
     engine = tracker.client._tracking_client.store.engine
     with engine.connect() as con:
         assert con.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL: each commit synced before it returns
     tracker.end_write_ahead()
-    assert _mode(db) == "delete" and not db.with_name("mlruns.db-wal").exists()
+    assert journal_mode(db) == "delete" and not db.with_name("mlruns.db-wal").exists()
     # the file alone holds every write: read from a copy of it without its -wal / -shm
     copy = tmp_path / "copy.db"
     copy.write_bytes(db.read_bytes())
@@ -95,9 +96,9 @@ def test_a_new_store_is_made_then_written_ahead(tmp_path, monkeypatch):
     tracker = Tracker(f"sqlite:///{db}")
     assert "write-ahead log" in tracker.write_ahead() and not db.exists()
     tracker.experiment_id("wal")
-    assert _mode(db) == "wal"
+    assert journal_mode(db) == "wal"
     tracker.end_write_ahead()
-    assert _mode(db) == "delete"
+    assert journal_mode(db) == "delete"
 
 
 def test_a_store_on_a_network_filesystem_keeps_the_rollback_journal(tmp_path, monkeypatch, new_store):
@@ -108,9 +109,9 @@ def test_a_store_on_a_network_filesystem_keeps_the_rollback_journal(tmp_path, mo
     assert "rollback journal" in line and "nfs4" in line
     exp = tracker.experiment_id("nfs")
     tracker.start_parent(exp, "nfs sweep", {})
-    assert _mode(db) == "delete"
+    assert journal_mode(db) == "delete"
     tracker.end_write_ahead()
-    assert _mode(db) == "delete"
+    assert journal_mode(db) == "delete"
 
 
 def test_another_process_holding_the_store_open_keeps_it_written_ahead_and_readable(tmp_path, monkeypatch, new_store):
@@ -126,7 +127,7 @@ def test_another_process_holding_the_store_open_keeps_it_written_ahead_and_reada
     reader.execute("SELECT COUNT(*) FROM runs").fetchone()
     try:
         tracker.end_write_ahead()
-        assert _mode(db) == "wal"
+        assert journal_mode(db) == "wal"
         assert reader.execute("SELECT COUNT(*) FROM runs WHERE run_uuid = ?", (parent,)).fetchone() == (1,)
     finally:
         reader.close()
@@ -134,7 +135,7 @@ def test_another_process_holding_the_store_open_keeps_it_written_ahead_and_reada
     again.write_ahead()
     again.client.set_tag(parent, "again", "1")
     again.end_write_ahead()  # (MLflow keeps one engine per URI in a process: the first tracker's connections too)
-    assert _mode(db) == "delete"
+    assert journal_mode(db) == "delete"
 
 
 def test_a_sweep_that_never_made_its_store_leaves_none(tmp_path, monkeypatch):
