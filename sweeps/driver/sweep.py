@@ -262,7 +262,8 @@ class SweepDriver:
         """The parent run: reopened (--resume; no Tune state and no trial yet: the sweep starts afresh under the
         same run), or started."""
         tracker, plan = self.tracker, self.plan
-        journal = tracker.write_ahead()  # a SQLite store on a local filesystem: SQLite's write-ahead log meanwhile
+        # a SQLite store on a local filesystem, written from this machine only: SQLite's write-ahead log meanwhile
+        journal = tracker.write_ahead(other_machines=self.system_metrics and self.address not in (None, "local"))
         if journal:
             print(journal, flush=True)
         if self.earlier is not None:

@@ -191,14 +191,19 @@ class Tracker:
     def store_exists(self) -> bool:
         return not self._deferred or sqlite_path(self.uri).exists()
 
-    def write_ahead(self) -> Optional[str]:
+    def write_ahead(self, other_machines: bool = False) -> Optional[str]:
         """A sweep's writes to a SQLite store in SQLite's write-ahead-log mode, synchronous FULL, where the file is on a
         local filesystem (``rirlab.sweeps.record.store.journal_plan``: a commit costs one sync, not several, and
         readers and the writer never wait for each other); the one line saying which journal the sweep uses. None
-        for any other store. ``end_write_ahead`` sets the rollback journal back."""
+        for any other store. ``other_machines``: processes on other machines write the store too (trials sampling
+        system metrics on a cluster), which the write-ahead log cannot serve: the rollback journal. ``end_write_ahead``
+        sets the rollback journal back."""
         path = sqlite_path(self.uri)
         if path is None:
             return None
+        if other_machines:
+            return ("store journal: SQLite's rollback journal (trials on other machines write system metrics to the "
+                    "store: no write-ahead log)")
         self._wal, line = journal_plan(path)
         if self._wal and self._client is not None:  # (else when the client is made: the store may not exist yet)
             self._start_write_ahead()

@@ -147,3 +147,15 @@ def test_a_sweep_that_never_made_its_store_leaves_none(tmp_path, monkeypatch):
     assert "write-ahead log" in tracker.write_ahead()
     tracker.end_write_ahead()
     assert not db.exists()
+
+
+def test_a_store_other_machines_write_too_keeps_the_rollback_journal(tmp_path, monkeypatch, new_store):
+    """Trials sampling system metrics on a cluster's other nodes write the store from there (over a shared
+    filesystem), which SQLite's write-ahead log cannot serve, whatever the driver's own mount says."""
+    _mounts(tmp_path, monkeypatch, "ext4")
+    db = tmp_path / "mlruns.db"
+    tracker = Tracker(new_store(db))
+    line = tracker.write_ahead(other_machines=True)
+    assert "rollback journal" in line and "other machines" in line
+    tracker.start_parent(tracker.experiment_id("cluster"), "cluster sweep", {})
+    assert journal_mode(db) == "delete"
