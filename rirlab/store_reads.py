@@ -44,9 +44,7 @@ def _sql_histories(bulk, run_ids: list, key: str) -> tuple[dict, list]:
 
 
 def _server_histories(uri: str, run_ids: list, key: str) -> tuple[dict, list]:
-    from mlflow.entities import Metric
-
-    from rirlab.compat.mlflow import history_bulk_chunks, server_history_bulk
+    from rirlab.compat.mlflow import history_bulk_chunks, history_metric, server_history_bulk
 
     out: dict = {}
     pending = list(reversed(history_bulk_chunks(run_ids, key)))
@@ -62,6 +60,6 @@ def _server_histories(uri: str, run_ids: list, key: str) -> tuple[dict, list]:
             continue
         read: dict = {rid: [] for rid in ids}
         for p in points:
-            read[p["run_id"]].append(Metric(p["key"], p["value"], p["timestamp"], p["step"]))
+            read[p["run_id"]].append(history_metric(p))
         out.update(read)
     return out, [rid for rid in run_ids if rid not in out]

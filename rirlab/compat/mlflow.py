@@ -199,6 +199,13 @@ def server_history_bulk(uri: str, run_ids: list, key: str):
     return points
 
 
+def history_metric(point: dict):
+    """MLflow's ``Metric`` of one point of a ``server_history_bulk`` answer (what the per-run read returns)."""
+    from mlflow.entities import Metric
+
+    return Metric(point["key"], point["value"], point["timestamp"], point["step"])
+
+
 # ---- the driver's SQLite sessions (sweeps/record/tracker.py) -------------------------------------------------
 
 def wait_for_locks(client, wait_s: float):
