@@ -5,8 +5,17 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 
 import pytest
+
+# The commands the tests start get Ctrl-C as a terminal gives it. A suite started as a background job of a script
+# (`bash scripts/test.sh &`: POSIX shells start those with SIGINT ignored) would pass the ignored SIGINT on to every
+# child, which rightly keeps it (`rirlab sweep` and `rirlab train` honour an ignored SIGINT), and each test that
+# interrupts a command (tests/e2e/test_driver_sigterm_ctrl_c.py, tests/train/test_train_faults.py, ...) would wait
+# out its timeout. Only ignored signals pass through exec, so Python's own handler here is enough.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # `rirlab sweep --dry-run` times a training step of every distinct model config for its compute estimate;
 # tests of the dry run's other output skip that (tests/sweeps/test_spec_dryrun.py times on purpose)

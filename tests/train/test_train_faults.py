@@ -13,16 +13,6 @@ import pytest
 from tests.helpers.cli import RIRLAB, invoke, sqlite_uri
 
 
-def _signals_as_from_a_shell():
-    """The child starts with SIGINT and SIGTERM unblocked and at their default action, as an interactive shell starts a
-    command: a process inherits its parent's ignored signals, and a suite started as a background job of a script
-    (`bash scripts/test.sh &`: POSIX shells start those with SIGINT ignored) passed that on, so `rirlab train`
-    rightly left Ctrl-C ignored and the test waited out its 120 s."""
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
 @pytest.mark.parametrize("sig,code,word", [(signal.SIGINT, 130, "Ctrl-C"), (signal.SIGTERM, 143, "SIGTERM")],
                          ids=["ctrl_c", "sigterm"])
 def test_a_signal_ends_the_train_run_killed_in_one_line(workdir, new_store, sig, code, word):
@@ -32,7 +22,7 @@ def test_a_signal_ends_the_train_run_killed_in_one_line(workdir, new_store, sig,
     proc = subprocess.Popen([*RIRLAB, "train", "--model", "rir_grc", "--task", "listops", "--quick", "--set",
                              "steps=100000", "--set", "log_every=1", "--tracking-uri", sqlite_uri(store)],
                             cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, preexec_fn=_signals_as_from_a_shell)
+                            start_new_session=True)
     try:
         for line in proc.stdout:  # the run exists and trains
             if "step=" in line:
