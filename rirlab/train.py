@@ -40,7 +40,7 @@ from rirlab.optim import Ranger
 from rirlab.models import registry as models
 from rirlab.models.base import autocast
 from rirlab.perf import TensorMemory, tune_allocator
-from rirlab.redact import redact_all
+from rirlab.redact import MASK, redact_all
 from rirlab.tasks import registry as tasks
 from rirlab.tasks.batching import BatchPlan, eval_batches, example_length, loader
 from rirlab.trial import TrialConfig, resolve
@@ -165,7 +165,7 @@ def drifted_keys(saved: dict, cfg: TrialConfig) -> dict:
     eps, 2026-12-06); keys this rirlab no longer has, runtime keys and masked values are left out."""
     now = checkpoint_config(cfg)
     return {k: (v, now[k]) for k, v in saved.items()
-            if k in now and k not in RUNTIME_KEYS and v != now[k] and "***" not in json.dumps(v)}
+            if k in now and k not in RUNTIME_KEYS and v != now[k] and MASK not in json.dumps(v)}
 
 
 def resumed_config(config: dict, state: Optional[dict]) -> TrialConfig:
