@@ -142,12 +142,14 @@ STOPPED_EPOCH = "stopped_epoch"
 EARLY_STOPPED_METRIC = "early_stopped"  # 1 when early stopping ended the trial (the tag EARLY_STOPPED is the scheduler's)
 BEST_PREFIX_METRIC = "best/"  # best/step, best/epoch, best/dev_accuracy, best/dev_loss: the best dev evaluation
 BEST_METRICS = tuple(BEST_PREFIX_METRIC + k for k in ("step", "epoch", "dev_accuracy", "dev_loss"))
+LAST_PREFIX_METRIC = "last/"  # last/dev_accuracy, last/dev_loss: the dev evaluation at the last step (last weights)
+LAST_METRICS = tuple(LAST_PREFIX_METRIC + k for k in ("dev_accuracy", "dev_loss"))
 NON_EVAL_SPLITS = ("train", "dev")
 EVAL_METRICS = ("accuracy", "loss")  # what every evaluated split reports: <split>/accuracy, <split>/loss
 EXAMPLES = "examples"  # and <split>/examples at the end: N, the examples its accuracy was computed on (the tables'
 # binomial standard error; rirlab.analysis.stats derives it for runs recorded before, where the config fixes it)
 RUN_METRICS = (STEP, TIME_PER_STEP_MS, CPU_TIME_PER_STEP_MS, PEAK_MEM_MB, PROCESS_RSS_MB, LR, EPOCH, NUM_PARAMS,
-               STOPPED_EPOCH, EARLY_STOPPED_METRIC, *BEST_METRICS)  # reported by every trial; never a table column
+               STOPPED_EPOCH, EARLY_STOPPED_METRIC, *BEST_METRICS, *LAST_METRICS)  # reported by every trial; never a table column
 
 # What each metric means, in one unit per kind (accuracy %, loss nats, time ms, memory MiB): the one source of the
 # metric list. Every trial reports only these (tests/train/test_contract.py), rirlab.train's docstring points here,
@@ -189,6 +191,9 @@ METRICS = {
                             "hundred MB whatever the model). Kept as its own metric; never plot it as the model's memory"),
     **{m: ("—", "the best dev evaluation of a recipe that selects by dev: its step, epoch, accuracy (%) and loss "
                 "(nats)") for m in BEST_METRICS},
+    **{m: ("—", "the dev evaluation of training at the trial's last step (a recipe that selects by dev): the last "
+                "weights under the dev inference, the evaluation that ended an early-stopped trial. The final "
+                "`dev/accuracy` is the tested weights' and takes that step's place in the history") for m in LAST_METRICS},
     STOPPED_EPOCH: ("—", "the epoch the trial stopped in (a recipe that selects by dev)"),
     EARLY_STOPPED_METRIC: ("—", "1 when early stopping ended the trial (a recipe that selects by dev)"),
     LR: ("—", "learning rate of the last parameter group"),

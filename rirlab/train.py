@@ -9,8 +9,9 @@ The recipe (rirlab.config.RECIPES) decides the optimiser, the lr scheduler, earl
 the evaluation splits see. Under ``select_by`` accuracy / loss (recipe paper: auto) dev is evaluated at every
 epoch end and at the last step (and every ``dev_every`` steps when set); the best of those (improvement > 1e-4,
 as the papers' code) is kept and every split is evaluated with it at the end. The final report then carries
-``best/step``, ``best/epoch``, ``best/dev_accuracy``, ``best/dev_loss``, ``stopped_epoch`` and ``early_stopped``
-(1 when early stopping ended the trial).
+``best/step``, ``best/epoch``, ``best/dev_accuracy``, ``best/dev_loss``, ``stopped_epoch``, ``early_stopped``
+(1 when early stopping ended the trial) and ``last/dev_accuracy``, ``last/dev_loss``: the last step's dev evaluation
+(the last weights, under ``dev_inference`` where set), whose step the final ``dev/*`` of the tested weights takes.
 
 Metrics: the names in rirlab.contract, whose ``METRICS`` says what each means and in which unit (one unit per kind:
 accuracy %, loss nats, time ms, memory MiB); docs/metrics.md's table is generated from it. Only those are reported.
@@ -516,6 +517,8 @@ def run_trial(config: dict, report: Optional[Report] = None, *, state: Optional[
             else:
                 final = metrics
                 final_ckpt = ckpt
+                if dev is not None:  # the final dev/* (tested weights) takes this step: keep the last weights' here
+                    final.update({C.LAST_PREFIX_METRIC + "dev_" + k: dev[k] for k in C.EVAL_METRICS})
     trainer.use_final_weights()  # every split sees the best-dev weights, unless the recipe selects the last
     if trainer.best:
         final.update({C.BEST_PREFIX_METRIC + k: v for k, v in trainer.best.items() if k != "score"})

@@ -167,6 +167,25 @@ def test_every_split_is_evaluated_with_the_best_dev_weights():
     assert last.evaluate(last.dev_split())["loss"] != pytest.approx(final["dev/loss"], rel=1e-6)
 
 
+def test_the_last_dev_evaluation_of_training_is_recorded_beside_the_final_one():
+    """The dev evaluation at a trial's last step (the last weights, the one that ended an early-stopped trial) is in
+    the final result as ``last/dev_*``: the final ``dev/*`` is the tested (best-dev) weights' and takes that step's
+    place in the history, so without it the record loses the epoch that stopped the trial."""
+    cfg = {"model": "rir_grc", **TINY, "recipe": "paper", "select_by": "loss", "lr": 1.0, "epochs": 4,
+           "early_stop_patience": 0}  # as above: the best epoch is well before the last
+    reports, ckpts = [], []
+    final = run_trial(cfg, lambda m, checkpoint=None: (reports.append(m), ckpts.append(checkpoint)),
+                      checkpoint_every=10**9)
+    assert final["best/step"] < final["step"]
+    last = Trainer(resolve(cfg))
+    last.model.load_state_dict(ckpts[-1]["model"])
+    dev = last.evaluate(last.dev_split())
+    assert final["last/dev_loss"] == pytest.approx(dev["loss"], rel=1e-9)
+    assert final["last/dev_accuracy"] == pytest.approx(dev["accuracy"], rel=1e-9)
+    assert final["last/dev_loss"] != pytest.approx(final["dev/loss"], rel=1e-6)
+    assert not any(k.startswith("last/") for r in reports[:-1] for k in r)  # the final result's alone
+
+
 def test_resume_restores_best_weights_plateau_early_stop_counters_and_lookahead_exactly():
     cfg = {"model": "rir_grc", **TINY, "recipe": "paper", "lr": 0.05, "epochs": 4, "plateau_patience": 0,
            "early_stop_patience": 10}
@@ -292,3 +311,6 @@ def test_dev_inference_selects_by_rir_inference_and_tests_under_non_rir():
     t = Trainer(resolve(cfg))  # the trained trial's final dev is under its own inference, non-RIR
     t.model.load_state_dict(weights if final["best/step"] == first["step"] else ckpts[-1]["model"])
     assert final["dev/loss"] == pytest.approx(t.evaluate(t.dev_split())["loss"], rel=1e-6)
+    t = Trainer(resolve({**cfg, "inference": "rir", "dev_inference": None}))  # the stopping epoch's, under RIR
+    t.model.load_state_dict(ckpts[-1]["model"])
+    assert final["last/dev_loss"] == pytest.approx(t.evaluate(t.dev_split())["loss"], rel=1e-9)
