@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from mlflow.tracking import MlflowClient
 
-from rirlab.analysis.runs import effective_spec_json
+from rirlab.analysis.runs import effective_spec_json, search_all
 from rirlab import contract
 from rirlab.errors import UserError
 from rirlab.redact import redact_paths, redact_uri
@@ -93,9 +93,9 @@ def trial_runs(client: MlflowClient, experiment: str, parent_id: Optional[str] =
             parent = None
         if parent is not None and parent.info.experiment_id == exp.experiment_id:
             ids = [job.info.run_id for job in group_parents(client, exp.experiment_id, parent)]
-    runs = [r for i in ids for r in client.search_runs(
-        [exp.experiment_id], filter_string=contract.children_filter(i) if i else "", max_results=50000,
-        order_by=["attributes.start_time ASC"])]
+    runs = [r for i in ids for r in search_all(client, [exp.experiment_id],
+                                              filter_string=contract.children_filter(i) if i else "",
+                                              order_by=["attributes.start_time ASC"])]
     # a run a later attempt replaced (--rerun-failed) is not exported: each trial once, as tables count it
     return [r for r in contract.current_runs(runs) if not contract.is_parent(r.data.tags)]
 
@@ -129,12 +129,12 @@ def runs_table(runs: list, experiment: str, redact: bool = False) -> pa.Table:
 def history_table(client: MlflowClient, runs: list) -> pa.Table:
     """Every logged point of every metric of ``runs``, run by run and key by key. Read a key at a time for all the
     runs that logged it (``metric_histories``: one query per 500 runs on a database store, one request per 100 on a
-    tracking server), not a call per run and key: a 1,000-run sweep logging 30 metrics was 30,000 round trips."""
-    from rirlab.analysis.runs import metric_histories
+    tracking server, several at a time), not a call per run and key: a 1,000-run sweep logging 30 metrics was 30,000
+    round trips."""
+    from rirlab.analysis.runs import metric_histories_of
 
     keys = sorted({k for r in runs for k in r.data.metrics})
-    points = {key: metric_histories(client, [r.info.run_id for r in runs if key in r.data.metrics], key)
-              for key in keys}
+    points = metric_histories_of(client, {key: [r.info.run_id for r in runs if key in r.data.metrics] for key in keys})
     rows = {"run_id": [], "key": [], "step": [], "timestamp": [], "value": []}
     for r in runs:
         for key in sorted(r.data.metrics):

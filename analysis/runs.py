@@ -54,10 +54,36 @@ def _experiment(client: MlflowClient, experiment: str):
     return exp
 
 
+SERVER_PAGE = 250  # runs per runs/search request to a tracking server (search_all)
+
+
+def search_all(client: MlflowClient, exp_ids: list, filter_string: str = "", order_by=None,
+               max_results: int = 50000) -> list:
+    """Up to ``max_results`` runs of the search, in its order. A database store answers in one call; a tracking
+    server in pages of ``SERVER_PAGE`` runs: one response of every run is the server's work of seconds at a
+    thousand runs (~3 ms a run here) under one request timeout (10 s an attempt for rirlab's commands:
+    rirlab.sweeps.record.faults), and one that timed out is asked again from the start while the server still works
+    on it. A run listed twice across pages (a run started meanwhile moves the later pages by one) is kept once."""
+    if not str(getattr(client, "tracking_uri", "")).startswith(("http://", "https://")):
+        return list(client.search_runs(exp_ids, filter_string=filter_string, order_by=order_by,
+                                       max_results=max_results))
+    runs: dict = {}
+    token = None
+    while len(runs) < max_results:
+        page = client.search_runs(exp_ids, filter_string=filter_string, order_by=order_by,
+                                  max_results=min(SERVER_PAGE, max_results - len(runs)), page_token=token)
+        for run in page:
+            runs.setdefault(run.info.run_id, run)
+        token = page.token
+        if not token or not page:
+            break
+    return list(runs.values())
+
+
 def parents(client: MlflowClient, exp_id: str, full_only: bool = False) -> list:
     """The experiment's sweep parent runs, newest first (only those run without --quick with ``full_only``)."""
     flt = contract.parent_filter() + (f" and tags.`{contract.QUICK}` = 'False'" if full_only else "")
-    return client.search_runs([exp_id], filter_string=flt, order_by=["attributes.start_time DESC"], max_results=1000)
+    return search_all(client, [exp_id], filter_string=flt, order_by=["attributes.start_time DESC"], max_results=1000)
 
 
 def group_of(run) -> Optional[str]:
@@ -81,8 +107,7 @@ def group_parents(client: MlflowClient, exp_id: str, run) -> list:
     if group is None or not contract.GROUP_NAME.match(group):
         return [run]
     tags = run.data.tags
-    jobs = client.search_runs([exp_id], filter_string=contract.group_filter(group, tags.get(contract.SPEC_HASH, "")),
-                              max_results=50000)
+    jobs = search_all(client, [exp_id], filter_string=contract.group_filter(group, tags.get(contract.SPEC_HASH, "")))
     return latest_jobs([*jobs, run])
 
 
@@ -199,17 +224,28 @@ def sweeps_of(client: MlflowClient, experiment: str) -> pd.DataFrame:
 
 def metric_histories(client, run_ids, key: str) -> dict:
     """{run id: the Metric points of ``key``} of every run in ``run_ids``, each in ``client.get_metric_history``'s
-    order (timestamp, step, value); a run that never logged ``key`` maps to []. Read in bulk where the store has a
-    read for several runs (``rirlab.store_reads.metric_history_bulk``: a database store one query per 500 runs, a
-    tracking server one request per up to 100): the public client has no call for several runs, and one call per
-    run is a round trip per run, seconds at a thousand runs (a minute over HTTP). Other stores, and the runs a bulk
-    read left unread, are read a run at a time."""
-    run_ids = list(dict.fromkeys(run_ids))
+    order (timestamp, step, value); a run that never logged ``key`` maps to [] (:func:`metric_histories_of`)."""
+    return metric_histories_of(client, {key: run_ids})[key]
+
+
+def metric_histories_of(client, wanted: dict) -> dict:
+    """{key: {run id: the Metric points of key}} of each key of ``wanted`` ({key: run ids}), each run's points in
+    ``client.get_metric_history``'s order (timestamp, step, value); a run that never logged a key maps to []. Read in
+    bulk where the store has a read for several runs (``rirlab.store_reads.metric_history_bulk``: a database store
+    one query per metric and 500 runs, a tracking server one request per metric and up to 100 runs, several at a
+    time): the public client has no call for several runs, and one call per run is a round trip per run, seconds at
+    a thousand runs (a minute over HTTP). Other stores, and the runs a bulk read left unread, are read a run at a
+    time."""
+    wanted = {key: list(dict.fromkeys(run_ids)) for key, run_ids in wanted.items()}
     bulk = metric_history_bulk(client)  # below MLflow's public client: rirlab.store_reads, listed in rirlab.compat
-    out, unread = bulk(run_ids, key) if bulk is not None and run_ids else ({}, run_ids)
-    for rid in unread:
-        out[rid] = list(client.get_metric_history(rid, key))
-    return {rid: out[rid] for rid in run_ids}
+    if bulk is not None and any(wanted.values()):
+        out, unread = bulk(wanted)
+    else:
+        out, unread = {key: {} for key in wanted}, wanted
+    for key, run_ids in unread.items():
+        for rid in run_ids:
+            out[key][rid] = list(client.get_metric_history(rid, key))
+    return {key: {rid: out[key][rid] for rid in run_ids} for key, run_ids in wanted.items()}
 
 
 def child_runs(client: MlflowClient, exp_id: str, parent_id: str) -> pd.DataFrame:
@@ -217,7 +253,7 @@ def child_runs(client: MlflowClient, exp_id: str, parent_id: str) -> pd.DataFram
     that a later attempt of its trial replaced (``--rerun-failed``: ``contract.superseded``) is left out, so each
     trial is counted once, by its latest attempt."""
     runs = contract.current_runs(
-        client.search_runs([exp_id], filter_string=contract.children_filter(parent_id), max_results=50000))
+        search_all(client, [exp_id], filter_string=contract.children_filter(parent_id)))
     rows = []
     for r in runs:
         tags = r.data.tags
@@ -342,7 +378,7 @@ def study_parents(client: MlflowClient, exp_id: str, runs: pd.DataFrame) -> tupl
     if len(studies) != 1 or "'" in next(iter(studies)):
         return None, []
     study = studies.pop()
-    kids = client.search_runs([exp_id], filter_string=f"tags.`{contract.OPTUNA_STUDY}` = '{study}'", max_results=50000)
+    kids = search_all(client, [exp_id], filter_string=f"tags.`{contract.OPTUNA_STUDY}` = '{study}'")
     ids = {r.data.tags.get(contract.PARENT_RUN_ID) for r in kids} - {None}
     found = [p for p in parents(client, exp_id) if p.info.run_id in ids]
     return study, [p.info.run_id for p in sorted(found, key=lambda p: p.info.start_time or 0)]

@@ -7,13 +7,19 @@ read from the SQLite file the server serves. Counted in HTTP requests, not timed
 from __future__ import annotations
 
 import collections
+import threading
+import time
 from urllib.parse import urlparse
 
 import pyarrow.parquet as pq
 import pytest
 import requests
+import urllib3
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from rirlab import store_reads
+from rirlab.analysis import runs as analysis_runs
 from rirlab.analysis.export import EXPORT_ID_KEY, export_runs, history_path, trial_runs
 from rirlab.analysis.plots import curves_plot
 from rirlab.analysis.runs import load_sweep, metric_histories
@@ -63,6 +69,106 @@ def requests_made(monkeypatch):
 
     monkeypatch.setattr(requests.Session, "request", counted)
     return paths
+
+
+@pytest.fixture
+def traffic(monkeypatch):
+    """Every HTTP request from here on, as the test server sees them: ``paths`` (a Counter), ``bodies`` (each
+    request's JSON body, by path), ``in_flight`` (the most bulk history requests open at once: each is held 0.2 s,
+    so that requests sent together overlap) and ``connections`` (TCP connections opened)."""
+    seen = {"paths": collections.Counter(), "bodies": collections.defaultdict(list), "in_flight": 0,
+            "connections": 0}
+    lock, now = threading.Lock(), [0]
+    real, connect = requests.Session.request, urllib3.connection.HTTPConnection.connect
+
+    def counted(self, method, url, *a, **k):
+        path = urlparse(url).path
+        with lock:
+            seen["paths"][path] += 1
+            seen["bodies"][path].append(k.get("json"))
+            now[0] += path == BULK
+            seen["in_flight"] = max(seen["in_flight"], now[0])
+        try:
+            if path == BULK:
+                time.sleep(0.2)
+            return real(self, method, url, *a, **k)
+        finally:
+            with lock:
+                now[0] -= path == BULK
+
+    def opened(self, *a, **k):
+        with lock:
+            seen["connections"] += 1
+        return connect(self, *a, **k)
+
+    monkeypatch.setattr(requests.Session, "request", counted)
+    monkeypatch.setattr(urllib3.connection.HTTPConnection, "connect", opened)
+    return seen
+
+
+def test_bulk_history_requests_go_several_at_a_time_on_reused_connections(served, tmp_path, monkeypatch, traffic):
+    """Issue 50: a 1,000-run export through a server made 369 bulk requests one after another (8 s of 16). They are
+    independent: SERVER_IN_FLIGHT at a time now, each thread on a connection of its own that it keeps. Here 2 runs
+    a request, so the export's 3 metrics of 12 runs are 18 requests."""
+    sqlite_uri, server_uri, name = served
+    export_runs(MlflowClient(sqlite_uri), name, tmp_path / "sqlite.parquet")
+    monkeypatch.setattr(compat_mlflow, "HISTORY_BULK_RUNS", 2)
+    client = MlflowClient(server_uri)
+    client.get_experiment_by_name(name)  # (a connection to the server is open, as after the export's first request)
+    traffic["connections"] = 0
+    export_runs(client, name, tmp_path / "server.parquet")
+    assert traffic["paths"][BULK] == 18, traffic["paths"]
+    assert 2 <= traffic["in_flight"] <= store_reads.SERVER_IN_FLIGHT, traffic["in_flight"]  # before: 1
+    assert traffic["connections"] <= store_reads.SERVER_IN_FLIGHT, traffic["connections"]  # one a thread, kept
+    assert not [t for t in threading.enumerate() if t.name == "rirlab-store-read" and t.is_alive()
+                and not t.join(5) and t.is_alive()]
+    ta, tb = (pq.read_table(history_path(tmp_path / f"{kind}.parquet")) for kind in ("sqlite", "server"))
+    assert ta.to_pylist() == tb.to_pylist()
+
+
+def test_a_failed_bulk_request_is_raised_and_no_request_starts_after_it(served, monkeypatch):
+    """A server that stops answering half-way: the error MLflow's client raised for that request is raised (the
+    command's one line), the requests not sent yet are not sent, and the reading threads end."""
+    _, server_uri, name = served
+    client = MlflowClient(server_uri)
+    ids = [r.info.run_id for r in trial_runs(client, name)]
+    calls = []
+    real = compat_mlflow.server_history_bulk
+
+    def failing(uri, run_ids, key):
+        calls.append(key)
+        if len(calls) == 3:
+            raise MlflowException("API request to the server failed with exception: connection refused")
+        time.sleep(0.05)
+        return real(uri, run_ids, key)
+
+    monkeypatch.setattr(compat_mlflow, "server_history_bulk", failing)
+    monkeypatch.setattr(compat_mlflow, "HISTORY_BULK_RUNS", 1)  # 12 requests a metric
+    with pytest.raises(MlflowException, match="connection refused"):
+        analysis_runs.metric_histories_of(client, {"dev/accuracy": ids, "train/loss": ids})
+    time.sleep(0.5)
+    assert len(calls) <= 3 + store_reads.SERVER_IN_FLIGHT, len(calls)  # those in flight, none after (of 24)
+    for t in threading.enumerate():
+        if t.name == "rirlab-store-read":
+            t.join(5)
+            assert not t.is_alive()
+
+
+def test_runs_are_searched_in_pages_through_a_server_and_read_as_one_search(served, tmp_path, monkeypatch, traffic):
+    """A thousand runs in one runs/search response was seconds of the server's work under one request timeout (10 s
+    an attempt for rirlab's commands); in pages of SERVER_PAGE runs now (5 here: 13 runs, the parent too, in 3),
+    the export equal to the SQLite file's and the sweep's runs all read."""
+    sqlite_uri, server_uri, name = served
+    export_runs(MlflowClient(sqlite_uri), name, tmp_path / "sqlite.parquet")
+    monkeypatch.setattr(analysis_runs, "SERVER_PAGE", 5)
+    client = MlflowClient(server_uri)
+    export_runs(client, name, tmp_path / "server.parquet")
+    searches = traffic["bodies"]["/api/2.0/mlflow/runs/search"]
+    assert len(searches) == 3 and all(b["max_results"] <= 5 for b in searches), searches  # before: 1 of 50,000
+    ta, tb = pq.read_table(tmp_path / "sqlite.parquet"), pq.read_table(tmp_path / "server.parquet")
+    assert ta.to_pylist() == tb.to_pylist()
+    sw = load_sweep(client, name)
+    assert len(sw.runs) == N and sw.runs["run_id"].is_unique
 
 
 def _per_run(client, run_ids, key):
