@@ -18,6 +18,10 @@ measures those alone); what grows from there with N is the commands' own cost.
 is) and times the commands through it: the sqlite and the server rows of the same runs. --commands NAMES times only
 those (the first word after `rirlab`, or `pareto` / `curves`), e.g. ``--commands export,curves``.
 
+Each command's CPU seconds are printed too (stderr, and a second table): the command's own (user + system, as
+`/usr/bin/time` counts them) and, through a server, the server's in the same interval (its processes' CPU time from
+/proc): on one shared core their sum, not the wall clock, is what the command costs.
+
 --keep DIR keeps the stores (DIR/n<N>/mlruns.db) and reuses them on the next run. --before DIR times each command a
 second time, interleaved run for run, with DIR first on PYTHONPATH: a tree of the package at an earlier commit (its
 rirlab/ with analysis/ and sweeps/ moved inside, as they install), so that before and after share the core's load:
@@ -31,6 +35,7 @@ import argparse
 import math
 import os
 import random
+import resource
 import subprocess
 import sys
 import tempfile
@@ -119,16 +124,35 @@ def commands(uri: str, spec: Path, name: str, work: Path) -> list[tuple[str, lis
                                                         "--out", str(work / "y.png")])]
 
 
-def wall(cmd: list[str], env: dict, cwd: Path, timeout: float) -> float:
+def wall(cmd: list[str], env: dict, cwd: Path, timeout: float) -> tuple[float, float]:
+    """(wall seconds, the command's user + system CPU seconds) of one run of ``cmd``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return math.inf
+        return math.inf, math.inf
     took = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr.strip()[-800:]}")
-    return took
+    return took, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
+def tree_cpu(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` and its children so far (Linux /proc; 0 elsewhere)."""
+    total, tick = 0.0, os.sysconf("SC_CLK_TCK")
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return 0.0
+    for p in [pid, *map(int, children)]:
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total
 
 
 def main() -> None:
@@ -161,16 +185,18 @@ def main() -> None:
             envs["before"] = {**env, "PYTHONPATH": os.pathsep.join([str(Path(args.before).resolve()),
                                                                     *filter(None, [env.get("PYTHONPATH")])])}
         table: dict[str, dict[tuple, float]] = {}
+        cpu_table: dict[str, dict[tuple, tuple]] = {}
         try:
             for n in sizes:
                 work = Path(d) / f"out{n}"
                 work.mkdir()
-                runs = [("", stores[n])] + ([(" (server)", (servers[n][1], *stores[n][1:]))] if args.server else [])
-                for where, store in runs:
+                runs = [("", stores[n], None)] + ([(" (server)", (servers[n][1], *stores[n][1:]), servers[n][0].pid)]
+                                                  if args.server else [])
+                for where, store, server in runs:
                     for label, cmd in commands(*store, work):
                         if only and not only & set(label.split()[:2]):
                             continue
-                        time_one(f"{label}{where}", cmd, n, envs, work, args, table)
+                        time_one(f"{label}{where}", cmd, n, envs, work, args, table, cpu_table, server)
         finally:
             for proc, _ in servers.values():
                 proc.terminate()
@@ -180,18 +206,34 @@ def main() -> None:
         print("|---|" + "---:|" * len(cols))
         for label, row in table.items():
             print(f"| `rirlab {label}` | " + " | ".join(f"{row[c]:.2f}" for c in cols) + " |")
+        print("\nCPU seconds, minimum of the runs: the command's own, + the server's where it read one")
+        print("| command | " + " | ".join(f"{n} runs{' ' + k if k else ''}: CPU s" for n, k in cols) + " |")
+        print("|---|" + "---:|" * len(cols))
+        for label, row in cpu_table.items():
+            print(f"| `rirlab {label}` | " + " | ".join(
+                f"{row[c][0]:.2f}" + (f" + {row[c][1]:.2f}" if row[c][1] is not None else "") for c in cols) + " |")
 
 
-def time_one(label: str, cmd: list, n: int, envs: dict, work: Path, args, table: dict) -> None:
-    """Time one command REPEATS times per environment, interleaved; the minimum of each into ``table``."""
+def time_one(label: str, cmd: list, n: int, envs: dict, work: Path, args, table: dict, cpu_table: dict,
+             server=None) -> None:
+    """Time one command REPEATS times per environment, interleaved; the minimum of each into ``table`` (wall) and
+    ``cpu_table`` (its CPU, and the server process's CPU over the same run where ``server`` is its pid)."""
     times: dict[str, list] = {k: [] for k in envs}
+    cpus: dict[str, list] = {k: [] for k in envs}
+    served: dict[str, list] = {k: [] for k in envs}
     for _ in range(args.repeats):  # after, before, after, before...: the same load for both
         for k, e in envs.items():
-            times[k].append(wall([*RIRLAB, *cmd], e, work, args.timeout))
+            s0 = tree_cpu(server) if server else 0.0
+            took, cpu = wall([*RIRLAB, *cmd], e, work, args.timeout)
+            times[k].append(took)
+            cpus[k].append(cpu)
+            served[k].append(tree_cpu(server) - s0 if server else None)
     for k, ts in times.items():
         table.setdefault(label, {})[(n, k)] = min(ts)
-        print(f"N={n} {label}{' (' + k + ')' if k else ''}: {' '.join(f'{t:.2f}' for t in ts)}", file=sys.stderr,
-              flush=True)
+        cpu_table.setdefault(label, {})[(n, k)] = (min(cpus[k]), min(served[k]) if server else None)
+        print(f"N={n} {label}{' (' + k + ')' if k else ''}: {' '.join(f'{t:.2f}' for t in ts)} s; CPU "
+              + " ".join(f"{c:.2f}" + (f"+{v:.2f}" if v is not None else "") for c, v in zip(cpus[k], served[k])),
+              file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":
