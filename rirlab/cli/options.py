@@ -38,12 +38,43 @@ def read_only(fn):
         gc.disable()
         try:
             return fn(*args, **kwargs)
+        except Exception as err:
+            gone = server_stopped_answering(err, kwargs.get("tracking_uri"))
+            if gone is None:
+                raise
+            raise gone from None
         finally:
             if _is_rirlab_process():
                 gc.freeze()
             gc.enable()
 
     return run
+
+
+def server_stopped_answering(err: BaseException, tracking_uri=None):
+    """The one-line UserError of a tracking server that stopped answering while a read-only command read it (a
+    request timed out, or found no server, after MLflow's retries; the store was probed at the start, so it
+    answered then), else None. MLflow raised it with a traceback; at a thousand runs a busy server's answer can
+    outlast an attempt. The URI is printed with its password masked."""
+    from rirlab.errors import UserError
+    from rirlab.sweeps.record.faults import chain, server_unreachable
+
+    how = server_unreachable(err)
+    if how is None:
+        return None
+    if any(isinstance(e, TimeoutError) or "read timed out" in str(e).lower() for e in chain(err)):
+        how = "timed out"  # (requests reports urllib3's read timeout after retries as a ConnectionError)
+    try:
+        from rirlab.sweeps.record.tracker import resolve_tracking_uri
+
+        where = f" {resolve_tracking_uri(tracking_uri)}"  # (a StoreURI: prints masked)
+    except Exception:  # noqa: BLE001  (no URI to name: the line still says what happened)
+        where = ""
+    timeout = os.environ.get("MLFLOW_HTTP_REQUEST_TIMEOUT", "?")
+    retries = os.environ.get("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "?")
+    return UserError(f"the MLflow tracking server{where} stopped answering while it was read ({how}; {timeout} s "
+                     f"an attempt, {retries} retries); check that it is up, or give a busy server longer, e.g. "
+                     f"MLFLOW_HTTP_REQUEST_TIMEOUT=60 in front of the command")
 
 
 def _is_rirlab_process() -> bool:

@@ -253,3 +253,32 @@ def test_request_chunks_stay_within_the_run_limit_and_a_request_line_gunicorn_ta
                                             "max_results": compat_mlflow.HISTORY_BULK_POINTS}).prepare().path_url)
                for c in chunks)
     assert line < 4094, line
+
+
+def test_a_server_that_stops_answering_mid_command_is_one_line_without_its_password(served, tmp_path, monkeypatch):
+    """The store is probed when the command starts; a request after that which times out (at a thousand runs a busy
+    server's answer can outlast an attempt) was MLflow's traceback. Now one line naming the server (password
+    masked), what happened and the fix; exit code 2."""
+    from click.testing import CliRunner
+
+    from rirlab.analysis import export as export_module
+    from rirlab.cli import main
+
+    _, server_uri, name = served
+
+    def times_out(*a, **k):
+        try:
+            raise requests.exceptions.ConnectionError("HTTPConnectionPool: Max retries exceeded (Caused by "
+                                                      "ReadTimeoutError: Read timed out. (read timeout=10))")
+        except requests.exceptions.ConnectionError as err:
+            raise MlflowException(f"API request to {server_uri}/api/2.0/mlflow/runs/search failed") from err
+
+    monkeypatch.setattr(export_module, "search_all", times_out)
+    uri = server_uri.replace("http://", "http://reader:s3cret-pw@")
+    result = CliRunner().invoke(main, ["export", "--experiment", name, "--tracking-uri", uri,
+                                       "--out", str(tmp_path / "x.parquet")])
+    out = result.output.strip()
+    assert result.exit_code == 2, (result.exit_code, out, result.exception)
+    assert len(out.splitlines()) == 1 and out.startswith("error: the MLflow tracking server"), out
+    assert "stopped answering" in out and "timed out" in out and "MLFLOW_HTTP_REQUEST_TIMEOUT" in out, out
+    assert "s3cret-pw" not in out and "reader:" in out, out
