@@ -125,7 +125,8 @@ def commands(uri: str, spec: Path, name: str, work: Path) -> list[tuple[str, lis
 
 
 def wall(cmd: list[str], env: dict, cwd: Path, timeout: float) -> tuple[float, float]:
-    """(wall seconds, the command's user + system CPU seconds) of one run of ``cmd``."""
+    """(wall seconds, the command's user + system CPU seconds) of one run of ``cmd``; a run that failed (e.g. a
+    request to the server timed out) takes inf seconds, its last line of stderr printed."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     try:
@@ -134,9 +135,13 @@ def wall(cmd: list[str], env: dict, cwd: Path, timeout: float) -> tuple[float, f
         return math.inf, math.inf
     took = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr.strip()[-800:]}")
-    return took, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    if proc.returncode != 0:  # counted as never done (inf), its error shown; the other commands still timed
+        last = (proc.stderr.strip().splitlines() or [""])[-1]
+        print(f"FAILED after {took:.1f} s ({cpu:.2f} CPU s): {' '.join(cmd[-8:])} exited {proc.returncode}: "
+              f"{last[-600:]}", file=sys.stderr, flush=True)
+        return math.inf, cpu
+    return took, cpu
 
 
 def tree_cpu(pid: int) -> float:
