@@ -54,16 +54,18 @@ def _experiment(client: MlflowClient, experiment: str):
     return exp
 
 
-SERVER_PAGE = 250  # runs per runs/search request to a tracking server (search_all)
+SERVER_PAGE = 100  # runs per runs/search request to a tracking server (search_all)
 
 
 def search_all(client: MlflowClient, exp_ids: list, filter_string: str = "", order_by=None,
                max_results: int = 50000) -> list:
     """Up to ``max_results`` runs of the search, in its order. A database store answers in one call; a tracking
     server in pages of ``SERVER_PAGE`` runs: one response of every run is the server's work of seconds at a
-    thousand runs (~3 ms a run here) under one request timeout (10 s an attempt for rirlab's commands:
+    thousand runs (~3 ms of CPU a run here) under one request timeout (10 s an attempt for rirlab's commands:
     rirlab.sweeps.record.faults), and one that timed out is asked again from the start while the server still works
-    on it. A run listed twice across pages (a run started meanwhile moves the later pages by one) is kept once."""
+    on it (seen at load 7-13 on one core: a page of 250 runs still timed out once on a fresh server; a page costs
+    the server ~10 ms more than its runs). A run listed twice across pages (a run started meanwhile moves the later
+    pages by one) is kept once."""
     if not str(getattr(client, "tracking_uri", "")).startswith(("http://", "https://")):
         return list(client.search_runs(exp_ids, filter_string=filter_string, order_by=order_by,
                                        max_results=max_results))
