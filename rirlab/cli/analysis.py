@@ -134,6 +134,15 @@ def _write(text: str, out) -> None:
         click.echo(text, nl=False)
 
 
+# seconds a read-only command waits for one answer of a tracking server, unless $MLFLOW_HTTP_REQUEST_TIMEOUT says: a
+# sweep's driver gives it 10 s an attempt (rirlab.sweeps.record.faults.HTTP_BOUNDS, to notice a dead server within a
+# minute), but a read asks for much more at a time (pages of runs, histories), and one that timed out is asked again
+# while the server still works on the first: at 1,000 runs on a busy core the commands failed after minutes, the
+# server doing 3-5 times the work. A server that is gone refuses the connection at once, whatever this is, and the
+# store is probed when the command starts.
+READ_TIMEOUT_S = 60
+
+
 def _client(tracking_uri, must_exist: bool = True):
     """A client of the store (None when it does not exist and ``must_exist`` is false)."""
     from rirlab.analysis.runs import require_store, store_exists
@@ -143,6 +152,8 @@ def _client(tracking_uri, must_exist: bool = True):
     if not must_exist and not store_exists(uri):
         return None
     require_store(uri)  # no store: one line naming the fix (reading never creates one)
+    if uri.raw.startswith(("http://", "https://")):  # a tracking server: a busy one is waited for (READ_TIMEOUT_S)
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(READ_TIMEOUT_S))
     from rirlab.sweeps.record.tracker import Tracker
 
     return Tracker(uri, create=False).client  # probed first: unreachable, foreign, older schema: one line

@@ -7,6 +7,7 @@ read from the SQLite file the server serves. Counted in HTTP requests, not timed
 from __future__ import annotations
 
 import collections
+import os
 import threading
 import time
 from urllib.parse import urlparse
@@ -282,3 +283,25 @@ def test_a_server_that_stops_answering_mid_command_is_one_line_without_its_passw
     assert len(out.splitlines()) == 1 and out.startswith("error: the MLflow tracking server"), out
     assert "stopped answering" in out and "timed out" in out and "MLFLOW_HTTP_REQUEST_TIMEOUT" in out, out
     assert "s3cret-pw" not in out and "reader:" in out, out
+
+
+def test_a_read_only_command_gives_a_busy_server_longer_than_a_sweeps_driver_does(served, monkeypatch):
+    """A sweep's driver waits 10 s an attempt (to notice a dead server); a read of a thousand runs on a busy server
+    outlasted that, and each timed-out request was asked again while the server still worked on it. Read-only
+    commands wait READ_TIMEOUT_S, unless the user set $MLFLOW_HTTP_REQUEST_TIMEOUT; the retries stay bounded."""
+    from click.testing import CliRunner
+
+    from rirlab.cli import analysis as cli_analysis
+    from rirlab.cli import main
+
+    _, server_uri, name = served
+    for var in ("MLFLOW_HTTP_REQUEST_TIMEOUT", "MLFLOW_HTTP_REQUEST_MAX_RETRIES"):
+        monkeypatch.setenv(var, "0")  # (restored, or removed, after the test)
+        monkeypatch.delenv(var)
+    result = CliRunner().invoke(main, ["runs", "--experiment", name, "--tracking-uri", server_uri])
+    assert result.exit_code == 0, result.output
+    assert os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == str(cli_analysis.READ_TIMEOUT_S) == "60"  # before: 10
+    assert os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "4"  # the driver's bound, as before
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "7")  # the user's: kept
+    assert CliRunner().invoke(main, ["runs", "--experiment", name, "--tracking-uri", server_uri]).exit_code == 0
+    assert os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "7"
