@@ -31,9 +31,9 @@ The private parts, and why no public API does their job:
   response; ``server_history_bulk`` below, with MLflow's own credentials and HTTP retries): one metric's history of
   many runs in one query or request, where the public client asks once per run, so `rirlab export` and `plot
   curves` on a sweep of 1,000 runs made thousands of round trips (over HTTP: 56 s against SQLite's 9 s at 100
-  runs). Reached in ``rirlab.store_reads.metric_history_bulk``, not here: its one user,
-  ``rirlab.analysis.runs.metric_histories``, imports nothing of rirlab but the contract and a few torch-free helpers
-  (tests/analysis/test_analysis.py), and falls back to the public per-run call where the store has no bulk read
+  runs; the requests of one read go four at a time). Reached in ``rirlab.store_reads.metric_history_bulk``, not
+  here: its one user, ``rirlab.analysis.runs.metric_histories_of``, imports nothing of rirlab but the contract and
+  a few torch-free helpers (tests/analysis/test_analysis.py), and falls back to the public per-run call where the store has no bulk read
   (a server that answers the endpoint with anything but its points: an older MLflow, a proxy passing only
   ``/api``, a server under a static prefix).
 - the logger ``mlflow.store.db.utils``: quieted while a schema is built, and filtered of failed statements.
