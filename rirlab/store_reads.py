@@ -1,14 +1,12 @@
 """Reads of an MLflow store below MLflow's public client, for the analysis side (``rirlab.analysis``), which imports
 nothing of the project but the contract and a few torch-free helpers (tests/analysis/test_analysis.py): not
 ``rirlab.compat``, where every other use of MLflow internals lives. This module is listed there
-(``rirlab/compat/mlflow.py``'s docstring and ``PRIVATE``), imports nothing at module level but the standard library,
-and reaches below the public API in one place, :func:`metric_history_bulk` (the HTTP request itself is
-``rirlab.compat.mlflow``'s ``server_history_bulk``, imported when a server is read)."""
+(``rirlab/compat/mlflow.py``'s docstring and ``PRIVATE``), imports nothing at module level, and reaches below the
+public API in one place, :func:`metric_history_bulk` (the HTTP request itself is ``rirlab.compat.mlflow``'s
+``server_history_bulk``, imported when a server is read)."""
 
 from __future__ import annotations
 
-import queue
-import threading
 from typing import Callable, Iterable, Iterator, Optional
 
 SQL_RUNS = 500  # run ids per bulk history query of a database store: under SQLite's oldest limit of 999 variables
@@ -90,8 +88,11 @@ class concurrently:
     calls in flight end on their threads, their results dropped, and no thread keeps the process from ending."""
 
     def __init__(self, call: Callable, jobs: Iterable[tuple], width: int, first=None):
+        import queue
+        import threading
+
         self._call, self._todo, self._done = call, queue.SimpleQueue(), queue.SimpleQueue()
-        self._stop, self._pending, self._first = threading.Event(), 0, first
+        self._stop, self._pending, self._first, self._thread = threading.Event(), 0, first, threading.Thread
         self._threads: list = []
         self._width = max(1, width)
         self.add(list(jobs))
@@ -101,7 +102,7 @@ class concurrently:
             self._todo.put(job)
             self._pending += 1
         while len(self._threads) < min(self._width, self._pending):
-            self._threads.append(threading.Thread(target=self._work, daemon=True, name="rirlab-store-read"))
+            self._threads.append(self._thread(target=self._work, daemon=True, name="rirlab-store-read"))
             self._threads[-1].start()
 
     def _work(self) -> None:
