@@ -374,6 +374,20 @@ def history_frame(histories: dict, run_sig: dict) -> pd.DataFrame:
     return frame.drop_duplicates(["run_id", "step"], keep="last")
 
 
+def training_curves(points: pd.DataFrame, runs: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """``dev/<kind>`` as training saw it: a trial's final dev value (the tested, best-dev weights, under the test
+    inference: rirlab.train) takes its last step's place in the history; where the run recorded that step's own
+    dev evaluation (``last/dev_<kind>``), its curve ends on that instead. Runs recorded before it are as logged."""
+    split, _, kind = metric.partition("/")
+    column = f"metric.{contract.LAST_PREFIX_METRIC}dev_{kind}"
+    if split != "dev" or column not in runs or points.empty:
+        return points
+    last = points["step"] == points.groupby("run_id")["step"].transform("max")
+    values = points.loc[last, "run_id"].map(dict(zip(runs["run_id"], runs[column]))).dropna()
+    points.loc[values.index, "value"] = values.astype(float)
+    return points
+
+
 def curves_plot(client, sw, metric: str, out, stat: str = DEFAULT_STAT, ci: str = DEFAULT_CI) -> int:
     """``metric`` against step for each configuration: ``stat`` over seeds (the tables' statistic), the band its
     95% interval (``ci``); each configuration has its own colour, line style and marker. Past MAX_CURVES
@@ -391,7 +405,7 @@ def curves_plot(client, sw, metric: str, out, stat: str = DEFAULT_STAT, ci: str 
         raise UserError(f"no runs of '{sw.experiment}' to plot; run `rirlab sweep` first")
     run_sig = dict(zip(df["run_id"], (signature(s) for s in df["swept"])))
     # every run's history in one read (one query per 500 runs on a database store, a request per 100 on a server)
-    points = history_frame(metric_histories(client, list(df["run_id"]), metric), run_sig)
+    points = training_curves(history_frame(metric_histories(client, list(df["run_id"]), metric), run_sig), df, metric)
     centres, _ = centre_groups(points[["sig", "step", "value"]], ["sig", "step"], stat)  # one groupby, every curve
     seeds = points.groupby("sig")["run_id"].nunique()
     rows = [row for row in ablation_rows(sw.spec, list(df["swept"])) if row.sig in seeds.index]

@@ -135,3 +135,25 @@ def test_two_seeds_curves_keep_their_axis_and_the_title_fits(tmp_path, figures):
     fig.canvas.draw()
     title = ax.title.get_window_extent(fig.canvas.get_renderer())
     assert title.x0 >= 0 and title.x1 <= fig.bbox.width, (title, fig.bbox.width)
+
+
+def test_a_dev_curve_ends_on_the_last_dev_evaluation_of_training_not_on_the_final_one(tmp_path, figures):
+    """A trial's final dev/accuracy (the tested, best-dev weights, under the test inference) takes its last step's
+    place in the history (rirlab.train); a run that recorded that step's own dev evaluation (``last/dev_accuracy``)
+    ends its curve there, so a trial selected by RIR-inference dev (88% near-IID) does not end on a non-RIR 99.7.
+    A run recorded before the metric existed keeps its history as logged."""
+    hist = [(200 * e, v) for e, v in enumerate((55.6, 80.7, 88.4, 87.2), start=1)]  # the final: step 1000 (make_sweep)
+    runs = [{"swept": {"chunk_size": 10, "seed": 0}, "metrics": {"dev/accuracy": 99.7, "last/dev_accuracy": 87.9},
+             "history": {"dev/accuracy": hist}},
+            {"swept": {"chunk_size": 20, "seed": 0}, "metrics": {"dev/accuracy": 99.7},
+             "history": {"dev/accuracy": hist}}]
+    spec_doc = {**SKEWED, "search": {"chunk_size": {"grid": [10, 20]}}, "seeds": 1}
+    uri, spec = make_sweep(tmp_path, spec_doc, runs, splits=[("test", "near-IID")])
+    r = CliRunner().invoke(main, ["plot", "curves", str(spec), "--tracking-uri", uri, "--metric", "dev/accuracy",
+                                  "--out", str(tmp_path / "c.png")])
+    assert r.exit_code == 0, r.output
+    lines = {ln.get_label().split(" (n=")[0]: ln for ln in figures[-1].axes[0].get_lines()
+             if not ln.get_label().startswith("_")}
+    ends = {label: (ln.get_xdata()[-1], ln.get_ydata()[-1]) for label, ln in lines.items()}
+    assert sorted(ends.values()) == [(1000, 87.9), (1000, 99.7)], ends
+    assert all(list(ln.get_ydata()[:4]) == [55.6, 80.7, 88.4, 87.2] for ln in lines.values()), [ln.get_ydata() for ln in lines.values()]
