@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -32,8 +33,12 @@ print("done", flush=True)
 """
 
 
-def _spawn(uri: str, go: Path, name: str = "sweep") -> subprocess.Popen:
+def _spawn(uri: str, go: Path, name: str = "sweep", cache: Optional[Path] = None) -> subprocess.Popen:
+    """The command, started; with ``cache`` (a data cache of its own, without the store template it keeps: see
+    sweeps/record/store.py) it runs MLflow's migrations itself, as on a machine's first new store."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+    if cache is not None:
+        env["RIRLAB_CACHE"] = str(cache)
     env.pop("MLFLOW_TRACKING_URI", None)
     return subprocess.Popen([sys.executable, "-c", CREATE, uri, str(go), name], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -56,11 +61,15 @@ def _second_command_works(uris: list, tmp_path: Path) -> None:
 
 
 @pytest.mark.e2e
-def test_sigint_while_a_new_store_is_created_leaves_no_half_store(tmp_path):
+def test_sigint_while_a_new_store_is_created_leaves_no_half_store(tmp_path, monkeypatch):
     """SIGINT at 30% and 70% of the time a store creation takes here (earlier too, until one lands inside it); after
-    each, the store is absent or complete and the next command works (before: `table ... already exists` for good)."""
+    each, the store is absent or complete and the next command works (before: `table ... already exists` for good).
+    Each command has a data cache of its own: it builds the store's schema (MLflow's migrations, the template it
+    copies), the part a signal can cut in two; a template left behind is complete too."""
+    from rirlab.sweeps.record import store
     from rirlab.sweeps.record.tracker import Tracker
 
+    monkeypatch.setenv("RIRLAB_CACHE", str(tmp_path / "calibration-cache"))
     t0 = time.monotonic()
     Tracker(f"sqlite:///{tmp_path / 'calibration.db'}").experiment_id("x")  # how long a creation takes here now
     took = time.monotonic() - t0
@@ -72,7 +81,7 @@ def test_sigint_while_a_new_store_is_created_leaves_no_half_store(tmp_path):
         d = tmp_path / f"at{frac}"
         d.mkdir()
         db, go = d / "mlruns.db", d / "go"
-        proc = _spawn(f"sqlite:///{db}", go)
+        proc = _spawn(f"sqlite:///{db}", go, cache=d / "cache")
         assert proc.stdout.readline().strip() == "ready"
         go.touch()
         time.sleep(frac * took)
@@ -81,7 +90,8 @@ def test_sigint_while_a_new_store_is_created_leaves_no_half_store(tmp_path):
         interrupted += "done" not in out
         if db.exists():  # the store is complete or absent, never in between
             assert {"experiments", "runs", "alembic_version"} <= _tables(db), err[-2000:]
-        assert not [p.name for p in d.iterdir() if p.name.endswith(".new")]  # no temporary file left behind
+        assert not [p.name for p in d.rglob("*") if p.name.endswith(".new")]  # no temporary file left behind
+        assert all(store._is_template(t) for t in (d / "cache").rglob("*.db"))  # nor a half template
         uris.append(f"sqlite:///{db}")
     assert interrupted >= 1  # the signals did land inside the creation
     _second_command_works(uris, tmp_path)
@@ -91,7 +101,7 @@ def test_two_processes_create_the_same_fresh_store_at_once(tmp_path):
     db = tmp_path / "mlruns.db"
     uri = f"sqlite:///{db}"
     go = tmp_path / "go"
-    procs = [_spawn(uri, go, f"sweep{i}") for i in range(3)]
+    procs = [_spawn(uri, go, f"sweep{i}", cache=tmp_path / "cache") for i in range(3)]  # (the template too)
     for p in procs:
         assert p.stdout.readline().strip() == "ready"
     go.touch()
