@@ -13,10 +13,10 @@ TINY = yaml.safe_load((REPO / "tests" / "specs" / "tiny.yaml").read_text())
 
 
 @pytest.mark.e2e
-def test_trials_no_node_can_hold_are_refused_before_anything_starts(workdir):
+def test_trials_no_node_can_hold_are_refused_before_anything_starts(workdir, new_store):
     resources, needle = {"cpu": 100}, "cpu: 100"
     db = workdir / "mlruns.db"
-    MlflowClient(f"sqlite:///{db}").search_experiments()
+    new_store(db)  # the store exists (made by an earlier sweep)
     spec = workdir / "big.yaml"
     spec.write_text(yaml.safe_dump({**TINY, "name": "big", "resources": resources}, sort_keys=False))
     proc = run_cli(["sweep", spec], cwd=workdir, timeout=300)

@@ -155,7 +155,8 @@ SECRET = "Pw-3f9c1e"  # a password that must appear nowhere
 @pytest.mark.e2e
 @pytest.mark.parametrize("storage, says", [("MLFLOW", "is the MLflow store"),
                                            (f"postgresql://alice:{SECRET}@127.0.0.1:9/db", "cannot be opened")])
-def test_an_optuna_storage_that_cannot_serve_is_refused_before_anything_is_recorded(workdir, storage, says):
+def test_an_optuna_storage_that_cannot_serve_is_refused_before_anything_is_recorded(workdir, new_store, storage,
+                                                                                    says):
     """The MLflow store itself as Optuna's storage used to get Optuna's tables added to it, and an unreachable
     database left a KILLED parent run; a password in the URL was printed in clear."""
     import sqlite3
@@ -164,7 +165,7 @@ def test_an_optuna_storage_that_cannot_serve_is_refused_before_anything_is_recor
 
     db = workdir / "mlruns.db"
     storage = f"sqlite:///{db}" if storage == "MLFLOW" else storage
-    MlflowClient(f"sqlite:///{db}").search_experiments()  # the store exists (made by an earlier sweep)
+    new_store(db)  # the store exists (made by an earlier sweep)
     tables = {r[0] for r in sqlite3.connect(db).execute("select name from sqlite_master where type='table'")}
     spec = write_spec(workdir / "o.yaml", name="o_storage", algorithm="optuna", num_samples=1, seeds=1,
                       search={"lr": {"loguniform": [1e-4, 1e-2]}}, optuna={"storage": storage})
