@@ -13,12 +13,12 @@ early (``gap first/last``, from the MLflow runs' start and end times, max concur
 
     taskset -c 1 .venv/bin/python benchmarks/sweep_scale.py --trials 10 [--steps 5] [--max-concurrent 1]
         [--sides bare,rirlab,optuna,rirlab-optuna,rirlab-server] [--reuse] [--keep DIR] [--json FILE]
-        [--before DIR] [--rounds R]
+        [--before DIR] [--rounds R] [--alternate] [--skip-reads]
 
 --before DIR runs every rirlab side a second time, just before this tree's run of it, with DIR first on
 PYTHONPATH: a tree of the package at an earlier commit (its rirlab/ with analysis/ and sweeps/ moved inside, as
 they install), so that before and after share the core's load; --rounds R repeats every side R times (bare, before,
-after, bare, before, after, ...):
+after, bare, before, after, ...; with --alternate: bare, before, after, bare, after, before, ...):
 
     git archive BASE rirlab analysis sweeps | tar -x -C DIR && mv DIR/analysis DIR/sweeps DIR/rirlab/
 
@@ -56,10 +56,20 @@ import yaml
 FIXED = {"hidden_size": 8, "chunk_size": 5, "batch_size": 16, "log_every": 5, "eval_every": 5, "n_train": 100,
          "n_dev": 20, "n_test": 20, "eval_splits": ["test"], "num_threads": 1, "lr": 0.003}
 
-# the driver's own peak RSS, written at exit (Ray's node processes and workers are other processes)
+# the driver's own peak RSS and CPU seconds (all its threads), written at exit (Ray's node processes and workers are
+# other processes)
 PEAK = ("import atexit, resource, sys\n"
         "_peak = sys.argv.pop(1)\n"
-        "atexit.register(lambda: open(_peak, 'w').write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)))\n")
+        "def _write(u=resource.getrusage):\n"
+        "    r = u(resource.RUSAGE_SELF)\n"
+        "    open(_peak, 'w').write(f'{r.ru_maxrss} {r.ru_utime + r.ru_stime}')\n"
+        "atexit.register(_write)\n")
+
+
+def driver_figures(peak: Path) -> dict:
+    """The driver's peak RSS (MB) and CPU seconds from its ``PEAK`` file."""
+    rss, cpu = peak.read_text().split()
+    return {"driver_peak_rss_mb": int(rss) / 1024, "driver_cpu_s": float(cpu)}
 
 RIRLAB = PEAK + "sys.argv[0] = 'rirlab'\nfrom rirlab.cli import main\nmain()\n"
 
@@ -151,7 +161,7 @@ def gaps(uri: str, name: str) -> tuple[float, float, float, float]:
 
 
 def run_rirlab(work: Path, n: int, steps: int, concurrent: int, side: str = "rirlab", reuse: bool = False,
-               env: dict | None = None, label: str | None = None) -> dict:
+               env: dict | None = None, label: str | None = None, reads: bool = True) -> dict:
     """``rirlab sweep`` of n tiny trials: a grid over n seeds (``rirlab``, ``rirlab-server``) or an Optuna search of
     n configurations, one seed (``rirlab-optuna``); then the read-only commands on the store it wrote. ``env``: the
     package's environment (``tree_env``), ``label`` the folder of this run under ``work``."""
@@ -177,18 +187,20 @@ def run_rirlab(work: Path, n: int, steps: int, concurrent: int, side: str = "rir
         peak = folder / "peak.txt"
         wall = timed_run([sys.executable, "-c", RIRLAB, str(peak), "sweep", "spec.yaml", "--tracking-uri", uri],
                          folder, env)
-        out = {"wall_s": wall, "trials_per_min": n / wall * 60, "driver_peak_rss_mb": int(peak.read_text()) / 1024,
+        out = {"wall_s": wall, "trials_per_min": n / wall * 60, **driver_figures(peak),
                "store_mb": size_mb(*(folder / f for f in ("mlruns.db", "server.db", "optuna.db", "mlartifacts",
                                                           "artifacts"))),
                "tune_folder_mb": size_mb(folder / "rirlab_runs")}
+        if concurrent == 1:
+            out["gap_first_s"], out["gap_last_s"], out["run_first_s"], out["run_last_s"] = gaps(uri, name)
+        if not reads:
+            return out
         script = Path(sys.executable).parent / "rirlab"
         cli = [str(script)] if script.exists() else [sys.executable, "-m", "rirlab.cli"]
         out["runs_s"] = timed_run([*cli, "runs", "spec.yaml", "--tracking-uri", uri], folder, env)
         out["tables_s"] = timed_run([*cli, "tables", "spec.yaml", "--tracking-uri", uri], folder, env)
         out["export_s"] = timed_run([*cli, "export", "--experiment", name, "--tracking-uri", uri,
                                      "--out", str(folder / "export.parquet")], folder, env)
-        if concurrent == 1:
-            out["gap_first_s"], out["gap_last_s"], out["run_first_s"], out["run_last_s"] = gaps(uri, name)
         return out
     finally:
         if server is not None:
@@ -202,7 +214,7 @@ def run_bare(work: Path, n: int, steps: int, concurrent: int, reuse: bool = Fals
     listed.write_text(json.dumps(configs))
     wall = timed_run([sys.executable, "-c", BARE, str(peak), str(listed), str(storage), str(concurrent),
                                  str(int(reuse))], work)
-    return {"wall_s": wall, "trials_per_min": n / wall * 60, "driver_peak_rss_mb": int(peak.read_text()) / 1024,
+    return {"wall_s": wall, "trials_per_min": n / wall * 60, **driver_figures(peak),
             "tune_folder_mb": size_mb(storage)}
 
 
@@ -211,7 +223,7 @@ def run_bare_optuna(work: Path, n: int, steps: int) -> dict:
     peak = work / "peak_optuna.txt"
     wall = timed_run([sys.executable, "-c", BARE_OPTUNA, str(peak), json.dumps(base), str(n), json.dumps(LR_RANGE)],
                      work)
-    return {"wall_s": wall, "trials_per_min": n / wall * 60, "driver_peak_rss_mb": int(peak.read_text()) / 1024}
+    return {"wall_s": wall, "trials_per_min": n / wall * 60, **driver_figures(peak)}
 
 
 SIDES = ("bare", "rirlab", "rirlab-server", "optuna", "rirlab-optuna")
@@ -232,6 +244,10 @@ def main() -> None:
     ap.add_argument("--before", default=None,
                     help="package tree of an earlier commit: each rirlab side run with it too, just before (docstring)")
     ap.add_argument("--rounds", type=int, default=1, help="run every side this many times, in turn")
+    ap.add_argument("--alternate", action="store_true",
+                    help="with --before: run this tree first in every second round (before first in the others)")
+    ap.add_argument("--skip-reads", action="store_true",
+                    help="time the sweeps only, not `rirlab runs`, `tables` and `export` on their stores")
     ap.add_argument("--keep", default=None, help="keep the stores and Tune folders in this folder")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
@@ -256,12 +272,15 @@ def main() -> None:
                 elif side == "optuna":
                     one[side] = run_bare_optuna(here, args.trials, args.steps)
                 else:
-                    if args.before:
-                        label = f"{side}@before"
+                    trees = [(side, None)]
+                    if args.before:  # (--alternate: after first in every second round, so that a load rising or
+                        # falling through a round weighs on each side alike)
+                        trees.insert(1 if args.alternate and r % 2 else 0, (f"{side}@before", args.before))
+                    for label, tree in trees:
                         one[label] = run_rirlab(here, args.trials, args.steps, args.max_concurrent, side, args.reuse,
-                                                tree_env(args.before), label)
-                        print(f"{label:>21}: {json.dumps(one[label])}", flush=True)
-                    one[side] = run_rirlab(here, args.trials, args.steps, args.max_concurrent, side, args.reuse)
+                                                tree_env(tree), label if tree else None, not args.skip_reads)
+                        if tree:
+                            print(f"{label:>21}: {json.dumps(one[label])}", flush=True)
                 print(f"{side:>21}: {json.dumps(one[side])}", flush=True)
             for side, base in RATIOS.items():
                 for label in (side, f"{side}@before"):
