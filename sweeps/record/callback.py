@@ -184,8 +184,10 @@ class MLflowTrialCallback(DriverCallback):
     must be recorded before Tune goes on, the callback waits for every write submitted before it (``_written``): a
     result that carries a checkpoint or the trial's final values, ``on_checkpoint`` (before Tune records the
     checkpoint a resumed trial starts from), Ctrl-C, SIGTERM and the experiment's end, and before any read of the
-    store. So a driver killed with writes queued loses only what a killed driver lost before (steps after the last
-    checkpoint, which the resumed trial replays; a run's end, which --resume writes). A write that fails stops the
+    store. So a driver killed with writes queued loses only what a driver killed between two callbacks lost before:
+    steps after the last checkpoint, which the resumed trial replays, and a finished trial's end, which --resume
+    writes (its run closed, without the checkpoint artifact and model: their window is now the queue's length, not
+    one callback's). A write that fails stops the
     sweep at the next callback, as when the driver made it: the writes queued after it are dropped. Without a
     writer every write is made in the callback itself, as before.
 
