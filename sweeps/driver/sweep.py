@@ -29,7 +29,7 @@ from rirlab.sweeps.driver.signals import (SweepInterrupted, close_startup_window
                                    raise_if_interrupted, startup_window, stop_on_sigterm_like_ctrl_c)
 from rirlab.sweeps.plan.plan import SweepPlan
 from rirlab.sweeps.record.store import raw
-from rirlab.sweeps.record.tracker import Tracker, WriteQueue
+from rirlab.sweeps.record.tracker import Tracker
 
 OUTPUT_ROOT = "rirlab_runs"
 
@@ -365,17 +365,14 @@ class SweepDriver:
         mlflow_cb = MLflowTrialCallback(tracker, self.exp_id, parent_id, plan,
                                         checkpoint_artifacts=self.checkpoint_artifacts, tune_path=self.tune_path,
                                         link=None if reruns is not None else link, shield=shielded, reruns=reruns,
-                                        flush_every_s=log_flush_s(), writer=WriteQueue())  # writes off Tune's loop
+                                        flush_every_s=log_flush_s())
         progress = ProgressCallback(spec.name, plan.n_trials, spec.metrics, spec.modes, plan.space,
                                     trials=self.progress_mode == "trials")
         progress.seed(mlflow_cb.existing.values())
         if not self.restore and reruns is None:  # a continued Optuna study says how many trials it held before (its
             # own, after a --resume; a rerun asks no study)
             progress.study = study_before(spec, raw(tracker.uri))
-        try:
-            errors = self._run_tune(train_fn, mlflow_cb, progress)
-        finally:  # every write the callback queued is made before the driver reads or ends anything
-            mlflow_cb.close()
+        errors = self._run_tune(train_fn, mlflow_cb, progress)
         progress.close()
         trials = mlflow_cb.counts()
         running = [k for k, st in mlflow_cb.state.items() if st == "running"]

@@ -11,7 +11,7 @@ import re
 import time
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping, Optional
+from typing import Mapping
 
 from ray import tune
 
@@ -19,7 +19,7 @@ from rirlab import contract
 from rirlab.sweeps.plan.plan import SweepPlan
 from rirlab.sweeps.record.artifacts import config_yaml, log_model
 from rirlab.sweeps.record.faults import SweepFault, disk_full, store_fault
-from rirlab.sweeps.record.tracker import Tracker, WriteQueue
+from rirlab.sweeps.record.tracker import Tracker
 
 
 def _faults_stop_the_sweep(method):
@@ -35,7 +35,6 @@ def _faults_stop_the_sweep(method):
             return None
         try:
             with self.shield():
-                self._raise_unwritten()  # a write the writer thread could not make stops the sweep here
                 return method(self, *args, **kwargs)
         except Exception as err:  # noqa: BLE001 - only the machine's faults are handled; anything else is raised
             fault = store_fault(self.tracker.uri, err)
@@ -176,20 +175,7 @@ class MLflowTrialCallback(DriverCallback):
     (``should_checkpoint``: written here first), so every step up to the checkpoint a trial resumes from is in MLflow
     when Tune can record that checkpoint, and the steps after it, which a driver killed before writing them loses,
     are the ones the resumed trial replays; the run's per-metric last steps, read again on --resume, keep them from
-    being logged twice.
-
-    With a ``writer`` (``WriteQueue``: what the driver passes) the writes are made by the writer's thread, in the
-    order the callbacks submit them, and Tune's loop goes on meanwhile: a trial's run is created while the trial
-    trains, and its end (tags, checkpoint, model, status) is written while Tune starts the next trial. Where a step
-    must be recorded before Tune goes on, the callback waits for every write submitted before it (``_written``): a
-    result that carries a checkpoint or the trial's final values, ``on_checkpoint`` (before Tune records the
-    checkpoint a resumed trial starts from), Ctrl-C, SIGTERM and the experiment's end, and before any read of the
-    store. So a driver killed with writes queued loses only what a driver killed between two callbacks lost before:
-    steps after the last checkpoint, which the resumed trial replays, and a finished trial's end, which --resume
-    writes (its run closed, without the checkpoint artifact and model: their window is now the queue's length, not
-    one callback's). A write that fails stops the
-    sweep at the next callback, as when the driver made it: the writes queued after it are dropped. Without a
-    writer every write is made in the callback itself, as before.
+    being logged twice. Writes stay synchronous and in order, in the driver's thread.
 
     Why not MLflow's asynchronous logging (``log_batch(synchronous=False)``, MLFLOW_ENABLE_ASYNC_LOGGING): MLflow
     hands its queued batches to a pool of 10 threads (``AsyncLoggingQueue``), so a later step can reach the store
@@ -202,10 +188,8 @@ class MLflowTrialCallback(DriverCallback):
 
     def __init__(self, tracker: Tracker, exp_id: str, parent_id: str, plan: SweepPlan,
                  checkpoint_artifacts: bool = True, tune_path: str | None = None, link=None,
-                 shield=contextlib.nullcontext, reruns=None, flush_every_s: float = 0.0,
-                 writer: WriteQueue | None = None):
+                 shield=contextlib.nullcontext, reruns=None, flush_every_s: float = 0.0):
         self.tracker, self.exp_id, self.parent_id, self.plan = tracker, exp_id, parent_id, plan
-        self.writer = writer  # None: every write made in the callback, in Tune's loop
         self.flush_every_s = flush_every_s  # 0: every result written as it arrives
         self.pending: dict[str, list[tuple[dict, int]]] = {}  # per trial: results not written yet (with their steps)
         self.pending_since: dict[str, float] = {}  # per trial: when its oldest pending result arrived (monotonic)
@@ -213,7 +197,7 @@ class MLflowTrialCallback(DriverCallback):
         self.link = link  # (trial id, run id) -> tags for a new run: the searcher's side of it (Optuna's trial)
         self.tune_path = tune_path  # watched for a full disk (Tune's state, checkpoints and results live there)
         self.checkpoint_artifacts = checkpoint_artifacts
-        self._refs: dict[str, RunRef] = {}  # per trial: its run (the id known once the writer created it)
+        self.runs: dict[str, str] = {}
         self.state: dict[str, str] = {}
         self.logged: dict[str, dict[str, int]] = {}  # per trial, per metric: the last step its run holds
         self.existing = {}
@@ -253,39 +237,14 @@ class MLflowTrialCallback(DriverCallback):
                     if run.data.tags.get(contract.OUTCOME) == contract.FINISHED_WORD:
                         self.said_finished.add(key)
 
-    @property
-    def runs(self) -> dict[str, str]:
-        """Per trial: the id of its run, for the runs created so far."""
-        return {key: ref.id for key, ref in self._refs.items() if ref.id is not None}
-
-    def _write(self, job) -> None:
-        """A write: to the writer's thread (in order), else made here."""
-        if self.writer is None:
-            job()
-        else:
-            self.writer.submit(job)
-
-    def _written(self) -> None:
-        """Wait until every write submitted so far is made; a write that failed is raised here."""
-        if self.writer is not None:
-            self.writer.drain()
-            self._raise_unwritten()
-
-    def _raise_unwritten(self) -> None:
-        err = self.writer.take_error() if self.writer is not None else None
-        if err is not None:
-            raise err
-
-    def _run_for(self, trial) -> "RunRef":
+    def _run_for(self, trial) -> str:
         key = trial.trial_id
-        if key in self._refs:
-            return self._refs[key]
+        if key in self.runs:
+            return self.runs[key]
         old = self.existing.get(key) or self.replaced_runs.get(key)
         if old is not None:
-            ref = RunRef(old.info.run_id)
-            if key not in self.ended:  # (a resumed sweep's run: read back, in this thread)
-                self._written()
-                run_id = ref.id
+            run_id = old.info.run_id
+            if key not in self.ended:
                 self.tracker.reopen(run_id)
                 for tag in (contract.DAMAGED_CHECKPOINT, contract.FAILURE_REASON):  # tried again: no failure yet
                     if old.data.tags.get(contract.DAMAGED_CHECKPOINT) and tag in old.data.tags:
@@ -300,29 +259,20 @@ class MLflowTrialCallback(DriverCallback):
             tags, rerun = record.tags(key), self._replaces(record)
             if rerun is not None:  # created with the link: readers never see both attempts counted
                 tags.update({**rerun.inherit, contract.RERUN_OF: rerun.run_id, contract.ATTEMPT: str(rerun.attempt)})
-            ref, link = RunRef(), self.link
-
-            def create() -> None:
-                ref.id = run_id = self.tracker.start_child(self.exp_id, self.parent_id, record.name, flat, tags)
-                if rerun is not None:
-                    self.tracker.set_tags(rerun.run_id, {
-                        contract.SUPERSEDED_BY: run_id,
-                        contract.NOTE: f"Trained again as run {run_id} (attempt {rerun.attempt}, --rerun-failed): "
-                                       f"tables and counts read that run instead of this one."})
-                self.tracker.log_text(run_id, config_yaml(flat), contract.CONFIG_ARTIFACT)
-                self.tracker.log_datasets(run_id, trial_datasets(resolved))
-                if link is not None:
-                    link_tags = link(key, run_id)
-                    if link_tags:
-                        self.tracker.set_tags(run_id, link_tags)
-
-            if link is None:
-                self._write(create)
-            else:  # the searcher's side (Optuna's trial, in the driver's thread) is told in this thread
-                self._written()
-                create()
-        self._refs[key] = ref
-        return ref
+            run_id = self.tracker.start_child(self.exp_id, self.parent_id, record.name, flat, tags)
+            if rerun is not None:
+                self.tracker.set_tags(rerun.run_id, {
+                    contract.SUPERSEDED_BY: run_id,
+                    contract.NOTE: f"Trained again as run {run_id} (attempt {rerun.attempt}, --rerun-failed): "
+                                   f"tables and counts read that run instead of this one."})
+            self.tracker.log_text(run_id, config_yaml(flat), contract.CONFIG_ARTIFACT)
+            self.tracker.log_datasets(run_id, trial_datasets(resolved))
+            if self.link is not None:
+                tags = self.link(key, run_id)
+                if tags:
+                    self.tracker.set_tags(run_id, tags)
+        self.runs[key] = run_id
+        return run_id
 
     def _replaces(self, record):
         """The run a --rerun-failed trial of these swept values replaces (taken once), or None."""
@@ -331,11 +281,11 @@ class MLflowTrialCallback(DriverCallback):
         pending = self.reruns.get(swept_signature(record.swept))
         return pending.pop(0) if pending else None
 
-    def _open_run(self, trial) -> Optional["RunRef"]:
+    def _open_run(self, trial):
         """The trial's run while this driver records it; None where the run had ended before this driver started
         (a resumed sweep's finished trial: nothing of it is written again)."""
-        ref = self._run_for(trial)
-        return None if trial.trial_id in self.ended else ref
+        run_id = self._run_for(trial)
+        return None if trial.trial_id in self.ended else run_id
 
     def _last_step(self, run_id: str, metric: str) -> int:
         return max((p.step for p in self.tracker.client.get_metric_history(run_id, metric)), default=-1)
@@ -366,15 +316,14 @@ class MLflowTrialCallback(DriverCallback):
 
     @_faults_stop_the_sweep
     def on_trial_recover(self, iteration, trials, trial, **info):
-        ref = self._run_for(trial)
+        run_id = self._run_for(trial)
         if trial.trial_id not in self.ended:
-            retried = {contract.RETRIED: str(trial.num_failures)}
-            self._write(lambda: self.tracker.set_tags(ref.id, retried))
+            self.tracker.set_tags(run_id, {contract.RETRIED: str(trial.num_failures)})
 
     @_faults_stop_the_sweep
     def on_trial_result(self, iteration, trials, trial, result, **info):
         key = trial.trial_id
-        run_id = self._run_for(trial).id  # (read only for a resumed trial's run, whose id is known)
+        run_id = self._run_for(trial)
         if contract.DAMAGED_RESULT in result and key not in self.ended:  # recorded when its error ends it
             self.damaged[key] = (str(result[contract.DAMAGED_RESULT]), str(result.get(contract.FAILURE_RESULT, "")))
         if key in self.ended or key in self.unclosed or contract.FAILURE_RESULT in result:
@@ -390,7 +339,6 @@ class MLflowTrialCallback(DriverCallback):
         if repeated and len(repeated) == len(numbers):
             if result.get("should_checkpoint"):  # (written before Tune records the checkpoint, as below)
                 self._flush(key)
-                self._written()
             return  # a retried or resumed trial replays the steps since its checkpoint: already logged
         self.pending.setdefault(key, []).append(({k: v for k, v in result.items() if k not in repeated}, step))
         self.pending_since.setdefault(key, time.monotonic())
@@ -402,11 +350,7 @@ class MLflowTrialCallback(DriverCallback):
             # error after this result takes back (``_unsay_finished``)
             self._flush(key, {contract.FINAL_LOGGED: contract.TRUE, contract.OUTCOME: contract.FINISHED_WORD})
             self.said_finished.add(key)
-            self._written()  # (Tune may take the trial as ended, and never run it again, once this returns)
-        elif result.get("should_checkpoint"):
-            self._flush(key)
-            self._written()  # every step up to the checkpoint in MLflow before Tune records it
-        elif self._due(key):
+        elif result.get("should_checkpoint") or self._due(key):
             self._flush(key)
 
     def _due(self, key: str) -> bool:
@@ -419,21 +363,19 @@ class MLflowTrialCallback(DriverCallback):
         their last call (``Tracker.log_batch``)."""
         results = self.pending.pop(key, None)
         self.pending_since.pop(key, None)
-        ref = self._refs.get(key)
-        if ref is not None and (results or last_tags):
-            self._write(lambda: self.tracker.log_results(ref.id, results or [], last_tags))
+        if key in self.runs and (results or last_tags):
+            self.tracker.log_results(self.runs[key], results or [], last_tags)
 
-    def _unsay_finished(self, ref: "RunRef", key: str) -> None:
+    def _unsay_finished(self, run_id: str, key: str) -> None:
         """A trial that failed after its final result was logged: its run no longer says "finished"."""
         if key in self.said_finished:
             self.said_finished.discard(key)
-            self._write(lambda: self.tracker.client.delete_tag(ref.id, contract.OUTCOME))
+            self.tracker.client.delete_tag(run_id, contract.OUTCOME)
 
     def flush(self) -> None:
-        """Write every trial's pending results (Ctrl-C, the experiment's end), and wait until every write is made."""
+        """Write every trial's pending results (Ctrl-C, the experiment's end)."""
         for key in list(self.pending):
             self._flush(key)
-        self._written()
 
     def on_step_end(self, iteration, trials, **info):
         """A trial that reports rarely is written within ``flush_every_s`` of its report all the same (Tune's loop
@@ -441,8 +383,6 @@ class MLflowTrialCallback(DriverCallback):
         due = [k for k in self.pending if self._due(k)]
         if due:
             self._flush_keys(due)
-        if self.writer is not None and self.writer.error is not None:
-            self._settle()
 
     @_faults_stop_the_sweep
     def _flush_keys(self, keys) -> None:
@@ -455,60 +395,39 @@ class MLflowTrialCallback(DriverCallback):
 
     @_faults_stop_the_sweep
     def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
-        """Tune records the checkpoint (the step a resumed trial starts from) when this returns: every step up to
-        it is written first."""
         self._flush(trial.trial_id)
-        self._written()
-
-    @_faults_stop_the_sweep
-    def _settle(self) -> None:
-        """Nothing but the check every decorated callback makes first: a write that failed stops the sweep."""
-
-    @_faults_stop_the_sweep
-    def _wait_written(self) -> None:
-        self._written()
 
     @_faults_stop_the_sweep
     def on_trial_complete(self, iteration, trials, trial, **info):
-        ref, key = self._open_run(trial), trial.trial_id
-        if ref is None:
+        run_id, key = self._open_run(trial), trial.trial_id
+        if run_id is None:
             return
         self._flush(key)
         if key in self.unclosed:  # the driver died between the final result and here: close the run only
-            self._write(lambda: self.tracker.finish(ref.id, "FINISHED"))
+            self.tracker.finish(run_id, "FINISHED")
             self.state[key] = "finished"
             return
         reason = failure_of(trial)
         last = trial.last_result or {}
-        tags = None
         if reason is None and not last.get(contract.FINAL):  # stopped by ASHA or a time limit
             self.early.add(key)
-            tags = {contract.EARLY_STOPPED: contract.TRUE, contract.NOTE: early_note(last),
-                    contract.OUTCOME: contract.STOPPED_EARLY_WORD}
+            self.tracker.set_tags(run_id, {contract.EARLY_STOPPED: contract.TRUE, contract.NOTE: early_note(last),
+                                           contract.OUTCOME: contract.STOPPED_EARLY_WORD})
         elif reason is None and key not in self.said_finished:  # (said with the final result, as a rule)
-            tags = {contract.OUTCOME: contract.FINISHED_WORD}
+            self.tracker.set_tags(run_id, {contract.OUTCOME: contract.FINISHED_WORD})
         elif reason is not None:
-            self._unsay_finished(ref, key)
+            self._unsay_finished(run_id, key)
         ckpt = getattr(trial, "checkpoint", None)
-        path = ckpt.path if self.checkpoint_artifacts and reason is None and ckpt is not None \
-            and Path(ckpt.path).is_dir() else None
-        config = trial.config
-
-        def end() -> None:  # (the writer's thread, while Tune starts the next trial)
-            if tags:
-                self.tracker.set_tags(ref.id, tags)
-            if path is not None:
-                self.tracker.log_artifacts(ref.id, path, contract.CHECKPOINT_ARTIFACT)
-                self._log_model(ref.id, config, path)
-            self.tracker.finish(ref.id, "FINISHED" if reason is None else "FAILED", reason)
-
-        self._write(end)
+        if self.checkpoint_artifacts and reason is None and ckpt is not None and Path(ckpt.path).is_dir():
+            self.tracker.log_artifacts(run_id, ckpt.path, contract.CHECKPOINT_ARTIFACT)
+            self._log_model(run_id, trial, ckpt.path)
+        self.tracker.finish(run_id, "FINISHED" if reason is None else "FAILED", reason)
         self.state[key] = "finished" if reason is None else "failed"
 
-    def _log_model(self, run_id: str, config: dict, path: str) -> None:
+    def _log_model(self, run_id: str, trial, path: str) -> None:
         """The evaluated weights as an MLflow PyTorch model; a failure there costs the model, not the run."""
         try:
-            record = self.plan.space.trial(config)
+            record = self.plan.space.trial(trial.config)
             log_model(self.tracker.client, run_id, path, self.plan.resolved_of(record), self.exp_id, record.name)
         except Exception as err:  # noqa: BLE001 - the checkpoint itself is logged above
             self.tracker.set_tags(run_id, {contract.MODEL_ERROR: f"{type(err).__name__}: {err}"[:5000]})
@@ -517,19 +436,15 @@ class MLflowTrialCallback(DriverCallback):
     def on_trial_error(self, iteration, trials, trial, **info):
         from rirlab.sweeps.record.faults import tune_folder_full
 
-        ref, key = self._open_run(trial), trial.trial_id
-        if ref is None:
+        run_id, key = self._open_run(trial), trial.trial_id
+        if run_id is None:
             return
         self._flush(key)
         if key in self.damaged:  # a damaged checkpoint (not retried): FAILED with why, resumable with the flag
             path, why = self.damaged[key]
-            self._unsay_finished(ref, key)
-
-            def damaged() -> None:
-                self.tracker.set_tags(ref.id, {contract.DAMAGED_CHECKPOINT: path})
-                self.tracker.finish(ref.id, "FAILED", why)
-
-            self._write(damaged)
+            self._unsay_finished(run_id, key)
+            self.tracker.set_tags(run_id, {contract.DAMAGED_CHECKPOINT: path})
+            self.tracker.finish(run_id, "FAILED", why)
             self.state[key] = "failed"
             return
         error = trial_error(trial)
@@ -539,8 +454,8 @@ class MLflowTrialCallback(DriverCallback):
             self.stop_for(SweepFault(full or f"a disk a trial writes to is full ({_full_line(error)})"))  # the data
             # cache's too
             return
-        self._unsay_finished(ref, key)
-        self._write(lambda: self.tracker.finish(ref.id, "FAILED", error))
+        self._unsay_finished(run_id, key)
+        self.tracker.finish(run_id, "FAILED", error)
         self.state[key] = "failed"
 
     def on_experiment_end(self, trials, **info):
@@ -558,67 +473,36 @@ class MLflowTrialCallback(DriverCallback):
             if trial.last_result:
                 self.on_trial_result(0, trials, trial, trial.last_result)
             self.on_trial_complete(0, trials, trial)
-        self._wait_written()  # the sweep's end: every trial's writes made
 
     def mark_interrupted(self) -> bool:
         """Ctrl-C: trials still running end as KILLED in MLflow; --resume reopens them. False when the store
         could not take it (its disk is full, another process holds it, a tracking server stopped answering: the runs
         stay RUNNING, which --resume continues as well); a server that stopped answering is not asked again."""
-        if self.writer is not None:
-            self.writer.drain()  # (after a fault the writer drops what is queued: the drain is at once)
         if self.fault is not None and not self.fault.store_answers:
             return False
         if self.fault is None:
             try:
                 self.flush()
             except Exception as err:  # noqa: BLE001
-                fault = store_fault(self.tracker.uri, err)
-                if fault is None:
+                if store_fault(self.tracker.uri, err) is None:
                     raise
-                self.fault = fault
                 return False
-        runs = self.runs
         for key, st in self.state.items():
-            if st == "running" and key in runs:
+            if st == "running" and key in self.runs:
                 try:
-                    self.tracker.set_tags(runs[key], {contract.INTERRUPTED: contract.TRUE})
-                    self.tracker.finish(runs[key], "KILLED")
+                    self.tracker.set_tags(self.runs[key], {contract.INTERRUPTED: contract.TRUE})
+                    self.tracker.finish(self.runs[key], "KILLED")
                 except Exception as err:  # noqa: BLE001
                     if store_fault(self.tracker.uri, err) is None:
                         raise
                     return False
         return True
 
-    def close(self) -> None:
-        """The sweep's end (or an error leaving Tune's run): every queued write made, the writer's thread ended. A
-        write that failed on a fault of the machine becomes ``fault`` (the driver stops on it in one line); any
-        other error is raised."""
-        if self.writer is None:
-            return
-        with self.shield():
-            self.writer.close()
-        err = self.writer.take_error()
-        if err is None:
-            return
-        fault = store_fault(self.tracker.uri, err)
-        if fault is None:
-            raise err
-        self.fault = self.fault or fault
-
     def counts(self) -> TrialCounts:
         """Trials finished, stopped early (ended by ASHA or a time limit, not counted in tables) and failed."""
         early = sum(1 for k, st in self.state.items() if st == "finished" and k in self.early)
         return TrialCounts(finished=list(self.state.values()).count("finished") - early, stopped_early=early,
                            failed=list(self.state.values()).count("failed"))
-
-
-class RunRef:
-    """A trial's run: its id once created (by the writer's thread, where the driver has one)."""
-
-    __slots__ = ("id",)
-
-    def __init__(self, run_id: str | None = None):
-        self.id = run_id
 
 
 def early_note(last: dict) -> str:

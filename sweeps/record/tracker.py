@@ -13,13 +13,11 @@ import math
 import os
 import re
 import subprocess
-import queue
 import tempfile
-import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from mlflow.entities import Metric, Param, RunStatus, RunTag
 from mlflow.tracking import MlflowClient
@@ -422,80 +420,6 @@ class Tracker:
         if contract.INTERRUPTED in self.client.get_run(run_id).data.tags:
             self.client.delete_tag(run_id, contract.INTERRUPTED)
         self.client.update_run(run_id, status=RunStatus.to_string(RunStatus.RUNNING))
-
-
-# How many writes the driver's writer thread may hold before a callback that adds one waits for it (backpressure):
-# a trial's start, a batch of its results and its end are a write each, so a queue this deep is a few trials' worth
-WRITE_QUEUE_DEPTH = 32
-
-
-class WriteQueue:
-    """The driver's MLflow writes, made by one thread of their own in the order they were submitted, so that Ray
-    Tune's event loop (which runs the callbacks, and starts the next trial only when they return) does not wait
-    for each commit's sync to the disk (issue 50; benchmarks/README.md, "The driver's writes off Tune's event loop").
-
-    One thread and one FIFO queue: every write of a run reaches the store after the writes submitted before it
-    (a trial's values before the mark that says they are final, before its end). ``depth`` bounds the queue:
-    ``submit`` waits while it is full, so the driver's memory cannot grow with writes the store has not taken.
-    The first write that raises stops the thread's writing: the writes after it are dropped (nothing is written
-    after a fault, as when the driver wrote them itself) and ``take_error`` hands the exception to the driver's
-    thread, which stops the sweep on it. ``drain`` waits until every write submitted so far is done: what the
-    driver calls before a step may be taken as recorded (a checkpoint Tune records, Ctrl-C, the sweep's end)."""
-
-    def __init__(self, depth: int = WRITE_QUEUE_DEPTH):
-        self._jobs: queue.Queue = queue.Queue(maxsize=max(1, depth))
-        self._thread: Optional[threading.Thread] = None
-        self._lock = threading.Lock()
-        self.error: Optional[BaseException] = None  # the write that failed (the later ones were dropped)
-        self._handed = False  # ``error`` was handed to the driver's thread
-        self.submitted = self.done = self.dropped = 0  # writes handed over, made, and dropped after an error
-
-    def submit(self, job: Callable[[], Any]) -> None:
-        """Queue a write (a function taking no argument); waits while ``depth`` writes are queued."""
-        with self._lock:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._work, name="rirlab-mlflow-writer", daemon=True)
-                self._thread.start()
-        self.submitted += 1
-        self._jobs.put(job)
-
-    def _work(self) -> None:
-        while True:
-            job = self._jobs.get()
-            try:
-                if job is None:
-                    return
-                if self.error is None:
-                    job()
-                    self.done += 1
-                else:
-                    self.dropped += 1
-            except BaseException as err:  # noqa: BLE001 - handed to the driver's thread (take_error)
-                self.error = err
-            finally:
-                self._jobs.task_done()
-
-    def drain(self) -> None:
-        """Wait until every write submitted so far is made (or dropped after an error)."""
-        if self._thread is not None:
-            self._jobs.join()
-
-    def take_error(self) -> Optional[BaseException]:
-        """The exception a write raised, once (None if none did, or it was taken already); the writes after it stay
-        dropped."""
-        if self.error is None or self._handed:
-            return None
-        self._handed = True
-        return self.error
-
-    def close(self) -> None:
-        """Every write made, then the thread ended (the queue takes none after it)."""
-        self.drain()
-        with self._lock:
-            thread, self._thread = self._thread, None
-        if thread is not None:
-            self._jobs.put(None)
-            thread.join()
 
 
 def redact_env(env: Optional[dict[str, str]] = None) -> dict[str, str]:

@@ -21,8 +21,6 @@ if os.environ.get("RIRLAB_TEST_KILL_AFTER_COMPLETE"):
 
     def _complete_then_die(self, iteration, trials, trial, **info):
         _complete(self, iteration, trials, trial, **info)
-        if self.writer is not None:  # (the driver's writer thread makes the completion's writes)
-            self.writer.drain()
         os.killpg(os.getpgid(0), signal.SIGKILL)  # the whole session: the driver and its local Ray at once
 
     callback.MLflowTrialCallback.on_trial_complete = _complete_then_die
