@@ -279,8 +279,8 @@ def main() -> None:
                     for label, tree in trees:
                         one[label] = run_rirlab(here, args.trials, args.steps, args.max_concurrent, side, args.reuse,
                                                 tree_env(tree), label if tree else None, not args.skip_reads)
-                        if tree:
-                            print(f"{label:>21}: {json.dumps(one[label])}", flush=True)
+                        print(f"{label:>21}: {json.dumps(one[label])}", flush=True)  # (in the order run)
+                    continue
                 print(f"{side:>21}: {json.dumps(one[side])}", flush=True)
             for side, base in RATIOS.items():
                 for label in (side, f"{side}@before"):
