@@ -166,13 +166,7 @@ def _verify_sqlite(path: Path) -> Optional[str]:
         raise UserError(f"{where} is not an MLflow store ({what}); it was left untouched: pass another "
                         f"--tracking-uri, or move the file away to start a new store there")
     try:
-        con = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=30)
-        try:
-            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            rev = con.execute("SELECT version_num FROM alembic_version").fetchone() if "alembic_version" in tables else None
-            runs = con.execute("SELECT COUNT(*) FROM runs").fetchone()[0] if "runs" in tables else 0
-        finally:
-            con.close()
+        tables, rev, runs, _ = _read_schema(path)
     except sqlite3.Error as err:
         raise UserError(f"{where} is not an MLflow store (SQLite says: {err}); it was left untouched: pass another "
                         f"--tracking-uri, or move the file away to start a new store there") from None
@@ -183,14 +177,29 @@ def _verify_sqlite(path: Path) -> Optional[str]:
         raise UserError(f"{where} is not an MLflow store (no MLflow tables in it); it was left untouched: pass "
                         f"another --tracking-uri, or move the file away to start a new store there")
     head = _latest_revision()
-    if rev[0] == head:
+    if rev == head:
         return None
-    if not compat_mlflow.knows_schema_revision(rev[0]):
+    if not compat_mlflow.knows_schema_revision(rev):
         import mlflow
 
-        raise UserError(f"{where} was written by a newer MLflow (schema {rev[0]}) than this one ({mlflow.__version__}); "
+        raise UserError(f"{where} was written by a newer MLflow (schema {rev}) than this one ({mlflow.__version__}); "
                         f"upgrade mlflow in this environment") from None
-    return rev[0]
+    return rev
+
+
+def _read_schema(path: Path, integrity: bool = False) -> tuple[set, Optional[str], int, bool]:
+    """What the SQLite file ``path`` holds, read only: its tables, its MLflow schema revision (None without one),
+    its run count, and (``integrity``: SQLite's quick_check) whether it is intact (else True). sqlite3.Error where
+    it is no readable database."""
+    con = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=30)
+    try:
+        intact = not integrity or con.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        row = con.execute("SELECT version_num FROM alembic_version").fetchone() if "alembic_version" in tables else None
+        runs = con.execute("SELECT COUNT(*) FROM runs").fetchone()[0] if "runs" in tables else 0
+    finally:
+        con.close()
+    return tables, row[0] if row else None, runs, intact
 
 
 def can_create(uri: str) -> None:
@@ -292,19 +301,10 @@ def _is_template(path: Path) -> bool:
     if not path.is_file():
         return False
     try:
-        con = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=30)
-        try:
-            intact = con.execute("PRAGMA quick_check").fetchone()[0] == "ok"
-            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            if not intact or not {"experiments", "runs", "alembic_version"} <= tables:
-                return False
-            (rev,) = con.execute("SELECT version_num FROM alembic_version").fetchone() or (None,)
-            runs = con.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
-        finally:
-            con.close()
+        tables, rev, runs, intact = _read_schema(path, integrity=True)
     except sqlite3.Error:
         return False
-    return rev == _latest_revision() and runs == 0
+    return intact and {"experiments", "runs"} <= tables and rev == _latest_revision() and runs == 0
 
 
 def _template() -> Optional[Path]:
