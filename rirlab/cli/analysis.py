@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from rirlab.cli.options import read_only, tracking_option
+from rirlab.cli.options import READ_TIMEOUT_S, read_only, tracking_option
 from rirlab.errors import UserError
 
 spec_argument = click.argument("spec", type=click.Path(dir_okay=False, exists=True), required=False)
@@ -132,15 +132,6 @@ def _write(text: str, out) -> None:
         click.echo(f"wrote {out}")
     else:
         click.echo(text, nl=False)
-
-
-# seconds a read-only command waits for one answer of a tracking server, unless $MLFLOW_HTTP_REQUEST_TIMEOUT says: a
-# sweep's driver gives it 10 s an attempt (rirlab.sweeps.record.faults.HTTP_BOUNDS, to notice a dead server within a
-# minute), but a read asks for much more at a time (pages of runs, histories), and one that timed out is asked again
-# while the server still works on the first: at 1,000 runs on a busy core the commands failed after minutes, the
-# server doing 3-5 times the work. A server that is gone refuses the connection at once, whatever this is, and the
-# store is probed when the command starts.
-READ_TIMEOUT_S = 60
 
 
 def _client(tracking_uri, must_exist: bool = True):

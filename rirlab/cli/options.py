@@ -51,6 +51,15 @@ def read_only(fn):
     return run
 
 
+# seconds a read-only command waits for one answer of a tracking server, unless $MLFLOW_HTTP_REQUEST_TIMEOUT says: a
+# sweep's driver gives it 10 s an attempt (rirlab.sweeps.record.faults.HTTP_BOUNDS, to notice a dead server within a
+# minute), but a read asks for much more at a time (pages of runs, histories), and one that timed out is asked again
+# while the server still works on the first: at 1,000 runs on a busy core the commands failed after minutes, the
+# server doing 3-5 times the work. A server that is gone refuses the connection at once, whatever this is, and the
+# store is probed when the command starts.
+READ_TIMEOUT_S = 60
+
+
 def server_stopped_answering(err: BaseException, tracking_uri=None):
     """The one-line UserError of a tracking server that stopped answering while a read-only command read it (a
     request timed out, or found no server, after MLflow's retries; the store was probed at the start, so it
@@ -72,9 +81,10 @@ def server_stopped_answering(err: BaseException, tracking_uri=None):
         where = ""
     timeout = os.environ.get("MLFLOW_HTTP_REQUEST_TIMEOUT", "?")
     retries = os.environ.get("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "?")
+    longer = 2 * int(timeout) if timeout.isdigit() else READ_TIMEOUT_S  # more than it waited
     return UserError(f"the MLflow tracking server{where} stopped answering while it was read ({how}; {timeout} s "
                      f"an attempt, {retries} retries); check that it is up, or give a busy server longer, e.g. "
-                     f"MLFLOW_HTTP_REQUEST_TIMEOUT=60 in front of the command")
+                     f"MLFLOW_HTTP_REQUEST_TIMEOUT={longer} in front of the command")
 
 
 def _is_rirlab_process() -> bool:

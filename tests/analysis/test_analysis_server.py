@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import threading
 import time
 from urllib.parse import urlparse
@@ -283,6 +284,8 @@ def test_a_server_that_stops_answering_mid_command_is_one_line_without_its_passw
     assert len(out.splitlines()) == 1 and out.startswith("error: the MLflow tracking server"), out
     assert "stopped answering" in out and "timed out" in out and "MLFLOW_HTTP_REQUEST_TIMEOUT" in out, out
     assert "s3cret-pw" not in out and "reader:" in out, out
+    waited, advised = re.search(r"(\d+) s an attempt", out), re.search(r"MLFLOW_HTTP_REQUEST_TIMEOUT=(\d+)", out)
+    assert waited and advised and int(advised.group(1)) > int(waited.group(1)), out  # the advice is to wait longer
 
 
 def test_a_read_only_command_gives_a_busy_server_longer_than_a_sweeps_driver_does(served, monkeypatch):
