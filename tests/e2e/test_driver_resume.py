@@ -4,13 +4,16 @@ step of any run is logged twice (a real driver process, real Ray, a real MLflow 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 
+import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
 from rirlab.compat.mlflow import close_connections
 from rirlab.sweeps.record.store import journal_plan
+from tests.helpers.analysis_store import copy_empty_store
 from tests.helpers.cli import REPO, RIRLAB, run_cli
 from tests.sweeps.test_store_journal import journal_mode
 
@@ -25,29 +28,47 @@ def histories(client, run_id):
 FAULTS = {"RIRLAB_PLUGINS": "tests.helpers.driver_faults", "PYTHONPATH": str(REPO)}
 
 
-def killed_after_first_trial(workdir, new_store, name):
-    """A two-trial sweep (one at a time) whose driver is SIGKILLed right after the first trial finished: its
-    spec, its MLflow client, and the finished run with its metric histories."""
-    spec = workdir / f"{name}.yaml"
-    spec.write_text(yaml.safe_dump({**TINY, "name": name, "seeds": 1, "max_concurrent": 1,
+@pytest.fixture(scope="module")
+def killed_sweep(tmp_path_factory):
+    """A two-trial sweep (one at a time) whose driver was SIGKILLed right after the first trial finished, run once
+    for the three tests that resume it (one sweep, not three: about 25 s of CPU each): the folder it ran in (its
+    spec, the store, Ray Tune's folder) and an untouched copy of it. Tune's state and the store name absolute paths,
+    so each test gets the copy back at the folder the sweep ran in (killed_after_first_trial)."""
+    home = tmp_path_factory.mktemp("killed_after_first_trial")
+    workdir, kept = home / "work", home / "kept"
+    workdir.mkdir()
+    spec = workdir / "kill_after.yaml"
+    spec.write_text(yaml.safe_dump({**TINY, "name": "kill_after", "seeds": 1, "max_concurrent": 1,
                                     "checkpoint_every": 0, "fixed": {**TINY["fixed"], "steps": 20}}, sort_keys=False))
-    db = workdir / "mlruns.db"
-    new_store(db)
+    copy_empty_store(workdir / "mlruns.db")
     env = {**os.environ, **FAULTS, "RIRLAB_TEST_KILL_AFTER_COMPLETE": "1"}
     env.pop("MLFLOW_TRACKING_URI", None)
     proc = subprocess.run([*RIRLAB, "sweep", str(spec), "--no-checkpoint-artifacts"], cwd=workdir, env=env,
                           capture_output=True, text=True, timeout=600, start_new_session=True)
     assert proc.returncode == -9, proc.stdout + proc.stderr
-    client = MlflowClient(f"sqlite:///{db}")
-    exp = client.get_experiment_by_name(name)
+    shutil.copytree(workdir, kept, symlinks=True)  # as the kill left it (the store's write-ahead log included)
+    return workdir, kept, spec
+
+
+def killed_after_first_trial(killed_sweep, monkeypatch):
+    """The killed sweep's folder as the kill left it (whatever an earlier test did to it), as the current directory:
+    its spec, an MLflow client of its store, the experiment, the finished run and its metric histories."""
+    workdir, kept, spec = killed_sweep
+    uri = f"sqlite:///{workdir / 'mlruns.db'}"
+    close_connections(MlflowClient(uri))  # this process's pooled connections would read the replaced file
+    shutil.rmtree(workdir)
+    shutil.copytree(kept, workdir, symlinks=True)
+    monkeypatch.chdir(workdir)
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("kill_after")
     (done,) = [r for r in client.search_runs([exp.experiment_id]) if r.info.status == "FINISHED"]
     before = histories(client, done.info.run_id)
     assert "test/accuracy" in before
-    return spec, client, exp, done, before
+    return workdir, spec, client, exp, done, before
 
 
-def test_resume_after_a_kill_right_after_a_trial_finished_does_not_run_it_again(workdir, new_store):
-    spec, client, exp, done, before = killed_after_first_trial(workdir, new_store, "kill_after")
+def test_resume_after_a_kill_right_after_a_trial_finished_does_not_run_it_again(killed_sweep, monkeypatch):
+    workdir, spec, client, exp, done, before = killed_after_first_trial(killed_sweep, monkeypatch)
 
     resumed = run_cli(["sweep", spec, "--resume", "--no-checkpoint-artifacts"], cwd=workdir, env=FAULTS, check=True)
     assert "2 finished, 0 failed" in resumed.stdout
@@ -97,11 +118,11 @@ def test_ctrl_c_while_the_parent_run_is_written_ends_it_killed_and_resume_contin
     assert client.get_run(parent.info.run_id).info.status == "FINISHED"
 
 
-def test_resume_when_tune_had_not_saved_its_state_runs_the_trials_left(workdir, new_store):
+def test_resume_when_tune_had_not_saved_its_state_runs_the_trials_left(killed_sweep, monkeypatch):
     """The driver died before Ray Tune first saved its experiment and searcher state (a disk that filled at
     startup, a kill): Tune restores no trial and starts the searcher afresh, on a space it does not keep; the
     resumed sweep must still run the trial that never started, and not the one that finished."""
-    spec, client, exp, done, before = killed_after_first_trial(workdir, new_store, "no_state")
+    workdir, spec, client, exp, done, before = killed_after_first_trial(killed_sweep, monkeypatch)
     state = [p for p in workdir.rglob("*") if p.name.startswith(("experiment_state", "basic-variant-state"))]
     assert state, sorted(str(p) for p in workdir.rglob("*"))[:50]
     for path in state:
@@ -115,11 +136,11 @@ def test_resume_when_tune_had_not_saved_its_state_runs_the_trials_left(workdir, 
     assert histories(client, done.info.run_id) == before  # the finished trial did not run again
 
 
-def test_resume_with_a_truncated_tuner_pkl_writes_it_again_and_runs_the_trials_left(workdir, new_store):
+def test_resume_with_a_truncated_tuner_pkl_writes_it_again_and_runs_the_trials_left(killed_sweep, monkeypatch):
     """Ray Tune's tuner.pkl cut short (a full disk, a kill mid-write): --resume failed with 43 lines ending in
     UnpicklingError, every time, so the sweep could never be continued. It is Tune's settings only (the trials'
     states are elsewhere): written again from the spec, named in one warning, and the sweep goes on."""
-    spec, client, exp, done, before = killed_after_first_trial(workdir, new_store, "bad_pkl")
+    workdir, spec, client, exp, done, before = killed_after_first_trial(killed_sweep, monkeypatch)
     (pkl,) = workdir.glob("rirlab_runs/*/tuner.pkl")
     pkl.write_bytes(pkl.read_bytes()[:40])
 
