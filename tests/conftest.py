@@ -26,8 +26,12 @@ OPT_IN = ("browser", "cluster", "slurm", "inductor")
 
 
 def pytest_configure(config):
-    """Under pytest-xdist (scripts/test.sh runs a worker per core) each worker's torch uses one intra-op thread: two
-    workers of two threads each on two cores would oversubscribe them (tests that set threads still do)."""
+    """The ``one_worker`` marker. Under pytest-xdist (scripts/test.sh runs a worker per core) each worker's torch uses
+    one intra-op thread: two workers of two threads each on two cores would oversubscribe them (tests that set
+    threads still do)."""
+    config.addinivalue_line("markers", "one_worker(key): the tests of KEY share a module-scoped fixture that is costly "
+                                       "(a sweep): under xdist's work stealing they start together on one worker "
+                                       "(tests/helpers/schedule.py), so it runs once")
     if os.environ.get("PYTEST_XDIST_WORKER"):
         import torch
 
@@ -54,7 +58,9 @@ def pytest_collection_modifyitems(config, items):
         e2e = {item.nodeid for item in items if item.get_closest_marker("e2e")}
         estimate = schedule.estimates(ids, e2e, schedule.read_durations())
         if workerinput.get(SCHEDULER_KEY) == "worksteal":
-            order = schedule.spread(ids, estimate, int(workerinput["workercount"]))
+            groups = {item.nodeid: item.get_closest_marker("one_worker").args[0] for item in items
+                      if item.get_closest_marker("one_worker")}
+            order = schedule.spread(ids, estimate, int(workerinput["workercount"]), groups)
         else:
             order = schedule.longest_first(ids, estimate)
         items[:] = [items[i] for i in order]

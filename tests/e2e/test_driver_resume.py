@@ -28,6 +28,9 @@ def histories(client, run_id):
 FAULTS = {"RIRLAB_PLUGINS": "tests.helpers.driver_faults", "PYTHONPATH": str(REPO)}
 
 
+ONE_SWEEP = pytest.mark.one_worker("killed_after_first_trial")  # under xdist: on one worker, one killed sweep
+
+
 @pytest.fixture(scope="module")
 def killed_sweep(tmp_path_factory):
     """A two-trial sweep (one at a time) whose driver was SIGKILLed right after the first trial finished, run once
@@ -67,6 +70,7 @@ def killed_after_first_trial(killed_sweep, monkeypatch):
     return workdir, spec, client, exp, done, before
 
 
+@ONE_SWEEP
 def test_resume_after_a_kill_right_after_a_trial_finished_does_not_run_it_again(killed_sweep, monkeypatch):
     workdir, spec, client, exp, done, before = killed_after_first_trial(killed_sweep, monkeypatch)
 
@@ -118,6 +122,7 @@ def test_ctrl_c_while_the_parent_run_is_written_ends_it_killed_and_resume_contin
     assert client.get_run(parent.info.run_id).info.status == "FINISHED"
 
 
+@ONE_SWEEP
 def test_resume_when_tune_had_not_saved_its_state_runs_the_trials_left(killed_sweep, monkeypatch):
     """The driver died before Ray Tune first saved its experiment and searcher state (a disk that filled at
     startup, a kill): Tune restores no trial and starts the searcher afresh, on a space it does not keep; the
@@ -136,6 +141,7 @@ def test_resume_when_tune_had_not_saved_its_state_runs_the_trials_left(killed_sw
     assert histories(client, done.info.run_id) == before  # the finished trial did not run again
 
 
+@ONE_SWEEP
 def test_resume_with_a_truncated_tuner_pkl_writes_it_again_and_runs_the_trials_left(killed_sweep, monkeypatch):
     """Ray Tune's tuner.pkl cut short (a full disk, a kill mid-write): --resume failed with 43 lines ending in
     UnpicklingError, every time, so the sweep could never be continued. It is Tune's settings only (the trials'

@@ -18,6 +18,7 @@ UNLISTED_E2E_S when it is end-to-end (a new one then still starts among the long
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 
@@ -51,24 +52,35 @@ def block_sizes(n_items: int, n_workers: int) -> list[int]:
     return sizes
 
 
-def spread(nodeids: list[str], estimate: dict[str, float], n_workers: int) -> list[int]:
+def spread(nodeids: list[str], estimate: dict[str, float], n_workers: int,
+           groups: dict[str, str] | None = None) -> list[int]:
     """A new order (indices into ``nodeids``) for ``n_workers`` work-stealing workers: the tests with an estimate
     longest first, each into the block (of the sizes xdist hands out) with the least estimated work so far and room
-    left, each block longest first; the rest in collection order fill the blocks' room. Deterministic: every worker
-    must compute the same order (xdist checks that all collected the same list)."""
+    left, each block longest first; the rest in collection order fill the blocks' room. GROUPS (nodeid -> key): the
+    tests of one key go into one block as one unit (their estimates summed), one after the other in collection
+    order, so that the module-scoped fixture they share (tests marked ``one_worker``: one sweep that several tests
+    read) runs once; at a block's head, where stealing (which takes a queue's tail) leaves them together.
+    Deterministic: every worker must compute the same order (xdist checks that all collected the same list)."""
+    groups = groups or {}
     sizes = block_sizes(len(nodeids), max(1, n_workers))
-    timed = sorted((i for i, n in enumerate(nodeids) if estimate.get(n, 0) > 0),
-                   key=lambda i: (-estimate[nodeids[i]], i))
+    units: dict[str, list[int]] = {}  # a group's key, or a lone timed test's own id -> its tests' indices
+    for i, n in enumerate(nodeids):
+        if n in groups or estimate.get(n, 0) > 0:
+            units.setdefault(groups.get(n, n), []).append(i)
+    seconds = {key: sum(estimate.get(nodeids[i], 0.0) for i in members) for key, members in units.items()}
     blocks: list[list[int]] = [[] for _ in sizes]
     work = [0.0] * len(sizes)
-    for i in timed:
-        k = min((k for k in range(len(sizes)) if len(blocks[k]) < sizes[k]), key=lambda k: (work[k], k))
-        blocks[k].append(i)
-        work[k] += estimate[nodeids[i]]
-    rest = iter(i for i, n in enumerate(nodeids) if estimate.get(n, 0) <= 0)
+    for key in sorted(units, key=lambda key: (-seconds[key], units[key][0])):
+        members = units[key]
+        room = [k for k in range(len(sizes)) if len(blocks[k]) + len(members) <= sizes[k]]
+        k = min(room or range(len(sizes)), key=lambda k: (work[k], k))
+        blocks[k].extend(members)
+        work[k] += seconds[key]
+    placed = {i for members in units.values() for i in members}
+    rest = iter(i for i in range(len(nodeids)) if i not in placed)
     for k, size in enumerate(sizes):
-        blocks[k].extend(next(rest) for _ in range(size - len(blocks[k])))
-    return [i for block in blocks for i in block]
+        blocks[k].extend(itertools.islice(rest, max(0, size - len(blocks[k]))))
+    return [i for block in blocks for i in block] + list(rest)  # (after a group too big for any block's room)
 
 
 def longest_first(nodeids: list[str], estimate: dict[str, float]) -> list[int]:

@@ -25,6 +25,21 @@ def test_spread_puts_the_longest_tests_at_the_head_of_each_block_and_balances_th
     assert schedule.spread(ids, estimate, 2) == schedule.spread(ids, dict(reversed(estimate.items())), 2)
 
 
+def test_spread_keeps_the_tests_of_a_group_together_in_one_block_as_one_unit():
+    ids = [f"t{i}" for i in range(12)]
+    estimate = {"t1": 300.0, "t2": 250.0, "t4": 120.0, "t6": 120.0, "t9": 120.0}
+    groups = {"t4": "sweep", "t6": "sweep", "t9": "sweep", "t10": "sweep"}  # (t10: no time recorded)
+    order = [ids[i] for i in schedule.spread(ids, estimate, 2, groups)]
+    assert sorted(order) == sorted(ids)
+    first, second = order[:6], order[6:]
+    assert first[:4] == ["t4", "t6", "t9", "t10"] and second[:2] == ["t1", "t2"]  # the group (360 s) alone
+    apart = [ids[i] for i in schedule.spread(ids, estimate, 2)]  # without the groups: spread over both blocks
+    assert {"t4", "t6", "t9"} - set(apart[:6]) and {"t4", "t6", "t9"} - set(apart[6:])
+    big = {n: "all" for n in ids[:8]}  # a group larger than a block: together, then what did not fit
+    order = [ids[i] for i in schedule.spread(ids, estimate, 2, big)]
+    assert sorted(order) == sorted(ids) and order[:8] == ids[:8]
+
+
 def test_read_durations_sums_the_phases_of_pytests_lines_and_skips_the_rest(tmp_path):
     listing = tmp_path / "durations.txt"
     listing.write_text("============ slowest durations ============\n"
