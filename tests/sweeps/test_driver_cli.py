@@ -44,7 +44,7 @@ def test_texts_longer_than_mlflow_keeps_are_refused_before_anything_starts(workd
     assert list(workdir.iterdir()) == []  # no store, no Tune folder
 
 
-def test_resume_after_the_spec_changed_says_so_and_how_to_go_on(workdir, cli):
+def test_resume_after_the_spec_changed_says_so_and_how_to_go_on(workdir, cli, new_store):
     from rirlab.sweeps.spec.load import load_spec
     from rirlab.sweeps.record.tracker import Tracker
 
@@ -52,7 +52,7 @@ def test_resume_after_the_spec_changed_says_so_and_how_to_go_on(workdir, cli):
     spec.write_text(TINY.read_text())
     old = load_spec(spec)
     db = workdir / "mlruns.db"
-    tracker = Tracker(f"sqlite:///{db}")
+    tracker = Tracker(new_store(db))  # (a copy of a migrated store: the cli fixture's own data cache holds no store template)
     exp_id = tracker.experiment_id("tiny")
     tracker.start_parent(exp_id, "tiny earlier", {"rirlab.spec_hash": old.hash, "rirlab.quick": "False",
                                                   "rirlab.overrides": "{}"})

@@ -192,10 +192,11 @@ BAD = [
 
 
 @pytest.mark.parametrize("change, needle, hint, line_text", BAD)
-def test_bad_spec_exits_2_with_one_line_and_leaves_the_store_untouched(workdir, cli, change, needle, hint, line_text):
+def test_bad_spec_exits_2_with_one_line_and_leaves_the_store_untouched(workdir, cli, new_store, change, needle, hint,
+                                                                     line_text):
     """In-process (the CLI's own command; a refusal through a separate process: test_unreachable_address_...)."""
     db = workdir / "store.db"
-    client = MlflowClient(f"sqlite:///{db}")
+    client = MlflowClient(new_store(db))  # (a copy of a migrated store, not MLflow's migrations in every case)
     run = client.create_run(client.create_experiment("earlier"))
     client.log_metric(run.info.run_id, "x", 1.0)
     before = hashlib.sha256(db.read_bytes()).hexdigest()
