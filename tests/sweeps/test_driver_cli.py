@@ -52,7 +52,7 @@ def test_resume_after_the_spec_changed_says_so_and_how_to_go_on(workdir, cli, ne
     spec.write_text(TINY.read_text())
     old = load_spec(spec)
     db = workdir / "mlruns.db"
-    tracker = Tracker(new_store(db))  # (a copy of a migrated store: the cli fixture's own data cache holds no store template)
+    tracker = Tracker(new_store(db))  # (a migrated store copied: the cli fixture's cache holds no template)
     exp_id = tracker.experiment_id("tiny")
     tracker.start_parent(exp_id, "tiny earlier", {"rirlab.spec_hash": old.hash, "rirlab.quick": "False",
                                                   "rirlab.overrides": "{}"})

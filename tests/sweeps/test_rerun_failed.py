@@ -145,7 +145,7 @@ def test_the_rerun_experiment_hands_out_each_trial_once(tmp_path):
 
 
 def test_the_dry_run_lists_the_trials_it_would_rerun_and_writes_nothing(workdir, cli, new_store):
-    new_store(workdir / "mlruns.db")  # (a copy of a migrated store: the cli fixture's own data cache holds no store template)
+    new_store(workdir / "mlruns.db")  # (a migrated store copied: the cli fixture's cache holds no template)
     tracker, _, parent, runs = _sweep(workdir)  # (the default store, ./mlruns.db)
     spec = workdir / "s.yaml"
     spec.write_text((REPO / "tests" / "specs" / "tiny.yaml").read_text())
@@ -171,7 +171,7 @@ def test_rerun_failed_with_resume_or_a_changed_spec_is_one_line_exit_2(workdir, 
 
     old = load_spec(spec)
     db = workdir / "mlruns.db"
-    tracker = Tracker(new_store(db))  # (a copy of a migrated store: the cli fixture's own data cache holds no store template)
+    tracker = Tracker(new_store(db))  # (a migrated store copied: the cli fixture's cache holds no template)
     exp_id = tracker.experiment_id("tiny")
     tracker.start_parent(exp_id, "tiny earlier", {contract.SPEC_HASH: old.hash, contract.QUICK: "False",
                                                   contract.OVERRIDES: "{}"})

@@ -132,7 +132,7 @@ def test_a_configuration_without_results_is_queued_first_in_the_study(tmp_path):
 
 
 def test_warm_start_refusals_are_one_line_exit_2(workdir, cli, new_store):
-    new_store(workdir / "mlruns.db")  # (a copy of a migrated store: the cli fixture's own data cache holds no store template)
+    new_store(workdir / "mlruns.db")  # (a migrated store copied: the cli fixture's cache holds no template)
     tracker, _ = _earlier(workdir)
     grid = write_spec(workdir / "g.yaml", name="g")
     proc = cli("sweep", grid, "--warm-start", "old", "--dry-run")
