@@ -242,6 +242,11 @@ class SweepDriver:
         """Ray started (or joined) and what needs it checked, before MLflow is written; a fresh sweep stopped here
         leaves no folder behind."""
         try:
+            if self.earlier is None:  # an Optuna storage that cannot serve: refused before Ray starts or MLflow is
+                # written (it needs neither)
+                from rirlab.sweeps.tune.search import check_storage
+
+                check_storage(self.plan, raw(self.tracking_uri), self.tune_path)
             with keep_sigterm_handler():  # Ray's would exit at once (status 15), leaving no line and no cleanup
                 ray_init(self.address, Path(self.tune_path), self.tracking_uri, ray_log=self.ray_log)  # a wrong
                 # --address or a Ray that does not start fails here, before MLflow is written
@@ -249,10 +254,6 @@ class SweepDriver:
             raise_if_interrupted()  # a Ctrl-C or SIGTERM during ray.init: stop before anything is recorded
             check_resources(self.plan.spec, self.address)  # a trial no node can hold: refused before MLflow is
             # written
-            if self.earlier is None:  # an Optuna storage that cannot serve: refused before MLflow is written
-                from rirlab.sweeps.tune.search import check_storage
-
-                check_storage(self.plan, raw(self.tracking_uri), self.tune_path)
         except BaseException:
             if self.earlier is None or self.rerun_failed:  # nothing ran: leave no sweep folder behind
                 self._discard()

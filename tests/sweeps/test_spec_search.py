@@ -3,6 +3,10 @@ non-seed values, the dry run shows what runs, and Optuna's study is persistent."
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from rirlab.sweeps.spec.load import load_spec
@@ -158,7 +162,9 @@ SECRET = "Pw-3f9c1e"  # a password that must appear nowhere
 def test_an_optuna_storage_that_cannot_serve_is_refused_before_anything_is_recorded(workdir, new_store, storage,
                                                                                     says):
     """The MLflow store itself as Optuna's storage used to get Optuna's tables added to it, and an unreachable
-    database left a KILLED parent run; a password in the URL was printed in clear."""
+    database left a KILLED parent run; a password in the URL was printed in clear. The refusal comes before a local
+    Ray is started (it was checked after ``ray.init``: seconds of a user's wait and of Ray's processes for a sweep
+    that cannot run)."""
     import sqlite3
 
     from mlflow.tracking import MlflowClient
@@ -169,10 +175,15 @@ def test_an_optuna_storage_that_cannot_serve_is_refused_before_anything_is_recor
     tables = {r[0] for r in sqlite3.connect(db).execute("select name from sqlite_master where type='table'")}
     spec = write_spec(workdir / "o.yaml", name="o_storage", algorithm="optuna", num_samples=1, seeds=1,
                       search={"lr": {"loguniform": [1e-4, 1e-2]}}, optuna={"storage": storage})
-    proc = run_cli(["sweep", spec], cwd=workdir)
+    ray_tmp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp")) / "t"  # where a local Ray would put its session,
+    # had it started (a short path: Ray's sockets live under it)
+    proc = run_cli(["sweep", spec], cwd=workdir, env={"RAY_TMPDIR": str(ray_tmp)})
+    ray_started = ray_tmp.exists()
+    shutil.rmtree(ray_tmp.parent, ignore_errors=True)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert says in line and SECRET not in proc.stdout + proc.stderr, line
+    assert not ray_started, "Ray was started before the storage was checked"  # refused before Ray starts
     assert MlflowClient(f"sqlite:///{db}").get_experiment_by_name("o_storage") is None  # no parent run, no experiment
     assert {r[0] for r in sqlite3.connect(db).execute("select name from sqlite_master where type='table'")} == tables
     assert not (workdir / "rirlab_runs").exists()
