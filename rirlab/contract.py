@@ -92,6 +92,8 @@ EVALUATES_TRIAL = "rirlab.evaluates_trial"
 MODEL_ERROR = "rirlab.model_error"  # the trial's weights could not be logged as an MLflow model: why
 CHECKPOINT_ARTIFACT = "checkpoint"
 CHECKPOINT_STATE_FILE = "state.pt"  # inside a checkpoint: the trainer's state dict (torch.save)
+CHECKPOINT_MODEL_FILE = "model.pth"  # inside a trial's final checkpoint: its evaluated model, pickled as MLflow's
+# PyTorch flavor stores it (written by the trial's worker; the driver logs it as the run's MLflow model)
 CHECKPOINT_DIR = re.compile(r"checkpoint_(\d+)")  # a trial folder's numbered checkpoints (Ray Tune's names)
 # keys of that state dict that say what it is (absent from checkpoints written before): the trial's resolved flat
 # config (plain JSON types, URL passwords masked) and, in a sweep's checkpoint, the trial's run name

@@ -6,7 +6,8 @@ trial (per objective: its final value as ``sweep/best/<objective>``; by the firs
 id and final metrics as ``sweep/best_trial/<metric>``, with ``best_trial.yaml``). A child run: its resolved config
 as ``config.yaml`` and its final weights as an MLflow PyTorch model named ``model``
 (``mlflow.pytorch.load_model("runs:/<run id>/model")``): an MLflow 3 logged model, or the run's ``model/`` folder
-on MLflow 2 (``log_model``).
+on MLflow 2 (``log_model``). That model is pickled on the trial's worker, beside its final checkpoint
+(``save_final_model``), and only logged here.
 """
 
 from __future__ import annotations
@@ -115,50 +116,137 @@ def evaluated_weights(state: dict, config: dict) -> dict:
     return state["model"]
 
 
-def log_model(client, run_id: str, checkpoint_dir: str, resolved, experiment_id: Optional[str] = None,
-              run_name: Optional[str] = None) -> None:
-    """The trial's evaluated weights as an MLflow PyTorch model named ``model`` (rebuilt on the driver from the
-    trial's resolved config and the task's vocabulary; the data is never loaded here), stored once, where this
-    MLflow's own ``mlflow.pytorch.log_model`` puts it: on MLflow 3 a logged model whose source is the run (the
-    UI's Models tab and the run's logged models, ``models:/<model id>``; ``runs:/<run id>/model`` resolves to it),
-    on MLflow 2, which has no logged models, the run's ``model/`` artifacts. Where the logged model cannot be
-    made (an MLflow 3 client, a tracking server of MLflow 2) the weights go to the run's ``model/`` and the run's
-    ``rirlab.model_error`` says why."""
-    import mlflow.pytorch
-    import torch
-
+def evaluated_model(resolved, state: dict):
+    """The trial's model, built on the CPU from its resolved config and the task's vocabulary (the data is never
+    loaded), with the weights its final metrics were measured with (``evaluated_weights``), in eval mode."""
     from rirlab.models import registry as models
     from rirlab.tasks import registry as tasks
     from rirlab.tasks.base import TaskInfo
-    from rirlab.train import load_checkpoint
 
     task = tasks.get(resolved.task)
     model = models.get(resolved.model).build(resolved.model_cfg, TaskInfo(len(task.vocab), task.num_classes, task.kind))
-    state = load_checkpoint(Path(checkpoint_dir) / contract.CHECKPOINT_STATE_FILE)  # weights and plain data only
     model.load_state_dict(evaluated_weights(state, resolved.flat()))
-    model.eval()
-    # pickled (a torch.export graph would need an example batch per model); MLflow's notice that loading a
-    # pickle runs code would print on every trial: kept out of the terminal
+    return model.eval()
+
+
+def write_model_file(model, path) -> None:
+    """``model`` pickled as MLflow's PyTorch flavor stores it (``torch.save`` through cloudpickle, which its
+    ``mlflow.pytorch.pickle_module`` is): what a trial's worker writes into its final checkpoint
+    (``contract.CHECKPOINT_MODEL_FILE``) without importing MLflow."""
+    import cloudpickle
+    import torch
+
+    torch.save(model, path, pickle_module=cloudpickle)
+
+
+def save_final_model(state: dict, folder) -> None:
+    """A trial's final checkpoint ``state`` (as the trainer saved it): its evaluated model written beside it as
+    ``contract.CHECKPOINT_MODEL_FILE``, on the trial's worker, for the driver to log (``log_model``)."""
+    from rirlab.trial import resolve
+
+    resolved = resolve(state[contract.STATE_CONFIG])
+    write_model_file(evaluated_model(resolved, state), Path(folder) / contract.CHECKPOINT_MODEL_FILE)
+
+
+# MLflow's PyTorch model folder less the pickled model: saved once per process by mlflow.pytorch.save_model (its
+# requirements, conda and virtualenv files, the pickle module's name, the MLmodel file), then filled per trial
+_TEMPLATE: dict = {}
+
+
+def _model_template() -> dict:
+    """{"files": {relative path: bytes}, "mlmodel": MLmodel as a dict, "data": the pickled model's relative path,
+    "size": the folder's size as MLflow counted it less that file's}: ``mlflow.pytorch.save_model`` of an empty
+    module, once per process (its first call scans the installed packages: about 0.3 s)."""
+    if _TEMPLATE:
+        return _TEMPLATE
+    import mlflow.pytorch
+    import torch
+    from mlflow.models import Model
+
+    # MLflow's notice that loading a pickle runs code would print: kept out of the terminal
     quiet = logging.getLogger("mlflow.pytorch")
     level = quiet.level
     quiet.setLevel(logging.ERROR)
     try:
         with tempfile.TemporaryDirectory() as d:
             path = Path(d) / MODEL_ARTIFACT
-            mlflow.pytorch.save_model(model, str(path), serialization_format="pickle",
+            mlflow.pytorch.save_model(torch.nn.Module(), str(path), serialization_format="pickle",
                                       pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"])
-            if not hasattr(client, "create_logged_model"):  # MLflow 2
-                client.log_artifacts(run_id, str(path), MODEL_ARTIFACT)  # runs:/<run id>/model
-                return
-            try:
-                log_logged_model(client, run_id, str(path), experiment_id, run_name)
-            except Exception as err:  # noqa: BLE001 - the weights are kept the MLflow 2 way instead
-                client.log_artifacts(run_id, str(path), MODEL_ARTIFACT)
-                client.set_tag(run_id, contract.MODEL_ERROR,
-                               f"no logged model ({type(err).__name__}: {err}); the weights are the run's "
-                               f"{MODEL_ARTIFACT}/ artifacts"[:5000])
+            mlmodel = Model.load(str(path / "MLmodel"))
+            data = Path(mlmodel.flavors["pytorch"]["model_data"]) / getattr(
+                mlflow.pytorch, "_SERIALIZED_TORCH_MODEL_FILE_NAME", "model.pth")
+            files = {str(f.relative_to(path)): f.read_bytes() for f in path.rglob("*")
+                     if f.is_file() and f.name != "MLmodel" and f.relative_to(path) != data}
+            size = mlmodel.model_size_bytes - (path / data).stat().st_size \
+                if getattr(mlmodel, "model_size_bytes", None) else None
     finally:
         quiet.setLevel(level)
+    _TEMPLATE.update(files=files, mlmodel=mlmodel.to_dict(), data=str(data), size=size)
+    return _TEMPLATE
+
+
+def model_folder(model_file, path) -> None:
+    """An MLflow PyTorch model folder at ``path`` around a pickled model (``write_model_file``), as
+    ``mlflow.pytorch.save_model`` writes it (``mlflow.pytorch.load_model`` loads it): the template's files, the
+    model file linked (or copied), and an MLmodel of its own id, time and size."""
+    import datetime
+    import os
+    import shutil
+    import uuid
+
+    from mlflow.models import Model
+
+    template = _model_template()
+    for rel, data in template["files"].items():
+        (path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (path / rel).write_bytes(data)
+    target = path / template["data"]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(model_file, target)
+    except OSError:  # another file system
+        shutil.copyfile(model_file, target)
+    mlmodel = Model.from_dict(template["mlmodel"])
+    mlmodel.model_uuid = uuid.uuid4().hex
+    mlmodel.utc_time_created = str(datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None))
+    if template["size"] is not None:
+        mlmodel.model_size_bytes = template["size"] + target.stat().st_size
+    mlmodel.save(str(path / "MLmodel"))
+
+
+def log_model(client, run_id: str, checkpoint_dir: str, resolved, experiment_id: Optional[str] = None,
+              run_name: Optional[str] = None) -> None:
+    """The trial's evaluated weights as an MLflow PyTorch model named ``model``, stored once, where this MLflow's own
+    ``mlflow.pytorch.log_model`` puts it: on MLflow 3 a logged model whose source is the run (the UI's Models tab
+    and the run's logged models, ``models:/<model id>``; ``runs:/<run id>/model`` resolves to it), on MLflow 2,
+    which has no logged models, the run's ``model/`` artifacts. Where the logged model cannot be made (an MLflow 3
+    client, a tracking server of MLflow 2) the weights go to the run's ``model/`` and the run's
+    ``rirlab.model_error`` says why.
+
+    The pickled model is the one the trial's worker wrote into its final checkpoint
+    (``contract.CHECKPOINT_MODEL_FILE``, ``save_final_model``), put into a model folder made from a template
+    (``model_folder``); a checkpoint without it (written before rirlab did so) has the model rebuilt here from the
+    trial's resolved config and the task's vocabulary (the data is never loaded) with the checkpoint's weights."""
+    with tempfile.TemporaryDirectory() as d:
+        model_file = Path(checkpoint_dir) / contract.CHECKPOINT_MODEL_FILE
+        if not model_file.is_file():
+            from rirlab.train import load_checkpoint
+
+            state = load_checkpoint(Path(checkpoint_dir) / contract.CHECKPOINT_STATE_FILE)  # weights, plain data
+            model_file = Path(d) / contract.CHECKPOINT_MODEL_FILE
+            write_model_file(evaluated_model(resolved, state), model_file)
+        path = Path(d) / MODEL_ARTIFACT
+        model_folder(model_file, path)
+        if not hasattr(client, "create_logged_model"):  # MLflow 2
+            client.log_artifacts(run_id, str(path), MODEL_ARTIFACT)  # runs:/<run id>/model
+            return
+        try:
+            log_logged_model(client, run_id, str(path), experiment_id, run_name)
+        except Exception as err:  # noqa: BLE001 - the weights are kept the MLflow 2 way instead
+            client.log_artifacts(run_id, str(path), MODEL_ARTIFACT)
+            client.set_tag(run_id, contract.MODEL_ERROR,
+                           f"no logged model ({type(err).__name__}: {err}); the weights are the run's "
+                           f"{MODEL_ARTIFACT}/ artifacts"[:5000])
 
 
 def log_logged_model(client, run_id: str, model_dir: str, experiment_id: Optional[str] = None,

@@ -419,10 +419,15 @@ class MLflowTrialCallback(DriverCallback):
             self._unsay_finished(run_id, key)
         ckpt = getattr(trial, "checkpoint", None)
         if self.checkpoint_artifacts and reason is None and ckpt is not None and Path(ckpt.path).is_dir():
-            self.tracker.log_artifacts(run_id, ckpt.path, contract.CHECKPOINT_ARTIFACT)
-            self._log_model(run_id, trial, ckpt.path)
+            self._log_checkpoint(run_id, trial, ckpt.path)
         self.tracker.finish(run_id, "FINISHED" if reason is None else "FAILED", reason)
         self.state[key] = "finished" if reason is None else "failed"
+
+    def _log_checkpoint(self, run_id: str, trial, path: str) -> None:
+        """The trial's final checkpoint as the run's ``checkpoint/`` (its evaluated model, which the worker saved
+        beside it, left out there: it is the run's MLflow model) and the run's MLflow model."""
+        self.tracker.log_artifacts(run_id, path, contract.CHECKPOINT_ARTIFACT, exclude=(contract.CHECKPOINT_MODEL_FILE,))
+        self._log_model(run_id, trial, path)
 
     def _log_model(self, run_id: str, trial, path: str) -> None:
         """The evaluated weights as an MLflow PyTorch model; a failure there costs the model, not the run."""

@@ -263,12 +263,22 @@ class Tracker:
             path.write_text(text, encoding="utf-8")
             repo.log_artifact(str(path), str(Path(artifact_file).parent) if "/" in artifact_file else None)
 
-    def log_artifacts(self, run_id: str, local_dir: str, artifact_path: Optional[str] = None) -> None:
-        """``MlflowClient.log_artifacts``, without reading the run back where its artifacts are local files."""
+    def log_artifacts(self, run_id: str, local_dir: str, artifact_path: Optional[str] = None,
+                      exclude: tuple[str, ...] = ()) -> None:
+        """``MlflowClient.log_artifacts``, without reading the run back where its artifacts are local files;
+        ``exclude``: names in ``local_dir`` left out (each other entry then logged on its own)."""
         repo = self._local_artifacts(run_id)
-        if repo is None:
-            return self.client.log_artifacts(run_id, local_dir, artifact_path)
-        repo.log_artifacts(local_dir, artifact_path)
+        client = repo or self.client
+        args = () if repo else (run_id,)
+        if not any((Path(local_dir) / name).exists() for name in exclude):
+            return client.log_artifacts(*args, local_dir, artifact_path)
+        for entry in sorted(Path(local_dir).iterdir()):
+            if entry.name in exclude:
+                continue
+            if entry.is_dir():
+                client.log_artifacts(*args, str(entry), f"{artifact_path}/{entry.name}" if artifact_path else entry.name)
+            else:
+                client.log_artifact(*args, str(entry), artifact_path)
 
     def experiment_id(self, name: str, create: bool = True) -> Optional[str]:
         if not create and not self.store_exists():

@@ -126,6 +126,8 @@ def trainable(config: dict, space: TrialSpace = TrialSpace(), checkpoint_every: 
         checkpoint = {**checkpoint, contract.STATE_TRIAL: trial.name}  # with its config: what it is (rirlab evaluate)
         with tempfile.TemporaryDirectory() as d:
             torch.save(checkpoint, Path(d) / contract.CHECKPOINT_STATE_FILE)
+            if metrics.get(contract.FINAL):
+                _save_final_model(checkpoint, d)
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(d))
 
     try:
@@ -134,6 +136,21 @@ def trainable(config: dict, space: TrialSpace = TrialSpace(), checkpoint_every: 
         # deterministic: a retry would fail the same way, so the trial ends (not raises) with its reason,
         # which the driver records as the run's FAILED status and failure-reason tag
         tune.report({contract.FAILURE_RESULT: str(err)})
+
+
+def _save_final_model(state: dict, folder: str) -> None:
+    """The trial's evaluated model beside its final checkpoint's state (``contract.CHECKPOINT_MODEL_FILE``), made
+    here, where the weights are, in parallel with other trials: the driver only logs it as the run's MLflow model
+    (it rebuilt the model and reloaded the checkpoint itself, blocking Ray Tune's loop). A failure costs the file,
+    never the trial: the driver then builds the model as before, and records why where that fails too."""
+    from rirlab.sweeps.record.artifacts import save_final_model
+
+    try:
+        save_final_model(state, folder)
+    except Exception as err:  # noqa: BLE001
+        log.warning("the trial's model was not saved with its final checkpoint (the driver builds it): %s: %s",
+                    type(err).__name__, err)
+        (Path(folder) / contract.CHECKPOINT_MODEL_FILE).unlink(missing_ok=True)
 
 
 def trial_fn(config: dict, space: TrialSpace = TrialSpace(), checkpoint_every: int = 0, driver_cwd: str = "",
