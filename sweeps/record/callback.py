@@ -403,7 +403,10 @@ class MLflowTrialCallback(DriverCallback):
         if run_id is None:
             return
         self._flush(key)
-        if key in self.unclosed:  # the driver died between the final result and here: close the run only
+        if key in self.unclosed:  # the driver died between the final result and here: what the end logs, then close
+            folder = final_checkpoint(trial)
+            if self.checkpoint_artifacts and folder is not None:
+                self._log_checkpoint(run_id, trial, folder, resumed=True)
             self.tracker.finish(run_id, "FINISHED")
             self.state[key] = "finished"
             return
@@ -423,11 +426,26 @@ class MLflowTrialCallback(DriverCallback):
         self.tracker.finish(run_id, "FINISHED" if reason is None else "FAILED", reason)
         self.state[key] = "finished" if reason is None else "failed"
 
-    def _log_checkpoint(self, run_id: str, trial, path: str) -> None:
+    def _log_checkpoint(self, run_id: str, trial, path: str, resumed: bool = False) -> None:
         """The trial's final checkpoint as the run's ``checkpoint/`` (its evaluated model, which the worker saved
-        beside it, left out there: it is the run's MLflow model) and the run's MLflow model."""
-        self.tracker.log_artifacts(run_id, path, contract.CHECKPOINT_ARTIFACT, exclude=(contract.CHECKPOINT_MODEL_FILE,))
-        self._log_model(run_id, trial, path)
+        beside it, left out there: it is the run's MLflow model) and the run's MLflow model. ``resumed``: a run an
+        earlier driver may have logged either of them to before it died (read first: neither is logged twice)."""
+        done = self._logged_outputs(run_id) if resumed else set()
+        if contract.CHECKPOINT_ARTIFACT not in done:
+            self.tracker.log_artifacts(run_id, path, contract.CHECKPOINT_ARTIFACT,
+                                       exclude=(contract.CHECKPOINT_MODEL_FILE,))
+        if contract.MODEL_ARTIFACT not in done:
+            self._log_model(run_id, trial, path)
+
+    def _logged_outputs(self, run_id: str) -> set[str]:
+        """Which of the run's checkpoint and MLflow model it holds (its artifacts' names; MLflow 3: a logged model
+        whose source is the run)."""
+        client = self.tracker.client
+        held = {a.path for a in client.list_artifacts(run_id)}
+        if hasattr(client, "search_logged_models") and client.search_logged_models(
+                [self.exp_id], filter_string=f"source_run_id = '{run_id}'", max_results=1):
+            held.add(contract.MODEL_ARTIFACT)
+        return held
 
     def _log_model(self, run_id: str, trial, path: str) -> None:
         """The evaluated weights as an MLflow PyTorch model; a failure there costs the model, not the run."""
@@ -508,6 +526,23 @@ class MLflowTrialCallback(DriverCallback):
         early = sum(1 for k, st in self.state.items() if st == "finished" and k in self.early)
         return TrialCounts(finished=list(self.state.values()).count("finished") - early, stopped_early=early,
                            failed=list(self.state.values()).count("failed"))
+
+
+def final_checkpoint(trial) -> str | None:
+    """The folder of a trial's final checkpoint: the one its worker saved the evaluated model in
+    (``contract.CHECKPOINT_MODEL_FILE``, only ever beside the final state), Tune's latest checkpoint of the trial
+    or, where Tune had not recorded it when its driver died, the highest numbered one of the trial's folder
+    holding it; None where there is none (a checkpoint written before rirlab saved the model there)."""
+    ckpt = getattr(trial, "checkpoint", None)
+    path = getattr(ckpt, "path", None)
+    if path and (Path(path) / contract.CHECKPOINT_MODEL_FILE).is_file():
+        return path
+    folder = Path(path).parent if path else getattr(trial, "path", None)
+    if not folder or not Path(folder).is_dir():
+        return None
+    found = [(int(m.group(1)), p) for p in Path(folder).iterdir()
+             if (m := contract.CHECKPOINT_DIR.fullmatch(p.name)) and (p / contract.CHECKPOINT_MODEL_FILE).is_file()]
+    return str(max(found)[1]) if found else None
 
 
 def early_note(last: dict) -> str:

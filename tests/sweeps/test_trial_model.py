@@ -1,7 +1,8 @@
 """A trial's MLflow model (issue 50): its worker saves the evaluated model beside its final checkpoint, and the
 driver only logs it (it rebuilt the model, reloaded the checkpoint and ran ``mlflow.pytorch.save_model`` per trial,
 blocking Ray Tune's loop: 7.0 s of 20 tiny trials' 11.6 s in the driver's callbacks). What users load is the same:
-``runs:/<run>/model`` and ``models:/<id>`` give the evaluated weights.
+``runs:/<run>/model`` and ``models:/<id>`` give the evaluated weights. And a driver killed between a trial's final
+values and its end: --resume logs the checkpoint and the model before it closes the run (it closed the run only).
 The trial runs in this process (a fake ``tune``), the driver's callback against a real MLflow sqlite store."""
 
 from __future__ import annotations
@@ -133,6 +134,45 @@ def _mlmodel(tracker, run_id) -> dict:
     finally:
         mlflow.set_tracking_uri(None)
     return yaml.safe_load(open(path))
+
+
+@pytest.mark.parametrize("logged_before", [False, True])
+def test_resume_logs_the_checkpoint_and_model_of_a_trial_whose_end_the_driver_missed(trial, tmp_path, new_store,
+                                                                                      logged_before):
+    """The driver died after the trial's final values (``final_logged``) and before its end, Tune not having
+    recorded the final checkpoint (the trial's checkpoint is the step-20 one, or none): the resumed driver finds
+    the final one in the trial's folder, logs it and the model, then closes the run. ``logged_before``: the dead
+    driver had logged both already: not twice."""
+    folder, saved, final = trial
+    tracker, exp_id, parent = _store(tmp_path, new_store)
+    key = "a1b2c_00000"
+    first = MLflowTrialCallback(tracker, exp_id, parent, PLAN)
+    t = _trial(key, final, saved[-1])
+    first.on_trial_start(0, [], t)
+    first.on_trial_result(0, [], t, final)
+    run_id = first.runs[key]
+    if logged_before:
+        first._log_checkpoint(run_id, t, str(saved[-1]))
+    # --resume: a new driver on the same store; Tune restored the trial with an earlier checkpoint (or none)
+    for checkpoint in (saved[0], None):
+        second = MLflowTrialCallback(tracker, exp_id, parent, PLAN)
+        assert key in second.unclosed
+        t = _trial(key, final, checkpoint, path=str(folder))
+        second.on_trial_start(0, [], t)
+        second.on_trial_result(0, [], t, final)
+        second.on_trial_complete(0, [], t)
+        run = tracker.client.get_run(run_id)
+        assert run.info.status == "FINISHED" and second.counts().finished == 1
+        tracker.reopen(run_id)  # (again, with the other checkpoint Tune may have restored)
+    logged = tracker.client.search_logged_models([exp_id], filter_string=f"source_run_id = '{run_id}'")
+    assert len(logged) == 1
+    assert {a.path for a in tracker.client.list_artifacts(run_id, contract.CHECKPOINT_ARTIFACT)} == {
+        f"{contract.CHECKPOINT_ARTIFACT}/{contract.CHECKPOINT_STATE_FILE}"}
+    with open(tracker.client.download_artifacts(run_id, f"{contract.CHECKPOINT_ARTIFACT}/"
+                                                f"{contract.CHECKPOINT_STATE_FILE}", str(tmp_path)), "rb") as f:
+        assert torch.load(f, weights_only=True)["step"] == final[contract.STEP]
+    for model in _loaded(tracker, exp_id, run_id):
+        assert same_weights(model, evaluated(saved[-1]))
 
 
 def test_a_trial_whose_model_cannot_be_saved_still_ends_and_leaves_no_file(tmp_path, monkeypatch):
