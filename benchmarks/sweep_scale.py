@@ -69,9 +69,36 @@ PEAK = ("import atexit, resource, sys\n"
 def driver_figures(peak: Path) -> dict:
     """The driver's peak RSS (MB) and CPU seconds from its ``PEAK`` file."""
     rss, cpu = peak.read_text().split()
-    return {"driver_peak_rss_mb": int(rss) / 1024, "driver_cpu_s": float(cpu)}
+    out = {"driver_peak_rss_mb": int(rss) / 1024, "driver_cpu_s": float(cpu)}
+    spent = Path(f"{peak}.callbacks.json")
+    if spent.is_file():  # (rirlab's sides: CALLBACK_CPU)
+        by = json.loads(spent.read_text())
+        out["callback_cpu_s"] = sum(v for k, v in by.items() if not k.startswith("_"))
+        out["callback_cpu_by"] = {k: round(v, 3) for k, v in sorted(by.items())}
+    return out
 
-RIRLAB = PEAK + "sys.argv[0] = 'rirlab'\nfrom rirlab.cli import main\nmain()\n"
+# the driver's CPU seconds inside rirlab's Ray Tune callback (its thread's, by method; ``_log_model``: the trial's
+# MLflow model, within ``on_trial_complete``), written at exit beside the PEAK file: the work that blocks Tune's loop
+CALLBACK_CPU = """
+import json, time
+from rirlab.sweeps.record import callback as _cb
+_spent = {}
+def _timed(name, real):
+    def timed(*a, **kw):
+        c = time.thread_time()
+        try:
+            return real(*a, **kw)
+        finally:
+            _spent[name] = _spent.get(name, 0.0) + time.thread_time() - c
+    return timed
+for _n in ("on_trial_start", "on_trial_recover", "on_trial_result", "on_trial_complete", "on_trial_error",
+           "on_checkpoint", "on_step_begin", "on_step_end", "on_experiment_end", "_log_model"):
+    if hasattr(_cb.MLflowTrialCallback, _n):
+        setattr(_cb.MLflowTrialCallback, _n, _timed(_n, getattr(_cb.MLflowTrialCallback, _n)))
+atexit.register(lambda: open(_peak + ".callbacks.json", "w").write(json.dumps(_spent)))
+"""
+
+RIRLAB = PEAK + CALLBACK_CPU + "sys.argv[0] = 'rirlab'\nfrom rirlab.cli import main\nmain()\n"
 
 BARE = PEAK + """
 import json, os, ray
