@@ -276,7 +276,8 @@ class Tracker:
             if entry.name in exclude:
                 continue
             if entry.is_dir():
-                client.log_artifacts(*args, str(entry), f"{artifact_path}/{entry.name}" if artifact_path else entry.name)
+                client.log_artifacts(*args, str(entry),
+                                     f"{artifact_path}/{entry.name}" if artifact_path else entry.name)
             else:
                 client.log_artifact(*args, str(entry), artifact_path)
 
