@@ -21,6 +21,7 @@ from typing import Any, Optional
 import yaml
 
 from rirlab import contract
+from rirlab.saved_model import evaluated_model, write_model_file
 from rirlab.contract import (BEST_PREFIX, BEST_RUN_ID, BEST_TRIAL, BEST_TRIAL_ARTIFACT, BEST_TRIAL_PREFIX,
                              MODEL_ARTIFACT, NOTE, SPEC_PARAM_PREFIX)
 
@@ -106,46 +107,6 @@ def record_best(client, exp_id: str, parent_id: str, metrics: list[str], modes: 
     }
     client.log_text(parent_id, yaml.safe_dump(summary, sort_keys=False), BEST_TRIAL_ARTIFACT)
     return top.info.run_name
-
-
-def evaluated_weights(state: dict, config: dict) -> dict:
-    """The weights a trial's final metrics were measured with: the best-dev ones unless it selects by the last
-    step (as rirlab.train.run_trial does before evaluating)."""
-    if config.get("select_by", "") != "last" and state.get("best_weights") is not None:
-        return state["best_weights"]
-    return state["model"]
-
-
-def evaluated_model(resolved, state: dict):
-    """The trial's model, built on the CPU from its resolved config and the task's vocabulary (the data is never
-    loaded), with the weights its final metrics were measured with (``evaluated_weights``), in eval mode."""
-    from rirlab.models import registry as models
-    from rirlab.tasks import registry as tasks
-    from rirlab.tasks.base import TaskInfo
-
-    task = tasks.get(resolved.task)
-    model = models.get(resolved.model).build(resolved.model_cfg, TaskInfo(len(task.vocab), task.num_classes, task.kind))
-    model.load_state_dict(evaluated_weights(state, resolved.flat()))
-    return model.eval()
-
-
-def write_model_file(model, path) -> None:
-    """``model`` pickled as MLflow's PyTorch flavor stores it (``torch.save`` through cloudpickle, which its
-    ``mlflow.pytorch.pickle_module`` is): what a trial's worker writes into its final checkpoint
-    (``contract.CHECKPOINT_MODEL_FILE``) without importing MLflow."""
-    import cloudpickle
-    import torch
-
-    torch.save(model, path, pickle_module=cloudpickle)
-
-
-def save_final_model(state: dict, folder) -> None:
-    """A trial's final checkpoint ``state`` (as the trainer saved it): its evaluated model written beside it as
-    ``contract.CHECKPOINT_MODEL_FILE``, on the trial's worker, for the driver to log (``log_model``)."""
-    from rirlab.trial import resolve
-
-    resolved = resolve(state[contract.STATE_CONFIG])
-    write_model_file(evaluated_model(resolved, state), Path(folder) / contract.CHECKPOINT_MODEL_FILE)
 
 
 # MLflow's PyTorch model folder less the pickled model: saved once per process by mlflow.pytorch.save_model (its

@@ -143,7 +143,7 @@ def _save_final_model(state: dict, folder: str) -> None:
     here, where the weights are, in parallel with other trials: the driver only logs it as the run's MLflow model
     (it rebuilt the model and reloaded the checkpoint itself, blocking Ray Tune's loop). A failure costs the file,
     never the trial: the driver then builds the model as before, and records why where that fails too."""
-    from rirlab.sweeps.record.artifacts import save_final_model
+    from rirlab.saved_model import save_final_model
 
     try:
         save_final_model(state, folder)

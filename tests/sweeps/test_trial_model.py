@@ -13,7 +13,7 @@ import types
 import pytest
 import torch
 
-from rirlab import contract
+from rirlab import contract, saved_model
 from rirlab.sweeps.plan.plan import SweepPlan
 from rirlab.sweeps.record import artifacts
 from rirlab.sweeps.record.callback import MLflowTrialCallback
@@ -57,7 +57,7 @@ def trial(tmp_path_factory, one_thread):
 
 def evaluated(checkpoint) -> dict:
     state = load_checkpoint(checkpoint / contract.CHECKPOINT_STATE_FILE)
-    return artifacts.evaluated_weights(state, CONFIG)
+    return saved_model.evaluated_weights(state, CONFIG)
 
 
 def same_weights(model, weights: dict) -> bool:
@@ -179,9 +179,9 @@ def test_a_trial_whose_model_cannot_be_saved_still_ends_and_leaves_no_file(tmp_p
     """The worker's save failing costs the file, never the trial (the driver then builds the model as before)."""
     from rirlab.sweeps.tune import trainable as tr
 
-    monkeypatch.setattr(artifacts, "write_model_file", lambda model, path: (open(path, "wb").write(b"half"),
-                                                                          1 / 0))
+    monkeypatch.setattr(saved_model, "write_model_file", lambda model, path: (open(path, "wb").write(b"half"),
+                                                                            1 / 0))
     state = {contract.STATE_CONFIG: CONFIG, "model": {}, "best_weights": None}
-    monkeypatch.setattr(artifacts, "evaluated_model", lambda resolved, state: torch.nn.Linear(1, 1))
+    monkeypatch.setattr(saved_model, "evaluated_model", lambda resolved, state: torch.nn.Linear(1, 1))
     tr._save_final_model(state, str(tmp_path))
     assert not (tmp_path / contract.CHECKPOINT_MODEL_FILE).exists()
