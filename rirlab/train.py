@@ -440,12 +440,13 @@ def load_checkpoint(path) -> dict:
     return torch.load(path, map_location="cpu", weights_only=True)
 
 
-def latest_checkpoint(folder) -> Optional[Path]:
+def latest_checkpoint(folder, holding: str = C.CHECKPOINT_STATE_FILE) -> Optional[Path]:
     """The state file of a trial folder's latest checkpoint (``checkpoint_<n>/state.pt`` of the highest n, as Ray
-    Tune numbers them); None when it holds none. What `rirlab evaluate TRIAL_DIR` and an evaluation-only row read."""
+    Tune numbers them); None when it holds none. What `rirlab evaluate TRIAL_DIR` and an evaluation-only row read.
+    ``holding``: another file a checkpoint must hold (the latest one holding it, that file's path)."""
     numbered = [(int(m.group(1)), p) for p in Path(folder).glob("checkpoint_*")
-                if (m := C.CHECKPOINT_DIR.fullmatch(p.name)) and (p / C.CHECKPOINT_STATE_FILE).is_file()]
-    return max(numbered)[1] / C.CHECKPOINT_STATE_FILE if numbered else None
+                if (m := C.CHECKPOINT_DIR.fullmatch(p.name)) and (p / holding).is_file()]
+    return max(numbered)[1] / holding if numbered else None
 
 
 def unreadable_checkpoint(path, err: Exception) -> str:

@@ -21,9 +21,9 @@ from typing import Any, Optional
 import yaml
 
 from rirlab import contract
-from rirlab.saved_model import evaluated_model, write_model_file
 from rirlab.contract import (BEST_PREFIX, BEST_RUN_ID, BEST_TRIAL, BEST_TRIAL_ARTIFACT, BEST_TRIAL_PREFIX,
                              MODEL_ARTIFACT, NOTE, SPEC_PARAM_PREFIX)
+from rirlab.saved_model import evaluated_model, write_model_file
 
 
 def spec_params(spec_dict: dict, prefix: str = SPEC_PARAM_PREFIX) -> dict[str, str]:

@@ -540,9 +540,10 @@ def final_checkpoint(trial) -> str | None:
     folder = Path(path).parent if path else getattr(trial, "path", None)
     if not folder or not Path(folder).is_dir():
         return None
-    found = [(int(m.group(1)), p) for p in Path(folder).iterdir()
-             if (m := contract.CHECKPOINT_DIR.fullmatch(p.name)) and (p / contract.CHECKPOINT_MODEL_FILE).is_file()]
-    return str(max(found)[1]) if found else None
+    from rirlab.train import latest_checkpoint
+
+    found = latest_checkpoint(folder, holding=contract.CHECKPOINT_MODEL_FILE)
+    return str(found.parent) if found else None
 
 
 def early_note(last: dict) -> str:
