@@ -66,10 +66,11 @@ TUNE_ENV = {
     "RAY_AIR_NEW_OUTPUT": "0",  # Tune's own console output off: the driver prints its progress line
     "TUNE_MAX_PENDING_TRIALS_PG": "1",  # one pending trial at a time: a searcher's suggestions stay in order
     "TUNE_GLOBAL_CHECKPOINT_S": "5",  # snapshot Tune's state often: --resume restores from it
-    # CheckpointConfig(num_to_keep=1) makes Tune snapshot its state after every trial checkpoint (what --resume
-    # restores from; a driver killed between the deletion of the old checkpoint and that snapshot leaves a state
-    # naming a deleted one: sweeps/driver/checkpoints.py) and warn when such snapshots come closer than this
-    # many seconds apart. On this storage they are small local files: wanted, not a bottleneck.
+    # CheckpointConfig(num_to_keep=N) (the spec's keep_checkpoints, 1 unless set) makes Tune snapshot its state
+    # after every trial checkpoint (what --resume restores from; a driver killed between the deletion of the old
+    # checkpoint and that snapshot leaves a state naming a deleted one: sweeps/driver/checkpoints.py) and warn when
+    # such snapshots come closer than this many seconds apart. On this storage they are small local files: wanted,
+    # not a bottleneck.
     "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "0",
 }
 

@@ -1,11 +1,12 @@
 """A resumed sweep's trial checkpoints as Ray Tune's saved state names them.
 
-With ``CheckpointConfig(num_to_keep=1)`` Tune deletes a trial's previous checkpoint as soon as the trial reports a
-new one, and writes its experiment state (which names each trial's latest checkpoint) a moment later, in the
-controller's next step and a background sync. A driver killed in that window (a lost machine, ``kill -9``) leaves a
-state naming ``checkpoint_<k>``, which is gone, while ``checkpoint_<k+1>``, complete, sits beside it: Tune's
-restore then fails the trial with "Could not recover from checkpoint as it does not exist on storage anymore"
-(seen in CI: ``test_driver_killed_mid_sweep_then_resume_gives_one_finished_run_per_trial``).
+With ``CheckpointConfig(num_to_keep=1)`` (the spec's ``keep_checkpoints`` unless set) Tune deletes a trial's
+previous checkpoint as soon as the trial reports a new one (with N kept, the oldest of them), and writes its
+experiment state (which names each trial's latest checkpoint) a moment later, in the controller's next step and a
+background sync. A driver killed in that window (a lost machine, ``kill -9``) leaves a state naming
+``checkpoint_<k>``, which is gone, while ``checkpoint_<k+1>``, complete, sits beside it: Tune's restore then fails
+the trial with "Could not recover from checkpoint as it does not exist on storage anymore" (seen in CI:
+``test_driver_killed_mid_sweep_then_resume_gives_one_finished_run_per_trial``).
 
 Before a restored trial starts, ``restore_named_checkpoints`` puts the newer checkpoint where the state looks for
 it (a rename: atomic, nothing copied), so the trial continues from the newest state it wrote. A newer checkpoint

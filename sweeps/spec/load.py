@@ -52,8 +52,9 @@ class LoadedSpec:
             if field not in self.spec.model_fields_set:
                 dump.pop(field)
         # how trials run, not what they compute: in the spec or by --set, set or not, the same sweep (--resume)
-        dump.pop("reuse_workers")
-        overrides = {k: v for k, v in self.overrides.items() if k != "reuse_workers"}
+        for field in HOW_TRIALS_RUN:
+            dump.pop(field)
+        overrides = {k: v for k, v in self.overrides.items() if k not in HOW_TRIALS_RUN}
         for variant in dump["variants"]:  # likewise a training row's evaluates: (None) and trains: (True)
             if variant.get("evaluates") is None:
                 variant.pop("evaluates", None)
@@ -72,7 +73,9 @@ class LoadedSpec:
 
 
 SPEC_FIELDS = ("seeds", "num_samples", "max_concurrent", "algorithm", "metric", "mode", "checkpoint_every",
-               "max_failures", "max_trials", "reuse_workers", "description")  # spec-level fields --set may replace
+               "max_failures", "max_trials", "reuse_workers", "keep_checkpoints",
+               "description")  # spec-level fields --set may replace
+HOW_TRIALS_RUN = ("reuse_workers", "keep_checkpoints")  # not what they compute: no part of the spec's hash
 
 
 def spec_sections() -> dict:

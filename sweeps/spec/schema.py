@@ -153,6 +153,11 @@ class Spec(_Strict):
     resources: Resources = Field(default_factory=Resources)
     budget: Budget = Field(default_factory=Budget)
     checkpoint_every: Count = Field(0, ge=0)  # steps; 0 = only at the end
+    # a trial's latest checkpoints kept on disk (Ray Tune deletes the older ones); 0 keeps every one: weights of
+    # several steps for `rirlab evaluate TRIAL --every-checkpoint` (which checkpoint gets tested moves a ListOps
+    # run's long-split cells by many points). Where trials keep their files, not what they compute: no part of the
+    # spec's hash, and a resumed sweep keeps the value it started with (Ray Tune restores its own run config)
+    keep_checkpoints: Count = Field(1, ge=0)
     max_failures: Count = Field(2, ge=0)
     max_trials: Optional[Count] = Field(None, ge=1)  # refuse a sweep of more trials (default MAX_TRIALS)
     # run the next trial in the finished trial's worker process (Ray Tune's reuse_actors): no interpreter start and

@@ -43,7 +43,7 @@ def _tuner(plan, train_fn, tune_path, callbacks, search, sched, metric, mode, nu
     run_config = tune.RunConfig(
         name=Path(tune_path).name, storage_path=str(Path(tune_path).parent),
         failure_config=tune.FailureConfig(max_failures=spec.max_failures),
-        checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=spec.keep_checkpoints or None),
         stop={"time_total_s": spec.budget.time_limit_s} if spec.budget.time_limit_s else None,
         callbacks=callbacks, verbose=0)
     return tune.Tuner(

@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 from ray.tune import ExperimentAnalysis
 
 from rirlab.contract import FAILURE_REASON
-from rirlab.train import run_trial
+from rirlab.train import load_checkpoint, run_trial
 from rirlab.sweeps.spec.load import load_spec
 from rirlab.sweeps.spec.trials import expand
 from tests.helpers.cli import REPO, RIRLAB, run_cli
@@ -92,8 +92,9 @@ def _trial_workers(mark: str):
 def test_trial_worker_killed_resumes_from_checkpoint_with_the_same_final_metrics(workdir, new_store):
     new_store(workdir / "mlruns.db")
     # killed after its first checkpoint (step 25), 275 steps before its end; the reference below trains it again
+    # every checkpoint kept (keep_checkpoints: 0), so the retry restores from one of several beside it
     spec = write_spec(workdir / "k.yaml", name="killed_worker", seeds=1, search={}, max_failures=3, checkpoint_every=25,
-                      fixed={**TINY["fixed"], "steps": 300, "eval_every": 150})
+                      keep_checkpoints=0, fixed={**TINY["fixed"], "steps": 300, "eval_every": 150})
     mark = str(workdir)
     env = {**{k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}, "RIRLAB_TEST_MARK": mark}
     proc = subprocess.Popen([*RIRLAB, "sweep", str(spec), "--no-checkpoint-artifacts"], cwd=workdir, env=env,
@@ -109,6 +110,8 @@ def test_trial_worker_killed_resumes_from_checkpoint_with_the_same_final_metrics
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 0, out[-3000:]
+    steps = sorted(load_checkpoint(p / "state.pt")["step"] for p in ckpts())
+    assert set(steps) == set(range(25, 301, 25))  # every checkpoint kept (of both attempts), not the latest alone
     client, _, children = runs_of(workdir / "mlruns.db", "killed_worker")
     assert len(children) == 1
     run = children[0]

@@ -108,12 +108,16 @@ def test_set_reaches_spec_level_fields(tmp_path):
     assert "seeds" not in spec.fixed and "resources.cpu" not in spec.fixed
 
 
-def test_reuse_workers_is_settable_and_no_part_of_the_spec_hash(tmp_path):
-    """How trials run, not what they compute: --resume of a sweep with it flipped is the same sweep."""
+@pytest.mark.parametrize("field, value, default, read", [("reuse_workers", "true", False, True),
+                                                         ("keep_checkpoints", 0, 1, 0)])
+def test_how_trials_run_is_settable_and_no_part_of_the_spec_hash(tmp_path, field, value, default, read):
+    """How trials run (in which worker, how many checkpoints stay on disk), not what they compute: --resume of a
+    sweep with it changed is the same sweep."""
     plain = load(tmp_path)
-    reused = load(tmp_path, reuse_workers="true")
-    assert (plain.spec.reuse_workers, reused.spec.reuse_workers) == (False, True)
-    assert plain.hash == reused.hash
+    changed = load(tmp_path, **{field: value})
+    assert (getattr(plain.spec, field), getattr(changed.spec, field)) == (default, read)
+    assert plain.hash == changed.hash
+    assert load(tmp_path, TINY + f"{field}: {value}\n").hash == plain.hash  # in the file as by --set
     assert load(tmp_path, max_concurrent=1).hash != plain.hash  # (a field that counts changes it)
 
 
