@@ -444,9 +444,16 @@ def latest_checkpoint(folder, holding: str = C.CHECKPOINT_STATE_FILE) -> Optiona
     """The state file of a trial folder's latest checkpoint (``checkpoint_<n>/state.pt`` of the highest n, as Ray
     Tune numbers them); None when it holds none. What `rirlab evaluate TRIAL_DIR` and an evaluation-only row read.
     ``holding``: another file a checkpoint must hold (the latest one holding it, that file's path)."""
+    every = checkpoints(folder, holding)
+    return every[-1] if every else None
+
+
+def checkpoints(folder, holding: str = C.CHECKPOINT_STATE_FILE) -> list[Path]:
+    """The state files of every checkpoint in a trial folder, oldest first (by Ray Tune's number); a sweep keeps
+    its ``keep_checkpoints`` latest. ``holding`` as in :func:`latest_checkpoint`."""
     numbered = [(int(m.group(1)), p) for p in Path(folder).glob("checkpoint_*")
                 if (m := C.CHECKPOINT_DIR.fullmatch(p.name)) and (p / holding).is_file()]
-    return max(numbered)[1] / holding if numbered else None
+    return [p / holding for _, p in sorted(numbered)]
 
 
 def unreadable_checkpoint(path, err: Exception) -> str:
@@ -545,6 +552,12 @@ def evaluate_checkpoint(config: dict, state: dict, weights: str = "auto", splits
     For a trial that did not finish (stopped, killed, out of time): the cells it would have had if it had ended at
     that checkpoint. On a trial's final checkpoint it reproduces the trial's own test metrics. Returns
     ``{"step", "epoch", "weights", "best": {...}, "splits": {split: {"accuracy", "loss"}}}``."""
+    return checkpoint_evaluator(config, splits)(state, weights)
+
+
+def checkpoint_evaluator(config: dict, splits: Optional[list[str]] = None):
+    """:func:`evaluate_checkpoint` for several checkpoints of one trial: the data and the model are built once,
+    and each call ``(state, weights)`` loads a checkpoint's whole trainer state into them before it evaluates."""
     cfg = resolve(config)
     names = ["dev", *tasks.get(cfg.task).eval_split_names(cfg.task_cfg)]  # what Trainer loads, known before it
     unknown = [s for s in splits or [] if s not in names]
@@ -552,17 +565,21 @@ def evaluate_checkpoint(config: dict, state: dict, weights: str = "auto", splits
         raise UserError(f"split {unknown[0]!r} is not one of this trial's splits ({', '.join(names)}); "
                         f"drop it or name one of those")
     trainer = Trainer(cfg)
-    try:
-        trainer.load_state_dict(state)
-    except (RuntimeError, ValueError, KeyError) as err:  # weights of another shape, another optimizer's state
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise UserError(f"the checkpoint does not fit the model and training state this config builds ({first[:200]}); "
-                        f"evaluate it with the settings of the trial that wrote it") from None
-    weights = trainer.use_final_weights(weights)
-    out = {name: trainer.evaluate(trainer.data.eval_splits[name]) for name in splits or names}
-    best = {k: v for k, v in trainer.best.items() if k != "score"}
-    return {"step": trainer.step, "epoch": trainer.epoch, "weights": weights, "best": best,
-            "stopped": trainer.stopped, "total_steps": trainer.total_steps, "splits": out}
+
+    def evaluate(state: dict, weights: str = "auto") -> dict:
+        try:
+            trainer.load_state_dict(state)
+        except (RuntimeError, ValueError, KeyError) as err:  # weights of another shape, another optimizer's state
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise UserError(f"the checkpoint does not fit the model and training state this config builds "
+                            f"({first[:200]}); evaluate it with the settings of the trial that wrote it") from None
+        used = trainer.use_final_weights(weights)
+        out = {name: trainer.evaluate(trainer.data.eval_splits[name]) for name in splits or names}
+        best = {k: v for k, v in trainer.best.items() if k != "score"}
+        return {"step": trainer.step, "epoch": trainer.epoch, "weights": used, "best": best,
+                "stopped": trainer.stopped, "total_steps": trainer.total_steps, "splits": out}
+
+    return evaluate
 
 
 def device_name() -> str:

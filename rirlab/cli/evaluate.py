@@ -23,8 +23,14 @@ import click
               help="Evaluate with this config field changed (repeatable), e.g. --set imported=[ops_10] (a split "
                    "imported from real files with `rirlab data import`), --set inference=rir, --set n_eval=5000. The "
                    "checkpoint's weights must fit the model the changed config builds.")
+@click.option("--every-checkpoint", is_flag=True,
+              help="Evaluate every checkpoint of the trial folder CHECKPOINT, oldest first, and summarise each "
+                   "split over them (median, min, max): how much the tested checkpoint moves a cell. A sweep keeps "
+                   "them with `keep_checkpoints: 0` in its spec.")
+@click.option("--since-step", type=click.IntRange(min=0), default=None, metavar="STEP",
+              help="With --every-checkpoint: only the checkpoints written at this training step or later.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
-def evaluate(first, second, weights, splits, threads, sets, as_json):
+def evaluate(first, second, weights, splits, threads, sets, every_checkpoint, since_step, as_json):
     """Evaluate a sweep trial's CHECKPOINT on its splits: the cells of a trial that did not finish.
 
     A trial evaluates its test splits only when it ends. When it is stopped first (Ctrl-C, a lost machine, the end
@@ -43,6 +49,7 @@ def evaluate(first, second, weights, splits, threads, sets, as_json):
     rirlab evaluate TRIAL_DIR/checkpoint_000009 --weights last --split ops_12 --json
     rirlab evaluate TRIAL_DIR --split ops_12 --set imported=[ops_12]   # after: rirlab data import logic test12 --split ops_12
     rirlab evaluate search_spaces/ebt_table4_logic.yaml TRIAL_DIR      # a checkpoint written before it held its config
+    rirlab evaluate TRIAL_DIR --every-checkpoint --since-step 9000 --weights last --split lra
 
     --set changes the trial's config for this evaluation only (the data it is tested on, the inference mode, the
     evaluation batches, ...); the report names every change. The trial's weights are evaluated as they are.
@@ -56,15 +63,19 @@ def evaluate(first, second, weights, splits, threads, sets, as_json):
     if spec is not None and not spec.is_file():
         raise UserError(f"{spec} is not a spec file; give the spec and then the checkpoint (rirlab evaluate SPEC "
                         f"CHECKPOINT), or the checkpoint alone")
+    if since_step is not None and not every_checkpoint:
+        raise UserError("--since-step chooses among the checkpoints that --every-checkpoint evaluates; add "
+                        "--every-checkpoint, or drop --since-step")
     overrides = parse_overrides(sets)
+    every = _every_state_file(checkpoint) if every_checkpoint else None  # (refused before any is read)
     if spec is not None:  # the trial's config from the spec and Ray's params.json (checkpoints of any age)
-        state_file = _state_file(checkpoint)
+        state_file = every[0] if every else _state_file(checkpoint)
         name, config = _spec_config(spec, state_file)
     else:  # the trial's config from its checkpoint
-        state_file = None
+        state_file = every[0] if every else None
     if spec is not None and overrides:
         _check_overrides(config, overrides)  # an unknown key or a bad value: one line, before any data is built
-    state, state_file = _read_state(checkpoint, state_file)
+    state, state_file = _read_state(every[0], every[0]) if every else _read_state(checkpoint, state_file)
     if spec is None:
         config = state.get(contract.STATE_CONFIG)
         if not isinstance(config, dict):
@@ -78,12 +89,98 @@ def evaluate(first, second, weights, splits, threads, sets, as_json):
     config.update(overrides)
     if threads:
         config["num_threads"] = threads
+    if every:
+        _evaluate_every(every, state, spec is None, config, weights, list(splits) or None, since_step,
+                        {"trial": name, "folder": str(checkpoint), "overrides": changed}, as_json)
+        return
     result = evaluate_checkpoint(config, state, weights, list(splits) or None)
     result.update({"trial": name, "checkpoint": str(state_file), "overrides": changed})
     if as_json:
         click.echo(json.dumps(result, default=float))
         return
     click.echo(_report(result))
+
+
+def _every_state_file(folder: Path) -> list[Path]:
+    """The state files of every checkpoint of the trial folder ``folder``, oldest first (--every-checkpoint)."""
+    from rirlab import contract
+    from rirlab.errors import UserError
+    from rirlab.train import checkpoints
+
+    one = folder if folder.is_file() else folder / contract.CHECKPOINT_STATE_FILE
+    if one.is_file():
+        raise UserError(f"--every-checkpoint evaluates the checkpoints of a trial folder, and {folder} is one "
+                        f"checkpoint; give its trial folder ({_trial_folder(one)})")
+    found = checkpoints(folder)
+    if not found:
+        raise UserError(f"{folder} holds no checkpoint (no checkpoint_*/{contract.CHECKPOINT_STATE_FILE}); a sweep "
+                        f"checkpoints a trial every `checkpoint_every` steps and keeps `keep_checkpoints` of them")
+    return found
+
+
+def _evaluate_every(files: list[Path], first_state: dict, own_config: bool, config: dict, weights: str, splits,
+                    since_step, about: dict, as_json: bool) -> None:
+    """Each checkpoint of ``files`` evaluated with one model and data (``checkpoint_evaluator``), a line of
+    progress each on stderr, then the table and each split's median, min and max over them."""
+    from rirlab import contract
+    from rirlab.errors import UserError
+    from rirlab.train import checkpoint_evaluator
+
+    trial_config, chosen = first_state.get(contract.STATE_CONFIG), []
+    for i, path in enumerate(files):  # every refusal before the first evaluation (minutes each on long splits)
+        state = first_state if i == 0 else _read_state(path, path)[0]
+        if own_config and state.get(contract.STATE_CONFIG) != trial_config:
+            raise UserError(f"{path} is a checkpoint of another trial than {files[0]} (its config differs); "
+                            f"keep one trial's checkpoints in the folder")
+        if since_step is None or state.get("step", 0) >= since_step:
+            chosen.append(path)
+    if not chosen:
+        raise UserError(f"no checkpoint of {about['folder']} was written at step {since_step} or later (the latest: "
+                        f"{files[-1].parent.name}); lower --since-step")
+    evaluator, rows = checkpoint_evaluator(config, splits), []
+    for path in chosen:
+        state = first_state if path == files[0] else _read_state(path, path)[0]
+        row = {**evaluator(state, weights), "checkpoint": str(path)}
+        rows.append(row)
+        cells = ", ".join(f"{k} {m['accuracy']:.2f}" for k, m in row["splits"].items())
+        click.echo(f"[{len(rows)}/{len(chosen)}] step {row['step']} ({path.parent.name}): {cells}", err=True)
+    result = {**about, "weights": weights, "checkpoints": rows, "summary": _spread(rows)}
+    click.echo(json.dumps(result, default=float) if as_json else _every_report(result))
+
+
+def _spread(rows: list[dict]) -> dict:
+    """Per split, the accuracy's median, min and max over the evaluated checkpoints."""
+    import statistics
+
+    out = {}
+    for split in rows[0]["splits"]:
+        values = [r["splits"][split]["accuracy"] for r in rows]
+        out[split] = {"median": statistics.median(values), "min": min(values), "max": max(values),
+                      "n": len(values)}
+    return out
+
+
+def _every_report(r: dict) -> str:
+    splits = list(r["summary"])
+    width = [max(len(s), 7) for s in splits]
+    lines = [f"trial {r['trial']}: {len(r['checkpoints'])} checkpoints of {r['folder']}"]
+    if r["overrides"]:
+        lines.append("evaluated with settings the trial did not have: "
+                     + ", ".join(f"{k}={v}" for k, v in r["overrides"].items()))
+    said = {"last": "each checkpoint's own", "best": "the best dev evaluation's as of each checkpoint",
+            "auto": "those the trial's end would use at each checkpoint"}
+    lines.append(f"weights: {said[r['weights']]}")
+    head = f"{'step':>7}  {'epoch':>6}  {'weights':<7}  {'best dev (step)':<17}"
+    lines.append(head + "  " + "  ".join(f"{s:>{w}}" for s, w in zip(splits, width)))
+    for row in r["checkpoints"]:
+        best = row["best"]
+        dev = f"{best['dev_accuracy']:.2f} ({best['step']})" if best else "-"
+        lines.append(f"{row['step']:>7}  {row['epoch']:>6.2f}  {row['weights']:<7}  {dev:<17}  "
+                     + "  ".join(f"{row['splits'][s]['accuracy']:>{w}.2f}" for s, w in zip(splits, width)))
+    for label in ("median", "min", "max"):
+        lines.append(f"{label:>7}  {'':>6}  {'':<7}  {'':<17}  "
+                     + "  ".join(f"{r['summary'][s][label]:>{w}.2f}" for s, w in zip(splits, width)))
+    return "\n".join(lines)
 
 
 def _spec_config(spec: Path, state_file: Path) -> tuple[str, dict]:

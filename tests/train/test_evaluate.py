@@ -320,3 +320,64 @@ def test_one_search_finds_a_trial_folders_latest_checkpoint(tmp_path):
     want = tmp_path / "checkpoint_000010" / "state.pt"
     assert latest_checkpoint(tmp_path) == _latest_checkpoint(str(tmp_path)) == _state_file(tmp_path) == want
     assert latest_checkpoint(tmp_path / "checkpoint_x") is None
+
+
+def test_every_checkpoint_gives_each_checkpoints_own_cells_and_their_spread(trial_dir):
+    """--every-checkpoint builds the model and data once and loads each checkpoint into them: each row equals that
+    checkpoint evaluated on its own, the summary is each split's median, min and max over the rows, and a line of
+    progress per checkpoint goes to stderr (stdout stays one JSON object)."""
+    spec, folder, _ = trial_dir
+    result = evaluate(spec, folder, "--every-checkpoint", "--weights", "last", "--json")
+    out = json.loads(result.stdout)
+    assert [r["step"] for r in out["checkpoints"]] == [10, 20, 30] and out["trial"] == "B,seed=0"
+    assert [line.split(":")[0] for line in result.stderr.strip().splitlines()] == \
+        ["[1/3] step 10 (checkpoint_000000)", "[2/3] step 20 (checkpoint_000001)", "[3/3] step 30 (checkpoint_000002)"]
+    for row, name in zip(out["checkpoints"], ["checkpoint_000000", "checkpoint_000001", "checkpoint_000002"]):
+        alone = json.loads(evaluate(spec, folder / name, "--weights", "last", "--json").stdout)
+        assert row["splits"] == alone["splits"] and row["weights"] == "last", name
+    losses = {r["step"]: r["splits"]["dev"]["loss"] for r in out["checkpoints"]}
+    assert len(set(losses.values())) == 3  # three different weights, not one checkpoint's three times
+    for split, spread in out["summary"].items():
+        values = sorted(r["splits"][split]["accuracy"] for r in out["checkpoints"])
+        assert (spread["min"], spread["median"], spread["max"], spread["n"]) == (values[0], values[1], values[2], 3)
+    text = evaluate(folder, "--every-checkpoint", "--since-step", "20", "--split", "dev").stdout
+    assert "2 checkpoints of" in text and "each checkpoint's own" not in text  # auto: the trial end's weights
+    rows = [line.split() for line in text.splitlines() if line.strip()[:2] in ("20", "30")]
+    assert [r[0] for r in rows] == ["20", "30"]
+    assert [line.split()[0] for line in text.splitlines()[-3:]] == ["median", "min", "max"]
+
+
+@pytest.mark.parametrize("args, expect", [
+    (["--since-step", "10"], "--since-step chooses among the checkpoints that --every-checkpoint evaluates"),
+    (["--every-checkpoint", "--since-step", "31"], "no checkpoint of"),
+    (["--every-checkpoint", "--split", "ood_width"], "split 'ood_width' is not one of this trial's splits"),
+])
+def test_every_checkpoint_bad_input_is_one_line_and_exit_2(trial_dir, args, expect):
+    _, folder, _ = trial_dir
+    result = invoke("evaluate", folder, *args)
+    assert result.exit_code == 2, result.output
+    assert expect in result.output and len(result.output.strip().splitlines()) == 1, result.output
+
+
+def test_every_checkpoint_of_one_checkpoint_names_its_trial_folder(trial_dir):
+    _, folder, _ = trial_dir
+    for one in (folder / "checkpoint_000001", folder / "checkpoint_000001" / "state.pt"):
+        result = invoke("evaluate", one, "--every-checkpoint")
+        assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+        assert f"is one checkpoint; give its trial folder ({folder})" in result.output
+
+
+def test_every_checkpoint_refuses_a_folder_mixing_two_trials(trial_dir, tmp_path):
+    import shutil
+
+    from rirlab import contract
+
+    _, folder, _ = trial_dir
+    mixed = tmp_path / "trial_mixed"
+    shutil.copytree(folder, mixed)
+    state = load_checkpoint(mixed / "checkpoint_000002" / "state.pt")
+    state[contract.STATE_CONFIG] = {**state[contract.STATE_CONFIG], "lr": 0.001}
+    torch.save(state, mixed / "checkpoint_000002" / "state.pt")
+    result = invoke("evaluate", mixed, "--every-checkpoint", "--split", "dev")
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert "checkpoint_000002/state.pt is a checkpoint of another trial" in result.output
