@@ -14,6 +14,16 @@ The private parts, and why no public API does their job:
   15: no line, no run marked KILLED, nothing to resume from). ``ray.init`` has no option to keep the caller's
   handler, so the function is made a no-op while it runs (``keep_sigterm_handler``). This works because Ray
   calls it through the module (``ray._private.utils.set_sigterm_handler(...)`` in ``ray._private.worker``).
+- ``ray.tune.execution.experiment_state._ExperimentCheckpointManager.on_trial_checkpoint``: given
+  ``CheckpointConfig(num_to_keep=N)``, Tune saves its whole experiment state (every trial so far, the searcher's
+  state) and waits for its copy after every N-th checkpoint of any trial (``TuneController._create_checkpoint_manager``
+  passes ``num_to_keep`` as ``sync_every_n_trial_checkpoints``). The state grows with the trials (about 26 KB a
+  trial), so a sweep of N trials wrote O(N^2) bytes: 4.1-4.3x bare Tune's wall time at 1,000 tiny trials against
+  1.5x at 100 (benchmarks/README.md, "On a quiet core"). Tune has no option for it, and ``num_to_keep`` cannot go:
+  it bounds the disk. ``state_saved_on_its_period`` makes that method a no-op while ``Tuner.fit`` runs; Tune still
+  saves on its period (``TUNE_GLOBAL_CHECKPOINT_S``), and the window the forced save narrowed, a driver killed after
+  Tune deleted a trial's older checkpoint and before its state names the newer one, is what
+  ``sweeps/driver/checkpoints.py`` repairs on --resume.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ SUPPORTED = Supported("ray", lowest="2.40", below="2.61", extras="[tune]")
 PRIVATE = (
     ("ray.tune.execution.class_cache", "ENV_VARS_TO_PROPAGATE"),
     ("ray._private.utils", "set_sigterm_handler"),
+    ("ray.tune.execution.experiment_state", "_ExperimentCheckpointManager"),
 )
 
 
@@ -67,12 +78,25 @@ TUNE_ENV = {
     "TUNE_MAX_PENDING_TRIALS_PG": "1",  # one pending trial at a time: a searcher's suggestions stay in order
     "TUNE_GLOBAL_CHECKPOINT_S": "5",  # snapshot Tune's state often: --resume restores from it
     # CheckpointConfig(num_to_keep=N) (the spec's keep_checkpoints, 1 unless set) makes Tune snapshot its state
-    # after every trial checkpoint (what --resume restores from; a driver killed between the deletion of the old
-    # checkpoint and that snapshot leaves a state naming a deleted one: sweeps/driver/checkpoints.py) and warn when
-    # such snapshots come closer than this many seconds apart. On this storage they are small local files: wanted,
-    # not a bottleneck.
+    # after every trial checkpoint, which rirlab turns off (state_saved_on_its_period), and warn when such snapshots
+    # come closer than this many seconds apart (a driver killed between the deletion of the old checkpoint and the
+    # next snapshot leaves a state naming a deleted one: sweeps/driver/checkpoints.py)
     "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "0",
 }
+
+
+@contextlib.contextmanager
+def state_saved_on_its_period():
+    """While this block runs (around ``Tuner.fit``), Ray Tune saves its experiment state on its period only, not
+    after every trial checkpoint as well (module docstring: O(N^2) bytes over a sweep of N trials)."""
+    from ray.tune.execution.experiment_state import _ExperimentCheckpointManager as manager
+
+    original = manager.on_trial_checkpoint
+    manager.on_trial_checkpoint = lambda self, trial: None
+    try:
+        yield
+    finally:
+        manager.on_trial_checkpoint = original
 
 
 def tune_environment() -> None:

@@ -466,7 +466,8 @@ class SweepDriver:
                                       points=_rerun_points(tune_path))
                 close_startup_window()  # Tune's own SIGINT handler takes over inside fit
                 raise_if_interrupted()
-                grid = tuner.fit()
+                with compat_ray.state_saved_on_its_period():  # not after every trial checkpoint: O(N^2) bytes
+                    grid = tuner.fit()
             return len(grid.errors)
         except KeyboardInterrupt:  # a second Ctrl-C: Ray gives up waiting
             return 0

@@ -283,3 +283,20 @@ def test_tunes_environment_settings_are_set_unless_the_user_set_them(monkeypatch
     compat_ray.tune_environment()
     assert os.environ["TUNE_GLOBAL_CHECKPOINT_S"] == "60" and os.environ["RAY_AIR_NEW_OUTPUT"] == "0"
     assert all(name in os.environ for name in compat_ray.TUNE_ENV)
+
+
+def test_state_saved_on_its_period_stops_the_save_per_trial_checkpoint_only_while_it_runs(tmp_path):
+    """Inside the block a trial checkpoint no longer forces Tune to save its experiment state (its manager built as
+    Tune builds it for CheckpointConfig(num_to_keep=1)); after it, Tune's own method is back."""
+    from ray.tune.execution.experiment_state import _ExperimentCheckpointManager
+
+    from rirlab.compat.ray import state_saved_on_its_period
+
+    original = _ExperimentCheckpointManager.on_trial_checkpoint
+    manager = _ExperimentCheckpointManager(storage=None, checkpoint_period=10, sync_every_n_trial_checkpoints=1)
+    with state_saved_on_its_period():
+        manager.on_trial_checkpoint(object())
+        assert manager._should_force_sync_up is False
+    assert _ExperimentCheckpointManager.on_trial_checkpoint is original
+    manager.on_trial_checkpoint(object())  # Tune's own: one checkpoint of a trial forces the next save
+    assert manager._should_force_sync_up is True
