@@ -12,19 +12,26 @@ in the experiment shows as a larger gap between one trial's end and the next one
 early (``gap first/last``, from the MLflow runs' start and end times, max concurrency 1 only).
 
     taskset -c 1 .venv/bin/python benchmarks/sweep_scale.py --trials 10 [--steps 5] [--max-concurrent 1]
-        [--sides bare,rirlab,optuna,rirlab-optuna,rirlab-server] [--reuse] [--keep DIR] [--json FILE]
+        [--sides bare,bare-mlflow,rirlab,rirlab-lean,optuna,rirlab-optuna,rirlab-server] [--reuse] [--keep DIR]
+        [--json FILE]
         [--before DIR] [--rounds R] [--alternate] [--skip-reads]
 
 --before DIR runs every rirlab side a second time, just before this tree's run of it, with DIR first on
 PYTHONPATH: a tree of the package at an earlier commit (its rirlab/ with analysis/ and sweeps/ moved inside, as
 they install), so that before and after share the core's load; --rounds R repeats every side R times (bare, before,
-after, bare, before, after, ...; with --alternate: bare, before, after, bare, after, before, ...):
+after, bare, before, after, ...; with --alternate: bare, before, after, bare, after, before, ...; --alternate
+without --before runs the sides in reverse order in every second round):
 
     git archive BASE rirlab analysis sweeps | tar -x -C DIR && mv DIR/analysis DIR/sweeps DIR/rirlab/
 
 Sides (``--sides``, default ``bare,rirlab``):
 - ``bare``: a bare ``Tuner.fit`` of ``run_trial`` over N seeds (grid), Tune's folder only;
+- ``bare-mlflow``: the same bare ``Tuner.fit`` with Ray's own MLflow integration (``MLflowLoggerCallback``,
+  ``save_artifact=False``: a run per trial, its config as params, every result as metrics) on an sqlite store in
+  its folder: what recording each trial in MLflow costs at all, the floor under rirlab's recording;
 - ``rirlab``: ``rirlab sweep`` of the same N seeds, sqlite MLflow store;
+- ``rirlab-lean``: the same with ``--no-checkpoint-artifacts`` (no checkpoint or model copied into MLflow): the
+  artifacts' share;
 - ``rirlab-server``: the same against a local ``mlflow server`` (on its own sqlite file), the read-only commands
   timed against the server too;
 - ``optuna``: a bare Optuna study (TPE, in-memory storage) calling ``run_trial`` in its own process for N trials,
@@ -107,6 +114,7 @@ from rirlab.train import run_trial
 
 configs = json.loads(open(sys.argv[1]).read())  # a file: 1,000 configs are too long for a command line
 storage, concurrent, reuse = sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
+tracking = sys.argv[5] if len(sys.argv) > 5 else None  # bare-mlflow: Ray's own MLflow callback to this store
 
 def fn(config):
     run_trial(config["trial"], lambda metrics, checkpoint=None: tune.report(metrics))
@@ -114,10 +122,14 @@ def fn(config):
 # trials at the driver's niceness, as `rirlab sweep` runs them (Ray would start its workers 15 steps nicer,
 # and on a shared core any other process would starve the bare side: minutes per tiny trial here)
 os.environ.setdefault("RAY_worker_niceness", "0")
+callbacks = []
+if tracking:  # (a run per trial with its flattened config as params, every result as metrics; no artifact)
+    from ray.air.integrations.mlflow import MLflowLoggerCallback
+    callbacks.append(MLflowLoggerCallback(tracking_uri=tracking, experiment_name=sys.argv[6], save_artifact=False))
 ray.init(address="local", include_dashboard=False, log_to_driver=False)
 tuner = tune.Tuner(tune.with_resources(fn, {"cpu": 1}), param_space={"trial": tune.grid_search(configs)},
                    tune_config=tune.TuneConfig(max_concurrent_trials=concurrent, reuse_actors=reuse),
-                   run_config=tune.RunConfig(storage_path=storage, verbose=0))
+                   run_config=tune.RunConfig(storage_path=storage, verbose=0, callbacks=callbacks))
 grid = tuner.fit()
 assert not grid.errors and len(grid) == len(configs), 'the bare sweep did not run every trial'
 """
@@ -164,16 +176,18 @@ def tree_env(tree: str | None) -> dict | None:
                                                           *filter(None, [os.environ.get("PYTHONPATH")])])}
 
 
-def gaps(uri: str, name: str) -> tuple[float, float, float, float]:
+def gaps(uri: str, name: str, nested: bool = True) -> tuple[float, float, float, float]:
     """Mean seconds between a trial run's end and the next one's start, and mean seconds a trial run lasted (its
     start to its end in MLflow: the trial and the driver's recording of it), over the first and the last tenth (at
-    least 3) of the sweep's trial runs in start order: equal when the driver's per-trial cost does not grow."""
+    least 3) of the sweep's trial runs in start order: equal when the driver's per-trial cost does not grow.
+    ``nested``: the trial runs are the parent run's children (rirlab's); else every run of the experiment
+    (bare-mlflow's)."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name(name)
     runs = [r for r in client.search_runs([exp.experiment_id], max_results=50_000)
-            if r.data.tags.get("mlflow.parentRunId")]
+            if r.data.tags.get("mlflow.parentRunId") or not nested]
     runs.sort(key=lambda r: r.info.start_time)
     between = [(b.info.start_time - a.info.end_time) / 1000 for a, b in zip(runs, runs[1:]) if a.info.end_time]
     lasted = [(r.info.end_time - r.info.start_time) / 1000 for r in runs if r.info.end_time]
@@ -195,6 +209,7 @@ def run_rirlab(work: Path, n: int, steps: int, concurrent: int, side: str = "rir
     name = f"scale{n}{side.removeprefix('rirlab')}".replace("-", "_")
     folder = work / (label or side)
     folder.mkdir(parents=True, exist_ok=True)
+    extra = ["--no-checkpoint-artifacts"] if side == "rirlab-lean" else []
     spec = {"name": name, "task": "listops", "model": "rir_grc", "fixed": {**FIXED, "steps": steps}, "seeds": n,
             "max_concurrent": concurrent, "max_trials": max(n, 1000)}
     if side == "rirlab-optuna":
@@ -212,7 +227,8 @@ def run_rirlab(work: Path, n: int, steps: int, concurrent: int, side: str = "rir
         uri = f"sqlite:///{folder / 'mlruns.db'}"
     try:
         peak = folder / "peak.txt"
-        wall = timed_run([sys.executable, "-c", RIRLAB, str(peak), "sweep", "spec.yaml", "--tracking-uri", uri],
+        wall = timed_run([sys.executable, "-c", RIRLAB, str(peak), "sweep", "spec.yaml", "--tracking-uri", uri,
+                          *extra],
                          folder, env)
         out = {"wall_s": wall, "trials_per_min": n / wall * 60, **driver_figures(peak),
                "store_mb": size_mb(*(folder / f for f in ("mlruns.db", "server.db", "optuna.db", "mlartifacts",
@@ -235,14 +251,24 @@ def run_rirlab(work: Path, n: int, steps: int, concurrent: int, side: str = "rir
             server.wait(30)
 
 
-def run_bare(work: Path, n: int, steps: int, concurrent: int, reuse: bool = False) -> dict:
+def run_bare(work: Path, n: int, steps: int, concurrent: int, reuse: bool = False, mlflow: bool = False) -> dict:
+    """A bare ``Tuner.fit`` of the n trials; ``mlflow`` (the bare-mlflow side): with Ray's own
+    ``MLflowLoggerCallback`` recording each trial in an sqlite store in the side's folder (no artifact)."""
     configs = [{"task": "listops", "model": "rir_grc", **FIXED, "steps": steps, "seed": s} for s in range(n)]
-    peak, storage, listed = work / "peak_bare.txt", work / "bare_tune", work / "bare_configs.json"
+    folder = work / "bare_mlflow" if mlflow else work
+    folder.mkdir(parents=True, exist_ok=True)
+    peak, storage, listed = folder / "peak_bare.txt", folder / "bare_tune", folder / "bare_configs.json"
     listed.write_text(json.dumps(configs))
+    uri, name = f"sqlite:///{folder / 'mlruns.db'}", f"bare{n}"
     wall = timed_run([sys.executable, "-c", BARE, str(peak), str(listed), str(storage), str(concurrent),
-                                 str(int(reuse))], work)
-    return {"wall_s": wall, "trials_per_min": n / wall * 60, **driver_figures(peak),
-            "tune_folder_mb": size_mb(storage)}
+                      str(int(reuse)), *([uri, name] if mlflow else [])], folder)
+    out = {"wall_s": wall, "trials_per_min": n / wall * 60, **driver_figures(peak),
+           "tune_folder_mb": size_mb(storage)}
+    if mlflow:
+        out["store_mb"] = size_mb(folder / "mlruns.db", folder / "mlruns")
+        if concurrent == 1:
+            out["gap_first_s"], out["gap_last_s"], out["run_first_s"], out["run_last_s"] = gaps(uri, name, False)
+    return out
 
 
 def run_bare_optuna(work: Path, n: int, steps: int) -> dict:
@@ -253,9 +279,10 @@ def run_bare_optuna(work: Path, n: int, steps: int) -> dict:
     return {"wall_s": wall, "trials_per_min": n / wall * 60, **driver_figures(peak)}
 
 
-SIDES = ("bare", "rirlab", "rirlab-server", "optuna", "rirlab-optuna")
-# each rirlab side against its bare counterpart
-RATIOS = {"rirlab": "bare", "rirlab-server": "bare", "rirlab-optuna": "optuna"}
+SIDES = ("bare", "bare-mlflow", "rirlab", "rirlab-lean", "rirlab-server", "optuna", "rirlab-optuna")
+# each side against its bare counterpart (bare-mlflow: what recording each trial in MLflow at all costs)
+RATIOS = {"rirlab": "bare", "rirlab-lean": "bare", "rirlab-server": "bare", "bare-mlflow": "bare",
+          "rirlab-optuna": "optuna"}
 
 
 def main() -> None:
@@ -272,7 +299,8 @@ def main() -> None:
                     help="package tree of an earlier commit: each rirlab side run with it too, just before (docstring)")
     ap.add_argument("--rounds", type=int, default=1, help="run every side this many times, in turn")
     ap.add_argument("--alternate", action="store_true",
-                    help="with --before: run this tree first in every second round (before first in the others)")
+                    help="with --before: run this tree first in every second round (before first in the others); "
+                         "without: the sides in reverse order in every second round")
     ap.add_argument("--skip-reads", action="store_true",
                     help="time the sweeps only, not `rirlab runs`, `tables` and `export` on their stores")
     ap.add_argument("--keep", default=None, help="keep the stores and Tune folders in this folder")
@@ -293,9 +321,12 @@ def main() -> None:
             here = work / f"round{r}" if args.rounds > 1 else work
             here.mkdir(parents=True, exist_ok=True)
             one = {}
-            for side in sides:
-                if side == "bare":
-                    one[side] = run_bare(here, args.trials, args.steps, args.max_concurrent, args.reuse)
+            # (--alternate without --before: the sides in reverse order in every second round, so that a load rising
+            # or falling through the measurement weighs on each side alike)
+            for side in (sides[::-1] if args.alternate and not args.before and r % 2 else sides):
+                if side in ("bare", "bare-mlflow"):
+                    one[side] = run_bare(here, args.trials, args.steps, args.max_concurrent, args.reuse,
+                                         side == "bare-mlflow")
                 elif side == "optuna":
                     one[side] = run_bare_optuna(here, args.trials, args.steps)
                 else:
@@ -314,6 +345,10 @@ def main() -> None:
                     if label in one and base in one:
                         one[f"ratio_{label}"] = one[label]["wall_s"] / one[base]["wall_s"]
                         print(f"ratio {label} / {base} wall time: {one[f'ratio_{label}']:.2f}", flush=True)
+            for side in ("rirlab", "rirlab-lean"):  # (rirlab's recording on top of the bare MLflow recording)
+                if side in one and "bare-mlflow" in one:
+                    one[f"ratio_{side}_mlflow"] = one[side]["wall_s"] / one["bare-mlflow"]["wall_s"]
+                    print(f"ratio {side} / bare-mlflow wall time: {one[f'ratio_{side}_mlflow']:.2f}", flush=True)
             result["rounds"].append(one)
     finally:
         if not args.keep:
