@@ -264,6 +264,9 @@ def test_a_checkpoint_written_before_it_held_its_config_says_to_name_the_spec(tr
     (["--set", "hiden_size=16"], "evaluate --set: unknown parameter 'hiden_size'"),
     (["--set", "hidden_size=16"], "the checkpoint does not fit the model"),
     (["--split", "ood_width"], "split 'ood_width' is not one of this trial's splits"),
+    (["--since-step", "10"], "--since-step chooses among the checkpoints that --every-checkpoint evaluates"),
+    (["--every-checkpoint", "--since-step", "31"], "no checkpoint of"),
+    (["--every-checkpoint", "--split", "ood_width"], "split 'ood_width' is not one of this trial's splits"),
 ])
 def test_bad_input_with_the_checkpoint_alone_is_one_line_and_exit_2(trial_dir, args, expect):
     _, folder, _ = trial_dir
@@ -345,18 +348,6 @@ def test_every_checkpoint_gives_each_checkpoints_own_cells_and_their_spread(tria
     rows = [line.split() for line in text.splitlines() if line.strip()[:2] in ("20", "30")]
     assert [r[0] for r in rows] == ["20", "30"]
     assert [line.split()[0] for line in text.splitlines()[-3:]] == ["median", "min", "max"]
-
-
-@pytest.mark.parametrize("args, expect", [
-    (["--since-step", "10"], "--since-step chooses among the checkpoints that --every-checkpoint evaluates"),
-    (["--every-checkpoint", "--since-step", "31"], "no checkpoint of"),
-    (["--every-checkpoint", "--split", "ood_width"], "split 'ood_width' is not one of this trial's splits"),
-])
-def test_every_checkpoint_bad_input_is_one_line_and_exit_2(trial_dir, args, expect):
-    _, folder, _ = trial_dir
-    result = invoke("evaluate", folder, *args)
-    assert result.exit_code == 2, result.output
-    assert expect in result.output and len(result.output.strip().splitlines()) == 1, result.output
 
 
 def test_every_checkpoint_of_one_checkpoint_names_its_trial_folder(trial_dir):
