@@ -98,6 +98,7 @@ def sweep(spec, quick, tracking_uri, address, sets, dry_run, resume, restart_dam
     where = _where_flags(tracking_uri, output_dir, address)  # repeated in the hints: --resume needs the same store
     if trial is not None:  # the job's own trial, in the same group
         where += f" --trial {trial}" + (f" --group {shlex.quote(group)}" if group else "")
+    where += _how_flags(no_checkpoint_artifacts, system_metrics, progress)
     try:
         from rirlab.compat import check_all
 
@@ -273,6 +274,15 @@ def _where_flags(tracking_uri, output_dir, address) -> str:
              ("--output-dir", output_dir if output_dir not in (None, "rirlab_runs") else None),
              ("--address", address)]
     return "".join(f" {flag} {shlex.quote(str(value))}" for flag, value in given if value)
+
+
+def _how_flags(no_checkpoint_artifacts: bool, system_metrics: bool, progress: str) -> str:
+    """The options that say how a sweep records and reports, as the user gave them: the printed --resume command
+    dropped them, so a sweep started with --no-checkpoint-artifacts went on copying checkpoints into MLflow after a
+    pasted resume, and one started with --system-metrics stopped recording them."""
+    flags = ((["--no-checkpoint-artifacts"] if no_checkpoint_artifacts else [])
+             + (["--system-metrics"] if system_metrics else []) + (["--progress", progress] if progress != "line" else []))
+    return "".join(f" {shlex.quote(flag)}" for flag in flags)
 
 
 def _resume_command(spec, quick: bool, sets, where: str = "") -> str:

@@ -67,7 +67,7 @@ def test_damaged_checkpoints_stop_their_trials_in_one_line_and_restart_damaged_t
     assert len(errors) == 1, out
     state_a, state_b = named_a / "state.pt", named_b / "state.pt"
     assert str(state_a) in errors[0] and str(state_b) in errors[0], errors
-    assert f"sweep {spec} --resume --restart-damaged previous" in errors[0], errors
+    assert f"sweep {spec} --no-checkpoint-artifacts --resume --restart-damaged previous" in errors[0], errors
     assert "--restart-damaged scratch" in errors[0], errors
     _, _, children = runs_of(db, "damaged")
     by_key = {r.data.tags[TRIAL_KEY]: r for r in children}

@@ -64,7 +64,7 @@ def test_sigterm_stops_the_sweep_like_ctrl_c_with_exit_143(workdir, new_store):
     finally:
         out, err = _finish(proc)
     assert proc.returncode == 143, out + err
-    assert f"rirlab sweep {spec} --resume" in err, err
+    assert f"rirlab sweep {spec} --no-checkpoint-artifacts --resume" in err, err  # as it was started
     client = MlflowClient(f"sqlite:///{db}")
     runs = client.search_runs([client.get_experiment_by_name("term").experiment_id])
     (parent,) = [r for r in runs if r.data.tags.get("rirlab.sweep") == "parent"]

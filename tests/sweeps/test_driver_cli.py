@@ -205,6 +205,38 @@ def test_the_resume_and_next_hints_name_the_store_tune_folder_and_cluster_given(
     assert _where_flags(None, "rirlab_runs", None) == ""  # the defaults: nothing to repeat
 
 
+@pytest.mark.parametrize("how", [
+    ["--no-checkpoint-artifacts", "--system-metrics", "--progress", "trials"],
+    ["--progress", "line"],  # the defaults: nothing to repeat
+])
+def test_the_printed_resume_command_continues_the_sweep_as_it_was_run(workdir, cli, monkeypatch, how):
+    """A sweep started with --no-checkpoint-artifacts, --system-metrics or --progress trials printed, on Ctrl-C, a
+    resume command without them: pasted, it copied checkpoints into MLflow that the first part had not, and stopped
+    recording system metrics. The printed command, parsed by `rirlab sweep` itself, must give every option of the
+    call it continues, with --resume added."""
+    import shlex
+
+    import rirlab.sweeps.driver.sweep as driver
+    from rirlab.cli import main
+    from rirlab.sweeps.driver import signals
+    from rirlab.sweeps.driver.sweep import SweepResult
+
+    monkeypatch.setattr(driver, "run_sweep", lambda *a, **k: SweepResult(parent_run_id="p", interrupted=True, stopped=1))
+    monkeypatch.setattr(signals, "_INTERRUPTED", [])
+    monkeypatch.setattr(signals, "_TERMINATED", [])
+    monkeypatch.setattr("sys.argv", ["rirlab", "sweep"])
+    given = [str(TINY), "--set", "seed=1", "--tracking-uri", f"sqlite:///{workdir / 'm.db'}", "--output-dir",
+             str(workdir / "runs"), *how]
+    out = cli("sweep", *given)
+    assert out.exit_code == 130, out.output
+    printed = shlex.split(out.stderr.splitlines()[-1])
+    assert printed[:2] == ["rirlab", "sweep"], out.stderr
+
+    sweep = main.commands["sweep"]
+    params = lambda words: sweep.make_context("sweep", list(words), resilient_parsing=True).params  # noqa: E731
+    assert params(printed[2:]) == {**params(given), "resume": True}, (printed, given)
+
+
 def test_every_printed_command_pastes_back_as_the_same_words(monkeypatch, tmp_path):
     """The resume hint printed a spec path with a space in two words, and pasting it for --set
     'description=$(touch x)' ran the touch: every word of every printed command is shell-quoted."""
