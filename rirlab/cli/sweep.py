@@ -281,7 +281,8 @@ def _how_flags(no_checkpoint_artifacts: bool, system_metrics: bool, progress: st
     dropped them, so a sweep started with --no-checkpoint-artifacts went on copying checkpoints into MLflow after a
     pasted resume, and one started with --system-metrics stopped recording them."""
     flags = ((["--no-checkpoint-artifacts"] if no_checkpoint_artifacts else [])
-             + (["--system-metrics"] if system_metrics else []) + (["--progress", progress] if progress != "line" else []))
+             + (["--system-metrics"] if system_metrics else [])
+             + (["--progress", progress] if progress != "line" else []))
     return "".join(f" {shlex.quote(flag)}" for flag in flags)
 
 

@@ -221,7 +221,8 @@ def test_the_printed_resume_command_continues_the_sweep_as_it_was_run(workdir, c
     from rirlab.sweeps.driver import signals
     from rirlab.sweeps.driver.sweep import SweepResult
 
-    monkeypatch.setattr(driver, "run_sweep", lambda *a, **k: SweepResult(parent_run_id="p", interrupted=True, stopped=1))
+    stopped = SweepResult(parent_run_id="p", interrupted=True, stopped=1)
+    monkeypatch.setattr(driver, "run_sweep", lambda *a, **k: stopped)
     monkeypatch.setattr(signals, "_INTERRUPTED", [])
     monkeypatch.setattr(signals, "_TERMINATED", [])
     monkeypatch.setattr("sys.argv", ["rirlab", "sweep"])
