@@ -4,6 +4,9 @@ tested in test_models_beam_tree.py."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -120,6 +123,29 @@ def test_chunk_by_batch_is_the_authors_hebt_grc():
     matches(own[1], HEBT_SIX_ALONE)
     assert (own[1] - out[1]).abs().max() > 1e-2
 
+
+
+GRADS = Path(__file__).parent / "fixtures" / "hebt_grc_grads.json"
+
+
+@pytest.mark.parametrize("inference", ["rir", "non_rir"])
+def test_gradients_are_the_authors_hebt_grc(inference):
+    """Training follows the authors' gradients, not only their function: every parameter's gradient of the encoder
+    (the S4D pre-chunk layer's, its backward direction's zeros included, the GRC cell's, the scorer's through the
+    beam scores) on the weights of ``hebt``'s fill, chunked (RIR) and whole (non-RIR), equals the authors'
+    HEBT_GRC's on the same weights (pinned: the fixture's ``about``), to 1e-9 of each gradient's size."""
+    model = hebt(3, eval_alignment="string_it")
+    model.encoder.inference = inference
+    x, mask = rows([23, 12, 6, 3], 23, 11)
+    w = torch.randn(4, 64, generator=torch.Generator().manual_seed(12), dtype=torch.float64)
+    (model.encoder(x, mask).vec * w).sum().backward()
+    pins = json.loads(GRADS.read_text())["grads"][inference]
+    got = {k: p.grad for k, p in model.named_parameters() if k.startswith("encoder.")}
+    assert set(got) == set(pins)
+    for name, (total, size) in pins.items():
+        g = got[name]
+        tol = 1e-9 * max(1.0, size)
+        assert abs(g.sum().item() - total) <= tol and abs(g.abs().sum().item() - size) <= tol, (name, g.sum(), total)
 
 def rnn(cell, items):
     """RIR eq. 2 as the authors' RecurrentGRCX runs it: h_0 = 0, the first token composed too."""
