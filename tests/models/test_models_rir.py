@@ -124,7 +124,6 @@ def test_chunk_by_batch_is_the_authors_hebt_grc():
     assert (own[1] - out[1]).abs().max() > 1e-2
 
 
-
 GRADS = Path(__file__).parent / "fixtures" / "hebt_grc_grads.json"
 
 
@@ -146,6 +145,7 @@ def test_gradients_are_the_authors_hebt_grc(inference):
         g = got[name]
         tol = 1e-9 * max(1.0, size)
         assert abs(g.sum().item() - total) <= tol and abs(g.abs().sum().item() - size) <= tol, (name, g.sum(), total)
+
 
 def rnn(cell, items):
     """RIR eq. 2 as the authors' RecurrentGRCX runs it: h_0 = 0, the first token composed too."""
