@@ -38,13 +38,14 @@ STRICT = ConfigDict(extra="forbid", validate_assignment=True)
 #   improvement (the code stops when its counter exceeds the patience), batches from length buckets of 5
 #   batches, gradient-norm clip 1, S4D parameters in their own group with lr min(1e-3, lr), and every test split
 #   evaluated with the best-dev weights (dev accuracy for RIR-EBT-GRC / RIR-GRC, dev loss for the others: each
-#   model's ``select_by`` in its @register, rirlab.models.registry). The training length stays `steps` /
+#   model's ``select_by`` in its @register, rirlab.models.registry), and a pool's batches trained one after
+#   another (batch_order "pools", their collater and trainer). The training length stays `steps` /
 #   `epochs` (the specs set epochs: 100).
 RECIPES: dict[str, dict[str, Any]] = {
     "adamw": {"optimizer": "adamw", "scheduler": "schedule", "grad_clip": 5.0, "bucket_factor": 1,
-              "early_stop_patience": 0, "select_by": "last", "s4d_lr_cap": 0.0},
+              "batch_order": "shuffled", "early_stop_patience": 0, "select_by": "last", "s4d_lr_cap": 0.0},
     "paper": {"optimizer": "ranger", "scheduler": "plateau", "grad_clip": 1.0, "bucket_factor": 5,
-              "early_stop_patience": 4, "select_by": "auto", "s4d_lr_cap": 1e-3},
+              "batch_order": "pools", "early_stop_patience": 4, "select_by": "auto", "s4d_lr_cap": 1e-3},
 }
 
 
@@ -120,6 +121,10 @@ class TrainConfig:
     max_eval_examples: Optional[int] = Field(None, ge=1)
     num_threads: int = Field(0, ge=0)
     bucket_factor: Optional[int] = Field(None, ge=1)  # >1: batches from length-sorted pools of this many batches
+    # the order of an epoch's training batches (rirlab.tasks.batching.BatchPlan): "pools", a pool's batches in a
+    # random order one after another (the RIR/EBT authors' collater and trainer; recipe "paper"); "shuffled", all
+    # the epoch's batches shuffled together (recipe "adamw"; every record trained before 2026-12-07)
+    batch_order: Optional[Literal["pools", "shuffled"]] = None
     num_workers: int = Field(0, ge=0)  # torch DataLoader worker processes collating training batches
 
     def __post_init__(self):

@@ -43,7 +43,7 @@ from rirlab.models.base import autocast
 from rirlab.perf import TensorMemory, tune_allocator
 from rirlab.redact import MASK, redact_all
 from rirlab.tasks import registry as tasks
-from rirlab.tasks.batching import BatchPlan, eval_batches, example_length, loader
+from rirlab.tasks.batching import BatchPlan, eval_batches, example_length, loader, pool_length
 from rirlab.trial import TrialConfig, resolve
 
 Report = Callable[..., None]
@@ -157,14 +157,20 @@ def checkpoint_config(cfg: TrialConfig) -> dict:
 # trains (a cache folder the driver made absolute, the threads, the device)
 RUNTIME_KEYS = frozenset({"num_threads", "device", "cache_dir"})
 
+# training keys newer than some checkpoints, with the value an earlier rirlab trained with where a checkpoint's config
+# lacks them: a trial started before batch_order existed (2026-12-07) shuffled all of an epoch's batches together
+LEGACY_VALUES = {"batch_order": "shuffled"}
+
 
 def drifted_keys(saved: dict, cfg: TrialConfig) -> dict:
     """{key: (checkpoint's value, this code's value)} of the training keys on which ``cfg`` (the trial's config as
     this rirlab resolves it) differs from ``saved``, the resolved config its checkpoint was trained with
     (``checkpoint_config``). The spec and its flags are the same on ``--resume`` (the spec hash says so), so such a
     difference is a default that changed between the rirlab that started the trial and the one resuming it (Ranger's
-    eps, 2026-12-06); keys this rirlab no longer has, runtime keys and masked values are left out."""
+    eps, 2026-12-06); a key the checkpoint lacks counts at the value the rirlab before it trained with
+    (``LEGACY_VALUES``); keys this rirlab no longer has, runtime keys and masked values are left out."""
     now = checkpoint_config(cfg)
+    saved = {**LEGACY_VALUES, **saved}
     return {k: (v, now[k]) for k, v in saved.items()
             if k in now and k not in RUNTIME_KEYS and v != now[k] and MASK not in json.dumps(v)}
 
@@ -211,7 +217,9 @@ class Trainer:
             torch.cuda.reset_peak_memory_stats(self.device)  # this trial's peak, not an earlier one's in the worker
         self.aux_loss_weight = aux_loss_weight(cfg)
         self.step = 0
-        self.plan = BatchPlan([example_length(x) for x in self.data.train], t.batch_size, t.seed, t.bucket_factor)
+        # the authors' collater sorts a pool by len(sequence_vec): for pairs S1 + <SEP> + S2 (pool_length)
+        key = pool_length if t.batch_order == "pools" else example_length
+        self.plan = BatchPlan([key(x) for x in self.data.train], t.batch_size, t.seed, t.bucket_factor, t.batch_order)
         self.batches_per_epoch = self.plan.batches_per_epoch
         self._batches, self._batches_step = None, -1  # loader iterator and the step it yields next
         self.total_steps = t.epochs * self.batches_per_epoch if t.epochs else t.steps

@@ -3,9 +3,12 @@
 Epoch e shuffles the training set with a generator seeded from (seed, e). With
 ``bucket_factor`` f > 1 the shuffled order is cut into pools of f batches, each
 pool is sorted by length and cut into batches (so a batch holds examples of
-similar length and little padding), and the batches of the epoch are shuffled
-again. The batch at step s is therefore fixed by (seed, s) alone: a resumed
-trial sees the same batches, with or without worker processes.
+similar length and little padding). Then, by the training config's ``batch_order``:
+"pools" (the RIR/EBT authors' trainer) shuffles each pool's batches and trains a
+pool's batches one after another; "shuffled" shuffles all the epoch's batches
+together (rirlab before 2026-12-07). The batch at step s is therefore fixed by
+(seed, s) alone: a resumed trial sees the same batches, with or without worker
+processes.
 """
 
 from __future__ import annotations
@@ -100,12 +103,30 @@ def eval_batches(examples: Sequence, batch_size: int, order: str = "length", buc
     return [idx[s : s + batch_size] for s in range(0, len(idx), batch_size)]
 
 
-class BatchPlan:
-    """Which training examples form the batch at each step."""
+# the training batch orders of :class:`BatchPlan` (the training config's ``batch_order``)
+TrainOrder = Literal["pools", "shuffled"]
 
-    def __init__(self, lengths: Sequence[int], batch_size: int, seed: int, bucket_factor: int = 1):
+
+class BatchPlan:
+    """Which training examples form the batch at each step.
+
+    With ``bucket_factor`` f > 1 an epoch's shuffled rows are cut into pools of f batches, each sorted by length
+    and cut into batches. ``order`` "pools" is the RIR/EBT authors' trainer (BeamRecursionFamily): its loader
+    draws shuffled pools of ``train_batch_size * bucket_size_factor`` rows, the collater
+    (collaters/classifier_collater.py, sentence_pair2_collater.py) sorts a pool, cuts it into batches and
+    shuffles them (``random.shuffle(meta_batches)``), and the trainer steps through a pool's batches before the
+    next pool's; so every f consecutive steps (from the epoch's start) hold one pool's batches in a random order. "shuffled"
+    shuffles all the epoch's batches together: the same batches in distribution, another order. The authors' pair
+    collater also halves a batch whose longest sentence has 70 tokens or more into two steps; training here does
+    not (every step is one batch of ``batch_size``, so that the steps of an epoch are fixed)."""
+
+    def __init__(self, lengths: Sequence[int], batch_size: int, seed: int, bucket_factor: int = 1,
+                 order: TrainOrder = "shuffled"):
+        if order not in ("pools", "shuffled"):
+            raise ValueError(f"training batch order {order!r}: 'pools' or 'shuffled'")
         self.lengths = np.asarray(lengths)
         self.n, self.batch_size, self.seed, self.bucket_factor = len(lengths), batch_size, seed, bucket_factor
+        self.order = order
         self.batches_per_epoch = max(1, math.ceil(self.n / batch_size))
         self._epoch, self._batches = -1, []
 
@@ -120,7 +141,12 @@ class BatchPlan:
         for start in range(0, self.n, pool):
             chunk = order[start : start + pool]
             chunk = chunk[np.argsort(self.lengths[chunk], kind="stable")]
-            batches += [chunk[i : i + bs].tolist() for i in range(0, len(chunk), bs)]
+            runs = [chunk[i : i + bs].tolist() for i in range(0, len(chunk), bs)]
+            if self.order == "pools":  # the pool's batches in a random order, one after another
+                runs = [runs[i] for i in torch.randperm(len(runs), generator=g).tolist()]
+            batches += runs
+        if self.order == "pools":
+            return batches
         perm = torch.randperm(len(batches), generator=g).tolist()
         return [batches[i] for i in perm]
 

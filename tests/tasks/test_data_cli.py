@@ -32,6 +32,48 @@ def test_bucketed_plan_is_deterministic_covers_each_epoch_and_cuts_padding():
     assert BatchPlan(lengths, 32, seed=4, bucket_factor=8).indices(0) != steps[0]
 
 
+def pool_runs(plan, epoch):
+    """The epoch's steps cut into runs of bucket_factor steps from the epoch's start, each run's rows as a set."""
+    e0, f, per = epoch * plan.batches_per_epoch, plan.bucket_factor, plan.batches_per_epoch
+    return [set().union(*(plan.indices(e0 + s) for s in range(i, min(i + f, per)))) for i in range(0, per, f)]
+
+
+def test_pools_order_trains_a_length_sorted_pool_before_the_next_as_the_authors_trainer():
+    """batch_order "pools" (the authors' collater and trainer): each run of 5 steps from an epoch's start is one pool
+    of 5 x 32 rows of the epoch's shuffle, cut by length into batches whose lengths do not overlap, in a random
+    order within the pool. "shuffled" mixes pools across the epoch, so its runs of 5 steps are not pools."""
+    rng = np.random.default_rng(1)
+    lengths = rng.integers(1, 100, size=1000)
+    pools, shuffled = (BatchPlan(lengths, 32, seed=5, bucket_factor=5, order=o) for o in ("pools", "shuffled"))
+    assert pools.batches_per_epoch == 32
+    for epoch in range(2):
+        runs = pool_runs(pools, epoch)
+        assert [len(r) for r in runs] == [160] * 6 + [40]  # 1,000 rows: six full pools and the rest
+        assert set().union(*runs) == set(range(1000))
+        for i in range(0, 32, 5):
+            batches = [pools.indices(epoch * 32 + s) for s in range(i, min(i + 5, 32))]
+            spans = sorted((lengths[b].min(), lengths[b].max()) for b in batches)
+            assert all(hi <= lo for (_, hi), (lo, _) in zip(spans, spans[1:]))  # a length-sorted pool, cut
+        # the pool's batches are not always trained shortest first: their order within the pool is drawn
+    firsts = [[lengths[pools.indices(e * 32 + s)].max() for s in range(5)] for e in range(6)]
+    assert any(f != sorted(f) for f in firsts)
+    assert any(len(r) != 160 for r in pool_runs(shuffled, 0)[:6])
+    # both orders train the same batches in an epoch, as sets of rows
+    assert sorted(map(sorted, (pools.indices(s) for s in range(32)))) == \
+        sorted(map(sorted, (shuffled.indices(s) for s in range(32))))
+    assert BatchPlan(lengths, 32, seed=5, bucket_factor=5, order="pools").indices(33) == pools.indices(33)
+
+
+def test_the_paper_recipe_trains_in_the_authors_pool_order():
+    base = {"model": "rir_grc", "task": "listops", "hidden_size": 16, "n_train": 400, "n_dev": 20,
+            "n_test": 20, "n_eval": 20, "batch_size": 16}
+    assert resolve({**base, "recipe": "paper"}).train.batch_order == "pools"
+    assert resolve({**base, "recipe": "adamw"}).train.batch_order == "shuffled"
+    plan = Trainer(resolve({**base, "recipe": "paper"})).plan
+    assert (plan.order, plan.bucket_factor) == ("pools", 5)
+    assert Trainer(resolve({**base, "recipe": "paper", "batch_order": "shuffled"})).plan.order == "shuffled"
+
+
 def test_loader_with_workers_yields_the_batches_of_batch_at():
     examples = [([1 + (i % 7)] * (1 + i % 13), i % 10) for i in range(200)]
     plan = BatchPlan([len(x) for x, _ in examples], 16, seed=1, bucket_factor=4)

@@ -228,6 +228,9 @@ def test_a_resume_keeps_the_training_settings_its_checkpoint_was_trained_with(ca
     run_trial(cfg, lambda m, checkpoint=None: checkpoint and resumed.update({m["step"]: checkpoint}), state=earlier,
               checkpoint_every=2)
     assert resumed[4]["config"]["ranger_eps"] == 1e-5  # what the trainer ran with, in its next checkpoint
+    # a checkpoint from before batch_order existed shuffled all of an epoch's batches together: it goes on so
+    before = {**saved[2], "config": {k: v for k, v in saved[2]["config"].items() if k != "batch_order"}}
+    assert resolve(cfg).train.batch_order == "pools" and resumed_config(cfg, before).train.batch_order == "shuffled"
 
 
 def test_bf16_precision_runs_the_forward_under_autocast_with_a_finite_fp32_loss():
