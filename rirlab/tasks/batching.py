@@ -115,10 +115,11 @@ class BatchPlan:
     draws shuffled pools of ``train_batch_size * bucket_size_factor`` rows, the collater
     (collaters/classifier_collater.py, sentence_pair2_collater.py) sorts a pool, cuts it into batches and
     shuffles them (``random.shuffle(meta_batches)``), and the trainer steps through a pool's batches before the
-    next pool's; so every f consecutive steps (from the epoch's start) hold one pool's batches in a random order. "shuffled"
-    shuffles all the epoch's batches together: the same batches in distribution, another order. The authors' pair
-    collater also halves a batch whose longest sentence has 70 tokens or more into two steps; training here does
-    not (every step is one batch of ``batch_size``, so that the steps of an epoch are fixed)."""
+    next pool's; so every f consecutive steps (from the epoch's start) hold one pool's batches in a random order.
+    "shuffled" shuffles all the epoch's batches together: the same batches in distribution, another order. The authors' pair
+    collater also cuts a batch whose longest sentence has 70 tokens or more in halves, which their trainer
+    accumulates into one step (each half's loss divided by 2): the whole batch's gradient, less padding; here the
+    batch runs whole (``micro_batch_size`` cuts it where memory asks)."""
 
     def __init__(self, lengths: Sequence[int], batch_size: int, seed: int, bucket_factor: int = 1,
                  order: TrainOrder = "shuffled"):
