@@ -14,7 +14,7 @@ processes.
 from __future__ import annotations
 
 import math
-from typing import Callable, Literal, Optional, Sequence
+from typing import Callable, Literal, Optional, Sequence, get_args
 
 import numpy as np
 import torch
@@ -116,15 +116,15 @@ class BatchPlan:
     (collaters/classifier_collater.py, sentence_pair2_collater.py) sorts a pool, cuts it into batches and
     shuffles them (``random.shuffle(meta_batches)``), and the trainer steps through a pool's batches before the
     next pool's; so every f consecutive steps (from the epoch's start) hold one pool's batches in a random order.
-    "shuffled" shuffles all the epoch's batches together: the same batches in distribution, another order. The authors' pair
-    collater also cuts a batch whose longest sentence has 70 tokens or more in halves, which their trainer
-    accumulates into one step (each half's loss divided by 2): the whole batch's gradient, less padding; here the
-    batch runs whole (``micro_batch_size`` cuts it where memory asks)."""
+    "shuffled" shuffles all the epoch's batches together: the same batches in distribution, another order. The
+    authors' pair collater also cuts a batch whose longest sentence has 70 tokens or more in halves, which their
+    trainer accumulates into one step (each half's loss divided by 2): the whole batch's gradient, less padding;
+    here the batch runs whole (``micro_batch_size`` cuts it where memory asks)."""
 
     def __init__(self, lengths: Sequence[int], batch_size: int, seed: int, bucket_factor: int = 1,
                  order: TrainOrder = "shuffled"):
-        if order not in ("pools", "shuffled"):
-            raise ValueError(f"training batch order {order!r}: 'pools' or 'shuffled'")
+        if order not in get_args(TrainOrder):
+            raise ValueError(f"training batch order {order!r}: one of {get_args(TrainOrder)}")
         self.lengths = np.asarray(lengths)
         self.n, self.batch_size, self.seed, self.bucket_factor = len(lengths), batch_size, seed, bucket_factor
         self.order = order
