@@ -76,17 +76,17 @@ def test_the_paper_recipe_trains_in_the_authors_pool_order():
 
 def test_pools_sort_a_pair_task_by_both_sentences_as_the_authors_collater():
     """Under "pools" a pair's sort key is len(S1) + len(S2) (the authors' len(sequence_vec), :func:`pool_length`);
-    under "shuffled" rirlab's earlier key, the longer sentence. The two orders differ only for pairs."""
+    under "shuffled" rirlab's earlier key, the longer sentence. The two keys differ only for pairs."""
     base = {"model": "rir_grc", "task": "logic", "hidden_size": 8, "chunk_size": 4, "n_train": 200, "n_dev": 8,
             "n_eval": 8, "batch_size": 8, "recipe": "paper"}
     pools = Trainer(resolve(base))
     train = pools.data.train
     assert len(train[0]) == 3  # (premise, hypothesis, label)
-    summed = [len(a) + len(b) for a, b, _ in train]
+    summed, longer = [len(a) + len(b) for a, b, _ in train], [max(len(a), len(b)) for a, b, _ in train]
     assert pools.plan.order == "pools" and list(pools.plan.lengths) == summed
-    assert summed != [max(len(a), len(b)) for a, b, _ in train]
+    assert summed != longer
     shuffled = Trainer(resolve({**base, "batch_order": "shuffled"}))
-    assert list(shuffled.plan.lengths) == [max(len(a), len(b)) for a, b, _ in train]
+    assert list(shuffled.plan.lengths) == longer
 
 
 def test_loader_with_workers_yields_the_batches_of_batch_at():
